@@ -1,0 +1,44 @@
+# Every target bootstraps its own virtual environment from pyproject.toml, so each works on a fresh clone.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+RUN_STAMP := $(VENV)/.installed-run
+DEV_STAMP := $(VENV)/.installed-dev
+
+.PHONY: run test lint typecheck pytest bench clean
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+$(RUN_STAMP): pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install --quiet -e .
+	touch $@
+
+$(DEV_STAMP): pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@ $(RUN_STAMP)
+
+## run: start a local 3-node cluster on 127.0.0.1:8080-8082 (Ctrl-C stops it)
+run: $(RUN_STAMP)
+	$(PY) -m kvnode
+
+## test: ruff, mypy and the whole pytest suite
+test: lint typecheck pytest
+
+lint: $(DEV_STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: $(DEV_STAMP)
+	$(VENV)/bin/mypy
+
+pytest: $(DEV_STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+## bench: sync vs async 3-node cluster under wrk, next to an aiohttp hello-world
+bench: $(DEV_STAMP)
+	$(PY) -m loadtest.bench
+
+clean:
+	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,7 @@
+"""``python -m kvnode``: see kvnode.cli."""
+
+import sys
+
+from kvnode.cli import main
+
+sys.exit(main())

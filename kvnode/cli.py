@@ -1,0 +1,196 @@
+"""The command line: ``python -m kvnode [cluster|node] ...``. Every flag has a KVNODE_* environment
+variable (``--timeout-ms`` is ``KVNODE_TIMEOUT_MS``); the flag wins. Bad input exits 2 with one line."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+from kvnode.config import ClusterConfig, NodeConfig
+
+__all__ = ["main", "node_argv", "parse_args"]
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse, but an error is one line on stderr (no usage block) and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _port(text: str) -> int:
+    port = _integer(text)
+    if not 0 < port < 65536:
+        raise argparse.ArgumentTypeError(f"port must be between 1 and 65535, got {text!r}")
+    return port
+
+
+def _positive(text: str) -> int:
+    number = _integer(text)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return number
+
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+
+
+def _urls(text: str) -> tuple[str, ...]:
+    urls = tuple(url.strip().rstrip("/") for url in text.split(",") if url.strip())
+    for url in urls:
+        if not url.startswith("http://") or url.count(":") != 2:
+            raise argparse.ArgumentTypeError(f"cluster URLs look like http://HOST:PORT, got {url!r}")
+    if not urls:
+        raise argparse.ArgumentTypeError("the cluster list is empty")
+    return urls
+
+
+def _fanout(text: str) -> str:
+    if text not in ("async", "sync"):
+        raise argparse.ArgumentTypeError(f"fanout is async or sync, got {text!r}")
+    return text
+
+
+def _switch(text: str) -> bool:
+    """Environment form of an on/off flag."""
+    value = text.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("", "0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected 1/0, true/false, yes/no or on/off, got {text!r}")
+
+
+@dataclass(frozen=True)
+class _Flag:
+    name: str
+    parse: Callable[[str], Any] | None  # None: an on/off switch
+    default: Any
+    help: str
+    metavar: str | None = None
+
+    @property
+    def dest(self) -> str:
+        return self.name.removeprefix("--").replace("-", "_")
+
+    @property
+    def env(self) -> str:
+        return "KVNODE_" + self.dest.upper()
+
+
+_DEFAULTS = NodeConfig()
+_SHARED = [
+    _Flag("--host", str, _DEFAULTS.host, "address to listen on; also the host of this node's URL"),
+    _Flag("--fanout", _fanout, _DEFAULTS.fanout, "how a coordinator asks replicas: async (all at once) "
+          "or sync (one after another, the baseline)", "async|sync"),
+    _Flag("--timeout-ms", _positive, _DEFAULTS.timeout_ms, "a replica that has not answered within this "
+          "many milliseconds counts as failed"),
+    _Flag("--max-body-bytes", _positive, _DEFAULTS.max_body_bytes, "largest PUT body accepted (413 above)"),
+    _Flag("--fsync", None, False, "fsync every write before acknowledging it (survives power loss; slower)"),
+    _Flag("--access-log", None, False, "log every HTTP request"),
+]
+_NODE = [
+    _Flag("--port", _port, None, "port to listen on (required)"),
+    _Flag("--data-dir", Path, None, "LevelDB directory, created if missing (required)", "DIR"),
+    _Flag("--cluster", _urls, (), "every node's URL, comma-separated, the same list in the same order on "
+          "every node; must include this node's http://HOST:PORT (default: a cluster of one)", "URL,URL,..."),
+    *_SHARED,
+]
+_CLUSTER = [
+    _Flag("--nodes", _positive, ClusterConfig().nodes, "how many node processes to start"),
+    _Flag("--port", _port, _DEFAULTS.port, "port of the first node; the others follow consecutively"),
+    _Flag("--data-dir", Path, _DEFAULTS.data_dir, "each node keeps its data in DATA_DIR/node-PORT", "DIR"),
+    *_SHARED,
+]
+
+
+def _add_flags(parser: _OneLineParser, flags: Sequence[_Flag], env: Mapping[str, str]) -> None:
+    for flag in flags:
+        default = flag.default
+        if flag.env in env:
+            try:
+                default = (flag.parse or _switch)(env[flag.env])
+            except (argparse.ArgumentTypeError, ValueError) as error:
+                parser.error(f"{flag.env}: {error}")
+        help_text = f"{flag.help} [env {flag.env}]"
+        if flag.parse is None:
+            parser.add_argument(flag.name, action="store_true", default=default, help=help_text)
+        else:
+            parser.add_argument(
+                flag.name,
+                type=flag.parse,
+                default=default,
+                required=default is None,
+                metavar=flag.metavar,
+                help=help_text + ("" if default is None else f" (default: {_shown(default)})"),
+            )
+
+
+def _shown(value: object) -> str:
+    return ",".join(value) if isinstance(value, tuple) else str(value)
+
+
+def _parser(env: Mapping[str, str]) -> _OneLineParser:
+    parser = _OneLineParser(
+        prog="python -m kvnode",
+        description="kvnode: a small Dynamo-style key-value store. Without a command, starts a local "
+        "3-node cluster (`cluster` with its defaults).",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="{cluster,node}")
+    cluster = commands.add_parser("cluster", help="start a local cluster of node processes")
+    _add_flags(cluster, _CLUSTER, env)
+    node = commands.add_parser("node", help="run one node")
+    _add_flags(node, _NODE, env)
+    return parser
+
+
+def parse_args(argv: Sequence[str], env: Mapping[str, str]) -> NodeConfig | ClusterConfig:
+    args = list(argv)
+    if not args or (args[0].startswith("-") and args[0] not in ("-h", "--help")):
+        args.insert(0, "cluster")
+    parser = _parser(env)
+    namespace = parser.parse_args(args)
+    values = vars(namespace)
+    command = values.pop("command")
+    try:
+        if command == "node":
+            return NodeConfig(**values)
+        nodes = values.pop("nodes")
+        return ClusterConfig(nodes=nodes, node=NodeConfig(**values))
+    except ValueError as error:
+        parser.error(str(error))
+
+
+def node_argv(config: NodeConfig) -> list[str]:
+    """The command line that runs a node with this configuration (the local cluster's children)."""
+    argv = [
+        sys.executable, "-m", "kvnode", "node",
+        "--host", config.host,
+        "--port", str(config.port),
+        "--data-dir", str(config.data_dir),
+        "--cluster", ",".join(config.members),
+        "--fanout", config.fanout,
+        "--timeout-ms", str(config.timeout_ms),
+        "--max-body-bytes", str(config.max_body_bytes),
+    ]  # fmt: skip
+    return argv + [flag for flag, on in (("--fsync", config.fsync), ("--access-log", config.access_log)) if on]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    config = parse_args(sys.argv[1:] if argv is None else argv, os.environ)
+    if isinstance(config, NodeConfig):
+        from kvnode.node import run_node
+
+        return run_node(config)
+    from kvnode.local_cluster import run_cluster
+
+    return run_cluster(config)

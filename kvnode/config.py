@@ -1,0 +1,69 @@
+"""Configuration: one frozen dataclass per process kind, built once by the CLI and passed down."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+__all__ = ["ClusterConfig", "FanoutMode", "NodeConfig"]
+
+FanoutMode = Literal["async", "sync"]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeConfig:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    data_dir: Path = Path("data")
+    cluster: tuple[str, ...] = ()  # every node's URL, in the same order on every node; () = just this one
+    fanout: FanoutMode = "async"
+    timeout_ms: int = 1000
+    max_body_bytes: int = 16 * 1024 * 1024
+    fsync: bool = False
+    access_log: bool = False
+
+    def __post_init__(self) -> None:
+        if not 0 < self.port < 65536:
+            raise ValueError(f"port must be between 1 and 65535, got {self.port}")
+        if self.cluster and self.url not in self.cluster:
+            raise ValueError(f"this node's URL {self.url} is not in the cluster list {','.join(self.cluster)}")
+        if len(set(self.cluster)) != len(self.cluster):
+            raise ValueError("the cluster list names a node twice")
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def members(self) -> tuple[str, ...]:
+        return self.cluster or (self.url,)
+
+    @property
+    def timeout(self) -> float:
+        """The replica timeout in seconds."""
+        return self.timeout_ms / 1000
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterConfig:
+    """A local cluster: ``nodes`` processes on consecutive ports from ``node.port``."""
+
+    nodes: int = 3
+    node: NodeConfig = NodeConfig()
+
+    def __post_init__(self) -> None:
+        if self.nodes < 1:
+            raise ValueError(f"a cluster needs at least one node, got {self.nodes}")
+        if self.node.port + self.nodes - 1 > 65535:
+            raise ValueError(f"ports {self.node.port}..{self.node.port + self.nodes - 1} run past 65535")
+
+    def node_configs(self) -> list[NodeConfig]:
+        base = self.node
+        ports = range(base.port, base.port + self.nodes)
+        urls = tuple(f"http://{base.host}:{port}" for port in ports)
+        return [
+            dataclasses.replace(base, port=port, data_dir=base.data_dir / f"node-{port}", cluster=urls)
+            for port in ports
+        ]

@@ -1,0 +1,148 @@
+"""The client-facing HTTP API (see CONTRACT.md): request parsing and validation, then the coordinator.
+
+Every rejection is a 4xx with a one-line plain-text reason, decided before anything is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from aiohttp import web
+
+from kvnode.config import NodeConfig
+from kvnode.coordinator import Coordinator
+from kvnode.fanout import QuorumFailed
+from kvnode.metrics import LoopLagMonitor
+from kvnode.quorum import BadQuorum, Quorum
+from kvnode.storage import Storage
+from kvnode.transport import PEER_PATH, PeerReplica, serve_peer
+
+__all__ = ["CONFIG", "COORDINATOR", "LOOP_LAG", "PEERS", "PEER_SOCKETS", "STORAGE", "add_routes"]
+
+CONFIG = web.AppKey("config", NodeConfig)
+STORAGE = web.AppKey("storage", Storage)
+COORDINATOR = web.AppKey("coordinator", Coordinator)
+PEERS = web.AppKey("peers", list[PeerReplica])
+PEER_SOCKETS = web.AppKey("peer_sockets", set[web.WebSocketResponse])
+LOOP_LAG = web.AppKey("loop_lag", LoopLagMonitor)
+
+_SCAN_YIELD_EVERY = 256  # records streamed between yields to the loop, so a long scan starves nobody
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_get("/v0/entity", get_entity, allow_head=False)
+    app.router.add_put("/v0/entity", put_entity)
+    app.router.add_delete("/v0/entity", delete_entity)
+    app.router.add_get("/v0/entities", get_entities, allow_head=False)
+    app.router.add_get("/v0/status", get_status, allow_head=False)
+    app.router.add_get("/v0/stats", get_stats, allow_head=False)
+    app.router.add_get(PEER_PATH, replica_channel, allow_head=False)
+
+
+async def get_entity(request: web.Request) -> web.Response:
+    key, quorum = _entity_params(request)
+    try:
+        record = await request.app[COORDINATOR].get(key, quorum)
+    except QuorumFailed as error:
+        return _text(504, str(error))
+    if record is None or record.tombstone:
+        return _text(404, "no such entity")
+    return web.Response(body=record.value, content_type="application/octet-stream")
+
+
+async def put_entity(request: web.Request) -> web.Response:
+    key, quorum = _entity_params(request)
+    limit = request.app[CONFIG].max_body_bytes
+    if request.content_length is not None and request.content_length > limit:
+        return _text(413, f"body of {request.content_length} bytes exceeds the limit of {limit} bytes")
+    try:
+        value = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        return _text(413, f"body exceeds the limit of {limit} bytes")
+    try:
+        await request.app[COORDINATOR].put(key, value, quorum)
+    except QuorumFailed as error:
+        return _text(504, str(error))
+    return _text(201, "created")
+
+
+async def delete_entity(request: web.Request) -> web.Response:
+    key, quorum = _entity_params(request)
+    try:
+        await request.app[COORDINATOR].delete(key, quorum)
+    except QuorumFailed as error:
+        return _text(504, str(error))
+    return _text(202, "accepted")
+
+
+async def get_entities(request: web.Request) -> web.StreamResponse:
+    """This node's live records with start <= key < end, one chunk ``key\\nvalue`` per record."""
+    start = _utf8(request, "start")
+    end_text = request.query.get("end")
+    end = None if end_text is None else _utf8(request, "end", allow_empty=True)
+    response = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
+    response.enable_chunked_encoding()
+    await response.prepare(request)
+    if end is None or start < end:
+        for sent, (key, value) in enumerate(request.app[STORAGE].scan_live(start, end), 1):
+            await response.write(key + b"\n" + value)
+            if sent % _SCAN_YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+    await response.write_eof()
+    return response
+
+
+async def get_status(request: web.Request) -> web.Response:
+    return _text(200, "ok")
+
+
+async def get_stats(request: web.Request) -> web.Response:
+    """Node health for people and tools: the event loop's lag and each peer channel's state.
+
+    ``?reset=1`` starts a new measurement window after answering (the profiler uses it per run).
+    """
+    app = request.app
+    lag = app[LOOP_LAG]
+    body = {
+        "node": app[CONFIG].url,
+        "fanout": app[CONFIG].fanout,
+        "cluster": list(app[COORDINATOR].placement.nodes),
+        "loop_lag_ms": {"samples": lag.histogram.count, **lag.histogram.summary_ms()},
+        "peers": {peer.url: peer.state for peer in app[PEERS]},
+    }
+    if request.query.get("reset") == "1":
+        lag.reset()
+    return web.Response(text=json.dumps(body, indent=2) + "\n", content_type="application/json")
+
+
+async def replica_channel(request: web.Request) -> web.WebSocketResponse:
+    return await serve_peer(request, request.app[STORAGE], request.app[PEER_SOCKETS])
+
+
+def _entity_params(request: web.Request) -> tuple[bytes, Quorum]:
+    key = _utf8(request, "id")
+    query = request.query
+    try:
+        quorum = Quorum.parse(query.get("ack"), query.get("from"), request.app[COORDINATOR].cluster_size)
+    except BadQuorum as error:
+        raise _bad_request(str(error)) from None
+    return key, quorum
+
+
+def _utf8(request: web.Request, name: str, *, allow_empty: bool = False) -> bytes:
+    text = request.query.get(name)
+    if text is None or (not text and not allow_empty):
+        raise _bad_request(f"query parameter {name!r} is required and must not be empty")
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _bad_request(f"query parameter {name!r} is not valid UTF-8") from None
+
+
+def _text(status: int, reason: str) -> web.Response:
+    return web.Response(status=status, text=reason + "\n")
+
+
+def _bad_request(reason: str) -> web.HTTPBadRequest:
+    return web.HTTPBadRequest(text=reason + "\n")

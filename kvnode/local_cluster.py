@@ -1,0 +1,103 @@
+"""A local cluster: several node processes on one machine, started, watched and stopped together."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+
+from kvnode.cli import node_argv
+from kvnode.config import ClusterConfig, NodeConfig
+
+__all__ = ["NodeProcesses", "run_cluster", "wait_until_serving"]
+
+_READY_TIMEOUT = 30.0
+_STOP_TIMEOUT = 15.0
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: SIGTERM it if the launcher dies, so no node is orphaned."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def wait_until_serving(url: str, process: subprocess.Popen[bytes] | None, deadline: float) -> bool:
+    """Poll ``url/v0/status`` until it answers 200; False if the deadline passes or the process exits."""
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            return False
+        try:
+            with urllib.request.urlopen(url + "/v0/status", timeout=1.0) as response:
+                if response.status == 200:
+                    return True
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.05)
+    return False
+
+
+class NodeProcesses:
+    """Node processes started from configs; stop() ends them by PID, SIGTERM first, then SIGKILL."""
+
+    def __init__(self, configs: Sequence[NodeConfig]) -> None:
+        self.configs = list(configs)
+        self.processes: list[subprocess.Popen[bytes]] = []
+
+    def start(self) -> None:
+        for config in self.configs:
+            self.processes.append(subprocess.Popen(node_argv(config), preexec_fn=_die_with_parent))
+
+    def wait_ready(self, timeout: float = _READY_TIMEOUT) -> list[str]:
+        """URLs of the nodes that did not come up in time (empty when all serve)."""
+        deadline = time.monotonic() + timeout
+        return [
+            config.url
+            for config, process in zip(self.configs, self.processes, strict=True)
+            if not wait_until_serving(config.url, process, deadline)
+        ]
+
+    def stop(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in self.processes:
+            try:
+                process.wait(_STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def run_cluster(config: ClusterConfig) -> int:
+    nodes = NodeProcesses(config.node_configs())
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    nodes.start()
+    try:
+        not_ready = nodes.wait_ready()
+        if not_ready:
+            print(f"kvnode: nodes did not start: {', '.join(not_ready)}", file=sys.stderr)
+            return 1
+        print(f"kvnode cluster of {config.nodes} ready ({config.node.fanout} fan-out):", flush=True)
+        for node in nodes.configs:
+            print(f"  {node.url}", flush=True)
+        print("Ctrl-C stops every node.", flush=True)
+        running = dict(zip(nodes.processes, nodes.configs, strict=True))
+        while running and not stop.wait(0.5):
+            for process, node in list(running.items()):
+                if process.poll() is not None:
+                    del running[process]
+                    print(f"kvnode: node {node.url} exited with status {process.returncode}", file=sys.stderr)
+        if not running:
+            return 1
+        return 0
+    finally:
+        nodes.stop()

@@ -1,0 +1,106 @@
+"""Latency histograms (HdrHistogram) shared by the node's stats, the load generator and the reports.
+
+Values are recorded in microseconds; summaries are reported in milliseconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Iterable
+
+from hdrh.histogram import HdrHistogram
+
+__all__ = ["PERCENTILES", "LatencyHistogram", "LoopLagMonitor"]
+
+PERCENTILES = (50.0, 75.0, 90.0, 99.0, 99.9, 99.99, 100.0)
+_HIGHEST_US = 3_600_000_000  # one hour: anything slower is recorded as an hour
+
+
+class LatencyHistogram:
+    """Microsecond latencies with 3 significant digits, from 1 µs to an hour.
+
+    >>> h = LatencyHistogram()
+    >>> for us in (100, 200, 300): h.record_us(us)
+    >>> h.percentile_ms(50)
+    0.2
+    """
+
+    def __init__(self, hdr: HdrHistogram | None = None) -> None:
+        self.hdr = hdr if hdr is not None else HdrHistogram(1, _HIGHEST_US, 3)
+
+    def record_us(self, micros: float, expected_interval_us: int = 0) -> None:
+        value = min(max(int(micros), 1), _HIGHEST_US)
+        if expected_interval_us:
+            self.hdr.record_corrected_value(value, expected_interval_us)
+        else:
+            self.hdr.record_value(value)
+
+    @property
+    def count(self) -> int:
+        return int(self.hdr.get_total_count())
+
+    def percentile_ms(self, percentile: float) -> float:
+        if percentile >= 100.0:
+            return self.max_ms
+        return float(self.hdr.get_value_at_percentile(percentile)) / 1000.0
+
+    @property
+    def max_ms(self) -> float:
+        return float(self.hdr.get_max_value()) / 1000.0 if self.count else 0.0
+
+    @property
+    def mean_ms(self) -> float:
+        return float(self.hdr.get_mean_value()) / 1000.0 if self.count else 0.0
+
+    def summary_ms(self, percentiles: Iterable[float] = PERCENTILES) -> dict[str, float]:
+        """{"p50": ms, ..., "max": ms} (p100 is named max)."""
+        return {
+            ("max" if p >= 100.0 else f"p{p:g}"): round(self.percentile_ms(p), 3) for p in percentiles
+        }
+
+    def add(self, other: LatencyHistogram) -> None:
+        self.hdr.add(other.hdr)
+
+    def encode(self) -> str:
+        """HdrHistogram's compressed base64 form, readable by every HdrHistogram implementation."""
+        return str(self.hdr.encode().decode("ascii"))
+
+    @classmethod
+    def decode(cls, text: str) -> LatencyHistogram:
+        return cls(HdrHistogram.decode(text.encode("ascii")))
+
+
+class LoopLagMonitor:
+    """Measures how late the event loop runs a callback that is ready now: its queueing delay.
+
+    Every ``interval`` seconds it schedules a probe with ``call_soon`` and records the time until the
+    probe runs, which is the time every ready callback (a request, a replica reply) waits behind others.
+    """
+
+    def __init__(self, interval: float = 0.01) -> None:
+        self.interval = interval
+        self.histogram = LatencyHistogram()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._sample())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def reset(self) -> None:
+        self.histogram = LatencyHistogram()
+
+    async def _sample(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(self.interval)
+            loop.call_soon(self._probe_ran, time.perf_counter())
+
+    def _probe_ran(self, scheduled: float) -> None:
+        self.histogram.record_us((time.perf_counter() - scheduled) * 1e6)

@@ -1,0 +1,113 @@
+"""A node's lifecycle: the aiohttp application, its resources, and serving until SIGTERM/SIGINT.
+
+Resources (LevelDB, the peer channels, the loop-lag monitor) open and close in one ``cleanup_ctx``;
+shutdown stops listening, closes peers' replica channels, lets client requests in flight finish, then
+closes storage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import AsyncIterator
+
+import aiohttp
+import uvloop
+from aiohttp import web
+
+from kvnode.clock import WriteClock
+from kvnode.config import NodeConfig
+from kvnode.coordinator import Coordinator
+from kvnode.fanout import FANOUTS
+from kvnode.http_api import CONFIG, COORDINATOR, LOOP_LAG, PEER_SOCKETS, PEERS, STORAGE, add_routes
+from kvnode.metrics import LoopLagMonitor
+from kvnode.placement import Placement
+from kvnode.storage import Storage, StorageUnavailable
+from kvnode.transport import LocalReplica, PeerReplica, Replica
+
+__all__ = ["create_app", "run_node", "serve"]
+
+log = logging.getLogger("kvnode")
+
+_SHUTDOWN_TIMEOUT = 10.0  # seconds a graceful stop waits for client requests in flight
+
+
+def create_app(config: NodeConfig) -> web.Application:
+    app = web.Application(client_max_size=config.max_body_bytes)
+    app[CONFIG] = config
+    app[PEER_SOCKETS] = set()
+    add_routes(app)
+    app.cleanup_ctx.append(_node_resources)
+    app.on_shutdown.append(_close_peer_sockets)
+    return app
+
+
+async def _node_resources(app: web.Application) -> AsyncIterator[None]:
+    config = app[CONFIG]
+    storage = Storage.open(config.data_dir, fsync=config.fsync)
+    session = aiohttp.ClientSession()
+    peers = [PeerReplica(url, session, config.timeout) for url in config.members if url != config.url]
+    replicas: dict[str, Replica] = {config.url: LocalReplica(config.url, storage)}
+    replicas.update({peer.url: peer for peer in peers})
+    lag = LoopLagMonitor()
+    app[STORAGE], app[PEERS], app[LOOP_LAG] = storage, peers, lag
+    app[COORDINATOR] = Coordinator(Placement(config.members), replicas, FANOUTS[config.fanout], WriteClock())
+    lag.start()
+    try:
+        yield
+    finally:
+        await lag.stop()
+        for peer in peers:
+            await peer.close()
+        await session.close()
+        storage.close()
+
+
+async def _close_peer_sockets(app: web.Application) -> None:
+    """Replica channels are long-lived requests: close them, or shutdown would wait for them."""
+    for ws in list(app[PEER_SOCKETS]):
+        await ws.close(code=aiohttp.WSCloseCode.GOING_AWAY, message=b"node shutting down")
+
+
+async def serve(config: NodeConfig) -> int:
+    """Serve until SIGTERM or SIGINT; the process exit status."""
+    runner = web.AppRunner(
+        create_app(config),
+        handle_signals=False,
+        access_log=logging.getLogger("kvnode.access") if config.access_log else None,
+        shutdown_timeout=_SHUTDOWN_TIMEOUT,
+    )
+    try:
+        await runner.setup()
+    except StorageUnavailable as error:
+        print(f"kvnode: {error}", file=sys.stderr)
+        return 2
+    site = web.TCPSite(runner, config.host, config.port, backlog=1024)
+    try:
+        await site.start()
+    except OSError as error:
+        print(f"kvnode: cannot listen on {config.host}:{config.port}: {error.strerror}", file=sys.stderr)
+        await runner.cleanup()
+        return 2
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    log.info(
+        "node %s serving: cluster of %d, %s fan-out, data in %s",
+        config.url,
+        len(config.members),
+        config.fanout,
+        config.data_dir,
+    )
+    await stop.wait()
+    log.info("node %s stopping", config.url)
+    await runner.cleanup()
+    return 0
+
+
+def run_node(config: NodeConfig) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    return uvloop.run(serve(config))

@@ -1,0 +1,67 @@
+"""Quorum rules: the ack/from parameters of a request and the accounting of replica answers. No I/O."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["BadQuorum", "Quorum", "QuorumTally"]
+
+
+class BadQuorum(ValueError):
+    """ack/from parameters a request may not ask for; the message is the client's one-line reason."""
+
+
+@dataclass(frozen=True, slots=True)
+class Quorum:
+    ack: int
+    replicas: int  # the contract's `from`
+
+    @classmethod
+    def parse(cls, ack: str | None, replicas: str | None, cluster_size: int) -> Quorum:
+        """Validate the query parameters; defaults are from = cluster size, ack = from // 2 + 1.
+
+        >>> Quorum.parse(None, None, 3)
+        Quorum(ack=2, replicas=3)
+        """
+        n = cluster_size if replicas is None else _positive(replicas, "from")
+        if n > cluster_size:
+            raise BadQuorum(f"from={n} exceeds the cluster size {cluster_size}")
+        a = n // 2 + 1 if ack is None else _positive(ack, "ack")
+        if a > n:
+            raise BadQuorum(f"ack={a} exceeds from={n}")
+        return cls(a, n)
+
+
+def _positive(text: str, name: str) -> int:
+    if not text.isascii() or not text.isdigit() or int(text) < 1:
+        raise BadQuorum(f"{name} must be a positive integer, got {text!r}")
+    return int(text)
+
+
+@dataclass(slots=True)
+class QuorumTally:
+    """Counts replica answers for one request and says when its outcome is known.
+
+    >>> tally = QuorumTally(Quorum(ack=2, replicas=3))
+    >>> tally.fail(); tally.fail(); tally.impossible
+    True
+    """
+
+    quorum: Quorum
+    successes: int = 0
+    failures: int = 0
+
+    def succeed(self) -> None:
+        self.successes += 1
+
+    def fail(self) -> None:
+        self.failures += 1
+
+    @property
+    def reached(self) -> bool:
+        return self.successes >= self.quorum.ack
+
+    @property
+    def impossible(self) -> bool:
+        """So many replicas failed that the rest cannot make up ack any more."""
+        return self.quorum.replicas - self.failures < self.quorum.ack

@@ -1,0 +1,320 @@
+"""Replica transport: how a coordinator reaches the replicas of a key, and how a node answers its peers.
+
+A replica call returns an ``asyncio.Future`` at once (no task per call) that ends in the replica's answer
+or in one of the ReplicaError types below; nothing else escapes to the coordinator.
+
+- :class:`LocalReplica` calls this node's storage directly.
+- :class:`PeerReplica` multiplexes calls by id over one persistent WebSocket to the peer's
+  ``/v0/internal/replica`` (the node's single port); every call of one loop tick leaves in one frame.
+  It connects lazily, fails calls fast while the peer is down, and reconnects with backoff.
+- :func:`serve_peer` is the other end: it answers a peer's frames from local storage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Protocol
+
+import aiohttp
+from aiohttp import WSMsgType, web
+
+from kvnode import wire
+from kvnode.records import CorruptRecord, Record, decode, encode
+from kvnode.storage import Storage, StorageError
+
+__all__ = [
+    "PEER_PATH",
+    "LocalReplica",
+    "PeerReplica",
+    "Replica",
+    "ReplicaError",
+    "ReplicaProtocolError",
+    "ReplicaRejected",
+    "ReplicaTimeout",
+    "ReplicaUnavailable",
+    "serve_peer",
+]
+
+log = logging.getLogger(__name__)
+
+PEER_PATH = "/v0/internal/replica"
+_MIN_BACKOFF = 0.05
+_MAX_BACKOFF = 1.0
+
+
+class ReplicaError(Exception):
+    """A replica call failed; the coordinator counts the replica as failed."""
+
+
+class ReplicaUnavailable(ReplicaError):
+    """The replica cannot be reached: connection refused or lost, or the peer is backing off."""
+
+
+class ReplicaTimeout(ReplicaError):
+    """The replica did not answer within the timeout."""
+
+
+class ReplicaProtocolError(ReplicaError):
+    """The replica answered something that is not the replica protocol."""
+
+
+class ReplicaRejected(ReplicaError):
+    """The replica answered, with an error of its own (a corrupt record, a storage failure)."""
+
+
+class Replica(Protocol):
+    url: str
+
+    def read(self, key: bytes) -> asyncio.Future[Record | None]: ...
+
+    def write(self, key: bytes, record: Record) -> asyncio.Future[int]:
+        """Resolves to the timestamp of the version the replica holds afterwards."""
+        ...
+
+
+class LocalReplica:
+    def __init__(self, url: str, storage: Storage) -> None:
+        self.url = url
+        self._storage = storage
+
+    def read(self, key: bytes) -> asyncio.Future[Record | None]:
+        future: asyncio.Future[Record | None] = asyncio.get_running_loop().create_future()
+        try:
+            future.set_result(self._storage.read(key))
+        except CorruptRecord as error:
+            future.set_exception(ReplicaRejected(f"{self.url}: stored record is corrupt: {error}"))
+        return future
+
+    def write(self, key: bytes, record: Record) -> asyncio.Future[int]:
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        try:
+            future.set_result(self._storage.apply(key, record).timestamp)
+        except StorageError as error:
+            future.set_exception(ReplicaRejected(f"{self.url}: {error}"))
+        return future
+
+
+class PeerReplica:
+    """One peer node, reached over a persistent multiplexed WebSocket.
+
+    States: connected (calls are sent), connecting for the first time (calls wait in the outbox), and
+    down after a failure (calls fail at once while one reconnect attempt runs in the background, at most
+    every backoff seconds).
+    """
+
+    def __init__(self, url: str, session: aiohttp.ClientSession, timeout: float) -> None:
+        self.url = url
+        self._session = session
+        self._timeout = timeout
+        self._ws: aiohttp.ClientWebSocketResponse | None = None
+        self._connecting: asyncio.Task[None] | None = None
+        self._io_tasks: list[asyncio.Task[None]] = []
+        self._down = False
+        self._closed = False
+        self._retry_at = 0.0
+        self._backoff = _MIN_BACKOFF
+        self._last_reply = 0.0
+        self._next_id = 0
+        self._calls: dict[int, tuple[asyncio.Future[object], asyncio.TimerHandle, wire.Op]] = {}
+        self._outbox: list[bytes] = []
+        self._wakeup = asyncio.Event()
+
+    def read(self, key: bytes) -> asyncio.Future[Record | None]:
+        return self._call(wire.Op.READ, key, b"")  # type: ignore[return-value]
+
+    def write(self, key: bytes, record: Record) -> asyncio.Future[int]:
+        return self._call(wire.Op.WRITE, key, encode(record))  # type: ignore[return-value]
+
+    @property
+    def state(self) -> str:
+        return "connected" if self._ws is not None else ("down" if self._down else "idle")
+
+    async def close(self) -> None:
+        self._closed = True
+        for task in [self._connecting, *self._io_tasks]:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        if self._ws is not None:
+            await self._ws.close()
+        self._disconnect(ReplicaUnavailable(f"{self.url}: transport closed"))
+
+    def _call(self, op: wire.Op, key: bytes, record: bytes) -> asyncio.Future[object]:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[object] = loop.create_future()
+        if self._ws is None:
+            if self._closed:
+                future.set_exception(ReplicaUnavailable(f"{self.url}: transport closed"))
+                return future
+            if self._connecting is None and loop.time() >= self._retry_at:
+                self._connecting = loop.create_task(self._connect())
+            if self._down:
+                future.set_exception(ReplicaUnavailable(f"{self.url} is unreachable"))
+                return future
+        self._next_id = call_id = (self._next_id + 1) & 0xFFFFFFFF
+        timer = loop.call_later(self._timeout, self._expire, call_id)
+        self._calls[call_id] = (future, timer, op)
+        self._outbox.append(wire.encode_call(call_id, op, key, record))
+        if self._ws is not None:
+            self._wakeup.set()
+        return future
+
+    async def _connect(self) -> None:
+        try:
+            async with asyncio.timeout(self._timeout):
+                ws = await self._session.ws_connect(self.url + PEER_PATH, max_msg_size=0, autoping=True)
+        except (aiohttp.ClientError, OSError, TimeoutError) as error:
+            self._mark_down(ReplicaUnavailable(f"{self.url} is unreachable: {error or type(error).__name__}"))
+            return
+        finally:
+            self._connecting = None
+        if self._closed:
+            await ws.close()
+            return
+        loop = asyncio.get_running_loop()
+        self._ws, self._down, self._backoff, self._last_reply = ws, False, _MIN_BACKOFF, loop.time()
+        self._io_tasks = [loop.create_task(self._receive(ws)), loop.create_task(self._send(ws))]
+        if self._outbox:
+            self._wakeup.set()
+        log.info("replica channel to %s connected", self.url)
+
+    async def _send(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        try:
+            while True:
+                await self._wakeup.wait()
+                self._wakeup.clear()
+                while self._outbox:
+                    frame = b"".join(self._outbox)
+                    self._outbox.clear()
+                    await ws.send_bytes(frame)
+        except (aiohttp.ClientError, ConnectionError, RuntimeError) as error:
+            self._drop(ws, ReplicaUnavailable(f"{self.url}: connection lost while sending: {error}"))
+
+    async def _receive(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        reason: ReplicaError = ReplicaUnavailable(f"{self.url}: connection closed")
+        try:
+            async for message in ws:
+                if message.type is not WSMsgType.BINARY:
+                    reason = ReplicaProtocolError(f"{self.url}: unexpected {message.type.name} message")
+                    break
+                self._last_reply = asyncio.get_running_loop().time()
+                for reply in wire.decode_replies(message.data):
+                    self._resolve(reply)
+        except wire.WireError as error:
+            reason = ReplicaProtocolError(f"{self.url}: malformed reply frame: {error}")
+        except (aiohttp.ClientError, ConnectionError) as error:
+            reason = ReplicaUnavailable(f"{self.url}: connection lost: {error}")
+        self._drop(ws, reason)
+
+    def _resolve(self, reply: wire.ReplicaReply) -> None:
+        entry = self._calls.pop(reply.call_id, None)
+        if entry is None:
+            return  # the call already timed out
+        future, timer, op = entry
+        timer.cancel()
+        if future.done():
+            return
+        try:
+            future.set_result(_answer_of(op, reply))
+        except CorruptRecord as error:
+            future.set_exception(ReplicaProtocolError(f"{self.url}: malformed record in reply: {error}"))
+        except wire.WireError as error:
+            future.set_exception(ReplicaProtocolError(f"{self.url}: {error}"))
+        except ReplicaRejected as error:
+            future.set_exception(ReplicaRejected(f"{self.url}: {error}"))
+
+    def _expire(self, call_id: int) -> None:
+        entry = self._calls.pop(call_id, None)
+        if entry is None:
+            return
+        future = entry[0]
+        if not future.done():
+            future.set_exception(ReplicaTimeout(f"{self.url} did not answer within {self._timeout:g}s"))
+        ws = self._ws
+        if ws is not None and asyncio.get_running_loop().time() - self._last_reply >= self._timeout:
+            # Silent for a whole timeout while calls wait: the peer is stalled (stopped, overloaded).
+            # Dropping the channel makes the next calls fail fast instead of queueing behind it.
+            self._drop(ws, ReplicaTimeout(f"{self.url} stalled: no reply for {self._timeout:g}s"))
+            asyncio.get_running_loop().create_task(ws.close())
+
+    def _drop(self, ws: aiohttp.ClientWebSocketResponse, error: ReplicaError) -> None:
+        if self._ws is not ws:
+            return
+        log.warning("replica channel to %s dropped: %s", self.url, error)
+        current = asyncio.current_task()
+        for task in self._io_tasks:
+            if task is not current:
+                task.cancel()
+        self._io_tasks = []
+        self._disconnect(error)
+        self._down = True
+        self._retry_at = asyncio.get_running_loop().time()  # the first reconnect may try at once
+
+    def _mark_down(self, error: ReplicaError) -> None:
+        self._disconnect(error)
+        self._down = True
+        self._retry_at = asyncio.get_running_loop().time() + self._backoff
+        self._backoff = min(self._backoff * 2, _MAX_BACKOFF)
+
+    def _disconnect(self, error: ReplicaError) -> None:
+        """Forget the connection and fail every call still waiting on it."""
+        self._ws = None
+        self._outbox.clear()
+        calls, self._calls = self._calls, {}
+        for future, timer, _ in calls.values():
+            timer.cancel()
+            if not future.done():
+                future.set_exception(error)
+
+
+def _answer_of(op: wire.Op, reply: wire.ReplicaReply) -> object:
+    """The value a call resolves to, from its reply; raises for a FAILED or mismatched reply."""
+    status = reply.status
+    if status is wire.Status.FAILED:
+        raise ReplicaRejected(reply.payload.decode("utf-8", "replace"))
+    if op is wire.Op.READ and status is wire.Status.FOUND:
+        return decode(reply.payload)
+    if op is wire.Op.READ and status is wire.Status.ABSENT:
+        return None
+    if op is wire.Op.WRITE and status is wire.Status.STORED:
+        return wire.decode_stored(reply.payload)
+    raise wire.WireError(f"reply {status.name} does not answer a {op.name}")
+
+
+def answer_call(storage: Storage, call: wire.ReplicaCall) -> bytes:
+    """Run one peer call against local storage and encode the reply."""
+    try:
+        if call.op is wire.Op.READ:
+            record = storage.read(call.key)
+            if record is None:
+                return wire.encode_reply(call.call_id, wire.Status.ABSENT)
+            return wire.encode_reply(call.call_id, wire.Status.FOUND, encode(record))
+        stored = storage.apply(call.key, decode(call.record))
+        return wire.encode_reply(call.call_id, wire.Status.STORED, wire.encode_stored(stored.timestamp))
+    except (CorruptRecord, StorageError) as error:
+        return wire.encode_reply(call.call_id, wire.Status.FAILED, str(error).encode())
+
+
+async def serve_peer(request: web.Request, storage: Storage, sockets: set[web.WebSocketResponse]) -> web.WebSocketResponse:
+    """The server end of a replica channel: one reply frame for each request frame."""
+    ws = web.WebSocketResponse(max_msg_size=0, compress=False)
+    await ws.prepare(request)
+    sockets.add(ws)
+    try:
+        async for message in ws:
+            if message.type is not WSMsgType.BINARY:
+                await ws.close(code=aiohttp.WSCloseCode.UNSUPPORTED_DATA, message=b"binary frames only")
+                break
+            try:
+                calls = wire.decode_calls(message.data)
+            except wire.WireError as error:
+                log.warning("closing replica channel from %s: %s", request.remote, error)
+                await ws.close(code=aiohttp.WSCloseCode.PROTOCOL_ERROR, message=str(error).encode()[:120])
+                break
+            await ws.send_bytes(b"".join([answer_call(storage, call) for call in calls]))
+    finally:
+        sockets.discard(ws)
+    return ws

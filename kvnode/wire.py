@@ -1,0 +1,125 @@
+"""The replica channel's binary messages. Pure codec: no I/O.
+
+One WebSocket binary frame carries any number of messages, each prefixed with its length, so a busy
+coordinator sends every call of one event-loop tick to a peer in a single frame.
+
+    request = len:u32 | call_id:u32 | op:u8 | key_len:u32 | key | record   (record only for WRITE)
+    reply   = len:u32 | call_id:u32 | status:u8 | payload
+
+Reply payloads: FOUND carries the stored record, STORED the stored version's timestamp (u64),
+FAILED a UTF-8 reason, ABSENT nothing.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from typing import NamedTuple
+
+__all__ = [
+    "Op",
+    "ReplicaCall",
+    "ReplicaReply",
+    "Status",
+    "WireError",
+    "decode_calls",
+    "decode_replies",
+    "encode_call",
+    "encode_reply",
+    "encode_stored",
+    "decode_stored",
+]
+
+_CALL = struct.Struct(">IIBI")
+_REPLY = struct.Struct(">IIB")
+_STORED = struct.Struct(">Q")
+
+
+class WireError(ValueError):
+    """A frame that is not a well-formed sequence of messages."""
+
+
+class Op(enum.IntEnum):
+    READ = 1
+    WRITE = 2
+
+
+class Status(enum.IntEnum):
+    FOUND = 1
+    ABSENT = 2
+    STORED = 3
+    FAILED = 4
+
+
+class ReplicaCall(NamedTuple):
+    call_id: int
+    op: Op
+    key: bytes
+    record: bytes
+
+
+class ReplicaReply(NamedTuple):
+    call_id: int
+    status: Status
+    payload: bytes
+
+
+def encode_call(call_id: int, op: Op, key: bytes, record: bytes = b"") -> bytes:
+    body_len = _CALL.size - 4 + len(key) + len(record)
+    return _CALL.pack(body_len, call_id, op, len(key)) + key + record
+
+
+def encode_reply(call_id: int, status: Status, payload: bytes = b"") -> bytes:
+    return _REPLY.pack(_REPLY.size - 4 + len(payload), call_id, status) + payload
+
+
+def encode_stored(timestamp: int) -> bytes:
+    return _STORED.pack(timestamp)
+
+
+def decode_stored(payload: bytes) -> int:
+    if len(payload) != _STORED.size:
+        raise WireError(f"STORED payload is {len(payload)} bytes, expected {_STORED.size}")
+    return int(_STORED.unpack(payload)[0])
+
+
+def decode_calls(frame: bytes) -> list[ReplicaCall]:
+    calls = []
+    for start, end in _messages(frame, _CALL.size):
+        _, call_id, op, key_len = _CALL.unpack_from(frame, start)
+        key_end = start + _CALL.size + key_len
+        if key_end > end:
+            raise WireError("key runs past the end of its message")
+        try:
+            kind = Op(op)
+        except ValueError:
+            raise WireError(f"unknown op {op}") from None
+        calls.append(ReplicaCall(call_id, kind, frame[start + _CALL.size : key_end], frame[key_end:end]))
+    return calls
+
+
+def decode_replies(frame: bytes) -> list[ReplicaReply]:
+    replies = []
+    for start, end in _messages(frame, _REPLY.size):
+        _, call_id, status = _REPLY.unpack_from(frame, start)
+        try:
+            kind = Status(status)
+        except ValueError:
+            raise WireError(f"unknown status {status}") from None
+        replies.append(ReplicaReply(call_id, kind, frame[start + _REPLY.size : end]))
+    return replies
+
+
+def _messages(frame: bytes, header_size: int) -> list[tuple[int, int]]:
+    """(start, end) of each length-prefixed message in a frame."""
+    spans = []
+    offset, size = 0, len(frame)
+    while offset < size:
+        if size - offset < header_size:
+            raise WireError("frame ends inside a message header")
+        end = offset + 4 + int.from_bytes(frame[offset : offset + 4], "big")
+        if end > size or end < offset + header_size:
+            raise WireError("message length does not fit the frame")
+        spans.append((offset, end))
+        offset = end
+    return spans
