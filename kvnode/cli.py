@@ -90,10 +90,19 @@ class _Flag:
 _DEFAULTS = NodeConfig()
 _SHARED = [
     _Flag("--host", str, _DEFAULTS.host, "address to listen on; also the host of this node's URL"),
-    _Flag("--fanout", _fanout, _DEFAULTS.fanout, "how a coordinator asks replicas: async (all at once) "
-          "or sync (one after another, the baseline)", "async|sync"),
-    _Flag("--timeout-ms", _positive, _DEFAULTS.timeout_ms, "a replica that has not answered within this "
-          "many milliseconds counts as failed"),
+    _Flag(
+        "--fanout",
+        _fanout,
+        _DEFAULTS.fanout,
+        "how a coordinator asks replicas: async (all at once) or sync (one after another, the baseline)",
+        "async|sync",
+    ),
+    _Flag(
+        "--timeout-ms",
+        _positive,
+        _DEFAULTS.timeout_ms,
+        "a replica that has not answered within this many milliseconds counts as failed",
+    ),
     _Flag("--max-body-bytes", _positive, _DEFAULTS.max_body_bytes, "largest PUT body accepted (413 above)"),
     _Flag("--fsync", None, False, "fsync every write before acknowledging it (survives power loss; slower)"),
     _Flag("--access-log", None, False, "log every HTTP request"),
@@ -101,8 +110,14 @@ _SHARED = [
 _NODE = [
     _Flag("--port", _port, None, "port to listen on (required)"),
     _Flag("--data-dir", Path, None, "LevelDB directory, created if missing (required)", "DIR"),
-    _Flag("--cluster", _urls, (), "every node's URL, comma-separated, the same list in the same order on "
-          "every node; must include this node's http://HOST:PORT (default: a cluster of one)", "URL,URL,..."),
+    _Flag(
+        "--cluster",
+        _urls,
+        (),
+        "every node's URL, comma-separated, the same list in the same order on "
+        "every node; must include this node's http://HOST:PORT (default: a cluster of one)",
+        "URL,URL,...",
+    ),
     *_SHARED,
 ]
 _CLUSTER = [
@@ -182,7 +197,9 @@ def node_argv(config: NodeConfig) -> list[str]:
         "--timeout-ms", str(config.timeout_ms),
         "--max-body-bytes", str(config.max_body_bytes),
     ]  # fmt: skip
-    return argv + [flag for flag, on in (("--fsync", config.fsync), ("--access-log", config.access_log)) if on]
+    return argv + [
+        flag for flag, on in (("--fsync", config.fsync), ("--access-log", config.access_log)) if on
+    ]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -28,7 +28,9 @@ class NodeConfig:
         if not 0 < self.port < 65536:
             raise ValueError(f"port must be between 1 and 65535, got {self.port}")
         if self.cluster and self.url not in self.cluster:
-            raise ValueError(f"this node's URL {self.url} is not in the cluster list {','.join(self.cluster)}")
+            raise ValueError(
+                f"this node's URL {self.url} is not in the cluster list {','.join(self.cluster)}"
+            )
         if len(set(self.cluster)) != len(self.cluster):
             raise ValueError("the cluster list names a node twice")
 

@@ -37,31 +37,43 @@ class Fanout(Protocol):
 
 
 async def parallel(calls: Sequence[ReplicaCall[T]], quorum: Quorum) -> list[T]:
-    """async: start every call at once; return on the ack-th success, fail on the failure that makes
-    ack unreachable. Calls still running are left to finish (a write keeps reaching more replicas)."""
+    """async: start every call at once, take answers in completion order, return on the ack-th success
+    and fail on the failure that puts ack out of reach. Calls still running are left to finish (a write
+    goes on reaching more replicas) and their outcomes are consumed.
+
+    This is ``asyncio.as_completed`` with the verdict taken inside the completion callbacks: the same
+    behaviour without as_completed's queue and per-call coroutines, which cost ~25 µs a request here.
+    """
     tally = QuorumTally(quorum)
     answers: list[T] = []
     errors: list[ReplicaError] = []
+    verdict: asyncio.Future[list[T]] = asyncio.get_running_loop().create_future()
+
+    def settle(call: asyncio.Future[T]) -> None:
+        if verdict.done():
+            _retrieve(call)
+            return
+        try:
+            answers.append(call.result())
+            tally.succeed()
+        except ReplicaError as error:
+            errors.append(error)
+            tally.fail()
+        except Exception as error:  # a bug, not a failed replica: the request fails (500), never hangs
+            verdict.set_exception(error)
+            return
+        if tally.reached:
+            verdict.set_result(answers)
+        elif tally.impossible:
+            verdict.set_exception(QuorumFailed(tally, errors))
+
     running = [call() for call in calls]
-    try:
-        for finished in asyncio.as_completed(running):
-            try:
-                answers.append(await finished)
-                tally.succeed()
-            except ReplicaError as error:
-                errors.append(error)
-                tally.fail()
-            if tally.reached:
-                return answers
-            if tally.impossible:
-                raise QuorumFailed(tally, errors)
-    finally:
-        for future in running:
-            if future.done():
-                _retrieve(future)
-            else:
-                future.add_done_callback(_retrieve)
-    raise AssertionError("unreachable: every call ended without a verdict")
+    for future in running:
+        if future.done():
+            settle(future)
+        else:
+            future.add_done_callback(settle)
+    return await verdict
 
 
 async def sequential(calls: Sequence[ReplicaCall[T]], quorum: Quorum) -> list[T]:

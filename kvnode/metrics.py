@@ -56,9 +56,7 @@ class LatencyHistogram:
 
     def summary_ms(self, percentiles: Iterable[float] = PERCENTILES) -> dict[str, float]:
         """{"p50": ms, ..., "max": ms} (p100 is named max)."""
-        return {
-            ("max" if p >= 100.0 else f"p{p:g}"): round(self.percentile_ms(p), 3) for p in percentiles
-        }
+        return {("max" if p >= 100.0 else f"p{p:g}"): round(self.percentile_ms(p), 3) for p in percentiles}
 
     def add(self, other: LatencyHistogram) -> None:
         self.hdr.add(other.hdr)

@@ -47,8 +47,7 @@ def create_app(config: NodeConfig) -> web.Application:
 async def _node_resources(app: web.Application) -> AsyncIterator[None]:
     config = app[CONFIG]
     storage = Storage.open(config.data_dir, fsync=config.fsync)
-    session = aiohttp.ClientSession()
-    peers = [PeerReplica(url, session, config.timeout) for url in config.members if url != config.url]
+    peers = [PeerReplica(url, config.timeout) for url in config.members if url != config.url]
     replicas: dict[str, Replica] = {config.url: LocalReplica(config.url, storage)}
     replicas.update({peer.url: peer for peer in peers})
     lag = LoopLagMonitor()
@@ -61,13 +60,13 @@ async def _node_resources(app: web.Application) -> AsyncIterator[None]:
         await lag.stop()
         for peer in peers:
             await peer.close()
-        await session.close()
         storage.close()
 
 
 async def _close_peer_sockets(app: web.Application) -> None:
     """Replica channels are long-lived requests: close them, or shutdown would wait for them."""
-    for ws in list(app[PEER_SOCKETS]):
+    sockets: set[web.WebSocketResponse] = app[PEER_SOCKETS]
+    for ws in list(sockets):
         await ws.close(code=aiohttp.WSCloseCode.GOING_AWAY, message=b"node shutting down")
 
 

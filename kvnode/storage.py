@@ -1,10 +1,10 @@
 """Storage: one versioned record per key in LevelDB (through plyvel), written only if newer.
 
-    >>> store = Storage.open(Path(tmp) / "node", fsync=False)          # doctest: +SKIP
-    >>> store.apply(b"k", Record.put(10, b"v1"))                        # doctest: +SKIP
-    Record(timestamp=10, tombstone=False, value=b'v1')
-    >>> store.apply(b"k", Record.put(9, b"old")).value                  # an older write loses  # doctest: +SKIP
-    b'v1'
+>>> store = Storage.open(Path(tmp) / "node", fsync=False)          # doctest: +SKIP
+>>> store.apply(b"k", Record.put(10, b"v1"))                        # doctest: +SKIP
+Record(timestamp=10, tombstone=False, value=b'v1')
+>>> store.apply(b"k", Record.put(9, b"old")).value                  # an older write loses  # doctest: +SKIP
+b'v1'
 """
 
 from __future__ import annotations

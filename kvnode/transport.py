@@ -6,6 +6,7 @@ or in one of the ReplicaError types below; nothing else escapes to the coordinat
 - :class:`LocalReplica` calls this node's storage directly.
 - :class:`PeerReplica` multiplexes calls by id over one persistent WebSocket to the peer's
   ``/v0/internal/replica`` (the node's single port); every call of one loop tick leaves in one frame.
+  Its client end is a plain ``asyncio.Protocol`` (see kvnode.websocket for why).
   It connects lazily, fails calls fast while the peer is down, and reconnects with backoff.
 - :func:`serve_peer` is the other end: it answers a peer's frames from local storage.
 """
@@ -15,14 +16,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Protocol
+import urllib.parse
+from typing import Protocol, cast
 
 import aiohttp
 from aiohttp import WSMsgType, web
 
-from kvnode import wire
+from kvnode import websocket, wire
 from kvnode.records import CorruptRecord, Record, decode, encode
 from kvnode.storage import Storage, StorageError
+from kvnode.websocket import WebSocketError
 
 __all__ = [
     "PEER_PATH",
@@ -101,16 +104,16 @@ class PeerReplica:
 
     States: connected (calls are sent), connecting for the first time (calls wait in the outbox), and
     down after a failure (calls fail at once while one reconnect attempt runs in the background, at most
-    every backoff seconds).
+    every backoff seconds). Calls made in one loop tick leave together in one frame.
     """
 
-    def __init__(self, url: str, session: aiohttp.ClientSession, timeout: float) -> None:
+    def __init__(self, url: str, timeout: float) -> None:
         self.url = url
-        self._session = session
+        parts = urllib.parse.urlsplit(url)
+        self._host, self._port = parts.hostname or "127.0.0.1", parts.port or 80
         self._timeout = timeout
-        self._ws: aiohttp.ClientWebSocketResponse | None = None
+        self._channel: _Channel | None = None
         self._connecting: asyncio.Task[None] | None = None
-        self._io_tasks: list[asyncio.Task[None]] = []
         self._down = False
         self._closed = False
         self._retry_at = 0.0
@@ -119,7 +122,7 @@ class PeerReplica:
         self._next_id = 0
         self._calls: dict[int, tuple[asyncio.Future[object], asyncio.TimerHandle, wire.Op]] = {}
         self._outbox: list[bytes] = []
-        self._wakeup = asyncio.Event()
+        self._flush_scheduled = False
 
     def read(self, key: bytes) -> asyncio.Future[Record | None]:
         return self._call(wire.Op.READ, key, b"")  # type: ignore[return-value]
@@ -129,23 +132,22 @@ class PeerReplica:
 
     @property
     def state(self) -> str:
-        return "connected" if self._ws is not None else ("down" if self._down else "idle")
+        return "connected" if self._channel is not None else ("down" if self._down else "idle")
 
     async def close(self) -> None:
         self._closed = True
-        for task in [self._connecting, *self._io_tasks]:
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-        if self._ws is not None:
-            await self._ws.close()
+        if self._connecting is not None:
+            self._connecting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._connecting
+        if self._channel is not None:
+            self._channel.transport.close()
         self._disconnect(ReplicaUnavailable(f"{self.url}: transport closed"))
 
     def _call(self, op: wire.Op, key: bytes, record: bytes) -> asyncio.Future[object]:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[object] = loop.create_future()
-        if self._ws is None:
+        if self._channel is None:
             if self._closed:
                 future.set_exception(ReplicaUnavailable(f"{self.url}: transport closed"))
                 return future
@@ -158,56 +160,46 @@ class PeerReplica:
         timer = loop.call_later(self._timeout, self._expire, call_id)
         self._calls[call_id] = (future, timer, op)
         self._outbox.append(wire.encode_call(call_id, op, key, record))
-        if self._ws is not None:
-            self._wakeup.set()
+        if self._channel is not None and not self._flush_scheduled:
+            self._flush_scheduled = True
+            loop.call_soon(self._flush)
         return future
 
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if self._channel is not None and self._outbox:
+            self._channel.send(b"".join(self._outbox))
+            self._outbox.clear()
+
     async def _connect(self) -> None:
+        loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(self._timeout):
-                ws = await self._session.ws_connect(self.url + PEER_PATH, max_msg_size=0, autoping=True)
-        except (aiohttp.ClientError, OSError, TimeoutError) as error:
+                _, channel = await loop.create_connection(
+                    lambda: _Channel(self, self._host, self._port), self._host, self._port
+                )
+                await channel.upgraded
+        except (OSError, TimeoutError, WebSocketError) as error:
             self._mark_down(ReplicaUnavailable(f"{self.url} is unreachable: {error or type(error).__name__}"))
             return
         finally:
             self._connecting = None
         if self._closed:
-            await ws.close()
+            channel.transport.close()
             return
-        loop = asyncio.get_running_loop()
-        self._ws, self._down, self._backoff, self._last_reply = ws, False, _MIN_BACKOFF, loop.time()
-        self._io_tasks = [loop.create_task(self._receive(ws)), loop.create_task(self._send(ws))]
-        if self._outbox:
-            self._wakeup.set()
+        self._channel, self._down, self._backoff, self._last_reply = channel, False, _MIN_BACKOFF, loop.time()
+        self._flush()
         log.info("replica channel to %s connected", self.url)
 
-    async def _send(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+    def _received(self, channel: _Channel, frame: bytes) -> None:
+        self._last_reply = asyncio.get_running_loop().time()
         try:
-            while True:
-                await self._wakeup.wait()
-                self._wakeup.clear()
-                while self._outbox:
-                    frame = b"".join(self._outbox)
-                    self._outbox.clear()
-                    await ws.send_bytes(frame)
-        except (aiohttp.ClientError, ConnectionError, RuntimeError) as error:
-            self._drop(ws, ReplicaUnavailable(f"{self.url}: connection lost while sending: {error}"))
-
-    async def _receive(self, ws: aiohttp.ClientWebSocketResponse) -> None:
-        reason: ReplicaError = ReplicaUnavailable(f"{self.url}: connection closed")
-        try:
-            async for message in ws:
-                if message.type is not WSMsgType.BINARY:
-                    reason = ReplicaProtocolError(f"{self.url}: unexpected {message.type.name} message")
-                    break
-                self._last_reply = asyncio.get_running_loop().time()
-                for reply in wire.decode_replies(message.data):
-                    self._resolve(reply)
+            replies = wire.decode_replies(frame)
         except wire.WireError as error:
-            reason = ReplicaProtocolError(f"{self.url}: malformed reply frame: {error}")
-        except (aiohttp.ClientError, ConnectionError) as error:
-            reason = ReplicaUnavailable(f"{self.url}: connection lost: {error}")
-        self._drop(ws, reason)
+            self._drop(channel, ReplicaProtocolError(f"{self.url}: malformed reply frame: {error}"))
+            return
+        for reply in replies:
+            self._resolve(reply)
 
     def _resolve(self, reply: wire.ReplicaReply) -> None:
         entry = self._calls.pop(reply.call_id, None)
@@ -233,22 +225,18 @@ class PeerReplica:
         future = entry[0]
         if not future.done():
             future.set_exception(ReplicaTimeout(f"{self.url} did not answer within {self._timeout:g}s"))
-        ws = self._ws
-        if ws is not None and asyncio.get_running_loop().time() - self._last_reply >= self._timeout:
+        channel = self._channel
+        if channel is not None and asyncio.get_running_loop().time() - self._last_reply >= self._timeout:
             # Silent for a whole timeout while calls wait: the peer is stalled (stopped, overloaded).
             # Dropping the channel makes the next calls fail fast instead of queueing behind it.
-            self._drop(ws, ReplicaTimeout(f"{self.url} stalled: no reply for {self._timeout:g}s"))
-            asyncio.get_running_loop().create_task(ws.close())
+            self._drop(channel, ReplicaTimeout(f"{self.url} stalled: no reply for {self._timeout:g}s"))
 
-    def _drop(self, ws: aiohttp.ClientWebSocketResponse, error: ReplicaError) -> None:
-        if self._ws is not ws:
+    def _drop(self, channel: _Channel, error: ReplicaError) -> None:
+        """Give up a channel after an error: fail its calls, close it, reconnect on a later call."""
+        channel.transport.abort()
+        if self._channel is not channel:
             return
         log.warning("replica channel to %s dropped: %s", self.url, error)
-        current = asyncio.current_task()
-        for task in self._io_tasks:
-            if task is not current:
-                task.cancel()
-        self._io_tasks = []
         self._disconnect(error)
         self._down = True
         self._retry_at = asyncio.get_running_loop().time()  # the first reconnect may try at once
@@ -260,14 +248,80 @@ class PeerReplica:
         self._backoff = min(self._backoff * 2, _MAX_BACKOFF)
 
     def _disconnect(self, error: ReplicaError) -> None:
-        """Forget the connection and fail every call still waiting on it."""
-        self._ws = None
+        """Forget the channel and fail every call still waiting on it."""
+        self._channel = None
         self._outbox.clear()
         calls, self._calls = self._calls, {}
         for future, timer, _ in calls.values():
             timer.cancel()
             if not future.done():
                 future.set_exception(error)
+
+
+class _Channel(asyncio.Protocol):
+    """The client end of one replica WebSocket: upgrade handshake, then frames parsed as they arrive."""
+
+    transport: asyncio.Transport
+
+    def __init__(self, peer: PeerReplica, host: str, port: int) -> None:
+        self._peer = peer
+        self._request, self._accept = websocket.handshake_request(host, port, PEER_PATH)
+        self._head = b""
+        self._decoder: websocket.FrameDecoder | None = None
+        self.upgraded: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass it
+        self.transport.write(self._request)
+
+    def send(self, payload: bytes) -> None:
+        self.transport.write(websocket.encode_frame(websocket.OP_BINARY, payload))
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            if self._decoder is None:
+                data = self._upgrade(data)
+                if self._decoder is None:
+                    return
+            messages = self._decoder.feed(data)
+        except WebSocketError as error:
+            self._fail(ReplicaProtocolError(f"{self._peer.url}: {error}"))
+            return
+        for opcode, payload in messages:
+            if opcode == websocket.OP_BINARY:
+                self._peer._received(self, payload)
+            elif opcode == websocket.OP_PING:
+                self.transport.write(websocket.encode_frame(websocket.OP_PONG, payload))
+            elif opcode == websocket.OP_CLOSE:
+                self._fail(ReplicaUnavailable(f"{self._peer.url} closed the replica channel"))
+                return
+            elif opcode != websocket.OP_PONG:
+                self._fail(ReplicaProtocolError(f"{self._peer.url}: unexpected WebSocket opcode {opcode}"))
+                return
+
+    def _upgrade(self, data: bytes) -> bytes:
+        """Collect the handshake answer; what follows it is already frames."""
+        self._head += data
+        head, separator, rest = self._head.partition(b"\r\n\r\n")
+        if not separator:
+            if len(self._head) > 16384:
+                raise websocket.HandshakeError("upgrade answer headers too long")
+            return b""
+        websocket.check_handshake(head, self._accept)
+        self._decoder = websocket.FrameDecoder()
+        self.upgraded.set_result(None)
+        return rest
+
+    def _fail(self, error: ReplicaError) -> None:
+        if not self.upgraded.done():
+            self.upgraded.set_exception(WebSocketError(str(error)))
+        self._peer._drop(self, error)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        error = ReplicaUnavailable(f"{self._peer.url}: connection lost{f': {exc}' if exc else ''}")
+        if not self.upgraded.done():
+            self.upgraded.set_exception(WebSocketError(str(error)))
+        self._peer._drop(self, error)
 
 
 def _answer_of(op: wire.Op, reply: wire.ReplicaReply) -> object:
@@ -298,7 +352,9 @@ def answer_call(storage: Storage, call: wire.ReplicaCall) -> bytes:
         return wire.encode_reply(call.call_id, wire.Status.FAILED, str(error).encode())
 
 
-async def serve_peer(request: web.Request, storage: Storage, sockets: set[web.WebSocketResponse]) -> web.WebSocketResponse:
+async def serve_peer(
+    request: web.Request, storage: Storage, sockets: set[web.WebSocketResponse]
+) -> web.WebSocketResponse:
     """The server end of a replica channel: one reply frame for each request frame."""
     ws = web.WebSocketResponse(max_msg_size=0, compress=False)
     await ws.prepare(request)

@@ -24,10 +24,10 @@ __all__ = [
     "WireError",
     "decode_calls",
     "decode_replies",
+    "decode_stored",
     "encode_call",
     "encode_reply",
     "encode_stored",
-    "decode_stored",
 ]
 
 _CALL = struct.Struct(">IIBI")

@@ -58,7 +58,7 @@ def request(
     """One HTTP request on a fresh connection; params are percent-encoded."""
     parsed = urllib.parse.urlsplit(url)
     target = path + ("?" + urllib.parse.urlencode(params, quote_via=urllib.parse.quote) if params else "")
-    conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=timeout)
+    conn = http.client.HTTPConnection(parsed.hostname or "127.0.0.1", parsed.port, timeout=timeout)
     try:
         conn.request(method, target, body=body, headers=dict(headers or {}))
         reply = conn.getresponse()
@@ -138,7 +138,9 @@ def _quorum(quorum: Mapping[str, int]) -> dict[str, int]:
     return {name.rstrip("_"): value for name, value in quorum.items()}
 
 
-def read_chunks(url: str, path: str, params: Mapping[str, str], timeout: float = 30.0) -> tuple[int, list[bytes]]:
+def read_chunks(
+    url: str, path: str, params: Mapping[str, str], timeout: float = 30.0
+) -> tuple[int, list[bytes]]:
     """GET a chunked response over a raw socket and return (status, chunks) with chunk boundaries kept,
     which http.client hides. A body that is not chunked comes back as one chunk."""
     parsed = urllib.parse.urlsplit(url)

@@ -1,0 +1,138 @@
+"""Just enough RFC 6455 for the client end of a replica channel: the upgrade handshake and frames.
+
+The server end is aiohttp's ``WebSocketResponse``. The client end is this lean codec driven from an
+``asyncio.Protocol`` (see transport.py): parsing frames inside ``data_received`` costs a few µs a call,
+where aiohttp's client WebSocket spent ~50 µs a call in tasks and queues on this machine (measured).
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import struct
+
+__all__ = [
+    "OP_BINARY",
+    "OP_CLOSE",
+    "OP_PING",
+    "OP_PONG",
+    "FrameDecoder",
+    "HandshakeError",
+    "WebSocketError",
+    "check_handshake",
+    "encode_frame",
+    "handshake_request",
+]
+
+OP_CONTINUATION, OP_TEXT, OP_BINARY, OP_CLOSE, OP_PING, OP_PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
+_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+# A zero masking key leaves the payload as it is, so sending costs no XOR pass over it. The key exists to
+# stop a browser's script from steering bytes through proxies; between our own nodes there is no script.
+_ZERO_MASK = b"\x00\x00\x00\x00"
+_LEN16 = struct.Struct(">H")
+_LEN64 = struct.Struct(">Q")
+
+
+class WebSocketError(ValueError):
+    """Bytes from the server that break the WebSocket framing."""
+
+
+class HandshakeError(WebSocketError):
+    """The server did not accept the upgrade."""
+
+
+def handshake_request(host: str, port: int, path: str) -> tuple[bytes, bytes]:
+    """The upgrade request to send, and the Sec-WebSocket-Accept value the server must answer with."""
+    key = base64.b64encode(os.urandom(16))
+    accept = base64.b64encode(hashlib.sha1(key + _GUID).digest())
+    request = (
+        f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        f"Sec-WebSocket-Key: {key.decode()}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    ).encode()
+    return request, accept
+
+
+def check_handshake(head: bytes, accept: bytes) -> None:
+    """Raise HandshakeError unless ``head`` (status line and headers) is a 101 with the right accept."""
+    lines = head.decode("latin-1").split("\r\n")
+    status = lines[0].split(" ", 2)
+    if len(status) < 2 or status[1] != "101":
+        raise HandshakeError(f"upgrade refused: {lines[0][:80]!r}")
+    headers = {
+        name.strip().lower(): value.strip() for name, _, value in (line.partition(":") for line in lines[1:])
+    }
+    if headers.get("sec-websocket-accept", "").encode() != accept:
+        raise HandshakeError("upgrade answered with a wrong Sec-WebSocket-Accept")
+
+
+def encode_frame(opcode: int, payload: bytes) -> bytes:
+    """One final, masked client frame."""
+    size = len(payload)
+    if size < 126:
+        header = bytes((0x80 | opcode, 0x80 | size))
+    elif size < 1 << 16:
+        header = bytes((0x80 | opcode, 0x80 | 126)) + _LEN16.pack(size)
+    else:
+        header = bytes((0x80 | opcode, 0x80 | 127)) + _LEN64.pack(size)
+    return header + _ZERO_MASK + payload
+
+
+class FrameDecoder:
+    """Turns the server's byte stream into whole messages: (opcode, payload), fragments reassembled.
+
+    >>> FrameDecoder().feed(bytes((0x82, 3)) + b"abc")
+    [(2, b'abc')]
+    """
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+        self._fragments: list[bytes] = []
+        self._fragmented_opcode = 0
+
+    def feed(self, data: bytes) -> list[tuple[int, bytes]]:
+        buffer = self._buffer
+        buffer += data
+        messages = []
+        while len(buffer) >= 2:
+            first, second = buffer[0], buffer[1]
+            if first & 0x70:
+                raise WebSocketError("reserved bits set: no extension was negotiated")
+            if second & 0x80:
+                raise WebSocketError("a server frame is masked")
+            size, start = second & 0x7F, 2
+            if size == 126:
+                if len(buffer) < 4:
+                    break
+                size, start = _LEN16.unpack_from(buffer, 2)[0], 4
+            elif size == 127:
+                if len(buffer) < 10:
+                    break
+                size, start = _LEN64.unpack_from(buffer, 2)[0], 10
+            if len(buffer) < start + size:
+                break
+            payload = bytes(buffer[start : start + size])
+            del buffer[: start + size]
+            message = self._assemble(bool(first & 0x80), first & 0x0F, payload)
+            if message is not None:
+                messages.append(message)
+        return messages
+
+    def _assemble(self, final: bool, opcode: int, payload: bytes) -> tuple[int, bytes] | None:
+        if opcode >= OP_CLOSE:  # control frames are never fragmented and may come between fragments
+            return opcode, payload
+        if opcode == OP_CONTINUATION:
+            if not self._fragments:
+                raise WebSocketError("continuation frame without a message to continue")
+            self._fragments.append(payload)
+        elif self._fragments:
+            raise WebSocketError("new message before the fragmented one ended")
+        elif final:
+            return opcode, payload
+        else:
+            self._fragments, self._fragmented_opcode = [payload], opcode
+        if not final:
+            return None
+        whole, self._fragments = b"".join(self._fragments), []
+        return self._fragmented_opcode, whole
