@@ -128,6 +128,13 @@ _CLUSTER = [
 ]
 
 
+@dataclass(frozen=True)
+class _BadEnv:
+    """A default read from a malformed environment variable: an error only if no flag overrides it."""
+
+    message: str
+
+
 def _add_flags(parser: _OneLineParser, flags: Sequence[_Flag], env: Mapping[str, str]) -> None:
     for flag in flags:
         default = flag.default
@@ -135,54 +142,51 @@ def _add_flags(parser: _OneLineParser, flags: Sequence[_Flag], env: Mapping[str,
             try:
                 default = (flag.parse or _switch)(env[flag.env])
             except (argparse.ArgumentTypeError, ValueError) as error:
-                parser.error(f"{flag.env}: {error}")
+                default = _BadEnv(f"{flag.env}: {error}")
         help_text = f"{flag.help} [env {flag.env}]"
         if flag.parse is None:
             parser.add_argument(flag.name, action="store_true", default=default, help=help_text)
         else:
+            shown = "" if flag.default in (None, ()) else f" (default: {flag.default})"
             parser.add_argument(
                 flag.name,
                 type=flag.parse,
                 default=default,
                 required=default is None,
                 metavar=flag.metavar,
-                help=help_text + ("" if default is None else f" (default: {_shown(default)})"),
+                help=help_text + shown,
             )
-
-
-def _shown(value: object) -> str:
-    return ",".join(value) if isinstance(value, tuple) else str(value)
-
-
-def _parser(env: Mapping[str, str]) -> _OneLineParser:
-    parser = _OneLineParser(
-        prog="python -m kvnode",
-        description="kvnode: a small Dynamo-style key-value store. Without a command, starts a local "
-        "3-node cluster (`cluster` with its defaults).",
-    )
-    commands = parser.add_subparsers(dest="command", metavar="{cluster,node}")
-    cluster = commands.add_parser("cluster", help="start a local cluster of node processes")
-    _add_flags(cluster, _CLUSTER, env)
-    node = commands.add_parser("node", help="run one node")
-    _add_flags(node, _NODE, env)
-    return parser
 
 
 def parse_args(argv: Sequence[str], env: Mapping[str, str]) -> NodeConfig | ClusterConfig:
     args = list(argv)
     if not args or (args[0].startswith("-") and args[0] not in ("-h", "--help")):
         args.insert(0, "cluster")
-    parser = _parser(env)
-    namespace = parser.parse_args(args)
-    values = vars(namespace)
-    command = values.pop("command")
+    parser = _OneLineParser(
+        prog="python -m kvnode",
+        description="kvnode: a small Dynamo-style key-value store. Without a command, starts a local "
+        "3-node cluster (`cluster` with its defaults).",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="{cluster,node}")
+    subparsers = {
+        "cluster": commands.add_parser("cluster", help="start a local cluster of node processes"),
+        "node": commands.add_parser("node", help="run one node"),
+    }
+    _add_flags(subparsers["cluster"], _CLUSTER, env)
+    _add_flags(subparsers["node"], _NODE, env)
+    values = vars(parser.parse_args(args))
+    name = values.pop("command")
+    command = subparsers[name]
+    for value in values.values():
+        if isinstance(value, _BadEnv):
+            command.error(value.message)
     try:
-        if command == "node":
+        if name == "node":
             return NodeConfig(**values)
         nodes = values.pop("nodes")
         return ClusterConfig(nodes=nodes, node=NodeConfig(**values))
     except ValueError as error:
-        parser.error(str(error))
+        command.error(str(error))
 
 
 def node_argv(config: NodeConfig) -> list[str]:

@@ -40,8 +40,10 @@ class Storage:
         try:
             path.mkdir(parents=True, exist_ok=True)
             db = plyvel.DB(str(path), create_if_missing=True)
-        except (OSError, plyvel.Error) as error:
-            raise StorageUnavailable(f"cannot open data dir {path}: {error}") from error
+        except plyvel.Error as error:  # before OSError: plyvel's IOError is one too
+            raise StorageUnavailable(f"cannot open data dir {path}: {_reason(error)}") from error
+        except OSError as error:
+            raise StorageUnavailable(f"cannot open data dir {path}: {error.strerror or error}") from error
         return cls(db, fsync=fsync)
 
     def close(self) -> None:
@@ -72,7 +74,7 @@ class Storage:
             # write(2) per record), so an acknowledged write survives kill -9; sync=True also fsyncs.
             self._db.put(key, encode(record), sync=self._fsync)
         except plyvel.Error as error:
-            raise StorageError(str(error)) from error
+            raise StorageError(_reason(error)) from error
         return record
 
     def scan_live(self, start: bytes, stop: bytes | None) -> Iterator[tuple[bytes, bytes]]:
@@ -89,3 +91,9 @@ class Storage:
                     continue
                 if not record.tombstone:
                     yield key, record.value
+
+
+def _reason(error: plyvel.Error) -> str:
+    """plyvel carries LevelDB's message as bytes; make it a readable line."""
+    message = error.args[0] if error.args else error
+    return message.decode("utf-8", "replace") if isinstance(message, bytes) else str(message)
