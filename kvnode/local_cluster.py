@@ -12,6 +12,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
+from pathlib import Path
 
 from kvnode.cli import node_argv
 from kvnode.config import ClusterConfig, NodeConfig
@@ -44,15 +45,27 @@ def wait_until_serving(url: str, process: subprocess.Popen[bytes] | None, deadli
 
 
 class NodeProcesses:
-    """Node processes started from configs; stop() ends them by PID, SIGTERM first, then SIGKILL."""
+    """Node processes started from configs; stop() ends them by PID, SIGTERM first, then SIGKILL.
 
-    def __init__(self, configs: Sequence[NodeConfig]) -> None:
+    With ``log_dir``, each node's output goes to ``log_dir/node-PORT.log`` instead of this terminal.
+    """
+
+    def __init__(self, configs: Sequence[NodeConfig], log_dir: Path | None = None) -> None:
         self.configs = list(configs)
+        self.log_dir = log_dir
         self.processes: list[subprocess.Popen[bytes]] = []
 
     def start(self) -> None:
         for config in self.configs:
-            self.processes.append(subprocess.Popen(node_argv(config), preexec_fn=_die_with_parent))
+            if self.log_dir is None:
+                process = subprocess.Popen(node_argv(config), preexec_fn=_die_with_parent)
+            else:
+                self.log_dir.mkdir(parents=True, exist_ok=True)
+                with open(self.log_dir / f"node-{config.port}.log", "ab") as log:
+                    process = subprocess.Popen(
+                        node_argv(config), stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
+                    )
+            self.processes.append(process)
 
     def wait_ready(self, timeout: float = _READY_TIMEOUT) -> list[str]:
         """URLs of the nodes that did not come up in time (empty when all serve)."""

@@ -102,9 +102,10 @@ class LocalReplica:
 class PeerReplica:
     """One peer node, reached over a persistent multiplexed WebSocket.
 
-    States: connected (calls are sent), connecting for the first time (calls wait in the outbox), and
-    down after a failure (calls fail at once while one reconnect attempt runs in the background, at most
-    every backoff seconds). Calls made in one loop tick leave together in one frame.
+    States: connected (calls are sent); stalled (connected, but silent for a whole timeout: new calls fail
+    at once, except one probe at a time, until a reply arrives); connecting for the first time (calls wait
+    in the outbox); and down after a failure (calls fail at once while one reconnect attempt runs in the
+    background, at most every backoff seconds). Calls made in one loop tick leave together in one frame.
     """
 
     def __init__(self, url: str, timeout: float) -> None:
@@ -115,6 +116,7 @@ class PeerReplica:
         self._channel: _Channel | None = None
         self._connecting: asyncio.Task[None] | None = None
         self._down = False
+        self._stalled = False
         self._closed = False
         self._retry_at = 0.0
         self._backoff = _MIN_BACKOFF
@@ -132,7 +134,9 @@ class PeerReplica:
 
     @property
     def state(self) -> str:
-        return "connected" if self._channel is not None else ("down" if self._down else "idle")
+        if self._channel is not None:
+            return "stalled" if self._stalled else "connected"
+        return "down" if self._down else "idle"
 
     async def close(self) -> None:
         self._closed = True
@@ -156,6 +160,9 @@ class PeerReplica:
             if self._down:
                 future.set_exception(ReplicaUnavailable(f"{self.url} is unreachable"))
                 return future
+        elif self._stalled and self._calls:
+            future.set_exception(ReplicaUnavailable(f"{self.url} is not answering"))
+            return future
         self._next_id = call_id = (self._next_id + 1) & 0xFFFFFFFF
         timer = loop.call_later(self._timeout, self._expire, call_id)
         self._calls[call_id] = (future, timer, op)
@@ -187,12 +194,16 @@ class PeerReplica:
         if self._closed:
             channel.transport.close()
             return
-        self._channel, self._down, self._backoff, self._last_reply = channel, False, _MIN_BACKOFF, loop.time()
+        self._channel, self._down, self._stalled = channel, False, False
+        self._backoff, self._last_reply = _MIN_BACKOFF, loop.time()
         self._flush()
         log.info("replica channel to %s connected", self.url)
 
     def _received(self, channel: _Channel, frame: bytes) -> None:
         self._last_reply = asyncio.get_running_loop().time()
+        if self._stalled:
+            self._stalled = False
+            log.info("replica %s answers again", self.url)
         try:
             replies = wire.decode_replies(frame)
         except wire.WireError as error:
@@ -225,18 +236,20 @@ class PeerReplica:
         future = entry[0]
         if not future.done():
             future.set_exception(ReplicaTimeout(f"{self.url} did not answer within {self._timeout:g}s"))
-        channel = self._channel
-        if channel is not None and asyncio.get_running_loop().time() - self._last_reply >= self._timeout:
-            # Silent for a whole timeout while calls wait: the peer is stalled (stopped, overloaded).
-            # Dropping the channel makes the next calls fail fast instead of queueing behind it.
-            self._drop(channel, ReplicaTimeout(f"{self.url} stalled: no reply for {self._timeout:g}s"))
+        silent = asyncio.get_running_loop().time() - self._last_reply >= self._timeout
+        if self._channel is not None and silent and not self._stalled:
+            # Silent for a whole timeout while calls wait: the peer is stopped or swamped. New calls fail
+            # fast instead of queueing behind it; calls in flight keep their own deadlines, and the
+            # connection stays, so a peer that resumes is answering again with its first reply.
+            self._stalled = True
+            log.warning("replica %s stalled: no reply for %gs", self.url, self._timeout)
 
-    def _drop(self, channel: _Channel, error: ReplicaError) -> None:
-        """Give up a channel after an error: fail its calls, close it, reconnect on a later call."""
+    def _drop(self, channel: _Channel, error: ReplicaError, level: int = logging.WARNING) -> None:
+        """Give up a channel: fail its calls, close it, reconnect on a later call."""
         channel.transport.abort()
         if self._channel is not channel:
             return
-        log.warning("replica channel to %s dropped: %s", self.url, error)
+        log.log(level, "replica channel to %s dropped: %s", self.url, error)
         self._disconnect(error)
         self._down = True
         self._retry_at = asyncio.get_running_loop().time()  # the first reconnect may try at once
@@ -292,8 +305,10 @@ class _Channel(asyncio.Protocol):
                 self._peer._received(self, payload)
             elif opcode == websocket.OP_PING:
                 self.transport.write(websocket.encode_frame(websocket.OP_PONG, payload))
-            elif opcode == websocket.OP_CLOSE:
-                self._fail(ReplicaUnavailable(f"{self._peer.url} closed the replica channel"))
+            elif opcode == websocket.OP_CLOSE:  # the peer is shutting down: expected, not a fault
+                self._peer._drop(
+                    self, ReplicaUnavailable(f"{self._peer.url} closed the replica channel"), logging.INFO
+                )
                 return
             elif opcode != websocket.OP_PONG:
                 self._fail(ReplicaProtocolError(f"{self._peer.url}: unexpected WebSocket opcode {opcode}"))
