@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import urllib.parse
 
 from aiohttp import web
 
@@ -134,10 +135,24 @@ def _utf8(request: web.Request, name: str, *, allow_empty: bool = False) -> byte
     text = request.query.get(name)
     if text is None or (not text and not allow_empty):
         raise _bad_request(f"query parameter {name!r} is required and must not be empty")
+    if "\ufffd" in text and not _raw_is_utf8(request, name):
+        # yarl decodes a bad escape such as %FF to U+FFFD, which would give distinct ids one key.
+        raise _bad_request(f"query parameter {name!r} is not valid UTF-8 once percent-decoded")
+    return text.encode("utf-8")
+
+
+def _raw_is_utf8(request: web.Request, name: str) -> bool:
+    """Whether every value of ``name`` in the raw query string percent-decodes to valid UTF-8."""
+    pairs = urllib.parse.parse_qsl(
+        request.rel_url.raw_query_string, keep_blank_values=True, encoding="latin-1"
+    )
     try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise _bad_request(f"query parameter {name!r} is not valid UTF-8") from None
+        for raw_name, raw_value in pairs:
+            if raw_name == name:
+                raw_value.encode("latin-1").decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _text(status: int, reason: str) -> web.Response:

@@ -29,9 +29,16 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
-def wait_until_serving(url: str, process: subprocess.Popen[bytes] | None, deadline: float) -> bool:
-    """Poll ``url/v0/status`` until it answers 200; False if the deadline passes or the process exits."""
-    while time.monotonic() < deadline:
+def wait_until_serving(
+    url: str,
+    process: subprocess.Popen[bytes] | None,
+    deadline: float,
+    cancel: threading.Event | None = None,
+) -> bool:
+    """Poll ``url/v0/status`` until it answers 200; False if the deadline passes, the process exits or
+    ``cancel`` is set."""
+    cancel = cancel or threading.Event()
+    while time.monotonic() < deadline and not cancel.is_set():
         if process is not None and process.poll() is not None:
             return False
         try:
@@ -40,7 +47,7 @@ def wait_until_serving(url: str, process: subprocess.Popen[bytes] | None, deadli
                     return True
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             pass
-        time.sleep(0.05)
+        cancel.wait(0.05)
     return False
 
 
@@ -67,13 +74,13 @@ class NodeProcesses:
                     )
             self.processes.append(process)
 
-    def wait_ready(self, timeout: float = _READY_TIMEOUT) -> list[str]:
+    def wait_ready(self, timeout: float = _READY_TIMEOUT, cancel: threading.Event | None = None) -> list[str]:
         """URLs of the nodes that did not come up in time (empty when all serve)."""
         deadline = time.monotonic() + timeout
         return [
             config.url
             for config, process in zip(self.configs, self.processes, strict=True)
-            if not wait_until_serving(config.url, process, deadline)
+            if not wait_until_serving(config.url, process, deadline, cancel)
         ]
 
     def stop(self) -> None:
@@ -95,7 +102,9 @@ def run_cluster(config: ClusterConfig) -> int:
         signal.signal(signum, lambda *_: stop.set())
     nodes.start()
     try:
-        not_ready = nodes.wait_ready()
+        not_ready = nodes.wait_ready(cancel=stop)
+        if stop.is_set():
+            return 0
         if not_ready:
             print(f"kvnode: nodes did not start: {', '.join(not_ready)}", file=sys.stderr)
             return 1

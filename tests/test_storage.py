@@ -1,0 +1,261 @@
+"""kvnode.storage on real LevelDB in pytest's temporary directories."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import plyvel
+import pytest
+
+from kvnode.records import CorruptRecord, Record, encode
+from kvnode.storage import Storage, StorageError, StorageUnavailable
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Storage]:
+    storage = Storage.open(tmp_path / "db", fsync=False)
+    try:
+        yield storage
+    finally:
+        storage.close()
+
+
+def test_open_creates_a_missing_data_dir(tmp_path: Path) -> None:
+    path = tmp_path / "a" / "b" / "node"
+    storage = Storage.open(path, fsync=False)
+    try:
+        assert path.is_dir()
+        assert storage.read(b"k") is None
+    finally:
+        storage.close()
+
+
+def test_read_of_an_absent_key_is_none(store: Storage) -> None:
+    assert store.read(b"nothing") is None
+    assert store.read(b"") is None
+
+
+def test_apply_stores_the_first_version(store: Storage) -> None:
+    record = Record.put(10, b"v1")
+    assert store.apply(b"k", record) == record
+    assert store.read(b"k") == record
+
+
+def test_apply_if_newer(store: Storage) -> None:
+    store.apply(b"k", Record.put(10, b"v10"))
+    # an older write loses and the stored version is returned
+    assert store.apply(b"k", Record.put(9, b"v9")) == Record.put(10, b"v10")
+    assert store.read(b"k") == Record.put(10, b"v10")
+    # a newer write wins
+    assert store.apply(b"k", Record.put(11, b"v11")) == Record.put(11, b"v11")
+    assert store.read(b"k") == Record.put(11, b"v11")
+    # the same version again is an idempotent no-op
+    assert store.apply(b"k", Record.put(11, b"v11")) == Record.put(11, b"v11")
+    assert store.read(b"k") == Record.put(11, b"v11")
+
+
+def test_apply_breaks_ties_like_the_record_order(store: Storage) -> None:
+    store.apply(b"k", Record.put(5, b"b"))
+    assert store.apply(b"k", Record.put(5, b"a")) == Record.put(5, b"b")  # smaller bytes lose a tie
+    assert store.apply(b"k", Record.put(5, b"c")) == Record.put(5, b"c")  # greater bytes win it
+    assert store.apply(b"k", Record.delete(5)) == Record.delete(5)  # a tombstone wins a tie
+    assert store.apply(b"k", Record.put(5, b"\xff" * 10)) == Record.delete(5)
+    assert store.read(b"k") == Record.delete(5)
+
+
+def test_tombstones(store: Storage) -> None:
+    store.apply(b"k", Record.put(1, b"v"))
+    assert store.apply(b"k", Record.delete(2)) == Record.delete(2)
+    assert store.read(b"k") == Record.delete(2)  # read returns the tombstone itself
+    assert store.apply(b"k", Record.put(1, b"late")) == Record.delete(2)  # an older value stays deleted
+    assert store.apply(b"k", Record.put(3, b"again")) == Record.put(3, b"again")  # re-created
+    assert store.read(b"k") == Record.put(3, b"again")
+    # a tombstone for a key never written is stored too (it must win over older writes arriving later)
+    assert store.apply(b"never", Record.delete(7)) == Record.delete(7)
+    assert store.apply(b"never", Record.put(6, b"older")) == Record.delete(7)
+
+
+def test_keys_and_values_keep_every_byte(store: Storage) -> None:
+    all_bytes = bytes(range(256))
+    for byte in range(256):
+        store.apply(bytes([byte]), Record.put(byte + 1, all_bytes[byte:] + all_bytes[:byte]))
+    store.apply(b"", Record.put(1, b"empty key"))
+    store.apply(b"empty", Record.put(1, b""))
+    for byte in range(256):
+        assert store.read(bytes([byte])) == Record.put(byte + 1, all_bytes[byte:] + all_bytes[:byte])
+    assert store.read(b"") == Record.put(1, b"empty key")
+    assert store.read(b"empty") == Record.put(1, b"")
+
+
+def test_data_survives_close_and_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "db"
+    storage = Storage.open(path, fsync=True)
+    storage.apply(b"a", Record.put(1, b"one"))
+    storage.apply(b"b", Record.put(1, b"two"))
+    storage.apply(b"b", Record.delete(2))
+    storage.close()
+    storage = Storage.open(path, fsync=False)
+    try:
+        assert storage.read(b"a") == Record.put(1, b"one")
+        assert storage.read(b"b") == Record.delete(2)
+        assert list(storage.scan_live(b"\x00", None)) == [(b"a", b"one")]
+    finally:
+        storage.close()
+
+
+# --- scan_live ------------------------------------------------------------------------------------
+
+
+def test_scan_of_an_empty_store(store: Storage) -> None:
+    assert list(store.scan_live(b"\x00", None)) == []
+    assert list(store.scan_live(b"a", b"z")) == []
+
+
+def test_scan_in_key_byte_order(store: Storage) -> None:
+    keys = [b"b", b"a", b"ab", b"a\x00", b"\xff", b"\x00", b"B", "é".encode(), b"z", b"\x7f", b"\x80"]
+    shuffled = keys[:]
+    random.Random(3).shuffle(shuffled)
+    for timestamp, key in enumerate(shuffled, 1):
+        store.apply(key, Record.put(timestamp, b"v-" + key))
+    assert list(store.scan_live(b"\x00", None)) == [(key, b"v-" + key) for key in sorted(keys)]
+    # "z" (0x7a) sorts before "é" (0xc3 0xa9) in UTF-8 byte order
+    scanned = [key for key, _ in store.scan_live(b"y", None)]
+    assert scanned == [b"z", b"\x7f", b"\x80", "é".encode(), b"\xff"]
+
+
+def test_scan_bounds_are_start_inclusive_end_exclusive(store: Storage) -> None:
+    for key in (b"a", b"b", b"ba", b"c", b"d"):
+        store.apply(key, Record.put(1, key.upper()))
+    assert list(store.scan_live(b"b", b"d")) == [(b"b", b"B"), (b"ba", b"BA"), (b"c", b"C")]
+    assert list(store.scan_live(b"b", b"c")) == [(b"b", b"B"), (b"ba", b"BA")]
+    assert list(store.scan_live(b"bb", None)) == [(b"c", b"C"), (b"d", b"D")]
+    assert list(store.scan_live(b"a", b"a\x00")) == [(b"a", b"A")]
+    assert list(store.scan_live(b"e", None)) == []
+    assert list(store.scan_live(b"b", b"b")) == []  # end == start: empty
+    assert list(store.scan_live(b"c", b"b")) == []  # end < start: empty
+
+
+def test_scan_skips_tombstones(store: Storage) -> None:
+    for key in (b"a", b"b", b"c", b"d"):
+        store.apply(key, Record.put(1, key))
+    store.apply(b"b", Record.delete(2))
+    store.apply(b"d", Record.delete(2))
+    store.apply(b"e", Record.delete(2))  # a tombstone for a key that never had a value
+    assert list(store.scan_live(b"a", None)) == [(b"a", b"a"), (b"c", b"c")]
+    store.apply(b"b", Record.put(3, b"back"))
+    assert list(store.scan_live(b"a", None)) == [(b"a", b"a"), (b"b", b"back"), (b"c", b"c")]
+
+
+def test_scan_is_lazy_and_reads_one_snapshot(store: Storage) -> None:
+    for key in (b"a", b"b", b"c"):
+        store.apply(key, Record.put(1, key))
+    scan = store.scan_live(b"a", None)
+    assert next(scan) == (b"a", b"a")
+    store.apply(b"bb", Record.put(2, b"new"))  # written after the scan started
+    store.apply(b"c", Record.delete(2))
+    assert list(scan) == [(b"b", b"b"), (b"c", b"c")]
+
+
+# --- corrupt records --------------------------------------------------------------------------------
+
+
+GARBAGE = {
+    b"short": b"\x01\x02\x03",  # shorter than the header
+    b"flags": b"\x00" * 8 + b"\x80" + b"value",  # unknown flag bits
+    b"tombvalue": encode(Record.delete(4)) + b"x",  # a tombstone that carries a value
+}
+
+
+def _write_raw(path: Path, items: dict[bytes, bytes]) -> None:
+    db = plyvel.DB(str(path), create_if_missing=True)
+    try:
+        for key, raw in items.items():
+            db.put(key, raw)
+    finally:
+        db.close()
+
+
+def test_corrupt_record_fails_only_its_own_key(tmp_path: Path) -> None:
+    path = tmp_path / "db"
+    storage = Storage.open(path, fsync=False)
+    for key in (b"a", b"m", b"z", *GARBAGE):
+        storage.apply(key, Record.put(1, b"good-" + key))
+    storage.close()
+    _write_raw(path, GARBAGE)
+
+    storage = Storage.open(path, fsync=False)
+    try:
+        for key in GARBAGE:
+            with pytest.raises(CorruptRecord):
+                storage.read(key)
+        for key in (b"a", b"m", b"z"):
+            assert storage.read(key) == Record.put(1, b"good-" + key)
+        # scans skip the corrupt records and go on past them
+        assert list(storage.scan_live(b"\x00", None)) == [
+            (b"a", b"good-a"),
+            (b"m", b"good-m"),
+            (b"z", b"good-z"),
+        ]
+        assert list(storage.scan_live(b"flags", b"tombvalue\x00")) == [(b"m", b"good-m")]
+    finally:
+        storage.close()
+
+
+def test_a_write_heals_a_corrupt_record(tmp_path: Path) -> None:
+    path = tmp_path / "db"
+    _write_raw(path, GARBAGE)
+    storage = Storage.open(path, fsync=False)
+    try:
+        # any version wins over unreadable bytes, even the oldest timestamp
+        assert storage.apply(b"short", Record.put(0, b"healed")) == Record.put(0, b"healed")
+        assert storage.apply(b"flags", Record.delete(5)) == Record.delete(5)
+        assert storage.read(b"short") == Record.put(0, b"healed")
+        assert storage.read(b"flags") == Record.delete(5)
+        with pytest.raises(CorruptRecord):
+            storage.read(b"tombvalue")  # still corrupt: not written
+        assert list(storage.scan_live(b"\x00", None)) == [(b"short", b"healed")]
+        # once healed, the usual rules apply again
+        assert storage.apply(b"short", Record.put(0, b"a")) == Record.put(0, b"healed")
+    finally:
+        storage.close()
+    storage = Storage.open(path, fsync=False)
+    try:
+        assert storage.read(b"short") == Record.put(0, b"healed")  # the healed version is on disk
+    finally:
+        storage.close()
+
+
+# --- unavailable data dirs ----------------------------------------------------------------------------
+
+
+def test_a_regular_file_is_not_a_data_dir(tmp_path: Path) -> None:
+    path = tmp_path / "file"
+    path.write_bytes(b"not a database")
+    with pytest.raises(StorageUnavailable):
+        Storage.open(path, fsync=False)
+    with pytest.raises(StorageUnavailable):
+        Storage.open(path / "below", fsync=False)
+    assert path.read_bytes() == b"not a database"
+
+
+def test_a_data_dir_open_in_another_storage_is_unavailable(tmp_path: Path) -> None:
+    path = tmp_path / "db"
+    first = Storage.open(path, fsync=False)
+    try:
+        first.apply(b"k", Record.put(1, b"v"))
+        with pytest.raises(StorageUnavailable):
+            Storage.open(path, fsync=False)
+        assert first.read(b"k") == Record.put(1, b"v")  # the first store is unharmed
+    finally:
+        first.close()
+    second = Storage.open(path, fsync=False)  # free again once closed
+    try:
+        assert second.read(b"k") == Record.put(1, b"v")
+    finally:
+        second.close()
+
+
+def test_storage_unavailable_is_a_storage_error() -> None:
+    assert issubclass(StorageUnavailable, StorageError)
