@@ -26,7 +26,7 @@ class QuorumFailed(Exception):
 
     def __init__(self, tally: QuorumTally, errors: list[ReplicaError]) -> None:
         quorum = tally.quorum
-        detail = "; ".join(str(error) for error in errors)
+        detail = "; ".join(" ".join(str(error).split()) for error in errors)  # a peer's text may span lines
         super().__init__(
             f"{tally.successes} of {quorum.replicas} replicas answered, {quorum.ack} needed: {detail}"
         )

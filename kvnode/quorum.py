@@ -32,10 +32,16 @@ class Quorum:
         return cls(a, n)
 
 
+_MAX_DIGITS = 9  # no cluster is that large; and int() refuses strings of thousands of digits
+
+
 def _positive(text: str, name: str) -> int:
-    if not text.isascii() or not text.isdigit() or int(text) < 1:
-        raise BadQuorum(f"{name} must be a positive integer, got {text!r}")
-    return int(text)
+    digits = text.lstrip("0")
+    if not text.isascii() or not text.isdigit() or not digits:
+        raise BadQuorum(f"{name} must be a positive integer, got {text[:40]!r}")
+    if len(digits) > _MAX_DIGITS:
+        raise BadQuorum(f"{name}={digits[:12]}... is larger than any cluster")
+    return int(digits)
 
 
 @dataclass(slots=True)

@@ -160,7 +160,7 @@ class PeerReplica:
             if self._down:
                 future.set_exception(ReplicaUnavailable(f"{self.url} is unreachable"))
                 return future
-        elif self._stalled and self._calls:
+        elif self._stalled and (self._calls or loop.time() < self._retry_at):
             future.set_exception(ReplicaUnavailable(f"{self.url} is not answering"))
             return future
         self._next_id = call_id = (self._next_id + 1) & 0xFFFFFFFF
@@ -180,6 +180,7 @@ class PeerReplica:
 
     async def _connect(self) -> None:
         loop = asyncio.get_running_loop()
+        channel: _Channel | None = None
         try:
             async with asyncio.timeout(self._timeout):
                 _, channel = await loop.create_connection(
@@ -187,8 +188,14 @@ class PeerReplica:
                 )
                 await channel.upgraded
         except (OSError, TimeoutError, WebSocketError) as error:
+            if channel is not None:  # a frozen peer accepts TCP but never answers the upgrade
+                channel.transport.abort()
             self._mark_down(ReplicaUnavailable(f"{self.url} is unreachable: {error or type(error).__name__}"))
             return
+        except asyncio.CancelledError:
+            if channel is not None:
+                channel.transport.abort()
+            raise
         finally:
             self._connecting = None
         if self._closed:
@@ -202,7 +209,7 @@ class PeerReplica:
     def _received(self, channel: _Channel, frame: bytes) -> None:
         self._last_reply = asyncio.get_running_loop().time()
         if self._stalled:
-            self._stalled = False
+            self._stalled, self._backoff = False, _MIN_BACKOFF
             log.info("replica %s answers again", self.url)
         try:
             replies = wire.decode_replies(frame)
@@ -236,13 +243,18 @@ class PeerReplica:
         future = entry[0]
         if not future.done():
             future.set_exception(ReplicaTimeout(f"{self.url} did not answer within {self._timeout:g}s"))
-        silent = asyncio.get_running_loop().time() - self._last_reply >= self._timeout
-        if self._channel is not None and silent and not self._stalled:
-            # Silent for a whole timeout while calls wait: the peer is stopped or swamped. New calls fail
-            # fast instead of queueing behind it; calls in flight keep their own deadlines, and the
-            # connection stays, so a peer that resumes is answering again with its first reply.
+        now = asyncio.get_running_loop().time()
+        if self._channel is None or now - self._last_reply < self._timeout:
+            return
+        # Silent for a whole timeout while calls wait: the peer is stopped or swamped. New calls fail
+        # fast instead of queueing behind it, but for one probe call at a time, no more often than the
+        # backoff allows; calls in flight keep their own deadlines, and the connection stays, so a peer
+        # that resumes is answering again with its first reply.
+        if not self._stalled:
             self._stalled = True
             log.warning("replica %s stalled: no reply for %gs", self.url, self._timeout)
+        self._retry_at = now + self._backoff
+        self._backoff = min(self._backoff * 2, _MAX_BACKOFF)
 
     def _drop(self, channel: _Channel, error: ReplicaError, level: int = logging.WARNING) -> None:
         """Give up a channel: fail its calls, close it, reconnect on a later call."""
@@ -324,7 +336,8 @@ class _Channel(asyncio.Protocol):
             return b""
         websocket.check_handshake(head, self._accept)
         self._decoder = websocket.FrameDecoder()
-        self.upgraded.set_result(None)
+        if not self.upgraded.done():
+            self.upgraded.set_result(None)
         return rest
 
     def _fail(self, error: ReplicaError) -> None:

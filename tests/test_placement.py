@@ -1,0 +1,159 @@
+"""kvnode.placement: rendezvous placement is deterministic, prefix-stable, balanced and moves little."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+
+from kvnode.placement import Placement, replicas_for
+
+NODES = ["http://127.0.0.1:8080", "http://127.0.0.1:8081", "http://127.0.0.1:8082"]
+FIVE_NODES = [*NODES, "http://127.0.0.1:8083", "http://127.0.0.1:8084"]
+SAMPLE_KEYS = [
+    b"",
+    b"a",
+    b"user:42",
+    "ключ".encode(),
+    b"\x00\xff" * 40,
+    *(f"k{i}".encode() for i in range(200)),
+]
+
+
+def random_keys(count: int, seed: int) -> list[bytes]:
+    rng = random.Random(seed)
+    return [rng.randbytes(rng.randint(1, 24)) for _ in range(count)]
+
+
+def primaries(placement: Placement, keys: list[bytes]) -> list[str]:
+    return [placement.order(key)[0] for key in keys]
+
+
+def test_same_order_from_independent_instances() -> None:
+    first, second = Placement(NODES), Placement(list(NODES))
+    for key in SAMPLE_KEYS:
+        assert first.order(key) == second.order(key)
+        assert replicas_for(key, NODES, 2) == first.replicas_for(key, 2)
+
+
+def test_same_order_in_a_subprocess_with_another_hash_seed() -> None:
+    """Not Python's salted hash(): another interpreter with other hash seeds agrees on every key."""
+    script = (
+        "import json, sys\n"
+        "from kvnode.placement import Placement\n"
+        "nodes, keys = json.loads(sys.stdin.read())\n"
+        "p = Placement(nodes)\n"
+        "print(json.dumps([p.order(bytes.fromhex(k)) for k in keys]))\n"
+    )
+    local = Placement(FIVE_NODES)
+    expected = [local.order(key) for key in SAMPLE_KEYS]
+    payload = json.dumps([FIVE_NODES, [key.hex() for key in SAMPLE_KEYS]])
+    for seed in ("0", "1", "12345"):
+        result = subprocess.run(
+            [sys.executable, "-c", script],
+            input=payload,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            check=True,
+        )
+        assert json.loads(result.stdout) == expected, f"PYTHONHASHSEED={seed}"
+
+
+@pytest.mark.parametrize("nodes", [NODES[:1], NODES[:2], NODES, FIVE_NODES], ids=lambda n: f"{len(n)}-nodes")
+def test_smaller_from_is_a_prefix_of_a_larger_one(nodes: list[str]) -> None:
+    placement = Placement(nodes)
+    for key in SAMPLE_KEYS:
+        full = placement.replicas_for(key, len(nodes))
+        assert full == placement.order(key)
+        for n in range(1, len(nodes) + 1):
+            assert placement.replicas_for(key, n) == full[:n]
+        if len(nodes) >= 3:
+            assert placement.replicas_for(key, 2) == placement.replicas_for(key, 3)[:2]
+
+
+@pytest.mark.parametrize("nodes", [NODES[:1], NODES, FIVE_NODES], ids=lambda n: f"{len(n)}-nodes")
+def test_every_node_appears_once_in_order(nodes: list[str]) -> None:
+    placement = Placement(nodes)
+    for key in SAMPLE_KEYS:
+        order = placement.order(key)
+        assert len(order) == len(nodes)
+        assert sorted(order) == sorted(nodes)
+
+
+def test_order_does_not_depend_on_the_list_order() -> None:
+    """Every node is given the same list, but the ranking itself is a function of (key, url) only."""
+    forward, backward = Placement(NODES), Placement(NODES[::-1])
+    for key in SAMPLE_KEYS:
+        assert forward.order(key) == backward.order(key)
+
+
+def test_three_nodes_share_primaries_evenly() -> None:
+    keys = random_keys(30_000, seed=7)
+    counts = Counter(primaries(Placement(NODES), keys))
+    assert set(counts) == set(NODES)
+    for node, count in counts.items():
+        share = count / len(keys)
+        assert abs(share - 1 / 3) <= 0.02, f"{node} is primary for {share:.3%} of keys"
+
+
+def test_every_replica_position_is_balanced() -> None:
+    keys = random_keys(15_000, seed=11)
+    placement = Placement(NODES)
+    orders = [placement.order(key) for key in keys]
+    for position in range(len(NODES)):
+        counts = Counter(order[position] for order in orders)
+        for node in NODES:
+            assert abs(counts[node] / len(keys) - 1 / 3) <= 0.025, (position, node, counts)
+
+
+def test_adding_a_fourth_node_moves_about_a_quarter_of_keys_and_only_to_it() -> None:
+    keys = random_keys(30_000, seed=3)
+    new_node = "http://127.0.0.1:9090"
+    before = Placement(NODES)
+    after = Placement([*NODES, new_node])
+    moved = 0
+    for key in keys:
+        old_order, new_order = before.order(key), after.order(key)
+        if new_order[0] != old_order[0]:
+            moved += 1
+            assert new_order[0] == new_node, "a key moved between two old nodes"
+        # The old nodes keep their relative order: the newcomer is only inserted.
+        assert [url for url in new_order if url != new_node] == old_order
+    assert 0.20 <= moved / len(keys) <= 0.30, f"{moved / len(keys):.3%} of keys changed primary"
+
+
+def test_removing_a_node_moves_only_its_keys() -> None:
+    keys = random_keys(5_000, seed=5)
+    full, reduced = Placement(NODES), Placement(NODES[:2])
+    for key in keys:
+        old_primary = full.order(key)[0]
+        if old_primary != NODES[2]:
+            assert reduced.order(key)[0] == old_primary
+
+
+@pytest.mark.parametrize("n", [0, -1, 4, 100])
+def test_invalid_replica_count_raises(n: int) -> None:
+    placement = Placement(NODES)
+    with pytest.raises(ValueError, match="n must be between 1 and 3"):
+        placement.replicas_for(b"key", n)
+    with pytest.raises(ValueError):
+        replicas_for(b"key", NODES, n)
+
+
+def test_empty_or_duplicate_node_lists_are_rejected() -> None:
+    with pytest.raises(ValueError, match="at least one node"):
+        Placement([])
+    with pytest.raises(ValueError, match="distinct"):
+        Placement([NODES[0], NODES[1], NODES[0]])
+
+
+def test_len_is_the_cluster_size() -> None:
+    assert len(Placement(FIVE_NODES)) == 5
+    assert Placement(NODES[:1]).replicas_for(b"anything", 1) == NODES[:1]

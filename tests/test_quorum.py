@@ -1,0 +1,415 @@
+"""kvnode.quorum (parsing, tallying) and kvnode.fanout's two strategies, driven with hand-resolved futures."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from kvnode.fanout import FANOUTS, QuorumFailed, ReplicaCall, parallel, sequential
+from kvnode.quorum import BadQuorum, Quorum, QuorumTally
+from kvnode.transport import ReplicaError, ReplicaTimeout, ReplicaUnavailable
+
+NEVER_RETRIEVED = "exception was never retrieved"
+
+# Quorum.parse
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 5, 7])
+def test_defaults_are_from_cluster_size_and_majority_ack(size: int) -> None:
+    assert Quorum.parse(None, None, size) == Quorum(ack=size // 2 + 1, replicas=size)
+
+
+@pytest.mark.parametrize(("replicas", "ack"), [("1", 1), ("2", 2), ("3", 2), ("4", 3), ("5", 3)])
+def test_default_ack_follows_an_explicit_from(replicas: str, ack: int) -> None:
+    assert Quorum.parse(None, replicas, 5) == Quorum(ack=ack, replicas=int(replicas))
+
+
+def test_explicit_ack_with_default_from() -> None:
+    assert Quorum.parse("1", None, 3) == Quorum(ack=1, replicas=3)
+    assert Quorum.parse("3", None, 3) == Quorum(ack=3, replicas=3)
+
+
+def test_explicit_ack_and_from() -> None:
+    assert Quorum.parse("2", "2", 5) == Quorum(ack=2, replicas=2)
+    assert Quorum.parse("1", "5", 5) == Quorum(ack=1, replicas=5)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "0",
+        "-1",
+        "",
+        "abc",
+        "1.5",
+        " 1",
+        "+1",
+        "\N{SUPERSCRIPT TWO}",
+        "\N{ARABIC-INDIC DIGIT ONE}",
+        "0x2",
+        "1e1",
+    ],
+)
+@pytest.mark.parametrize("name", ["ack", "from"])
+def test_not_a_positive_integer_is_rejected_with_its_name(text: str, name: str) -> None:
+    ack, replicas = (text, "3") if name == "ack" else ("1", text)
+    with pytest.raises(BadQuorum) as raised:
+        Quorum.parse(ack, replicas, 3)
+    reason = str(raised.value)
+    assert f"{name} must be a positive integer" in reason
+    assert "\n" not in reason
+
+
+@pytest.mark.parametrize("name", ["ack", "from"])
+def test_a_number_too_long_for_int_is_a_bad_quorum_not_a_crash(name: str) -> None:
+    """int() refuses strings of more than 4300 digits (ValueError): that too is the client's mistake."""
+    huge = "9" * 5000
+    ack, replicas = (huge, None) if name == "ack" else (None, huge)
+    with pytest.raises(BadQuorum) as raised:
+        Quorum.parse(ack, replicas, 3)
+    assert "\n" not in str(raised.value)
+
+
+def test_ack_above_from_is_rejected() -> None:
+    with pytest.raises(BadQuorum, match=r"ack=3 exceeds from=2") as raised:
+        Quorum.parse("3", "2", 3)
+    assert "\n" not in str(raised.value)
+    with pytest.raises(BadQuorum, match=r"ack=4 exceeds from=3"):
+        Quorum.parse("4", None, 3)
+
+
+def test_from_above_cluster_size_is_rejected() -> None:
+    with pytest.raises(BadQuorum, match=r"from=4 exceeds the cluster size 3") as raised:
+        Quorum.parse(None, "4", 3)
+    assert "\n" not in str(raised.value)
+    with pytest.raises(BadQuorum, match="exceeds the cluster size 1"):
+        Quorum.parse("1", "2", 1)
+
+
+def test_bad_quorum_is_a_value_error() -> None:
+    assert issubclass(BadQuorum, ValueError)
+
+
+# QuorumTally
+
+
+def verdict(tally: QuorumTally) -> tuple[bool, bool]:
+    """(reached, impossible)"""
+    return tally.reached, tally.impossible
+
+
+def test_tally_reached_on_the_ack_th_success() -> None:
+    tally = QuorumTally(Quorum(ack=2, replicas=3))
+    assert verdict(tally) == (False, False)
+    tally.succeed()
+    assert verdict(tally) == (False, False)
+    tally.fail()
+    assert verdict(tally) == (False, False)
+    tally.succeed()
+    assert verdict(tally) == (True, False)
+    assert (tally.successes, tally.failures) == (2, 1)
+
+
+@pytest.mark.parametrize(
+    ("ack", "replicas", "failures_to_impossible"), [(1, 1, 1), (2, 3, 2), (3, 3, 1), (1, 3, 3)]
+)
+def test_tally_impossible_once_from_minus_failures_is_below_ack(
+    ack: int, replicas: int, failures_to_impossible: int
+) -> None:
+    tally = QuorumTally(Quorum(ack=ack, replicas=replicas))
+    for _ in range(failures_to_impossible - 1):
+        tally.fail()
+        assert verdict(tally) == (False, False)
+    tally.fail()
+    assert verdict(tally) == (False, True)
+
+
+# Fan-out strategies, driven by hand
+
+
+class HandCalls:
+    """Replica calls whose futures the test resolves itself; records which calls were started."""
+
+    def __init__(self, count: int) -> None:
+        self.futures: list[asyncio.Future[str] | None] = [None] * count
+
+    @property
+    def calls(self) -> list[ReplicaCall[str]]:
+        return [self._starter(index) for index in range(len(self.futures))]
+
+    @property
+    def started(self) -> list[int]:
+        return [index for index, future in enumerate(self.futures) if future is not None]
+
+    def future(self, index: int) -> asyncio.Future[str]:
+        future = self.futures[index]
+        assert future is not None, f"call {index} was not started"
+        return future
+
+    def succeed(self, index: int) -> None:
+        self.future(index).set_result(f"answer-{index}")
+
+    def fail(self, index: int, error: ReplicaError | None = None) -> None:
+        self.future(index).set_exception(error or ReplicaUnavailable(f"replica {index} is down"))
+
+    def _starter(self, index: int) -> ReplicaCall[str]:
+        def start() -> asyncio.Future[str]:
+            assert self.futures[index] is None, f"call {index} started twice"
+            future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+            self.futures[index] = future
+            return future
+
+        return start
+
+
+async def settle(rounds: int = 10) -> None:
+    """Let every ready callback and task step run."""
+    for _ in range(rounds):
+        await asyncio.sleep(0)
+
+
+def spawn(awaitable: Awaitable[list[str]]) -> asyncio.Task[list[str]]:
+    async def run() -> list[str]:
+        return await awaitable
+
+    return asyncio.get_running_loop().create_task(run())
+
+
+def never_retrieved(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [record.getMessage() for record in caplog.records if NEVER_RETRIEVED in record.getMessage()]
+
+
+async def test_parallel_starts_every_call_at_once() -> None:
+    hand = HandCalls(3)
+    task = spawn(parallel(hand.calls, Quorum(ack=2, replicas=3)))
+    await settle()
+    assert hand.started == [0, 1, 2]
+    assert not task.done()
+    for index in range(3):
+        hand.succeed(index)
+    assert len(await task) == 2
+
+
+async def test_parallel_returns_on_the_ack_th_success_without_waiting_for_the_rest() -> None:
+    hand = HandCalls(3)
+    task = spawn(parallel(hand.calls, Quorum(ack=2, replicas=3)))
+    await settle()
+    hand.succeed(2)
+    await settle()
+    assert not task.done()
+    hand.succeed(0)
+    await settle()
+    assert task.done()
+    assert task.result() == ["answer-2", "answer-0"]  # in the order they finished
+    assert not hand.future(1).done()
+    hand.succeed(1)
+
+
+async def test_parallel_counts_failures_and_still_reaches_ack() -> None:
+    hand = HandCalls(3)
+    task = spawn(parallel(hand.calls, Quorum(ack=2, replicas=3)))
+    await settle()
+    hand.fail(0)
+    await settle()
+    assert not task.done()
+    hand.succeed(1)
+    await settle()
+    assert not task.done()
+    hand.succeed(2)
+    assert await task == ["answer-1", "answer-2"]
+
+
+async def test_parallel_fails_as_soon_as_ack_is_out_of_reach() -> None:
+    hand = HandCalls(3)
+    task = spawn(parallel(hand.calls, Quorum(ack=2, replicas=3)))
+    await settle()
+    hand.fail(1, ReplicaTimeout("replica 1 did not answer"))
+    await settle()
+    assert not task.done()  # 3 - 1 failures = 2 >= ack: still reachable
+    hand.fail(0)
+    await settle()
+    assert task.done()  # 3 - 2 failures = 1 < ack, though call 2 is still running
+    assert not hand.future(2).done()
+    with pytest.raises(QuorumFailed) as raised:
+        task.result()
+    message = str(raised.value)
+    assert "0 of 3 replicas answered, 2 needed" in message
+    assert "replica 1 did not answer" in message and "replica 0 is down" in message
+    hand.succeed(2)
+
+
+async def test_parallel_with_ack_equal_from_fails_on_the_first_failure() -> None:
+    hand = HandCalls(3)
+    task = spawn(parallel(hand.calls, Quorum(ack=3, replicas=3)))
+    await settle()
+    hand.succeed(0)
+    await settle()
+    hand.fail(2)
+    await settle()
+    assert task.done()
+    with pytest.raises(QuorumFailed, match="1 of 3 replicas answered, 3 needed"):
+        task.result()
+    hand.succeed(1)
+
+
+async def test_parallel_handles_calls_that_finish_at_once() -> None:
+    """A local replica's future is already done when the call returns."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[str] = loop.create_future()
+    done.set_result("local")
+    pending: asyncio.Future[str] = loop.create_future()
+    pending_two: asyncio.Future[str] = loop.create_future()
+    task = spawn(parallel([lambda: done, lambda: pending, lambda: pending_two], Quorum(ack=2, replicas=3)))
+    await settle()
+    assert not task.done()
+    pending_two.set_result("peer")
+    assert await task == ["local", "peer"]
+    pending.set_result("late")
+
+
+async def test_sequential_starts_each_call_after_the_previous_finished_and_stops_at_ack() -> None:
+    hand = HandCalls(3)
+    task = spawn(sequential(hand.calls, Quorum(ack=2, replicas=3)))
+    await settle()
+    assert hand.started == [0]
+    hand.succeed(0)
+    await settle()
+    assert hand.started == [0, 1]
+    assert not task.done()
+    hand.succeed(1)
+    await settle()
+    assert task.done()
+    assert task.result() == ["answer-0", "answer-1"]
+    assert hand.started == [0, 1]  # the third replica is never asked
+
+
+async def test_sequential_moves_past_a_failure() -> None:
+    hand = HandCalls(3)
+    task = spawn(sequential(hand.calls, Quorum(ack=2, replicas=3)))
+    await settle()
+    hand.fail(0)
+    await settle()
+    assert hand.started == [0, 1]
+    hand.succeed(1)
+    await settle()
+    assert hand.started == [0, 1, 2]
+    assert not task.done()
+    hand.succeed(2)
+    assert await task == ["answer-1", "answer-2"]
+
+
+async def test_sequential_fails_as_soon_as_ack_is_out_of_reach() -> None:
+    hand = HandCalls(3)
+    task = spawn(sequential(hand.calls, Quorum(ack=2, replicas=3)))
+    await settle()
+    hand.fail(0)
+    await settle()
+    hand.fail(1)
+    await settle()
+    assert task.done()
+    assert hand.started == [0, 1]  # no point asking the third
+    with pytest.raises(QuorumFailed, match="0 of 3 replicas answered, 2 needed"):
+        task.result()
+
+
+async def test_sequential_with_all_replicas_failing_reports_every_error() -> None:
+    hand = HandCalls(2)
+    task = spawn(sequential(hand.calls, Quorum(ack=1, replicas=2)))
+    await settle()
+    hand.fail(0)
+    await settle()
+    hand.fail(1)
+    with pytest.raises(QuorumFailed) as raised:
+        await task
+    assert "replica 0 is down" in str(raised.value) and "replica 1 is down" in str(raised.value)
+
+
+class NotAReplicaError(Exception):
+    pass
+
+
+async def test_parallel_fails_on_an_unexpected_error_instead_of_hanging() -> None:
+    hand = HandCalls(3)
+    task = spawn(parallel(hand.calls, Quorum(ack=2, replicas=3)))
+    await settle()
+    hand.future(0).set_exception(NotAReplicaError("a bug"))
+    await settle()
+    assert task.done()
+    with pytest.raises(NotAReplicaError):
+        task.result()
+    hand.succeed(1)
+    hand.succeed(2)
+
+
+async def test_sequential_fails_on_an_unexpected_error_instead_of_hanging() -> None:
+    hand = HandCalls(3)
+    task = spawn(sequential(hand.calls, Quorum(ack=2, replicas=3)))
+    await settle()
+    hand.future(0).set_exception(NotAReplicaError("a bug"))
+    with pytest.raises(NotAReplicaError):
+        await task
+    assert hand.started == [0]
+
+
+def test_fanouts_are_registered_by_mode() -> None:
+    assert FANOUTS["async"] is parallel
+    assert FANOUTS["sync"] is sequential
+
+
+async def test_never_retrieved_detection_works(caplog: pytest.LogCaptureFixture) -> None:
+    """The control for the tests below: an abandoned failed future does log, and caplog sees it."""
+    caplog.set_level(logging.ERROR, logger="asyncio")
+    future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    future.set_exception(ReplicaUnavailable("nobody looks at me"))
+    del future
+    gc.collect()
+    assert never_retrieved(caplog)
+
+
+Scenario = Callable[[HandCalls, asyncio.Task[list[str]]], Awaitable[None]]
+
+
+async def _won_early(hand: HandCalls, task: asyncio.Task[list[str]]) -> None:
+    hand.succeed(0)
+    hand.succeed(1)
+    await settle()
+    assert task.done() and task.result() == ["answer-0", "answer-1"]
+
+
+async def _lost_early(hand: HandCalls, task: asyncio.Task[list[str]]) -> None:
+    hand.fail(0)
+    hand.fail(1)
+    await settle()
+    assert task.done() and isinstance(task.exception(), QuorumFailed)
+
+
+async def _cancelled(hand: HandCalls, task: asyncio.Task[list[str]]) -> None:
+    task.cancel()
+    await settle()
+    assert task.cancelled()
+
+
+@pytest.mark.parametrize("scenario", [_won_early, _lost_early, _cancelled], ids=["won", "lost", "cancelled"])
+async def test_abandoned_calls_that_fail_later_log_nothing(
+    scenario: Scenario, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="asyncio")
+    hand = HandCalls(3)
+    task = spawn(parallel(hand.calls, Quorum(ack=2, replicas=3)))
+    await settle()
+    await scenario(hand, task)
+    for index, future in enumerate(hand.futures):
+        assert future is not None
+        if not future.done():
+            future.set_exception(ReplicaTimeout(f"replica {index} answered too late"))
+    await settle()
+    del task, future
+    hand.futures.clear()
+    gc.collect()
+    await settle()
+    gc.collect()
+    assert never_retrieved(caplog) == []

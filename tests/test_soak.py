@@ -1,0 +1,180 @@
+"""A small concurrent soak: many clients, overlapping keys, every coordinator; no acknowledged write lost.
+
+32 asyncio clients write (one writer per key at a time, so the per-key order of writes is known) and read
+200 keys through the three coordinators of a cluster with the default quorum (ack=2, from=3), for about
+20 s. During the run every read must see a version at least as new as the last write acknowledged
+before the read started (quorum intersection) and no newer than the last one issued. Afterwards every
+key reads, with ack=3&from=3, its last acknowledged write (404 if that was a DELETE); only a later write
+that was not acknowledged (504, a write that may still have been applied) may stand in its place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+import aiohttp
+import pytest
+
+from tests.conftest import ClusterFactory
+
+SOAK_SECONDS = 20.0
+CLIENTS = 32
+KEYS = 200
+MAX_OPERATIONS = 100_000  # a bound on the count as well as on the time
+REQUEST_TIMEOUT = aiohttp.ClientTimeout(total=15)
+
+
+@dataclass
+class KeyHistory:
+    """Every write issued for one key, in order: a value, or None for a DELETE. Index 0 is 'never written'."""
+
+    writes: list[bytes | None] = field(default_factory=lambda: [None])
+    acknowledged: int = 0  # index of the last acknowledged write
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    @property
+    def issued(self) -> int:
+        return len(self.writes) - 1
+
+
+@dataclass
+class Soak:
+    urls: list[str]
+    keys: dict[str, KeyHistory]
+    deadline: float
+    outcomes: Counter[str] = field(default_factory=Counter)
+    violations: list[str] = field(default_factory=list)
+
+    @property
+    def operations(self) -> int:
+        return sum(self.outcomes.values())
+
+    async def client(self, session: aiohttp.ClientSession, seed: int) -> None:
+        rng = random.Random(seed)
+        names = list(self.keys)
+        while time.monotonic() < self.deadline and self.operations < MAX_OPERATIONS:
+            key = rng.choice(names)
+            url = rng.choice(self.urls)
+            roll = rng.random()
+            if roll < 0.5:
+                await self.read(session, url, key)
+            else:
+                await self.write(session, url, key, delete=roll > 0.9, rng=rng)
+
+    async def write(
+        self, session: aiohttp.ClientSession, url: str, key: str, *, delete: bool, rng: random.Random
+    ) -> None:
+        history = self.keys[key]
+        async with history.lock:  # one writer per key at a time: the order of writes is the issue order
+            index = history.issued + 1
+            value = None if delete else f"{key}#{index}#".encode() + rng.randbytes(rng.randint(0, 64))
+            history.writes.append(value)
+            method = "DELETE" if delete else "PUT"
+            try:
+                async with session.request(
+                    method, f"{url}/v0/entity", params={"id": key}, data=value
+                ) as reply:
+                    await reply.read()
+                    status = reply.status
+            except (aiohttp.ClientError, TimeoutError) as error:
+                self.outcomes[f"{method} {type(error).__name__}"] += 1
+                return
+            self.outcomes[f"{method} {status}"] += 1
+            if status == (202 if delete else 201):
+                history.acknowledged = index
+            elif status != 504:
+                self.violations.append(f"{method} {key} via {url} answered {status}")
+
+    async def read(self, session: aiohttp.ClientSession, url: str, key: str) -> None:
+        history = self.keys[key]
+        floor = history.acknowledged
+        try:
+            async with session.get(f"{url}/v0/entity", params={"id": key}) as reply:
+                body = await reply.read()
+                status = reply.status
+        except (aiohttp.ClientError, TimeoutError) as error:
+            self.outcomes[f"GET {type(error).__name__}"] += 1
+            return
+        self.outcomes[f"GET {status}"] += 1
+        if status == 504:
+            return
+        ceiling = history.issued
+        problem = check_visible(history, key, status, body, floor, ceiling)
+        if problem:
+            self.violations.append(f"GET {key} via {url}: {problem}")
+
+
+def check_visible(
+    history: KeyHistory, key: str, status: int, body: bytes, floor: int, ceiling: int
+) -> str | None:
+    """None if (status, body) is a write with index in [floor, ceiling]; else what is wrong with it."""
+    if status == 404:
+        if any(history.writes[index] is None for index in range(floor, ceiling + 1)):
+            return None
+        return f"404, but writes {floor}..{ceiling} are all values"
+    if status != 200:
+        return f"status {status}"
+    prefix, _, rest = body.partition(b"#")
+    index_text, _, _ = rest.partition(b"#")
+    if prefix != key.encode() or not index_text.isdigit():
+        return f"a value never written to this key: {body[:80]!r}"
+    index = int(index_text)
+    if not floor <= index <= ceiling:
+        return f"saw write {index}, outside {floor}..{ceiling} (last acknowledged before the read: {floor})"
+    if history.writes[index] != body:
+        return f"write {index}'s value is corrupted: {body[:80]!r}"
+    return None
+
+
+async def run_soak(urls: list[str], seconds: float) -> Soak:
+    soak = Soak(urls, {f"soak-{i:03d}": KeyHistory() for i in range(KEYS)}, time.monotonic() + seconds)
+    connector = aiohttp.TCPConnector(limit=CLIENTS)
+    async with aiohttp.ClientSession(connector=connector, timeout=REQUEST_TIMEOUT) as session:
+        await asyncio.gather(*(soak.client(session, seed) for seed in range(CLIENTS)))
+    return soak
+
+
+async def final_state(urls: list[str], soak: Soak) -> list[str]:
+    """Read every key with ack=3&from=3 and compare with its history; the mismatches."""
+    problems: list[str] = []
+    async with aiohttp.ClientSession(timeout=REQUEST_TIMEOUT) as session:
+        for position, (key, history) in enumerate(soak.keys.items()):
+            url = urls[position % len(urls)]
+            async with session.get(f"{url}/v0/entity", params={"id": key, "ack": "3", "from": "3"}) as reply:
+                body, status = await reply.read(), reply.status
+            # The last acknowledged write, or a later one that answered 504 and may have been applied.
+            problem = check_visible(history, key, status, body, history.acknowledged, history.issued)
+            if problem:
+                problems.append(f"{key} via {url}: {problem}")
+            elif history.acknowledged == history.issued:
+                expected = history.writes[history.acknowledged]
+                if (status, body) != ((404, body) if expected is None else (200, expected)):
+                    problems.append(f"{key}: not its last acknowledged write")
+    return problems
+
+
+@pytest.mark.timeout(180)
+def test_concurrent_clients_lose_no_acknowledged_write(start_cluster: ClusterFactory) -> None:
+    cluster = start_cluster(3)
+    started = time.monotonic()
+    soak = asyncio.run(run_soak(cluster.urls, SOAK_SECONDS))
+    elapsed = time.monotonic() - started
+    summary = f"{soak.operations} operations in {elapsed:.1f}s: {dict(soak.outcomes)}"
+    print(summary)
+    assert elapsed < SOAK_SECONDS + 20, summary
+    assert soak.violations == [], summary
+    acknowledged = sum(
+        n for outcome, n in soak.outcomes.items() if outcome.endswith((" 200", " 201", " 202"))
+    )
+    not_found = soak.outcomes["GET 404"]
+    assert acknowledged + not_found >= 0.99 * soak.operations, f"too many failed requests: {summary}"
+    assert soak.operations >= 1000, f"the soak barely ran: {summary}"
+    written = sum(history.issued > 0 for history in soak.keys.values())
+    assert written >= KEYS * 0.9, f"only {written} keys were written: {summary}"
+    assert asyncio.run(final_state(cluster.urls, soak)) == []
+    for node in cluster:
+        assert node.process is not None and node.process.poll() is None, f"{node.url} died"
