@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: run test lint typecheck pytest bench clean
+.PHONY: run test lint typecheck pytest bench profile clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,11 @@ pytest: $(DEV_STAMP)
 ## bench: sync vs async 3-node cluster under wrk, next to an aiohttp hello-world
 bench: $(DEV_STAMP)
 	$(PY) -m loadtest.bench
+
+## profile: py-spy (CPU, waits, GIL, dumps) and memray profiles of sync vs async, PUT and GET, under load;
+##          writes out/profile/report.md (PROFILE_ARGS=--quick: about two minutes; needs ptrace rights)
+profile: $(DEV_STAMP)
+	$(PY) -m profiling compare --out out/profile $(PROFILE_ARGS)
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache

@@ -2,7 +2,9 @@
 
 Both take the replica calls in placement order (each a function that starts one call) and the quorum,
 and return the answers of the first ``ack`` replicas that succeeded, or raise :class:`QuorumFailed` as
-soon as ``ack`` is out of reach. They differ only in how many calls are in flight at once.
+soon as ``ack`` is out of reach. They differ in how many calls are in flight: ``parallel`` starts all
+``from`` calls at once (so a write reaches every live replica), ``sequential`` one at a time, stopping
+at the ack-th success (so a write reaches ``ack`` replicas, as the sync baseline is specified).
 """
 
 from __future__ import annotations

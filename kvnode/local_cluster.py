@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -17,16 +18,31 @@ from pathlib import Path
 from kvnode.cli import node_argv
 from kvnode.config import ClusterConfig, NodeConfig
 
-__all__ = ["NodeProcesses", "run_cluster", "wait_until_serving"]
+__all__ = ["NodeProcesses", "die_with_parent", "free_ports", "run_cluster", "wait_until_serving"]
 
 _READY_TIMEOUT = 30.0
 _STOP_TIMEOUT = 15.0
 
 
-def _die_with_parent() -> None:
-    """Runs in the child before exec: SIGTERM it if the launcher dies, so no node is orphaned."""
+def die_with_parent() -> None:
+    """Runs in the child before exec (``preexec_fn``): SIGTERM it if the launcher dies, so no child is
+    orphaned. The local cluster, the test harness, the load tester and the profiler all use it."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def free_ports(count: int) -> list[int]:
+    """Loopback ports the kernel reports free right now (bound together, so they are distinct)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket()
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 def wait_until_serving(
@@ -65,12 +81,12 @@ class NodeProcesses:
     def start(self) -> None:
         for config in self.configs:
             if self.log_dir is None:
-                process = subprocess.Popen(node_argv(config), preexec_fn=_die_with_parent)
+                process = subprocess.Popen(node_argv(config), preexec_fn=die_with_parent)
             else:
                 self.log_dir.mkdir(parents=True, exist_ok=True)
                 with open(self.log_dir / f"node-{config.port}.log", "ab") as log:
                     process = subprocess.Popen(
-                        node_argv(config), stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
+                        node_argv(config), stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent
                     )
             self.processes.append(process)
 

@@ -16,23 +16,9 @@ from pathlib import Path
 
 from kvnode.cli import node_argv
 from kvnode.config import FanoutMode, NodeConfig
-from kvnode.local_cluster import wait_until_serving
+from kvnode.local_cluster import free_ports, wait_until_serving
 
 READY_TIMEOUT = 30.0
-
-
-def free_ports(count: int) -> list[int]:
-    """Ports the kernel reports free right now (bound together, so they are distinct)."""
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 @dataclass

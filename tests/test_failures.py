@@ -24,9 +24,10 @@ import pytest
 
 from kvnode import wire
 from kvnode.config import FanoutMode, NodeConfig
+from kvnode.local_cluster import free_ports
 from kvnode.placement import Placement
 from tests.conftest import ClusterFactory
-from tests.harness import Cluster, Node, Response, free_ports
+from tests.harness import Cluster, Node, Response
 
 FANOUTS: tuple[FanoutMode, ...] = get_args(FanoutMode)
 Breakage = Literal["kill", "freeze"]

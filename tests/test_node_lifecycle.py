@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import Node, free_ports, request
+from kvnode.local_cluster import free_ports
+from tests.harness import Node, request
 
 DEADLINE = 30.0  # generous: other test runs share this machine
 

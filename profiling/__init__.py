@@ -1,0 +1,14 @@
+"""profiling: where a kvnode request's time and memory go, under constant-rate load, sync next to async.
+
+``python -m profiling record`` profiles one fan-out mode and operation; ``python -m profiling compare``
+profiles sync and async x PUT and GET and writes report.md. The modules, in the order a run uses them:
+
+    children   every process started, kept by PID, ended on stop or Ctrl-C
+    cluster    3 kvnode nodes on free loopback ports (kvnode.local_cluster), some under memray run
+    load       the load-testing pipeline's CLI (python -m loadtest fill|rate), bounded in time
+    pyspy      py-spy: the ptrace check, recorders (CPU, --idle, --gil), dumps
+    memory     memray captures: HTML flamegraphs, the allocations made during the load
+    record     one run: its load phases and what each one records (run.json)
+    collapsed  collapsed stacks and the top-frame tables (self and total share)
+    report     report.md from the runs
+"""

@@ -1,0 +1,163 @@
+"""``python -m profiling record|compare|report``: profile kvnode under load (see profiling/__init__).
+
+Exit status: 0 done, 1 a cluster or load failed, 2 bad usage or missing tools/rights (py-spy, ptrace,
+the load-testing pipeline), 130 interrupted. Progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+from typing import NoReturn
+
+from profiling import pyspy
+from profiling.children import Children
+from profiling.cluster import ClusterError
+from profiling.load import LoadError, loadtest_available
+from profiling.record import RunSpec, record_run
+from profiling.report import write_report
+
+__all__ = ["main"]
+
+# Full runs: long enough for a few thousand samples per profile. --quick: the whole compare in ~2 min.
+_FULL = {"rate": 200, "duration": 15.0, "keys": 2000}
+_QUICK = {"rate": 100, "duration": 3.0, "keys": 500}
+_VALUE_SIZE = 256
+
+
+def _progress(message: str) -> None:
+    print(f"profiling [{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m profiling",
+        description="Profile kvnode under constant-rate load: py-spy CPU, waits, GIL and dumps, memray "
+        "allocations, event-loop lag.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    record = commands.add_parser("record", help="one mode and operation: every profile kind into --out")
+    record.add_argument("--mode", choices=("async", "sync"), required=True, help="the nodes' fan-out")
+    record.add_argument("--op", choices=("put", "get"), required=True)
+    compare = commands.add_parser("compare", help="sync and async x PUT and GET, and report.md")
+    compare.add_argument("--quick", action="store_true", help="short phases: the whole compare in ~2 minutes")
+    report = commands.add_parser("report", help="rewrite DIR/report.md from the runs already in DIR")
+    report.add_argument("--out", type=Path, required=True, help="a directory written by record or compare")
+    for command in (record, compare):
+        command.add_argument("--out", type=Path, required=True, help="directory for the profiles and report")
+        command.add_argument(
+            "--rate", type=_positive_int, help=f"requests per second (default {_FULL['rate']})"
+        )
+        command.add_argument(
+            "--duration",
+            type=_positive_float,
+            help=f"seconds of load per phase (default {_FULL['duration']:g})",
+        )
+        command.add_argument("--keys", type=_positive_int, help=f"key space (default {_FULL['keys']})")
+        command.add_argument("--value-size", type=_positive_int, default=_VALUE_SIZE, help="bytes per value")
+        command.add_argument("--all-nodes", action="store_true", help="profile every node, not only n1")
+        command.add_argument("--py-spy", help="the py-spy executable (default: the virtualenv's, then PATH)")
+    return parser
+
+
+def _specs(args: argparse.Namespace) -> list[RunSpec]:
+    defaults = _QUICK if getattr(args, "quick", False) else _FULL
+    common = {
+        "rate": int(args.rate or defaults["rate"]),
+        "duration": float(args.duration or defaults["duration"]),
+        "keys": int(args.keys or defaults["keys"]),
+        "value_size": args.value_size,
+        "all_nodes": args.all_nodes,
+        "memray_peak": not getattr(args, "quick", False),
+    }
+    if args.command == "record":
+        return [RunSpec(args.mode, args.op, **common)]
+    return [RunSpec(mode, op, **common) for op in ("put", "get") for mode in ("async", "sync")]
+
+
+def _rewrite_report(out: Path) -> int:
+    """Rebuild report.md from the run.json files under ``out``, keeping the command that made them."""
+    run_dirs = sorted({path.parent for path in [*out.glob("run.json"), *out.glob("*/run.json")]})
+    if not run_dirs:
+        print(f"profiling: no run.json in {out} or its subdirectories", file=sys.stderr)
+        return 2
+    previous = out / "report.md"
+    found = re.search(r"by `([^`]+)`", previous.read_text()) if previous.exists() else None
+    report = write_report(
+        out, run_dirs, found.group(1) if found else f"python -m profiling report --out {out}"
+    )
+    _progress(f"done: {report}")
+    return 0
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> NoReturn:
+    raise KeyboardInterrupt
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    command = shlex.join(["python", "-m", "profiling", *(sys.argv[1:] if argv is None else argv)])
+    if args.command == "report":
+        return _rewrite_report(args.out)
+    py_spy = args.py_spy or pyspy.find_py_spy()
+    if py_spy is None:
+        print("profiling: py-spy not found; install it with: pip install -e '.[profile]'", file=sys.stderr)
+        return 2
+    if not loadtest_available():
+        print("profiling: the load-testing pipeline (python -m loadtest) is not installed", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, _interrupt)
+    children = Children()
+    try:
+        pyspy.check_ptrace(py_spy, children)
+        specs = _specs(args)
+        run_dirs = []
+        for spec in specs:
+            run_dir = args.out if args.command == "record" else args.out / spec.name
+            record_run(spec, run_dir, py_spy, children, _progress)
+            run_dirs.append(run_dir)
+        report = write_report(args.out, run_dirs, command)
+        _progress(f"done: {report}")
+        return 0
+    except pyspy.PtraceDenied as error:
+        print(f"profiling: {error}\n{pyspy.ptrace_advice()}", file=sys.stderr)
+        return 2
+    except (ClusterError, LoadError) as error:
+        print(f"profiling: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        _progress(f"interrupted: stopping {len(children.processes)} process(es) started")
+        return 130
+    finally:
+        children.stop_all()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

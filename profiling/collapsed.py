@@ -1,0 +1,144 @@
+"""Collapsed stacks (py-spy's ``--format raw``, Brendan Gregg's folded format) and top-frame tables.
+
+One line per distinct stack, root first, frames separated by ``;``, then a space and a sample count::
+
+    main (app.py:1);handle (app.py:9);parse (app.py:20) 7
+
+A frame's *self* share is the fraction of samples in which it is the leaf (where the time is spent); its
+*total* share the fraction of samples in which it appears anywhere (what it calls included). A recursive
+frame appears several times in one stack but is counted once per stack for total, or its total could pass
+100%.
+
+>>> stacks = parse_collapsed("main;a;b 3\\nmain;a 1\\n")
+>>> [(row.frame, row.self_share, row.total_share) for row in top_frames(stacks, by="total")]
+[('a', 0.25, 1.0), ('main', 0.0, 1.0), ('b', 0.75, 0.75)]
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = [
+    "NO_PYTHON_FRAME",
+    "CollapsedFormatError",
+    "FrameShare",
+    "Stacks",
+    "format_collapsed",
+    "merge",
+    "parse_collapsed",
+    "top_frames",
+]
+
+NO_PYTHON_FRAME = "[no Python frame]"  # a sample or allocation with an empty stack
+
+Stacks = Counter[tuple[str, ...]]
+"""Root-first stack -> weight (samples for py-spy, allocations or bytes for memray)."""
+
+
+class CollapsedFormatError(ValueError):
+    """A line that is not ``frame;frame;... COUNT``."""
+
+
+@dataclass(frozen=True, slots=True)
+class FrameShare:
+    frame: str
+    self_weight: int
+    total_weight: int
+    self_share: float
+    total_share: float
+
+
+def parse_collapsed(text: str) -> Stacks:
+    """Stacks from collapsed text; equal stacks on several lines are added up, blank lines skipped."""
+    stacks: Stacks = Counter()
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        # The count follows the last space: frames themselves contain spaces ("f (file.py:3)").
+        stack_text, _, count_text = line.rstrip().rpartition(" ")
+        try:
+            count = int(count_text)
+        except ValueError:
+            raise CollapsedFormatError(f"line {number}: no sample count at the end: {line[:80]!r}") from None
+        if count < 0:
+            raise CollapsedFormatError(f"line {number}: negative count: {line[:80]!r}")
+        # py-spy writes " N" for samples it caught outside any Python frame.
+        stack = tuple(stack_text.strip().split(";")) if stack_text.strip() else (NO_PYTHON_FRAME,)
+        stacks[stack] += count
+    return stacks
+
+
+def format_collapsed(stacks: Mapping[tuple[str, ...], int]) -> str:
+    """The inverse of parse_collapsed, heaviest stack first (ties in stack order, so output is stable)."""
+    ordered = sorted(stacks.items(), key=lambda item: (-item[1], item[0]))
+    return "".join(f"{';'.join(stack)} {weight}\n" for stack, weight in ordered if weight > 0)
+
+
+def merge(stack_sets: Iterable[Mapping[tuple[str, ...], int]]) -> Stacks:
+    merged: Stacks = Counter()
+    for stacks in stack_sets:
+        merged.update(stacks)
+    return merged
+
+
+def top_frames(
+    stacks: Mapping[tuple[str, ...], int], *, by: Literal["self", "total"], limit: int | None = None
+) -> list[FrameShare]:
+    """Frames ranked by self or total weight (ties by name); shares are fractions of all weight."""
+    self_weight: Counter[str] = Counter()
+    total_weight: Counter[str] = Counter()
+    for stack, weight in stacks.items():
+        if not stack:
+            continue
+        self_weight[stack[-1]] += weight
+        for frame in set(stack):  # once per stack: recursion must not count a sample twice
+            total_weight[frame] += weight
+    grand_total = sum(stacks.values())
+    if grand_total <= 0:
+        return []
+    ranking = self_weight if by == "self" else total_weight
+    frames = sorted((f for f in total_weight if ranking[f] > 0), key=lambda frame: (-ranking[frame], frame))
+    return [
+        FrameShare(
+            frame,
+            self_weight[frame],
+            total_weight[frame],
+            self_weight[frame] / grand_total,
+            total_weight[frame] / grand_total,
+        )
+        for frame in frames[:limit]
+    ]
+
+
+def trunk(stacks: Mapping[tuple[str, ...], int], threshold: float = 0.95) -> list[str]:
+    """The entry path every request runs under (runpy, main, down to the event loop's run), root first:
+    its frames' total share says nothing, so the total tables leave them out.
+
+    From the heaviest root frame (if it holds most of the weight), follow the child that holds at least
+    ``threshold`` of its parent's weight. Weight outside the root frame does not stop the walk: py-spy's
+    non-blocking samples are sometimes torn and start mid-stack.
+
+    >>> trunk(parse_collapsed("main;loop 5\\nmain;loop;a 10\\nmain;loop;b 4\\nb 1\\n"))
+    ['main', 'loop']
+    """
+    path: list[str] = []
+    candidates = [(stack, weight) for stack, weight in stacks.items() if stack and weight > 0]
+    parent_weight = sum(weight for _, weight in candidates) / 2  # the root frame needs only a majority
+    for depth in itertools.count():
+        children: Counter[str] = Counter()
+        for stack, weight in candidates:
+            if len(stack) > depth:
+                children[stack[depth]] += weight
+        if not children:
+            break
+        frame, weight = children.most_common(1)[0]
+        if weight < threshold * parent_weight:
+            break
+        path.append(frame)
+        candidates = [(stack, w) for stack, w in candidates if len(stack) > depth and stack[depth] == frame]
+        parent_weight = weight
+    return path

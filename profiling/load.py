@@ -1,0 +1,93 @@
+"""The load, from the load-testing pipeline's CLI (``python -m loadtest``), run as a bounded subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from profiling.children import Children
+
+__all__ = ["LoadError", "LoadSpec", "fill", "loadtest_available", "start_rate", "wait_rate"]
+
+Op = Literal["put", "get"]
+
+_GRACE = 60.0  # seconds a load may run past its duration (start-up, draining) before it is killed
+
+
+class LoadError(RuntimeError):
+    """The load generator failed or wrote no result."""
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    op: Op
+    rate: int
+    duration: float
+    keys: int
+    value_size: int
+
+
+def loadtest_available() -> bool:
+    """Whether ``python -m loadtest`` can be run (the load-testing pipeline is installed)."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import importlib.util, sys; sys.exit(not importlib.util.find_spec('loadtest.__main__'))",
+        ],
+        capture_output=True,
+        check=False,
+    )
+    return result.returncode == 0
+
+
+def fill(url: str, spec: LoadSpec, children: Children, log: Path) -> None:
+    """Write every key the GET load will read."""
+    argv = [
+        sys.executable, "-m", "loadtest", "fill", "--url", url,
+        "--keys", str(spec.keys), "--value-size", str(spec.value_size),
+    ]  # fmt: skip
+    process = children.start(argv, log=log)
+    _wait(process, children, timeout=_GRACE + spec.keys / 50, what="fill", log=log)
+
+
+def start_rate(
+    url: str, spec: LoadSpec, result_path: Path, children: Children, log: Path
+) -> subprocess.Popen[bytes]:
+    argv = [
+        sys.executable, "-m", "loadtest", "rate", "--url", url, "--op", spec.op,
+        "--rate", str(spec.rate), "--duration", f"{spec.duration:g}",
+        "--keys", str(spec.keys), "--value-size", str(spec.value_size), "--json", str(result_path),
+    ]  # fmt: skip
+    result_path.unlink(missing_ok=True)
+    return children.start(argv, log=log)
+
+
+def wait_rate(
+    process: subprocess.Popen[bytes], spec: LoadSpec, result_path: Path, children: Children, log: Path
+) -> dict[str, Any]:
+    """Wait for a rate run (killed if it overruns) and return its JSON result."""
+    _wait(process, children, timeout=spec.duration + _GRACE, what="rate", log=log)
+    try:
+        result: dict[str, Any] = json.loads(result_path.read_text())
+    except (OSError, ValueError) as error:
+        raise LoadError(f"loadtest rate wrote no readable {result_path}: {error}") from None
+    return result
+
+
+def _wait(process: subprocess.Popen[bytes], children: Children, timeout: float, what: str, log: Path) -> None:
+    deadline = time.monotonic() + timeout
+    while process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    overran = process.poll() is None
+    status = children.stop(process)  # a no-op wait when it has exited; the bound when it has not
+    if overran:
+        raise LoadError(f"loadtest {what} ran past its bound of {timeout:.0f} s and was stopped (log {log})")
+    if status != 0:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-10:]) if log.exists() else ""
+        raise LoadError(f"loadtest {what} exited with status {status} (log {log}):\n{tail}")

@@ -1,0 +1,224 @@
+"""report.md: the runs' load figures, then per operation and profile kind the top frames of each mode
+side by side (computed from the raw/collapsed stacks), with links to every flamegraph and dump."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from profiling.collapsed import FrameShare, Stacks, parse_collapsed, top_frames, trunk
+
+__all__ = ["TOP", "load_runs", "write_report"]
+
+TOP = 12
+_MODE_ORDER = {"async": 0, "sync": 1}
+
+# (artifact kind, heading, what one unit of weight is, phase it comes from)
+_SECTIONS = [
+    ("cpu", "CPU: `py-spy record` (on-CPU samples)", "samples", "cpu"),
+    ("idle", "Waits: `py-spy record --idle` (every sample, waiting included)", "samples", "idle"),
+    ("gil", "GIL: `py-spy record --gil` (samples of the thread holding the GIL)", "samples", "gil"),
+    ("alloc-count", "Allocations by count: memray, during the load", "allocations", "memray"),
+    ("alloc-bytes", "Allocations by bytes: memray, during the load", "bytes", "memray"),
+]
+
+
+def load_runs(run_dirs: Sequence[Path]) -> list[tuple[Path, dict[str, Any]]]:
+    """(directory, manifest) of each run that has a run.json, async before sync, PUT before GET."""
+    runs = [
+        (path, json.loads((path / "run.json").read_text()))
+        for path in run_dirs
+        if (path / "run.json").exists()
+    ]
+    return sorted(
+        runs, key=lambda run: (run[1]["spec"]["op"] != "put", _MODE_ORDER.get(run[1]["spec"]["mode"], 9))
+    )
+
+
+def write_report(out: Path, run_dirs: Sequence[Path], command: str) -> Path:
+    """Write ``out/report.md`` for the runs in ``run_dirs``; its path."""
+    runs = load_runs(run_dirs)
+    lines = [
+        "# kvnode profiles",
+        "",
+        f"Written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `{command}`",
+        f"on {os.cpu_count()} CPU(s), Python {runs[0][1]['python'] if runs else '?'}.",
+        "",
+        "Each run is one fan-out mode and one operation on a fresh 3-node loopback cluster; the load goes",
+        "to the coordinator n1. A run is four load phases of the same rate and duration: `cpu`, `idle`",
+        "and `gil` (py-spy, one after another, on the plain cluster; `py-spy dump` of every node halfway",
+        "through `cpu`) and `memray` (the cluster restarted with the profiled node(s) under `memray run`,",
+        "which slows them down). Shares are of all samples (or allocations, or bytes) of that profile;",
+        "*self* counts a frame where it is innermost, *total* wherever it is on the stack (once per stack).",
+        "Total tables leave out the trunk, the entry path every request runs under (runpy, main, down to",
+        "the event loop's run). py-spy samples without stopping the node (`--nonblocking`), so a few",
+        "stacks are torn and start mid-way; they count by their innermost frame like any other.",
+        "No native frames are sampled, so time in uvloop/libuv and other C code called",
+        "straight from the loop shows as self time of `Runner.run`; in the idle profile that is mostly the",
+        "loop waiting in epoll.",
+        "",
+        *_load_table(runs, out),
+    ]
+    for op in ("put", "get"):
+        op_runs = [run for run in runs if run[1]["spec"]["op"] == op]
+        if op_runs:
+            lines += _op_section(op, op_runs, out)
+    lines += _dump_section(runs, out)
+    path = out / "report.md"
+    path.write_text("\n".join(lines).rstrip() + "\n")
+    return path
+
+
+def _load_table(runs: list[tuple[Path, dict[str, Any]]], out: Path) -> list[str]:
+    lines = [
+        "## Load of each run",
+        "",
+        "Loop lag: how late n1's event loop ran a callback that was ready (from /v0/stats, reset as the",
+        "phase's load started). Under memray the node is slower, so its phase's figures are not comparable.",
+        "",
+        "| run | phase | asked/s | achieved/s | requests | errors | p50 ms | p99 ms | max ms | behind |"
+        " n1 loop lag p50 / p99 / max ms | result |",
+        "|---|---|---:|---:|---:|---|---:|---:|---:|---|---|---|",
+    ]
+    for run_dir, manifest in runs:
+        for phase in manifest["phases"]:
+            load = phase.get("load", {})
+            latency = load.get("latency_ms", {})
+            lag = phase.get("loop_lag_ms", {}).get("n1", {})
+            errors = load.get("errors") or {}
+            lines.append(
+                "| "
+                + " | ".join(
+                    [
+                        manifest["run"],
+                        phase["phase"],
+                        _number(load.get("asked_rate")),
+                        _number(load.get("achieved_rate")),
+                        _number(load.get("requests")),
+                        ", ".join(f"{status}: {count}" for status, count in errors.items()) or "0",
+                        _number(latency.get("p50")),
+                        _number(latency.get("p99")),
+                        _number(latency.get("max")),
+                        "yes" if load.get("generator_fell_behind") else "no",
+                        " / ".join(_number(lag.get(key)) for key in ("p50", "p99", "max")),
+                        _link("json", run_dir / phase["load_json"], out),
+                    ]
+                )
+                + " |"
+            )
+    return [*lines, ""]
+
+
+def _op_section(op: str, runs: list[tuple[Path, dict[str, Any]]], out: Path) -> list[str]:
+    lines = [f"## {op.upper()}", ""]
+    nodes = sorted({artifact["node"] for _, manifest in runs for artifact in _artifacts(manifest)})
+    for kind, heading, unit, phase in _SECTIONS:
+        for node in nodes:
+            columns = []  # (mode, stacks, artifacts of this kind on this node)
+            for run_dir, manifest in runs:
+                artifacts = [a for a in _artifacts(manifest) if _shown_with(a, kind) and a["node"] == node]
+                raw = next((a for a in artifacts if a["format"] == "raw"), None)
+                stacks = parse_collapsed((run_dir / raw["path"]).read_text()) if raw else Stacks()
+                columns.append((manifest["spec"]["mode"], stacks, artifacts, run_dir))
+            if not any(stacks for _, stacks, _, _ in columns):
+                continue
+            role = "coordinator" if node == "n1" else "replica"
+            lines += [f"### {heading}, {node} ({role}), phase `{phase}`", ""]
+            for mode, stacks, artifacts, run_dir in columns:
+                links = [
+                    _link(a["format"], run_dir / a["path"], out) for a in artifacts if a["format"] != "raw"
+                ]
+                links += [_link("raw", run_dir / a["path"], out) for a in artifacts if a["format"] == "raw"]
+                weight = sum(stacks.values())
+                extra = _memray_extra(kind, weight, run_dir, _manifest_for(runs, run_dir))
+                errors = next((a.get("errors") for a in artifacts if a.get("errors") is not None), None)
+                error_note = f", {errors} sampling errors" if errors else ""
+                lines.append(f"- **{mode}**: {weight:,} {unit}{error_note}{extra}; {' · '.join(links)}")
+            lines.append("")
+            lines += _side_by_side(
+                "self", [(mode, top_frames(stacks, by="self", limit=TOP)) for mode, stacks, *_ in columns]
+            )
+            lines += _side_by_side("total", [(mode, _top_total(stacks)) for mode, stacks, *_ in columns])
+    return lines
+
+
+def _shown_with(artifact: dict[str, Any], kind: str) -> bool:
+    """Artifacts listed in ``kind``'s section: its own, and memray's HTML with the allocation counts."""
+    if kind == "alloc-count" and artifact["kind"] == "memray":
+        return str(artifact["format"]).startswith("html")
+    return bool(artifact["kind"] == kind)
+
+
+def _top_total(stacks: Stacks) -> list[FrameShare]:
+    common = set(trunk(stacks))
+    return [row for row in top_frames(stacks, by="total") if row.frame not in common][:TOP]
+
+
+def _manifest_for(runs: list[tuple[Path, dict[str, Any]]], run_dir: Path) -> dict[str, Any]:
+    return next(manifest for path, manifest in runs if path == run_dir)
+
+
+def _memray_extra(kind: str, weight: int, run_dir: Path, manifest: dict[str, Any]) -> str:
+    if not kind.startswith("alloc-"):
+        return ""
+    memray_phase: dict[str, Any] = next(
+        (phase for phase in manifest["phases"] if phase["phase"] == "memray"), {}
+    )
+    requests = memray_phase.get("load", {}).get("requests") or 0
+    windowed = all(a.get("windowed", True) for a in _artifacts(manifest) if a["kind"] == kind)
+    per_request = f" ({weight / requests:,.0f} per request)" if requests else ""
+    return per_request + ("" if windowed else " (load window not found: whole capture, start-up included)")
+
+
+def _side_by_side(by: str, columns: list[tuple[str, list[FrameShare]]]) -> list[str]:
+    header = "| # | " + " | ".join(f"{mode}: frame | {by}" for mode, _ in columns) + " |"
+    rule = "|---|" + "|".join("---|---:" for _ in columns) + "|"
+    lines = [f"Top frames by {by} share:", "", header, rule]
+    for rank in range(max((len(rows) for _, rows in columns), default=0)):
+        cells = []
+        for _, rows in columns:
+            if rank < len(rows):
+                row = rows[rank]
+                share = row.self_share if by == "self" else row.total_share
+                cells += [f"`{_cell(row.frame)}`", f"{share:.1%}"]
+            else:
+                cells += ["", ""]
+        lines.append(f"| {rank + 1} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
+def _dump_section(runs: list[tuple[Path, dict[str, Any]]], out: Path) -> list[str]:
+    lines = ["## py-spy dumps (phase `cpu`, halfway through the load)", ""]
+    for run_dir, manifest in runs:
+        dumps = [a for a in _artifacts(manifest) if a["kind"] == "dump"]
+        if dumps:
+            links = [
+                _link(a["node"] + ("" if a.get("ok") else " (failed)"), run_dir / a["path"], out)
+                for a in dumps
+            ]
+            lines.append(f"- {manifest['run']}: {' · '.join(links)}")
+    return [*lines, ""]
+
+
+def _artifacts(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    return [artifact for phase in manifest["phases"] for artifact in phase.get("artifacts", [])]
+
+
+def _link(text: str, path: Path, out: Path) -> str:
+    return f"[{text}]({Path(os.path.relpath(path, out)).as_posix()})"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("`", "'")
+
+
+def _number(value: object) -> str:
+    if isinstance(value, bool) or value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.1f}" if abs(value) >= 100 else f"{value:.3g}"
+    return f"{value:,}" if isinstance(value, int) else str(value)

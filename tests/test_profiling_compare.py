@@ -1,0 +1,167 @@
+"""``python -m profiling``: compare --quick end to end, a denied ptrace, and Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+
+import pytest
+
+RUNS = ("async-put", "sync-put", "async-get", "sync-get")
+NODE_ONE_FILES = (
+    "cpu.svg",
+    "cpu.speedscope.json",
+    "cpu.collapsed.txt",
+    "idle.svg",
+    "idle.collapsed.txt",
+    "gil.svg",
+    "gil.collapsed.txt",
+    "memray.bin",
+    "memray-temporary.html",
+    "alloc-count.collapsed.txt",
+    "alloc-bytes.collapsed.txt",
+)
+
+
+@pytest.fixture(scope="module")
+def compare_quick(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    out = tmp_path_factory.mktemp("profiles")
+    finished = subprocess.run(
+        [sys.executable, "-m", "profiling", "compare", "--quick", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=290,
+    )
+    return out, finished
+
+
+def test_compare_quick_succeeds_with_progress(
+    compare_quick: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    _, finished = compare_quick
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    assert "phase memray" in finished.stderr
+    assert "Traceback" not in finished.stderr
+
+
+def test_every_artifact_exists(compare_quick: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    out, _ = compare_quick
+    for run in RUNS:
+        for name in NODE_ONE_FILES:
+            assert (out / run / "n1" / name).stat().st_size > 0, f"{run}/n1/{name}"
+        for node in ("n1", "n2", "n3"):
+            assert "Thread" in (out / run / node / "dump.txt").read_text(), f"{run}/{node}/dump.txt"
+        manifest = json.loads((out / run / "run.json").read_text())
+        assert [phase["phase"] for phase in manifest["phases"]] == ["cpu", "idle", "gil", "memray"]
+        for phase in manifest["phases"]:
+            assert phase["load"]["requests"] > 0
+            assert phase["loop_lag_ms"]["n1"]["samples"] > 0
+            assert (out / run / phase["load_json"]).exists()
+
+
+def test_svgs_are_flamegraphs_with_samples(
+    compare_quick: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    out, _ = compare_quick
+    svgs = sorted(out.glob("*/n1/*.svg"))
+    assert len(svgs) == 3 * len(RUNS)
+    for svg in svgs:
+        text = svg.read_text()
+        root = ElementTree.fromstring(text.encode())  # well-formed XML with an <svg> root
+        assert root.tag.endswith("svg"), svg
+        samples = [int(n.replace(",", "")) for n in re.findall(r"<title>[^<]*\(([\d,]+) samples?, ", text)]
+        assert samples and max(samples) > 0, f"{svg} has no sampled frames"
+
+
+def test_report_has_both_modes_and_working_links(
+    compare_quick: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    out, _ = compare_quick
+    report = (out / "report.md").read_text()
+    for run in RUNS:
+        for phase in ("cpu", "idle", "gil", "memray"):
+            assert f"| {run} | {phase} |" in report
+    assert report.count("| # | async: frame | self | sync: frame | self |") == 2 * 5  # PUT, GET x 5 kinds
+    assert report.count("| # | async: frame | total | sync: frame | total |") == 2 * 5
+    rows = re.findall(r"^\| 1 \| `[^`]+` \| [\d.]+% \| `[^`]+` \| [\d.]+% \|$", report, re.M)
+    assert len(rows) >= 2 * 5, "first rows filled for both modes"
+    links = re.findall(r"\]\(([^)]+)\)", report)
+    assert any(link.endswith(".svg") for link in links) and any(link.endswith(".html") for link in links)
+    for link in links:
+        assert (out / link).exists(), link
+
+
+def test_no_ptrace_rights_is_exit_2_with_advice(tmp_path: Path) -> None:
+    fake = tmp_path / "py-spy"
+    fake.write_text(
+        '#!/bin/sh\necho "Permission Denied: Try running again with elevated permissions" >&2\nexit 1\n'
+    )
+    fake.chmod(0o755)
+    finished = subprocess.run(
+        [sys.executable, "-m", "profiling", "record", "--mode", "async", "--op", "put",
+         "--out", str(tmp_path / "o"), "--py-spy", str(fake)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert finished.returncode == 2
+    assert "SYS_PTRACE" in finished.stderr and "ptrace_scope" in finished.stderr
+    assert "Traceback" not in finished.stderr
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if text in cmdline and int(entry.name) != os.getpid():
+                pids.append(int(entry.name))
+    return pids
+
+
+def test_ctrl_c_stops_every_process_started(tmp_path: Path) -> None:
+    out = tmp_path / "interrupted"
+    profiler = subprocess.Popen(
+        [sys.executable, "-m", "profiling", "record", "--mode", "async", "--op", "put", "--rate", "50",
+         "--duration", "30", "--out", str(out)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    assert profiler.stderr is not None
+    deadline = time.monotonic() + 60
+    for line in profiler.stderr:
+        if "phase cpu" in line or time.monotonic() > deadline:
+            break
+    time.sleep(2)  # recorders and the load are running now
+    started = _processes_mentioning(str(out))
+    assert started, "py-spy recorders and the load name the output directory"
+    profiler.send_signal(signal.SIGINT)
+    assert profiler.wait(60) == 130
+    time.sleep(0.5)
+    assert not [pid for pid in started if Path(f"/proc/{pid}").exists()]
+    assert not _processes_mentioning(str(out))
+
+
+def test_report_rewrites_from_the_runs(compare_quick: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    out, _ = compare_quick
+    before = (out / "report.md").read_text()
+    (out / "report.md").unlink()
+    finished = subprocess.run(
+        [sys.executable, "-m", "profiling", "report", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert finished.returncode == 0, finished.stderr
+    after = (out / "report.md").read_text()
+    assert after.splitlines()[4:] == before.splitlines()[4:]  # all but the header's date and command
