@@ -19,7 +19,17 @@ from kvnode.quorum import BadQuorum, Quorum
 from kvnode.storage import Storage
 from kvnode.transport import PEER_PATH, PeerReplica, serve_peer
 
-__all__ = ["CONFIG", "COORDINATOR", "LOOP_LAG", "PEERS", "PEER_SOCKETS", "STORAGE", "add_routes"]
+__all__ = [
+    "CONFIG",
+    "COORDINATOR",
+    "LOOP_LAG",
+    "PEERS",
+    "PEER_SOCKETS",
+    "STORAGE",
+    "UPLOADS",
+    "Uploads",
+    "add_routes",
+]
 
 CONFIG = web.AppKey("config", NodeConfig)
 STORAGE = web.AppKey("storage", Storage)
@@ -27,6 +37,32 @@ COORDINATOR = web.AppKey("coordinator", Coordinator)
 PEERS = web.AppKey("peers", list[PeerReplica])
 PEER_SOCKETS = web.AppKey("peer_sockets", set[web.WebSocketResponse])
 LOOP_LAG = web.AppKey("loop_lag", LoopLagMonitor)
+
+
+class Uploads:
+    """Counts request bodies being read, so a graceful stop can wait for them before aiohttp stops
+    reading its connections."""
+
+    def __init__(self) -> None:
+        self._reading = 0
+        self._none = asyncio.Event()
+        self._none.set()
+
+    async def read(self, request: web.Request) -> bytes:
+        self._reading += 1
+        self._none.clear()
+        try:
+            return await request.read()
+        finally:
+            self._reading -= 1
+            if not self._reading:
+                self._none.set()
+
+    async def none_left(self) -> None:
+        await self._none.wait()
+
+
+UPLOADS = web.AppKey("uploads", Uploads)
 
 _SCAN_YIELD_EVERY = 256  # records streamed between yields to the loop, so a long scan starves nobody
 
@@ -58,7 +94,7 @@ async def put_entity(request: web.Request) -> web.Response:
     if request.content_length is not None and request.content_length > limit:
         return _text(413, f"body of {request.content_length} bytes exceeds the limit of {limit} bytes")
     try:
-        value = await request.read()
+        value = await request.app[UPLOADS].read(request)
     except web.HTTPRequestEntityTooLarge:
         return _text(413, f"body exceeds the limit of {limit} bytes")
     try:

@@ -1,8 +1,8 @@
 """A node's lifecycle: the aiohttp application, its resources, and serving until SIGTERM/SIGINT.
 
 Resources (LevelDB, the peer channels, the loop-lag monitor) open and close in one ``cleanup_ctx``.
-Shutdown stops listening, waits for client requests in flight (their bodies are still read), closes
-peers' replica channels, then closes storage.
+Shutdown stops listening, waits for request bodies still arriving, closes peers' replica channels, lets
+the client requests in flight finish, then closes storage.
 """
 
 from __future__ import annotations
@@ -17,17 +17,26 @@ from collections.abc import AsyncIterator
 import aiohttp
 import uvloop
 from aiohttp import web
-from aiohttp.typedefs import Handler
 
 from kvnode.clock import WriteClock
 from kvnode.config import NodeConfig
 from kvnode.coordinator import Coordinator
 from kvnode.fanout import FANOUTS
-from kvnode.http_api import CONFIG, COORDINATOR, LOOP_LAG, PEER_SOCKETS, PEERS, STORAGE, add_routes
+from kvnode.http_api import (
+    CONFIG,
+    COORDINATOR,
+    LOOP_LAG,
+    PEER_SOCKETS,
+    PEERS,
+    STORAGE,
+    UPLOADS,
+    Uploads,
+    add_routes,
+)
 from kvnode.metrics import LoopLagMonitor
 from kvnode.placement import Placement
 from kvnode.storage import Storage, StorageUnavailable
-from kvnode.transport import PEER_PATH, LocalReplica, PeerReplica, Replica
+from kvnode.transport import LocalReplica, PeerReplica, Replica
 
 __all__ = ["create_app", "run_node", "serve"]
 
@@ -36,37 +45,10 @@ log = logging.getLogger("kvnode")
 _SHUTDOWN_TIMEOUT = 10.0  # seconds a graceful stop waits for client requests in flight
 
 
-class _InFlight:
-    """Counts client requests being handled, so a graceful stop can wait for them."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.idle = asyncio.Event()
-        self.idle.set()
-
-
-IN_FLIGHT = web.AppKey("in_flight", _InFlight)
-
-
-@web.middleware
-async def _track_in_flight(request: web.Request, handler: Handler) -> web.StreamResponse:
-    if request.path == PEER_PATH:  # long-lived replica channels are closed at shutdown, not awaited
-        return await handler(request)
-    in_flight = request.app[IN_FLIGHT]
-    in_flight.count += 1
-    in_flight.idle.clear()
-    try:
-        return await handler(request)
-    finally:
-        in_flight.count -= 1
-        if not in_flight.count:
-            in_flight.idle.set()
-
-
 def create_app(config: NodeConfig) -> web.Application:
-    app = web.Application(client_max_size=config.max_body_bytes, middlewares=[_track_in_flight])
+    app = web.Application(client_max_size=config.max_body_bytes)
     app[CONFIG] = config
-    app[IN_FLIGHT] = _InFlight()
+    app[UPLOADS] = Uploads()
     app[PEER_SOCKETS] = set()
     add_routes(app)
     app.cleanup_ctx.append(_node_resources)
@@ -134,12 +116,12 @@ async def serve(config: NodeConfig) -> int:
     await stop.wait()
     log.info("node %s stopping", config.url)
     # aiohttp's cleanup stops reading every connection at once, which would cut off a request whose body
-    # is still arriving; so stop accepting first and let the requests in flight finish.
-    deadline = loop.time() + _SHUTDOWN_TIMEOUT
+    # is still arriving; so stop accepting first and wait for those bodies. Cleanup then waits for the
+    # handlers still running.
     await site.stop()
     with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout_at(deadline):
-            await runner.app[IN_FLIGHT].idle.wait()
+        async with asyncio.timeout(_SHUTDOWN_TIMEOUT):
+            await runner.app[UPLOADS].none_left()
     await runner.cleanup()
     return 0
 

@@ -14,6 +14,7 @@ or in one of the ReplicaError types below; nothing else escapes to the coordinat
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import urllib.parse
@@ -78,12 +79,15 @@ class Replica(Protocol):
 
 
 class LocalReplica:
+    """This node's own storage as a replica. Create it inside the running event loop."""
+
     def __init__(self, url: str, storage: Storage) -> None:
         self.url = url
         self._storage = storage
+        self._loop = asyncio.get_running_loop()
 
     def read(self, key: bytes) -> asyncio.Future[Record | None]:
-        future: asyncio.Future[Record | None] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[Record | None] = self._loop.create_future()
         try:
             future.set_result(self._storage.read(key))
         except CorruptRecord as error:
@@ -91,7 +95,7 @@ class LocalReplica:
         return future
 
     def write(self, key: bytes, record: Record) -> asyncio.Future[int]:
-        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[int] = self._loop.create_future()
         try:
             future.set_result(self._storage.apply(key, record).timestamp)
         except StorageError as error:
@@ -106,10 +110,12 @@ class PeerReplica:
     at once, except one probe at a time, until a reply arrives); connecting for the first time (calls wait
     in the outbox); and down after a failure (calls fail at once while one reconnect attempt runs in the
     background, at most every backoff seconds). Calls made in one loop tick leave together in one frame.
+    Create it inside the running event loop.
     """
 
     def __init__(self, url: str, timeout: float) -> None:
         self.url = url
+        self._loop = asyncio.get_running_loop()
         parts = urllib.parse.urlsplit(url)
         self._host, self._port = parts.hostname or "127.0.0.1", parts.port or 80
         self._timeout = timeout
@@ -122,7 +128,11 @@ class PeerReplica:
         self._backoff = _MIN_BACKOFF
         self._last_reply = 0.0
         self._next_id = 0
-        self._calls: dict[int, tuple[asyncio.Future[object], asyncio.TimerHandle, wire.Op]] = {}
+        self._calls: dict[int, tuple[asyncio.Future[object], wire.Op]] = {}
+        # Every call has the same timeout, so deadlines arrive in call order: one queue and one timer
+        # per channel replace a timer per call. Entries of calls already answered are skipped.
+        self._deadlines: collections.deque[tuple[float, int]] = collections.deque()
+        self._sweep_timer: asyncio.TimerHandle | None = None
         self._outbox: list[bytes] = []
         self._flush_scheduled = False
 
@@ -149,7 +159,7 @@ class PeerReplica:
         self._disconnect(ReplicaUnavailable(f"{self.url}: transport closed"))
 
     def _call(self, op: wire.Op, key: bytes, record: bytes) -> asyncio.Future[object]:
-        loop = asyncio.get_running_loop()
+        loop = self._loop
         future: asyncio.Future[object] = loop.create_future()
         if self._channel is None:
             if self._closed:
@@ -164,8 +174,10 @@ class PeerReplica:
             future.set_exception(ReplicaUnavailable(f"{self.url} is not answering"))
             return future
         self._next_id = call_id = (self._next_id + 1) & 0xFFFFFFFF
-        timer = loop.call_later(self._timeout, self._expire, call_id)
-        self._calls[call_id] = (future, timer, op)
+        self._calls[call_id] = (future, op)
+        self._deadlines.append((loop.time() + self._timeout, call_id))
+        if self._sweep_timer is None:
+            self._sweep_timer = loop.call_at(self._deadlines[0][0], self._sweep)
         self._outbox.append(wire.encode_call(call_id, op, key, record))
         if self._channel is not None and not self._flush_scheduled:
             self._flush_scheduled = True
@@ -179,7 +191,7 @@ class PeerReplica:
             self._outbox.clear()
 
     async def _connect(self) -> None:
-        loop = asyncio.get_running_loop()
+        loop = self._loop
         channel: _Channel | None = None
         try:
             async with asyncio.timeout(self._timeout):
@@ -207,7 +219,7 @@ class PeerReplica:
         log.info("replica channel to %s connected", self.url)
 
     def _received(self, channel: _Channel, frame: bytes) -> None:
-        self._last_reply = asyncio.get_running_loop().time()
+        self._last_reply = self._loop.time()
         if self._stalled:
             self._stalled, self._backoff = False, _MIN_BACKOFF
             log.info("replica %s answers again", self.url)
@@ -223,8 +235,7 @@ class PeerReplica:
         entry = self._calls.pop(reply.call_id, None)
         if entry is None:
             return  # the call already timed out
-        future, timer, op = entry
-        timer.cancel()
+        future, op = entry
         if future.done():
             return
         try:
@@ -236,20 +247,26 @@ class PeerReplica:
         except ReplicaRejected as error:
             future.set_exception(ReplicaRejected(f"{self.url}: {error}"))
 
-    def _expire(self, call_id: int) -> None:
-        entry = self._calls.pop(call_id, None)
-        if entry is None:
-            return
-        future = entry[0]
-        if not future.done():
-            future.set_exception(ReplicaTimeout(f"{self.url} did not answer within {self._timeout:g}s"))
-        now = asyncio.get_running_loop().time()
-        if self._channel is None or now - self._last_reply < self._timeout:
-            return
-        # Silent for a whole timeout while calls wait: the peer is stopped or swamped. New calls fail
-        # fast instead of queueing behind it, but for one probe call at a time, no more often than the
-        # backoff allows; calls in flight keep their own deadlines, and the connection stays, so a peer
-        # that resumes is answering again with its first reply.
+    def _sweep(self) -> None:
+        """Fail the calls whose deadline has passed, then wait for the next deadline."""
+        self._sweep_timer = None
+        now = self._loop.time()
+        deadlines, expired = self._deadlines, False
+        while deadlines and deadlines[0][0] <= now:
+            entry = self._calls.pop(deadlines.popleft()[1], None)
+            if entry is not None and not entry[0].done():
+                entry[0].set_exception(ReplicaTimeout(f"{self.url} did not answer within {self._timeout:g}s"))
+                expired = True
+        if deadlines:
+            self._sweep_timer = self._loop.call_at(deadlines[0][0], self._sweep)
+        if expired and self._channel is not None and now - self._last_reply >= self._timeout:
+            self._stall(now)
+
+    def _stall(self, now: float) -> None:
+        """Silent for a whole timeout while calls wait: the peer is stopped or swamped. New calls fail
+        fast instead of queueing behind it, but for one probe call at a time, no more often than the
+        backoff allows; calls in flight keep their own deadlines, and the connection stays, so a peer
+        that resumes is answering again with its first reply."""
         if not self._stalled:
             self._stalled = True
             log.warning("replica %s stalled: no reply for %gs", self.url, self._timeout)
@@ -264,12 +281,12 @@ class PeerReplica:
         log.log(level, "replica channel to %s dropped: %s", self.url, error)
         self._disconnect(error)
         self._down = True
-        self._retry_at = asyncio.get_running_loop().time()  # the first reconnect may try at once
+        self._retry_at = self._loop.time()  # the first reconnect may try at once
 
     def _mark_down(self, error: ReplicaError) -> None:
         self._disconnect(error)
         self._down = True
-        self._retry_at = asyncio.get_running_loop().time() + self._backoff
+        self._retry_at = self._loop.time() + self._backoff
         self._backoff = min(self._backoff * 2, _MAX_BACKOFF)
 
     def _disconnect(self, error: ReplicaError) -> None:
@@ -277,8 +294,11 @@ class PeerReplica:
         self._channel = None
         self._outbox.clear()
         calls, self._calls = self._calls, {}
-        for future, timer, _ in calls.values():
-            timer.cancel()
+        self._deadlines.clear()
+        if self._sweep_timer is not None:
+            self._sweep_timer.cancel()
+            self._sweep_timer = None
+        for future, _ in calls.values():
             if not future.done():
                 future.set_exception(error)
 
