@@ -18,7 +18,14 @@ from pathlib import Path
 from kvnode.cli import node_argv
 from kvnode.config import ClusterConfig, NodeConfig
 
-__all__ = ["NodeProcesses", "die_with_parent", "free_ports", "run_cluster", "wait_until_serving"]
+__all__ = [
+    "NodeProcesses",
+    "die_with_parent",
+    "free_ports",
+    "run_cluster",
+    "stop_processes",
+    "wait_until_serving",
+]
 
 _READY_TIMEOUT = 30.0
 _STOP_TIMEOUT = 15.0
@@ -100,15 +107,21 @@ class NodeProcesses:
         ]
 
     def stop(self) -> None:
-        for process in self.processes:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in self.processes:
-            try:
-                process.wait(_STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop_processes(self.processes)
+
+
+def stop_processes(processes: Sequence[subprocess.Popen[bytes]], timeout: float = _STOP_TIMEOUT) -> None:
+    """SIGTERM each process still running, by its PID; SIGKILL those still there after ``timeout``."""
+    for process in processes:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for process in processes:
+        try:
+            process.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def run_cluster(config: ClusterConfig) -> int:

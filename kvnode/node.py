@@ -12,7 +12,7 @@ import contextlib
 import logging
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import aiohttp
 import uvloop
@@ -38,7 +38,7 @@ from kvnode.placement import Placement
 from kvnode.storage import Storage, StorageUnavailable
 from kvnode.transport import LocalReplica, PeerReplica, Replica
 
-__all__ = ["create_app", "run_node", "serve"]
+__all__ = ["create_app", "run_node", "serve", "serve_until_signal"]
 
 log = logging.getLogger("kvnode")
 
@@ -95,33 +95,44 @@ async def serve(config: NodeConfig) -> int:
     except StorageUnavailable as error:
         print(f"kvnode: {error}", file=sys.stderr)
         return 2
-    site = web.TCPSite(runner, config.host, config.port, backlog=1024)
+
+    async def finish_uploads() -> None:
+        # aiohttp's cleanup stops reading every connection at once, which would cut off a request whose
+        # body is still arriving; so wait for those bodies first. Cleanup waits for the handlers.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(_SHUTDOWN_TIMEOUT):
+                await runner.app[UPLOADS].none_left()
+
+    description = f"cluster of {len(config.members)}, {config.fanout} fan-out, data in {config.data_dir}"
+    return await serve_until_signal(runner, config.host, config.port, description, finish_uploads)
+
+
+async def serve_until_signal(
+    runner: web.AppRunner,
+    host: str,
+    port: int,
+    description: str = "",
+    after_stop_listening: Callable[[], Awaitable[None]] | None = None,
+) -> int:
+    """Listen with a set-up runner until SIGTERM or SIGINT, then stop gracefully: stop accepting, run
+    ``after_stop_listening``, clean up. The exit status: 0, or 2 when the port cannot be had."""
+    site = web.TCPSite(runner, host, port, backlog=1024)
     try:
         await site.start()
     except OSError as error:
-        print(f"kvnode: cannot listen on {config.host}:{config.port}: {error.strerror}", file=sys.stderr)
+        print(f"kvnode: cannot listen on {host}:{port}: {error.strerror}", file=sys.stderr)
         await runner.cleanup()
         return 2
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    log.info(
-        "node %s serving: cluster of %d, %s fan-out, data in %s",
-        config.url,
-        len(config.members),
-        config.fanout,
-        config.data_dir,
-    )
+    log.info("serving on http://%s:%d %s", host, port, description)
     await stop.wait()
-    log.info("node %s stopping", config.url)
-    # aiohttp's cleanup stops reading every connection at once, which would cut off a request whose body
-    # is still arriving; so stop accepting first and wait for those bodies. Cleanup then waits for the
-    # handlers still running.
+    log.info("http://%s:%d stopping", host, port)
     await site.stop()
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(_SHUTDOWN_TIMEOUT):
-            await runner.app[UPLOADS].none_left()
+    if after_stop_listening is not None:
+        await after_stop_listening()
     await runner.cleanup()
     return 0
 
