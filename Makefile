@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: run test lint typecheck pytest bench profile clean
+.PHONY: run test lint typecheck pytest bench compare loadtest-ui profile clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,7 +38,16 @@ pytest: $(DEV_STAMP)
 
 ## bench: sync vs async 3-node cluster under wrk, next to an aiohttp hello-world
 bench: $(DEV_STAMP)
-	$(PY) -m loadtest.bench
+	$(PY) -m loadtest.bench $(BENCH_ARGS)
+
+## compare: sync vs async on fresh 3-node clusters (healthy, slow-replica, replica-down): latency at fixed
+##          rates and the highest rate each sustains; writes out/compare/report.md (COMPARE_ARGS=--quick: ~2 min)
+compare: $(DEV_STAMP)
+	$(PY) -m loadtest compare --out out/compare $(COMPARE_ARGS)
+
+## loadtest-ui: a filled local 3-node cluster and Locust's web UI on http://127.0.0.1:8089
+loadtest-ui: $(DEV_STAMP)
+	$(PY) -m loadtest ui
 
 ## profile: py-spy (CPU, waits, GIL, dumps) and memray profiles of sync vs async, PUT and GET, under load;
 ##          writes out/profile/report.md (PROFILE_ARGS=--quick: about two minutes; needs ptrace rights)

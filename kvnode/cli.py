@@ -118,6 +118,14 @@ _NODE = [
         "every node; must include this node's http://HOST:PORT (default: a cluster of one)",
         "URL,URL,...",
     ),
+    _Flag(
+        "--advertise-url",
+        str,
+        _DEFAULTS.advertise_url,
+        "the URL the cluster list names this node by, when peers reach it through a proxy "
+        "(default: http://HOST:PORT)",
+        "URL",
+    ),
     *_SHARED,
 ]
 _CLUSTER = [
@@ -201,6 +209,8 @@ def node_argv(config: NodeConfig) -> list[str]:
         "--timeout-ms", str(config.timeout_ms),
         "--max-body-bytes", str(config.max_body_bytes),
     ]  # fmt: skip
+    if config.advertise_url:
+        argv += ["--advertise-url", config.advertise_url]
     return argv + [
         flag for flag, on in (("--fsync", config.fsync), ("--access-log", config.access_log)) if on
     ]

@@ -23,6 +23,9 @@ class NodeConfig:
     max_body_bytes: int = 16 * 1024 * 1024
     fsync: bool = False
     access_log: bool = False
+    # The URL the cluster list names this node by, when peers reach it at another address than
+    # http://HOST:PORT (through a proxy, as loadtest's slow-replica scenario does); "" = http://HOST:PORT.
+    advertise_url: str = ""
 
     def __post_init__(self) -> None:
         if not 0 < self.port < 65536:
@@ -36,7 +39,7 @@ class NodeConfig:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return self.advertise_url or f"http://{self.host}:{self.port}"
 
     @property
     def members(self) -> tuple[str, ...]:

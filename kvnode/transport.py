@@ -418,7 +418,10 @@ async def serve_peer(
                 log.warning("closing replica channel from %s: %s", request.remote, error)
                 await ws.close(code=aiohttp.WSCloseCode.PROTOCOL_ERROR, message=str(error).encode()[:120])
                 break
-            await ws.send_bytes(b"".join([answer_call(storage, call) for call in calls]))
+            try:
+                await ws.send_bytes(b"".join([answer_call(storage, call) for call in calls]))
+            except ConnectionError:  # the peer went away mid-reply; its calls fail on its side
+                break
     finally:
         sockets.discard(ws)
     return ws

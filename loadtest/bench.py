@@ -35,12 +35,12 @@ import uvloop
 
 from kvnode.config import ClusterConfig, FanoutMode, NodeConfig
 from kvnode.local_cluster import NodeProcesses, die_with_parent, stop_processes, wait_until_serving
+from loadtest.workload import key_name
 
 __all__ = [
     "WrkResult",
     "format_latency",
     "hello_world",
-    "key_name",
     "kvnode_cluster",
     "lua_script",
     "main",
@@ -181,11 +181,6 @@ def _weighted_percentile(points: Sequence[tuple[float, float]], percent: float) 
 
 
 # --- wrk load -------------------------------------------------------------------------------------
-
-
-def key_name(index: int) -> str:
-    """The fill and the wrk scripts name key ``index`` the same way (see lua_script)."""
-    return f"key-{index:08d}"
 
 
 def lua_script(method: str, path: str, keys: int, value_size: int, seed: int) -> str:

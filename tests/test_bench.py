@@ -12,7 +12,6 @@ from loadtest.bench import (
     WrkResult,
     format_latency,
     hello_world,
-    key_name,
     lua_script,
     merge_results,
     parse_time,
@@ -20,6 +19,7 @@ from loadtest.bench import (
     run_wrk,
     split_connections,
 )
+from loadtest.workload import key_name
 
 # Verbatim wrk 4.1.0 output, plus the error lines wrk prints only when there are errors.
 WRK_OUTPUT = """\

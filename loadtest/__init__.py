@@ -1,0 +1,22 @@
+"""Load testing for kvnode: Locust users, open-loop constant-rate load, and the sync-vs-async report.
+
+    python -m loadtest rate --url URL[,URL...] --op put|get|delete|mixed --rate R --duration S
+    python -m loadtest fill --url URL --keys N
+    python -m loadtest compare [--quick] [--out DIR]
+    python -m loadtest ui
+    locust -f loadtest/locustfile.py --host URL
+
+Modules, one job each:
+
+    workload      keys, values and the request of each operation (shared by all generators)
+    openloop      the constant-rate scheduler and its latency accounting; the filler
+    locustfile    Locust users (closed loop: for the UI and everyday load, not for latency figures)
+    scenarios     fresh 3-node clusters: healthy, slow-replica, replica-down
+    delay_proxy   the TCP proxy that makes a replica slow
+    compare       the pipeline: every scenario and mode, fixed rates, the max-rate search
+    report        report.md and the plots
+    ui            a local cluster with Locust's web UI pointed at it
+    bench, hello  wrk against the cluster next to an aiohttp hello-world (``make bench``)
+
+Latency histograms are kvnode.metrics.LatencyHistogram, the same as the nodes' own.
+"""

@@ -1,0 +1,124 @@
+"""``python -m loadtest rate|fill|compare|ui``: constant-rate load, filling a store, the sync-vs-async report,
+and Locust's web UI on a local cluster."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import uvloop
+
+from loadtest.openloop import fill, run_rate
+from loadtest.workload import OPS, Op, Workload
+
+
+def _urls(text: str) -> list[str]:
+    urls = [url.strip().rstrip("/") for url in text.split(",") if url.strip()]
+    if not urls or not all(url.startswith("http://") for url in urls):
+        raise argparse.ArgumentTypeError(f"expected http://HOST:PORT[,http://HOST:PORT...], got {text!r}")
+    return urls
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
+    return value
+
+
+def _rates(text: str) -> list[float]:
+    return [_positive_float(part) for part in text.split(",") if part.strip()]
+
+
+def _names(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m loadtest", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    rate = commands.add_parser("rate", help="open-loop constant-rate load, latency from intended send time")
+    rate.add_argument("--url", type=_urls, required=True, help="node URLs, comma-separated; round-robin")
+    rate.add_argument("--op", choices=OPS, required=True)
+    rate.add_argument("--rate", type=_positive_float, required=True, help="requests per second, in total")
+    rate.add_argument("--duration", type=_positive_float, required=True, help="seconds of sending")
+    rate.add_argument("--connections", type=int, default=64, help="keep-alive connections, in total")
+    rate.add_argument("--json", type=Path, help="write the summary as JSON here")
+    rate.add_argument("--hdr", type=Path, help="write the latency histogram (HdrHistogram base64) here")
+
+    filler = commands.add_parser("fill", help="PUT keys 0..N-1 so that GET tests read a filled store")
+    filler.add_argument("--url", type=_urls, required=True, help="node URLs, comma-separated")
+    filler.add_argument("--concurrency", type=int, default=32, help="requests in flight")
+
+    for command in (rate, filler):
+        command.add_argument("--keys", type=int, default=10_000, help="key space: keys 0 .. N-1")
+        command.add_argument("--value-size", type=int, default=100, help="bytes per PUT value")
+        command.add_argument("--ack", type=int, help="replicas that must answer (default: the node's)")
+        command.add_argument("--from", dest="from_", type=int, help="replicas asked (default: all)")
+
+    compare = commands.add_parser("compare", help="sync vs async fan-out on fresh 3-node clusters")
+    compare.add_argument("--rates", type=_rates, help="comma-separated request rates to measure")
+    compare.add_argument("--duration", type=_positive_float, help="seconds per rate")
+    compare.add_argument("--slo-ms", type=_positive_float, default=50.0, help="p99 latency objective")
+    compare.add_argument("--scenarios", type=_names, help="healthy,slow-replica,replica-down")
+    compare.add_argument("--modes", type=_names, help="async,sync")
+    compare.add_argument("--quick", action="store_true", help="small settings: the whole run in ~2 minutes")
+    compare.add_argument("--out", type=Path, default=Path("out/compare"), help="report directory")
+
+    ui = commands.add_parser("ui", help="a fresh filled 3-node cluster and Locust's web UI pointed at it")
+    ui.add_argument("--web-port", type=int, default=8089, help="Locust UI port on 127.0.0.1")
+    ui.add_argument("--keys", type=int, default=10_000, help="keys filled, and Locust's key space")
+    ui.add_argument("--fanout", choices=("async", "sync"), default="async", help="the nodes' fan-out")
+    return parser
+
+
+def _stop_on_sigterm() -> None:
+    """SIGTERM stops compare and ui as Ctrl-C does, so they still stop every process they started."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command in ("compare", "ui"):
+        _stop_on_sigterm()
+    if args.command == "compare":
+        from loadtest.compare import CompareSettings, run_compare
+
+        try:
+            settings = CompareSettings.from_args(args)
+        except ValueError as error:
+            print(f"python -m loadtest compare: error: {error}", file=sys.stderr)
+            return 2
+        return run_compare(settings)
+    if args.command == "ui":
+        from loadtest.ui import run_ui
+
+        return run_ui(args.web_port, args.keys, args.fanout)
+    op: Op = args.op if args.command == "rate" else "put"
+    workload = Workload(op, args.keys, args.value_size, args.ack, args.from_)
+    if args.command == "fill":
+        written, failures = uvloop.run(fill(args.url, workload, args.concurrency))
+        print(f"filled {written} of {args.keys} keys ({args.value_size}-byte values) on {','.join(args.url)}")
+        if failures:
+            print(f"failed PUTs by status: {dict(failures)}", file=sys.stderr)
+            return 1
+        return 0
+    result = uvloop.run(run_rate(args.url, workload, args.rate, args.duration, args.connections))
+    print(result.wrk2_text())
+    if args.json:
+        result.write_json(args.json)
+    if args.hdr:
+        result.write_hdr(args.hdr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

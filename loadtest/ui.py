@@ -1,0 +1,53 @@
+"""``python -m loadtest ui``: a fresh local 3-node cluster, filled, and Locust's web UI pointed at it.
+
+The UI listens on 127.0.0.1 only, with the host field filled in and a picker for the user classes of
+:mod:`loadtest.locustfile`. Ctrl-C stops Locust and every node, by PID.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import uvloop
+
+from kvnode.config import FanoutMode
+from loadtest.openloop import fill
+from loadtest.scenarios import start_scenario
+from loadtest.workload import Workload
+
+__all__ = ["run_ui"]
+
+LOCUSTFILE = Path(__file__).with_name("locustfile.py")
+_STOP_TIMEOUT = 15.0
+
+
+def run_ui(web_port: int, keys: int, mode: FanoutMode) -> int:
+    with tempfile.TemporaryDirectory(prefix="kvnode-ui-") as data:
+        cluster = start_scenario("healthy", mode, Path(data))
+        locust: subprocess.Popen[bytes] | None = None
+        try:
+            _, failures = uvloop.run(fill(cluster.load_urls, Workload("put", keys)))
+            if failures:
+                print(f"loadtest ui: the fill failed: {dict(failures)}", file=sys.stderr)
+                return 1
+            host = cluster.load_urls[0]
+            argv = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--host", host, "--class-picker"]
+            argv += ["--web-host", "127.0.0.1", "--web-port", str(web_port), "--kv-keys", str(keys)]
+            locust = subprocess.Popen(argv)
+            print(f"cluster ({mode} fan-out): {', '.join(cluster.load_urls)}, {keys} keys filled", flush=True)
+            print(f"Locust UI: http://127.0.0.1:{web_port} (Ctrl-C stops Locust and the cluster)", flush=True)
+            return locust.wait()
+        except KeyboardInterrupt:
+            return 130
+        finally:
+            if locust is not None and locust.poll() is None:
+                locust.terminate()
+                try:
+                    locust.wait(_STOP_TIMEOUT)
+                except subprocess.TimeoutExpired:
+                    locust.kill()
+                    locust.wait()
+            cluster.stop()
