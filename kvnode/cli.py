@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
+from kvnode.argtypes import http_urls, port, positive_int
 from kvnode.config import ClusterConfig, NodeConfig
 
 __all__ = ["main", "node_argv", "parse_args"]
@@ -21,37 +22,6 @@ class _OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}\n")
-
-
-def _port(text: str) -> int:
-    port = _integer(text)
-    if not 0 < port < 65536:
-        raise argparse.ArgumentTypeError(f"port must be between 1 and 65535, got {text!r}")
-    return port
-
-
-def _positive(text: str) -> int:
-    number = _integer(text)
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return number
-
-
-def _integer(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-
-
-def _urls(text: str) -> tuple[str, ...]:
-    urls = tuple(url.strip().rstrip("/") for url in text.split(",") if url.strip())
-    for url in urls:
-        if not url.startswith("http://") or url.count(":") != 2:
-            raise argparse.ArgumentTypeError(f"cluster URLs look like http://HOST:PORT, got {url!r}")
-    if not urls:
-        raise argparse.ArgumentTypeError("the cluster list is empty")
-    return urls
 
 
 def _fanout(text: str) -> str:
@@ -99,20 +69,22 @@ _SHARED = [
     ),
     _Flag(
         "--timeout-ms",
-        _positive,
+        positive_int,
         _DEFAULTS.timeout_ms,
         "a replica that has not answered within this many milliseconds counts as failed",
     ),
-    _Flag("--max-body-bytes", _positive, _DEFAULTS.max_body_bytes, "largest PUT body accepted (413 above)"),
+    _Flag(
+        "--max-body-bytes", positive_int, _DEFAULTS.max_body_bytes, "largest PUT body accepted (413 above)"
+    ),
     _Flag("--fsync", None, False, "fsync every write before acknowledging it (survives power loss; slower)"),
     _Flag("--access-log", None, False, "log every HTTP request"),
 ]
 _NODE = [
-    _Flag("--port", _port, None, "port to listen on (required)"),
+    _Flag("--port", port, None, "port to listen on (required)"),
     _Flag("--data-dir", Path, None, "LevelDB directory, created if missing (required)", "DIR"),
     _Flag(
         "--cluster",
-        _urls,
+        http_urls,
         (),
         "every node's URL, comma-separated, the same list in the same order on "
         "every node; must include this node's http://HOST:PORT (default: a cluster of one)",
@@ -129,8 +101,8 @@ _NODE = [
     *_SHARED,
 ]
 _CLUSTER = [
-    _Flag("--nodes", _positive, ClusterConfig().nodes, "how many node processes to start"),
-    _Flag("--port", _port, _DEFAULTS.port, "port of the first node; the others follow consecutively"),
+    _Flag("--nodes", positive_int, ClusterConfig().nodes, "how many node processes to start"),
+    _Flag("--port", port, _DEFAULTS.port, "port of the first node; the others follow consecutively"),
     _Flag("--data-dir", Path, _DEFAULTS.data_dir, "each node keeps its data in DATA_DIR/node-PORT", "DIR"),
     *_SHARED,
 ]

@@ -11,26 +11,13 @@ from pathlib import Path
 
 import uvloop
 
+from kvnode.argtypes import http_urls, positive_float
 from loadtest.openloop import fill, run_rate
 from loadtest.workload import OPS, Op, Workload
 
 
-def _urls(text: str) -> list[str]:
-    urls = [url.strip().rstrip("/") for url in text.split(",") if url.strip()]
-    if not urls or not all(url.startswith("http://") for url in urls):
-        raise argparse.ArgumentTypeError(f"expected http://HOST:PORT[,http://HOST:PORT...], got {text!r}")
-    return urls
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
-    return value
-
-
 def _rates(text: str) -> list[float]:
-    return [_positive_float(part) for part in text.split(",") if part.strip()]
+    return [positive_float(part) for part in text.split(",") if part.strip()]
 
 
 def _names(text: str) -> list[str]:
@@ -42,16 +29,16 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     rate = commands.add_parser("rate", help="open-loop constant-rate load, latency from intended send time")
-    rate.add_argument("--url", type=_urls, required=True, help="node URLs, comma-separated; round-robin")
+    rate.add_argument("--url", type=http_urls, required=True, help="node URLs, comma-separated; round-robin")
     rate.add_argument("--op", choices=OPS, required=True)
-    rate.add_argument("--rate", type=_positive_float, required=True, help="requests per second, in total")
-    rate.add_argument("--duration", type=_positive_float, required=True, help="seconds of sending")
+    rate.add_argument("--rate", type=positive_float, required=True, help="requests per second, in total")
+    rate.add_argument("--duration", type=positive_float, required=True, help="seconds of sending")
     rate.add_argument("--connections", type=int, default=64, help="keep-alive connections, in total")
     rate.add_argument("--json", type=Path, help="write the summary as JSON here")
     rate.add_argument("--hdr", type=Path, help="write the latency histogram (HdrHistogram base64) here")
 
     filler = commands.add_parser("fill", help="PUT keys 0..N-1 so that GET tests read a filled store")
-    filler.add_argument("--url", type=_urls, required=True, help="node URLs, comma-separated")
+    filler.add_argument("--url", type=http_urls, required=True, help="node URLs, comma-separated")
     filler.add_argument("--concurrency", type=int, default=32, help="requests in flight")
 
     for command in (rate, filler):
@@ -62,8 +49,8 @@ def _parser() -> argparse.ArgumentParser:
 
     compare = commands.add_parser("compare", help="sync vs async fan-out on fresh 3-node clusters")
     compare.add_argument("--rates", type=_rates, help="comma-separated request rates to measure")
-    compare.add_argument("--duration", type=_positive_float, help="seconds per rate")
-    compare.add_argument("--slo-ms", type=_positive_float, default=50.0, help="p99 latency objective")
+    compare.add_argument("--duration", type=positive_float, help="seconds per rate")
+    compare.add_argument("--slo-ms", type=positive_float, default=50.0, help="p99 latency objective")
     compare.add_argument("--scenarios", type=_names, help="healthy,slow-replica,replica-down")
     compare.add_argument("--modes", type=_names, help="async,sync")
     compare.add_argument("--quick", action="store_true", help="small settings: the whole run in ~2 minutes")

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -33,6 +33,7 @@ from typing import get_args
 import aiohttp
 import uvloop
 
+from kvnode.argtypes import choices, non_negative_int, positive_int
 from kvnode.config import ClusterConfig, FanoutMode, NodeConfig
 from kvnode.local_cluster import NodeProcesses, die_with_parent, stop_processes, wait_until_serving
 from loadtest.workload import key_name
@@ -611,56 +612,27 @@ def run(args: argparse.Namespace) -> str:
     return report(rows, args)
 
 
-def _choices(allowed: Sequence[str]) -> Callable[[str], list[str]]:
-    def parse(text: str) -> list[str]:
-        chosen = [item.strip() for item in text.split(",") if item.strip()]
-        unknown = [item for item in chosen if item not in allowed]
-        if unknown or not chosen:
-            raise argparse.ArgumentTypeError(f"choose from {','.join(allowed)}, got {text!r}")
-        return list(dict.fromkeys(chosen))
-
-    return parse
-
-
-def _positive(text: str) -> int:
-    try:
-        number = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return number
-
-
-def _non_negative(text: str) -> int:
-    try:
-        number = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {text!r}")
-    return number
-
-
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m loadtest.bench",
         description="A fresh 3-node kvnode cluster per fan-out mode under wrk, next to an aiohttp "
         "hello-world driven the same way, reported as one Markdown table.",
     )
-    parser.add_argument("--duration", type=_positive, default=10, help="seconds of wrk per row (default: 10)")
     parser.add_argument(
-        "--connections", type=_positive, default=64, help="wrk connections in all (default: 64)"
+        "--duration", type=positive_int, default=10, help="seconds of wrk per row (default: 10)"
     )
     parser.add_argument(
-        "--modes", type=_choices(MODES), default=list(MODES), help="fan-out modes (default: async,sync)"
-    )
-    parser.add_argument("--ops", type=_choices(OPS), default=list(OPS), help="operations (default: get,put)")
-    parser.add_argument(
-        "--keys", type=_positive, default=10_000, help="keys filled and drawn from (default: 10000)"
+        "--connections", type=positive_int, default=64, help="wrk connections in all (default: 64)"
     )
     parser.add_argument(
-        "--value-size", type=_non_negative, default=100, help="bytes per value (default: 100)"
+        "--modes", type=choices(MODES), default=list(MODES), help="fan-out modes (default: async,sync)"
+    )
+    parser.add_argument("--ops", type=choices(OPS), default=list(OPS), help="operations (default: get,put)")
+    parser.add_argument(
+        "--keys", type=positive_int, default=10_000, help="keys filled and drawn from (default: 10000)"
+    )
+    parser.add_argument(
+        "--value-size", type=non_negative_int, default=100, help="bytes per value (default: 100)"
     )
     parser.add_argument(
         "--spread",

@@ -17,6 +17,7 @@ from pathlib import Path
 from types import FrameType
 from typing import NoReturn
 
+from kvnode.argtypes import positive_float, positive_int
 from profiling import pyspy
 from profiling.children import Children
 from profiling.cluster import ClusterError
@@ -36,26 +37,6 @@ def _progress(message: str) -> None:
     print(f"profiling [{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
-    return value
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m profiling",
@@ -73,15 +54,15 @@ def _parser() -> argparse.ArgumentParser:
     for command in (record, compare):
         command.add_argument("--out", type=Path, required=True, help="directory for the profiles and report")
         command.add_argument(
-            "--rate", type=_positive_int, help=f"requests per second (default {_FULL['rate']})"
+            "--rate", type=positive_int, help=f"requests per second (default {_FULL['rate']})"
         )
         command.add_argument(
             "--duration",
-            type=_positive_float,
+            type=positive_float,
             help=f"seconds of load per phase (default {_FULL['duration']:g})",
         )
-        command.add_argument("--keys", type=_positive_int, help=f"key space (default {_FULL['keys']})")
-        command.add_argument("--value-size", type=_positive_int, default=_VALUE_SIZE, help="bytes per value")
+        command.add_argument("--keys", type=positive_int, help=f"key space (default {_FULL['keys']})")
+        command.add_argument("--value-size", type=positive_int, default=_VALUE_SIZE, help="bytes per value")
         command.add_argument("--all-nodes", action="store_true", help="profile every node, not only n1")
         command.add_argument("--py-spy", help="the py-spy executable (default: the virtualenv's, then PATH)")
     return parser
