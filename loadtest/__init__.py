@@ -8,6 +8,7 @@
 
 Modules, one job each:
 
+    interruptible uvloop.run that Ctrl-C and SIGTERM stop at once
     workload      keys, values and the request of each operation (shared by all generators)
     openloop      the constant-rate scheduler and its latency accounting; the filler
     locustfile    Locust users (closed loop: for the UI and everyday load, not for latency figures)

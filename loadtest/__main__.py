@@ -9,9 +9,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-import uvloop
-
 from kvnode.argtypes import http_urls, positive_float
+from loadtest import interruptible
 from loadtest.openloop import fill, run_rate
 from loadtest.workload import OPS, Op, Workload
 
@@ -92,13 +91,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     op: Op = args.op if args.command == "rate" else "put"
     workload = Workload(op, args.keys, args.value_size, args.ack, args.from_)
     if args.command == "fill":
-        written, failures = uvloop.run(fill(args.url, workload, args.concurrency))
+        written, failures = interruptible.run(fill(args.url, workload, args.concurrency))
         print(f"filled {written} of {args.keys} keys ({args.value_size}-byte values) on {','.join(args.url)}")
         if failures:
             print(f"failed PUTs by status: {dict(failures)}", file=sys.stderr)
             return 1
         return 0
-    result = uvloop.run(run_rate(args.url, workload, args.rate, args.duration, args.connections))
+    result = interruptible.run(run_rate(args.url, workload, args.rate, args.duration, args.connections))
     print(result.wrk2_text())
     if args.json:
         result.write_json(args.json)
@@ -108,4 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # fill or rate stopped by Ctrl-C or SIGTERM: no traceback
+        print("loadtest: interrupted", file=sys.stderr)
+        sys.exit(130)

@@ -31,11 +31,11 @@ from types import FrameType
 from typing import get_args
 
 import aiohttp
-import uvloop
 
 from kvnode.argtypes import choices, non_negative_int, positive_int
 from kvnode.config import ClusterConfig, FanoutMode, NodeConfig
 from kvnode.local_cluster import NodeProcesses, die_with_parent, stop_processes, wait_until_serving
+from loadtest import interruptible
 from loadtest.workload import key_name
 
 __all__ = [
@@ -367,7 +367,7 @@ async def _fill(urls: Sequence[str], keys: int, value_size: int, concurrency: in
 def fill(urls: Sequence[str], keys: int, value_size: int, concurrency: int) -> None:
     started = time.monotonic()
     try:
-        retries = uvloop.run(_fill(urls, keys, value_size, concurrency))
+        retries = interruptible.run(_fill(urls, keys, value_size, concurrency))
     except TimeoutError:
         raise BenchError(f"fill took over {_FILL_TIMEOUT:.0f}s") from None
     elapsed = time.monotonic() - started

@@ -21,10 +21,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
-import uvloop
-
 import kvnode
 from kvnode.config import FanoutMode
+from loadtest import interruptible
 from loadtest.openloop import REQUEST_TIMEOUT, RateResult, fill, run_rate
 from loadtest.report import Run, write_report
 from loadtest.scenarios import SCENARIOS, SLOW_REPLICA_DELAY_MS, ScenarioCluster, start_scenario
@@ -177,7 +176,7 @@ def _measure_cluster(
     scenario, mode = cluster.scenario, cluster.mode
     progress.say(f"{scenario}/{mode}: filling {settings.keys} keys")
     filler = Workload("put", settings.keys, settings.value_size)
-    _, failures = uvloop.run(fill(cluster.load_urls, filler))
+    _, failures = interruptible.run(fill(cluster.load_urls, filler))
     if failures:
         raise RuntimeError(
             f"{scenario}/{mode}: the fill failed for {sum(failures.values())} keys: {failures}"
@@ -215,7 +214,7 @@ def _measure(
     """One constant-rate run, its histogram written and its figures appended to ``runs``."""
     name = f"{cluster.scenario}/{cluster.mode}: {workload.op.upper()}"
     progress.say(f"{name} at {rate:g} req/s for {duration:g}s ({kind})")
-    result = uvloop.run(run_rate(cluster.load_urls, workload, rate, duration))
+    result = interruptible.run(run_rate(cluster.load_urls, workload, rate, duration))
     progress.advance(duration)
     hdr = Path("histograms") / f"{cluster.scenario}_{cluster.mode}_{workload.op}_{rate:g}.hdr"
     result.write_hdr(out / hdr)

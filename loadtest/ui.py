@@ -11,9 +11,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-import uvloop
-
 from kvnode.config import FanoutMode
+from loadtest import interruptible
 from loadtest.openloop import fill
 from loadtest.scenarios import start_scenario
 from loadtest.workload import Workload
@@ -29,7 +28,7 @@ def run_ui(web_port: int, keys: int, mode: FanoutMode) -> int:
         cluster = start_scenario("healthy", mode, Path(data))
         locust: subprocess.Popen[bytes] | None = None
         try:
-            _, failures = uvloop.run(fill(cluster.load_urls, Workload("put", keys)))
+            _, failures = interruptible.run(fill(cluster.load_urls, Workload("put", keys)))
             if failures:
                 print(f"loadtest ui: the fill failed: {dict(failures)}", file=sys.stderr)
                 return 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
@@ -123,3 +124,26 @@ async def test_rate_command_prints_wrk2_output_and_writes_json_and_hdr(
     assert summary["achieved_rate"] > 0 and summary["duration_s"] == 1
     histogram = LatencyHistogram.decode((tmp_path / "run.hdr").read_text().strip())
     assert histogram.count == 100
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+async def test_rate_command_stops_at_once_on_ctrl_c_or_sigterm(stub: tuple[Stub, str], signum: int) -> None:
+    """uvloop runs Python-level signal handlers only when its loop wakes, so this guards the loop-level
+    handlers of loadtest.interruptible: a 60 s run must end within seconds of the signal."""
+    server, url = stub
+    argv = ["-m", "loadtest", "rate", "--url", url, "--op", "get", "--rate", "20", "--duration", "60"]
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    try:
+        async with asyncio.timeout(30):
+            while not server.keys:  # the run is under way once the stub has seen a request
+                await asyncio.sleep(0.05)
+        process.send_signal(signum)
+        _, stderr = await asyncio.wait_for(process.communicate(), 10)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert process.returncode == 130, stderr.decode()
+    assert b"Traceback" not in stderr
