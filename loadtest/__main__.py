@@ -62,19 +62,21 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _stop_on_sigterm() -> None:
-    """SIGTERM stops compare and ui as Ctrl-C does, so they still stop every process they started."""
+def _stop_on_signals() -> None:
+    """Ctrl-C and SIGTERM stop compare and ui, which then stop every process they started. SIGINT is
+    set explicitly: a process started in the background by a shell inherits it ignored."""
 
     def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGTERM, interrupt)
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, interrupt)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command in ("compare", "ui"):
-        _stop_on_sigterm()
+        _stop_on_signals()
     if args.command == "compare":
         from loadtest.compare import CompareSettings, run_compare
 

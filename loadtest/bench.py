@@ -656,7 +656,8 @@ def _interrupted(signum: int, frame: FrameType | None) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    signal.signal(signal.SIGTERM, _interrupted)
+    for signum in (signal.SIGINT, signal.SIGTERM):  # SIGINT too: a background start inherits it ignored
+        signal.signal(signum, _interrupted)
     try:
         text = run(args)
     except BenchError as error:

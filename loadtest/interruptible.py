@@ -34,8 +34,9 @@ async def _until_interrupted(work: Coroutine[Any, Any, T]) -> T:
         interrupted = True
         task.cancel()
 
-    signals = (signal.SIGINT, signal.SIGTERM)
-    for signum in signals:
+    # Removing a loop handler resets the signal to its default, so the caller's own handlers are put back.
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    for signum in previous:
         loop.add_signal_handler(signum, interrupt)
     try:
         return await work
@@ -44,5 +45,7 @@ async def _until_interrupted(work: Coroutine[Any, Any, T]) -> T:
             raise KeyboardInterrupt from None
         raise
     finally:
-        for signum in signals:
+        for signum, handler in previous.items():
             loop.remove_signal_handler(signum)
+            if handler is not None:
+                signal.signal(signum, handler)

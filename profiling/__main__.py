@@ -114,7 +114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not loadtest_available():
         print("profiling: the load-testing pipeline (python -m loadtest) is not installed", file=sys.stderr)
         return 2
-    signal.signal(signal.SIGTERM, _interrupt)
+    for signum in (signal.SIGINT, signal.SIGTERM):  # SIGINT too: a background start inherits it ignored
+        signal.signal(signum, _interrupt)
     children = Children()
     try:
         pyspy.check_ptrace(py_spy, children)
