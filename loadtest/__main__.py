@@ -8,19 +8,18 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import get_args
 
-from kvnode.argtypes import http_urls, positive_float
+from kvnode.argtypes import choices, http_urls, positive_float
+from kvnode.config import FanoutMode
 from loadtest import interruptible
 from loadtest.openloop import fill, run_rate
+from loadtest.scenarios import SCENARIOS
 from loadtest.workload import OPS, Op, Workload
 
 
 def _rates(text: str) -> list[float]:
     return [positive_float(part) for part in text.split(",") if part.strip()]
-
-
-def _names(text: str) -> list[str]:
-    return [part.strip() for part in text.split(",") if part.strip()]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -50,8 +49,8 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("--rates", type=_rates, help="comma-separated request rates to measure")
     compare.add_argument("--duration", type=positive_float, help="seconds per rate")
     compare.add_argument("--slo-ms", type=positive_float, default=50.0, help="p99 latency objective")
-    compare.add_argument("--scenarios", type=_names, help="healthy,slow-replica,replica-down")
-    compare.add_argument("--modes", type=_names, help="async,sync")
+    compare.add_argument("--scenarios", type=choices(SCENARIOS), help=",".join(SCENARIOS))
+    compare.add_argument("--modes", type=choices(get_args(FanoutMode)), help="async,sync")
     compare.add_argument("--quick", action="store_true", help="small settings: the whole run in ~2 minutes")
     compare.add_argument("--out", type=Path, default=Path("out/compare"), help="report directory")
 
@@ -80,12 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "compare":
         from loadtest.compare import CompareSettings, run_compare
 
-        try:
-            settings = CompareSettings.from_args(args)
-        except ValueError as error:
-            print(f"python -m loadtest compare: error: {error}", file=sys.stderr)
-            return 2
-        return run_compare(settings)
+        return run_compare(CompareSettings.from_args(args))
     if args.command == "ui":
         from loadtest.ui import run_ui
 

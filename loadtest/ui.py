@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 from kvnode.config import FanoutMode
+from kvnode.local_cluster import stop_processes
 from loadtest import interruptible
 from loadtest.openloop import fill
 from loadtest.scenarios import start_scenario
@@ -20,7 +21,6 @@ from loadtest.workload import Workload
 __all__ = ["run_ui"]
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
-_STOP_TIMEOUT = 15.0
 
 
 def run_ui(web_port: int, keys: int, mode: FanoutMode) -> int:
@@ -42,11 +42,6 @@ def run_ui(web_port: int, keys: int, mode: FanoutMode) -> int:
         except KeyboardInterrupt:
             return 130
         finally:
-            if locust is not None and locust.poll() is None:
-                locust.terminate()
-                try:
-                    locust.wait(_STOP_TIMEOUT)
-                except subprocess.TimeoutExpired:
-                    locust.kill()
-                    locust.wait()
+            if locust is not None:
+                stop_processes([locust])
             cluster.stop()
