@@ -16,7 +16,7 @@ from pathlib import Path
 
 from kvnode.cli import node_argv
 from kvnode.config import FanoutMode, NodeConfig
-from kvnode.local_cluster import free_ports, wait_until_serving
+from kvnode.local_cluster import die_with_parent, free_ports, wait_until_serving
 
 READY_TIMEOUT = 30.0
 
@@ -66,7 +66,10 @@ class Node:
     def start(self, wait: bool = True) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(node_argv(self.config), stdout=log, stderr=log)
+            # die_with_parent: an interrupted test run leaves no node behind.
+            self.process = subprocess.Popen(
+                node_argv(self.config), stdout=log, stderr=log, preexec_fn=die_with_parent
+            )
         if wait:
             self.start_wait()
 
