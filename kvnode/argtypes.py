@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 __all__ = [
     "choices",
     "http_urls",
+    "integer",
     "non_negative_int",
     "port",
     "positive_float",
@@ -23,6 +24,10 @@ def _number(text: str, kind: type[int] | type[float]) -> float:
         raise argparse.ArgumentTypeError(
             f"not {'an integer' if kind is int else 'a number'}: {text!r}"
         ) from None
+
+
+def integer(text: str) -> int:
+    return int(_number(text, int))
 
 
 def positive_int(text: str) -> int:

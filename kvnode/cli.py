@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-from kvnode.argtypes import http_urls, port, positive_int
+from kvnode.argtypes import http_urls, integer, port, positive_int
 from kvnode.config import ClusterConfig, NodeConfig
 
 __all__ = ["main", "node_argv", "parse_args"]
@@ -74,6 +74,25 @@ _SHARED = [
         "a replica that has not answered within this many milliseconds counts as failed",
     ),
     _Flag(
+        "--max-clock-skew-ms",
+        positive_int,
+        _DEFAULTS.max_clock_skew_ms,
+        "a replica refuses records stamped further ahead of its wall clock, and no clock moves that far",
+    ),
+    _Flag(
+        "--hint-window-s",
+        positive_int,
+        _DEFAULTS.hint_window_s,
+        "no hints are kept for a replica down longer than this, and older hints are dropped",
+    ),
+    _Flag(
+        "--max-hints-per-peer",
+        positive_int,
+        _DEFAULTS.max_hints_per_peer,
+        "hints kept for one peer at most; more are dropped and counted",
+    ),
+    _Flag("--hint-rate", positive_int, _DEFAULTS.hint_rate, "hints delivered to one peer per second at most"),
+    _Flag(
         "--max-body-bytes", positive_int, _DEFAULTS.max_body_bytes, "largest PUT body accepted (413 above)"
     ),
     _Flag("--fsync", None, False, "fsync every write before acknowledging it (survives power loss; slower)"),
@@ -97,6 +116,12 @@ _NODE = [
         "the URL the cluster list names this node by, when peers reach it through a proxy "
         "(default: http://HOST:PORT)",
         "URL",
+    ),
+    _Flag(
+        "--clock-offset-ms",
+        integer,
+        _DEFAULTS.clock_offset_ms,
+        "testing aid: shift this node's view of the wall clock by this many milliseconds (may be negative)",
     ),
     *_SHARED,
 ]
@@ -179,8 +204,14 @@ def node_argv(config: NodeConfig) -> list[str]:
         "--cluster", ",".join(config.members),
         "--fanout", config.fanout,
         "--timeout-ms", str(config.timeout_ms),
+        "--max-clock-skew-ms", str(config.max_clock_skew_ms),
+        "--hint-window-s", str(config.hint_window_s),
+        "--max-hints-per-peer", str(config.max_hints_per_peer),
+        "--hint-rate", str(config.hint_rate),
         "--max-body-bytes", str(config.max_body_bytes),
     ]  # fmt: skip
+    if config.clock_offset_ms:
+        argv += ["--clock-offset-ms", str(config.clock_offset_ms)]
     if config.advertise_url:
         argv += ["--advertise-url", config.advertise_url]
     return argv + [

@@ -1,27 +1,89 @@
-"""The coordinator's write clock: microsecond timestamps that never go backwards within a process."""
+"""The node's clock: a hybrid logical clock (Kulkarni et al., 2014), the one place timestamps come from.
+
+A timestamp is microseconds since the epoch. ``now()`` follows the wall clock but never goes backwards
+and never repeats; ``observe(ts)`` moves the clock past a timestamp seen in a replica's answer or in a
+replica write received, so a write made after another was acknowledged is stamped after it whatever the
+offsets between the nodes' wall clocks. The logical counter of the paper is folded into the low digits
+(the next microsecond), which keeps a timestamp one u64 that orders the same way.
+
+Time is not trusted: a timestamp further ahead of the local wall clock than the maximum skew is ignored
+(and counted), so one node with a wild clock cannot drag the others' clocks along with it. And the clock
+never goes backwards across restarts: before handing out a timestamp past its persisted floor, it
+persists a new floor a little ahead (a lease), and a restarted node starts from that floor.
+
+>>> wall = [1_000]
+>>> clock = HybridClock(lambda: wall[0], max_skew_us=5_000)
+>>> clock.now(), clock.now()
+(1000, 1001)
+>>> wall[0] = 900                         # the wall clock steps back
+>>> clock.now()
+1002
+>>> clock.observe(3_000), clock.now()     # a peer runs ahead, within the skew
+(True, 3001)
+>>> clock.observe(99_999)                 # beyond the skew: ignored
+False
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
 
-__all__ = ["WriteClock"]
+__all__ = ["FLOOR_LEASE_US", "HybridClock", "wall_clock_us"]
+
+# How far past the timestamps handed out the persisted floor runs: one small write per lease at most,
+# and a restarted node starts at most this far ahead of the last timestamp it handed out.
+FLOOR_LEASE_US = 250_000
 
 
-class WriteClock:
-    """Wall-clock microseconds, bumped past the last value handed out.
+def wall_clock_us(offset_ms: int = 0) -> Callable[[], int]:
+    """The wall clock in microseconds, shifted by ``offset_ms`` (KVNODE_CLOCK_OFFSET_MS, a testing aid)."""
+    offset_us = offset_ms * 1000
 
-    Strictly increasing, so two writes through one coordinator are always ordered as they were issued,
-    even when the wall clock steps back (NTP) or two writes land in the same microsecond.
-    """
+    def now() -> int:
+        return time.time_ns() // 1000 + offset_us
 
-    def __init__(self, wall_ns: Callable[[], int] = time.time_ns) -> None:
-        self._wall_ns = wall_ns
-        self._last = 0
+    return now
+
+
+class HybridClock:
+    def __init__(
+        self,
+        wall_us: Callable[[], int],
+        max_skew_us: int,
+        floor: int = 0,
+        persist_floor: Callable[[int], None] | None = None,
+    ) -> None:
+        self._wall_us = wall_us
+        self.max_skew_us = max_skew_us
+        self._last = floor
+        self._floor = floor
+        self._persist_floor = persist_floor
+        self.ignored = 0  # timestamps observed beyond the maximum skew
 
     def now(self) -> int:
-        stamp = self._wall_ns() // 1000
+        """A timestamp greater than every one handed out or observed before."""
+        stamp = self._wall_us()
         if stamp <= self._last:
             stamp = self._last + 1
         self._last = stamp
+        if stamp > self._floor and self._persist_floor is not None:
+            self._floor = stamp + FLOOR_LEASE_US
+            self._persist_floor(self._floor)
         return stamp
+
+    def observe(self, timestamp: int) -> bool:
+        """Move past ``timestamp`` unless it is beyond the maximum skew ahead of the wall clock (then
+        count it and return False: a replica refuses such a record)."""
+        if timestamp <= self._last:
+            return True
+        if timestamp - self._wall_us() > self.max_skew_us:
+            self.ignored += 1
+            return False
+        self._last = timestamp
+        return True
+
+    @property
+    def lead_us(self) -> int:
+        """How far the clock runs ahead of the wall clock (0 when it follows it)."""
+        return max(0, self._last - self._wall_us())

@@ -20,6 +20,11 @@ class NodeConfig:
     cluster: tuple[str, ...] = ()  # every node's URL, in the same order on every node; () = just this one
     fanout: FanoutMode = "async"
     timeout_ms: int = 1000
+    max_clock_skew_ms: int = 5000  # records stamped further ahead of the wall clock are refused
+    clock_offset_ms: int = 0  # shifts this node's view of the wall clock (a testing aid)
+    hint_window_s: int = 10800  # no hints for a replica down longer; older hints are dropped
+    max_hints_per_peer: int = 100_000
+    hint_rate: int = 2000  # hints delivered to one peer per second at most
     max_body_bytes: int = 16 * 1024 * 1024
     fsync: bool = False
     access_log: bool = False

@@ -1,32 +1,61 @@
 """The coordinator: turns a client's GET/PUT/DELETE into replica calls and a quorum verdict.
 
-It picks the key's replicas (placement), stamps writes with its clock, hands the calls to the fan-out
-strategy the node runs with, and merges read answers: the newest version wins.
+It picks the key's replicas (placement), stamps writes with the node's hybrid logical clock, hands the
+calls to the fan-out strategy the node runs with, and merges read answers (the newest version wins).
+Around the verdict it keeps the replicas converging: a write that a replica missed becomes a hint
+(kvnode.replica.hints), a read that found stale replicas repairs them (kvnode.read_repair), and a write
+that lost to a newer version on a replica is stamped again past it and rewritten, once.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import partial
 
-from kvnode.clock import WriteClock
+from kvnode.clock import HybridClock
 from kvnode.fanout import Fanout
 from kvnode.placement import Placement
 from kvnode.quorum import Quorum
+from kvnode.read_repair import ReadRound
 from kvnode.records import Record, newest
-from kvnode.transport import Replica
+from kvnode.replica import Replica
+from kvnode.replica.errors import HINTED_FAILURES, ReplicaSkewRefused
+from kvnode.replica.hints import HintStore
 
-__all__ = ["Coordinator"]
+__all__ = ["Coordinator", "CoordinatorStats"]
+
+log = logging.getLogger(__name__)
+
+_SKEW_LOG_EVERY_S = 10.0
+
+
+@dataclass(slots=True)
+class CoordinatorStats:
+    rewrites: int = 0  # writes stamped again because a replica held a newer version
+    read_repairs: int = 0  # repair writes sent to stale replicas
+    skew_refusals: int = 0  # replica writes refused because this node's clock runs too far ahead
+    last_skew_log: float = 0.0
 
 
 class Coordinator:
     def __init__(
-        self, placement: Placement, replicas: Mapping[str, Replica], fanout: Fanout, clock: WriteClock
+        self,
+        placement: Placement,
+        replicas: Mapping[str, Replica],
+        fanout: Fanout,
+        clock: HybridClock,
+        hints: HintStore,
     ) -> None:
         self.placement = placement
         self._replicas = replicas
         self._fanout = fanout
         self._clock = clock
+        self._hints = hints
+        self.stats = CoordinatorStats()
 
     @property
     def cluster_size(self) -> int:
@@ -34,8 +63,14 @@ class Coordinator:
 
     async def get(self, key: bytes, quorum: Quorum) -> Record | None:
         """The newest version among ack replicas (a tombstone included); None where none holds the key."""
-        replicas = self._replicas_for(key, quorum)
-        return newest(await self._fanout([partial(replica.read, key) for replica in replicas], quorum))
+        read = ReadRound(key, self._clock.observe, self._count_repair)
+        try:
+            answers = await self._fanout.read(
+                [partial(read.ask, r) for r in self._replicas_for(key, quorum)], quorum
+            )
+        finally:
+            read.close()
+        return newest(answers)
 
     async def put(self, key: bytes, value: bytes, quorum: Quorum) -> None:
         await self._write(key, Record.put(self._clock.now(), value), quorum)
@@ -45,7 +80,70 @@ class Coordinator:
 
     async def _write(self, key: bytes, record: Record, quorum: Quorum) -> None:
         replicas = self._replicas_for(key, quorum)
-        await self._fanout([partial(replica.write, key, record) for replica in replicas], quorum)
+        answers = await self._fanout.write(
+            [partial(self._send_write, r, key, record) for r in replicas], quorum
+        )
+        held = max((timestamp for timestamp in answers if timestamp is not None), default=None)
+        if held is None:
+            return
+        # A replica holds a newer version than this write: move past it and write again, once, to all
+        # `from` replicas (contract, "Time, versions and convergence"). That second write's answers decide;
+        # a replica still holding a newer version then lost to a concurrent write, which LWW allows.
+        self._clock.observe(held)
+        self.stats.rewrites += 1
+        await self._write_to(replicas, key, record._replace(timestamp=self._clock.now()), quorum)
+
+    async def _write_to(
+        self, replicas: list[Replica], key: bytes, record: Record, quorum: Quorum
+    ) -> list[int | None]:
+        return await self._fanout.write([partial(self._send_write, r, key, record) for r in replicas], quorum)
+
+    def _send_write(self, replica: Replica, key: bytes, record: Record) -> asyncio.Future[int | None]:
+        """Start one replica's write. A replica not connected now gets its hint before the client is
+        answered (so it survives a crash of this node); one that fails later is hinted then."""
+        hint = None  # None: no hint asked for; 0: asked for but not kept; else its sequence number
+        if not replica.connected:
+            hint = self._hints.add(replica.url, key, record, down_for=replica.down_for())
+        future = replica.write(key, record)
+        future.add_done_callback(partial(self._write_done, replica, key, record, hint))
+        return future
+
+    def _write_done(
+        self,
+        replica: Replica,
+        key: bytes,
+        record: Record,
+        hint: int | None,
+        future: asyncio.Future[int | None],
+    ) -> None:
+        if future.cancelled():
+            return
+        error = future.exception()
+        if error is None:
+            if hint:  # delivered after all
+                self._hints.remove(replica.url, (hint,))
+            held = future.result()
+            if held is not None:
+                self._clock.observe(held)
+        elif isinstance(error, ReplicaSkewRefused):
+            self._skew_refused(replica, error)
+        elif hint is None and isinstance(error, HINTED_FAILURES):
+            self._hints.add(replica.url, key, record, down_for=replica.down_for())
+
+    def _skew_refused(self, replica: Replica, error: ReplicaSkewRefused) -> None:
+        stats = self.stats
+        stats.skew_refusals += 1
+        now = time.monotonic()
+        if now - stats.last_skew_log >= _SKEW_LOG_EVERY_S:
+            stats.last_skew_log = now
+            log.error(
+                "%s refused a write for clock skew (%d refusals so far): this node's clock runs ahead of "
+                "its peers' by more than the maximum skew; check its time source. %s",
+                replica.url, stats.skew_refusals, error,
+            )  # fmt: skip
+
+    def _count_repair(self) -> None:
+        self.stats.read_repairs += 1
 
     def _replicas_for(self, key: bytes, quorum: Quorum) -> list[Replica]:
         return [self._replicas[url] for url in self.placement.replicas_for(key, quorum.replicas)]

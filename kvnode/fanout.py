@@ -1,25 +1,27 @@
 """Fan-out strategies: how a coordinator asks a key's replicas, side by side behind one signature.
 
-Both take the replica calls in placement order (each a function that starts one call) and the quorum,
-and return the answers of the first ``ack`` replicas that succeeded, or raise :class:`QuorumFailed` as
-soon as ``ack`` is out of reach. They differ in how many calls are in flight: ``parallel`` starts all
-``from`` calls at once (so a write reaches every live replica), ``sequential`` one at a time, stopping
-at the ack-th success (so a write reaches ``ack`` replicas, as the sync baseline is specified).
+Each takes the replica calls in order (each a function that starts one call) and the quorum, and
+returns the answers of the first ``ack`` replicas that succeeded, or raises :class:`QuorumFailed` once
+``ack`` is out of reach. They differ only in how many calls are in flight. A :class:`Fanout` (one per
+``--fanout`` mode) pairs a strategy for reads with one for writes; every mode's write asks all ``from``
+replicas (contract), and only reads may stop early.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from typing import Protocol, TypeVar
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Protocol, TypeVar
 
 from kvnode.quorum import Quorum, QuorumTally
-from kvnode.transport import ReplicaError
+from kvnode.replica.errors import ReplicaError
 
-__all__ = ["FANOUTS", "Fanout", "QuorumFailed", "parallel", "sequential"]
+__all__ = ["FANOUTS", "Fanout", "QuorumFailed", "Strategy", "parallel", "sequential"]
 
 T = TypeVar("T")
-# Starts one replica call; the future ends in the answer or a ReplicaError (see kvnode.transport).
+# Starts one replica call; the future ends in the answer or a ReplicaError (see kvnode.replica).
 ReplicaCall = Callable[[], asyncio.Future[T]]
 
 
@@ -34,8 +36,14 @@ class QuorumFailed(Exception):
         )
 
 
-class Fanout(Protocol):
-    async def __call__(self, calls: Sequence[ReplicaCall[T]], quorum: Quorum) -> list[T]: ...
+class Strategy(Protocol):
+    async def __call__(self, calls: Sequence[ReplicaCall[Any]], quorum: Quorum) -> list[Any]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Fanout:
+    read: Strategy
+    write: Strategy
 
 
 async def parallel(calls: Sequence[ReplicaCall[T]], quorum: Quorum) -> list[T]:
@@ -78,8 +86,9 @@ async def parallel(calls: Sequence[ReplicaCall[T]], quorum: Quorum) -> list[T]:
     return await verdict
 
 
-async def sequential(calls: Sequence[ReplicaCall[T]], quorum: Quorum) -> list[T]:
-    """sync: one replica after another, each awaited before the next is asked. The baseline."""
+async def sequential(calls: Sequence[ReplicaCall[T]], quorum: Quorum, *, ask_all: bool = False) -> list[T]:
+    """sync: one replica after another, each awaited before the next is asked. The baseline. A read
+    stops at the ack-th success; with ``ask_all`` (writes) every replica is asked, then the verdict."""
     tally = QuorumTally(quorum)
     answers: list[T] = []
     errors: list[ReplicaError] = []
@@ -90,10 +99,10 @@ async def sequential(calls: Sequence[ReplicaCall[T]], quorum: Quorum) -> list[T]
         except ReplicaError as error:
             errors.append(error)
             tally.fail()
-        if tally.reached:
-            return answers
-        if tally.impossible:
+        if not ask_all and (tally.reached or tally.impossible):
             break
+    if tally.reached:
+        return answers
     raise QuorumFailed(tally, errors)
 
 
@@ -103,4 +112,7 @@ def _retrieve(future: asyncio.Future[T]) -> None:
         future.exception()
 
 
-FANOUTS: dict[str, Fanout] = {"async": parallel, "sync": sequential}
+FANOUTS: dict[str, Fanout] = {
+    "async": Fanout(read=parallel, write=parallel),
+    "sync": Fanout(read=sequential, write=partial(sequential, ask_all=True)),
+}

@@ -11,17 +11,23 @@ import urllib.parse
 
 from aiohttp import web
 
+from kvnode.clock import HybridClock
 from kvnode.config import NodeConfig
 from kvnode.coordinator import Coordinator
 from kvnode.fanout import QuorumFailed
 from kvnode.metrics import LoopLagMonitor
 from kvnode.quorum import BadQuorum, Quorum
+from kvnode.replica.channel import PEER_PATH
+from kvnode.replica.hints import HintStore
+from kvnode.replica.peer import PeerReplica
+from kvnode.replica.server import serve_peer
 from kvnode.storage import Storage
-from kvnode.transport import PEER_PATH, PeerReplica, serve_peer
 
 __all__ = [
+    "CLOCK",
     "CONFIG",
     "COORDINATOR",
+    "HINTS",
     "LOOP_LAG",
     "PEERS",
     "PEER_SOCKETS",
@@ -33,6 +39,8 @@ __all__ = [
 
 CONFIG = web.AppKey("config", NodeConfig)
 STORAGE = web.AppKey("storage", Storage)
+CLOCK = web.AppKey("clock", HybridClock)
+HINTS = web.AppKey("hints", HintStore)
 COORDINATOR = web.AppKey("coordinator", Coordinator)
 PEERS = web.AppKey("peers", list[PeerReplica])
 PEER_SOCKETS = web.AppKey("peer_sockets", set[web.WebSocketResponse])
@@ -140,13 +148,25 @@ async def get_stats(request: web.Request) -> web.Response:
     ``?reset=1`` starts a new measurement window after answering (the profiler uses it per run).
     """
     app = request.app
-    lag = app[LOOP_LAG]
+    lag, clock, hints, stats = app[LOOP_LAG], app[CLOCK], app[HINTS], app[COORDINATOR].stats
     body = {
         "node": app[CONFIG].url,
         "fanout": app[CONFIG].fanout,
         "cluster": list(app[COORDINATOR].placement.nodes),
         "loop_lag_ms": {"samples": lag.histogram.count, **lag.histogram.summary_ms()},
         "peers": {peer.url: peer.state for peer in app[PEERS]},
+        "clock": {"lead_ms": clock.lead_us / 1000, "ignored_ahead": clock.ignored},
+        "hints": {
+            "pending": hints.pending_by_target(),
+            "kept": dict(hints.kept),
+            "delivered": dict(hints.delivered),
+            "dropped": dict(hints.dropped),
+        },
+        "coordinator": {
+            "rewrites": stats.rewrites,
+            "read_repairs": stats.read_repairs,
+            "skew_refusals": stats.skew_refusals,
+        },
     }
     if request.query.get("reset") == "1":
         lag.reset()
@@ -154,7 +174,8 @@ async def get_stats(request: web.Request) -> web.Response:
 
 
 async def replica_channel(request: web.Request) -> web.WebSocketResponse:
-    return await serve_peer(request, request.app[STORAGE], request.app[PEER_SOCKETS])
+    app = request.app
+    return await serve_peer(request, app[STORAGE], app[CLOCK], app[PEER_SOCKETS])
 
 
 def _entity_params(request: web.Request) -> tuple[bytes, Quorum]:

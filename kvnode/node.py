@@ -1,6 +1,7 @@
 """A node's lifecycle: the aiohttp application, its resources, and serving until SIGTERM/SIGINT.
 
-Resources (LevelDB, the peer channels, the loop-lag monitor) open and close in one ``cleanup_ctx``.
+Resources (LevelDB, the clock, the peer channels, hint delivery, the loop-lag monitor) open and close
+in one ``cleanup_ctx``.
 Shutdown stops listening, waits for request bodies still arriving, closes peers' replica channels, lets
 the client requests in flight finish, then closes storage.
 """
@@ -18,13 +19,15 @@ import aiohttp
 import uvloop
 from aiohttp import web
 
-from kvnode.clock import WriteClock
+from kvnode.clock import HybridClock, wall_clock_us
 from kvnode.config import NodeConfig
 from kvnode.coordinator import Coordinator
 from kvnode.fanout import FANOUTS
 from kvnode.http_api import (
+    CLOCK,
     CONFIG,
     COORDINATOR,
+    HINTS,
     LOOP_LAG,
     PEER_SOCKETS,
     PEERS,
@@ -35,14 +38,18 @@ from kvnode.http_api import (
 )
 from kvnode.metrics import LoopLagMonitor
 from kvnode.placement import Placement
+from kvnode.replica import Replica
+from kvnode.replica.hints import HintDelivery, HintStore
+from kvnode.replica.local import LocalReplica
+from kvnode.replica.peer import PeerReplica
 from kvnode.storage import Storage, StorageUnavailable
-from kvnode.transport import LocalReplica, PeerReplica, Replica
 
 __all__ = ["create_app", "run_node", "serve", "serve_until_signal"]
 
 log = logging.getLogger("kvnode")
 
 _SHUTDOWN_TIMEOUT = 10.0  # seconds a graceful stop waits for client requests in flight
+_CLOCK_FLOOR = b"clock/floor"
 
 
 def create_app(config: NodeConfig) -> web.Application:
@@ -59,20 +66,44 @@ def create_app(config: NodeConfig) -> web.Application:
 async def _node_resources(app: web.Application) -> AsyncIterator[None]:
     config = app[CONFIG]
     storage = Storage.open(config.data_dir, fsync=config.fsync)
+    clock = _open_clock(storage, config)
+    hints = HintStore(
+        storage.system,
+        fsync=config.fsync,
+        max_per_peer=config.max_hints_per_peer,
+        window_s=config.hint_window_s,
+    )
     peers = [PeerReplica(url, config.timeout) for url in config.members if url != config.url]
     replicas: dict[str, Replica] = {config.url: LocalReplica(config.url, storage)}
     replicas.update({peer.url: peer for peer in peers})
+    deliveries = [HintDelivery(hints, peer, config.hint_rate) for peer in peers]
     lag = LoopLagMonitor()
-    app[STORAGE], app[PEERS], app[LOOP_LAG] = storage, peers, lag
-    app[COORDINATOR] = Coordinator(Placement(config.members), replicas, FANOUTS[config.fanout], WriteClock())
+    app[STORAGE], app[CLOCK], app[HINTS], app[PEERS], app[LOOP_LAG] = storage, clock, hints, peers, lag
+    app[COORDINATOR] = Coordinator(Placement(config.members), replicas, FANOUTS[config.fanout], clock, hints)
     lag.start()
+    for delivery in deliveries:
+        delivery.start()
     try:
         yield
     finally:
         await lag.stop()
+        for delivery in deliveries:
+            await delivery.stop()
         for peer in peers:
             await peer.close()
         storage.close()
+
+
+def _open_clock(storage: Storage, config: NodeConfig) -> HybridClock:
+    """The node's clock, starting from the floor its last run persisted, so it never goes backwards."""
+    raw = storage.system.get(_CLOCK_FLOOR)
+    floor = int.from_bytes(raw, "big") if raw else 0
+
+    def persist(new_floor: int) -> None:
+        # Synchronous and fsynced, but only once per lease (kvnode.clock.FLOOR_LEASE_US).
+        storage.system.put(_CLOCK_FLOOR, new_floor.to_bytes(8, "big"), sync=True)
+
+    return HybridClock(wall_clock_us(config.clock_offset_ms), config.max_clock_skew_ms * 1000, floor, persist)
 
 
 async def _close_peer_sockets(app: web.Application) -> None:

@@ -1,5 +1,9 @@
 """Storage: one versioned record per key in LevelDB (through plyvel), written only if newer.
 
+A data dir holds two LevelDB databases: ``records`` (the client keyspace) and ``system`` (the node's own
+state: hints for peers, the clock's floor), so nothing of the node's own can ever show through the
+client API or a range scan.
+
 >>> store = Storage.open(Path(tmp) / "node", fsync=False)          # doctest: +SKIP
 >>> store.apply(b"k", Record.put(10, b"v1"))                        # doctest: +SKIP
 Record(timestamp=10, tombstone=False, value=b'v1')
@@ -31,27 +35,31 @@ class StorageUnavailable(StorageError):
 
 
 class Storage:
-    def __init__(self, db: plyvel.DB, *, fsync: bool) -> None:
+    def __init__(self, db: plyvel.DB, system: plyvel.DB, *, fsync: bool) -> None:
         self._db = db
-        self._fsync = fsync
+        self.system = system  # the node's own state (kvnode.replica.hints, kvnode.clock's floor)
+        self.fsync = fsync
 
     @classmethod
     def open(cls, path: Path, *, fsync: bool) -> Storage:
+        db = _open_db(path, "records")
         try:
-            path.mkdir(parents=True, exist_ok=True)
-            db = plyvel.DB(str(path), create_if_missing=True)
-        except plyvel.Error as error:  # before OSError: plyvel's IOError is one too
-            raise StorageUnavailable(f"cannot open data dir {path}: {_reason(error)}") from error
-        except OSError as error:
-            raise StorageUnavailable(f"cannot open data dir {path}: {error.strerror or error}") from error
-        return cls(db, fsync=fsync)
+            system = _open_db(path, "system")
+        except StorageUnavailable:
+            db.close()
+            raise
+        return cls(db, system, fsync=fsync)
 
     def close(self) -> None:
         self._db.close()
+        self.system.close()
 
     def read(self, key: bytes) -> Record | None:
         """The stored version of key, tombstones included; raises CorruptRecord for unreadable bytes."""
-        raw = self._db.get(key)
+        try:
+            raw = self._db.get(key)
+        except plyvel.Error as error:
+            raise StorageError(_reason(error)) from error
         return None if raw is None else decode(raw)
 
     def apply(self, key: bytes, record: Record) -> Record:
@@ -60,7 +68,10 @@ class Storage:
         Read and write run with no await between them, so on the node's single event loop the pair is
         atomic. A corrupt stored record loses to any write: the new version heals it.
         """
-        raw = self._db.get(key)
+        try:
+            raw = self._db.get(key)
+        except plyvel.Error as error:
+            raise StorageError(_reason(error)) from error
         if raw is not None:
             try:
                 current = decode(raw)
@@ -72,7 +83,7 @@ class Storage:
         try:
             # sync=False still hands the write to the OS before returning (LevelDB's log is written with
             # write(2) per record), so an acknowledged write survives kill -9; sync=True also fsyncs.
-            self._db.put(key, encode(record), sync=self._fsync)
+            self._db.put(key, encode(record), sync=self.fsync)
         except plyvel.Error as error:
             raise StorageError(_reason(error)) from error
         return record
@@ -91,6 +102,16 @@ class Storage:
                     continue
                 if not record.tombstone:
                     yield key, record.value
+
+
+def _open_db(data_dir: Path, name: str) -> plyvel.DB:
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        return plyvel.DB(str(data_dir / name), create_if_missing=True)
+    except plyvel.Error as error:  # before OSError: plyvel's IOError is one too
+        raise StorageUnavailable(f"cannot open data dir {data_dir}: {_reason(error)}") from error
+    except OSError as error:
+        raise StorageUnavailable(f"cannot open data dir {data_dir}: {error.strerror or error}") from error
 
 
 def _reason(error: plyvel.Error) -> str:

@@ -10,7 +10,7 @@ import socket
 import subprocess
 import time
 import urllib.parse
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -182,15 +182,26 @@ class Cluster:
 
 
 def make_cluster(
-    tmp_path: Path, size: int, fanout: FanoutMode = "async", timeout_ms: int = 1000, **options: object
+    tmp_path: Path,
+    size: int,
+    fanout: FanoutMode = "async",
+    timeout_ms: int = 1000,
+    clock_offsets_ms: Sequence[int] = (),
+    **options: object,
 ) -> Cluster:
+    """Nodes (not started) on free loopback ports; ``clock_offsets_ms`` skews each node's wall clock."""
     ports = free_ports(size)
     urls = tuple(f"http://127.0.0.1:{port}" for port in ports)
     base = NodeConfig(fanout=fanout, timeout_ms=timeout_ms, **options)  # type: ignore[arg-type]
+    offsets = list(clock_offsets_ms) or [0] * size
     cluster = Cluster()
-    for port in ports:
+    for port, offset in zip(ports, offsets, strict=True):
         config = dataclasses.replace(
-            base, port=port, data_dir=tmp_path / f"node-{port}", cluster=urls if size > 1 else ()
+            base,
+            port=port,
+            data_dir=tmp_path / f"node-{port}",
+            cluster=urls if size > 1 else (),
+            clock_offset_ms=offset,
         )
         cluster.nodes.append(Node(config, tmp_path / f"node-{port}.log"))
     return cluster

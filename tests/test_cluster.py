@@ -150,15 +150,17 @@ def test_put_with_from_k_and_ack_k_stores_exactly_k_copies(
             assert holders(cluster, key) == expected, (k, coordinator.url)
 
 
+@pytest.mark.parametrize("fanout", FANOUTS)
 @pytest.mark.parametrize("size", [3, 5])
-def test_async_put_with_ack_below_from_reaches_all_from_replicas(
-    shared_cluster: SharedClusters, size: int
+def test_put_with_ack_below_from_reaches_all_from_replicas(
+    shared_cluster: SharedClusters, size: int, fanout: FanoutMode
 ) -> None:
-    """Async fan-out answers at ack but leaves the other calls running: the write reaches from copies."""
-    cluster = shared_cluster(size, "async")
+    """Every mode sends a write to all `from` replicas: async answers at ack and lets the other calls
+    finish, sync asks each in turn, all of them. Nothing lands outside the first `from` replicas."""
+    cluster = shared_cluster(size, fanout)
     placement = Placement(cluster.urls)
     for k in range(2, size + 1):
-        key = fresh_key(f"async-copies-{k}")
+        key = fresh_key(f"copies-{fanout}-{k}")
         assert cluster[0].put(key, b"v", ack=1, from_=k).status == 201
         expected = set(placement.replicas_for(key.encode(), k))
         deadline = time.monotonic() + 10
@@ -166,17 +168,6 @@ def test_async_put_with_ack_below_from_reaches_all_from_replicas(
             assert found <= expected, f"copies outside the first {k} replicas: {found - expected}"
             time.sleep(0.05)
         assert found == expected, k
-
-
-@pytest.mark.parametrize("size", [3, 5])
-def test_sync_put_stops_at_ack(shared_cluster: SharedClusters, size: int) -> None:
-    """Sync fan-out asks one replica after another and stops once ack succeeded."""
-    cluster = shared_cluster(size, "sync")
-    placement = Placement(cluster.urls)
-    for ack in range(1, size + 1):
-        key = fresh_key(f"sync-copies-{ack}")
-        assert cluster[0].put(key, b"v", ack=ack, from_=size).status == 201
-        assert holders(cluster, key) == set(placement.replicas_for(key.encode(), ack)), ack
 
 
 # Quorum invariants with nodes down.
@@ -323,18 +314,14 @@ def test_bad_ack_or_from_is_400_and_writes_nothing(
     cluster = shared_cluster(size, "async")
     for bad in BAD_QUORUMS:
         params = {name: value.replace("SIZE+1", str(size + 1)) for name, value in bad.items()}
+        # The key holds a value on every node first: a rejected PUT would replace it and a rejected
+        # DELETE would hide it behind a tombstone, so either shows in every node's own listing.
         key = fresh_key("bad-quorum")
+        assert cluster[0].put(key, b"kept", ack=size, from_=size).status == 201
         body = b"must not be stored" if method == "PUT" else None
         answer = request(cluster[0].url, method, "/v0/entity", {"id": key, **params}, body=body)
         assert_one_line_reason(answer, 400)
-        assert holders(cluster, key) == set(), (params, "a rejected request wrote something")
-    if method == "DELETE":
-        # A rejected DELETE must not have written a tombstone over an existing value either.
-        key = fresh_key("bad-delete")
-        assert cluster[0].put(key, b"kept", ack=size, from_=size).status == 201
-        answer = request(cluster[0].url, "DELETE", "/v0/entity", {"id": key, "ack": "0"})
-        assert_one_line_reason(answer, 400)
-        assert values_held(cluster, key) == dict.fromkeys(cluster.urls, b"kept")
+        assert values_held(cluster, key) == dict.fromkeys(cluster.urls, b"kept"), params
 
 
 @pytest.mark.parametrize("name", ["ack", "from"])

@@ -22,10 +22,10 @@ from typing import Literal, get_args
 
 import pytest
 
-from kvnode import wire
 from kvnode.config import FanoutMode, NodeConfig
 from kvnode.local_cluster import free_ports
 from kvnode.placement import Placement
+from kvnode.replica import wire
 from tests.conftest import ClusterFactory
 from tests.harness import Cluster, Node, Response
 

@@ -1,4 +1,4 @@
-"""The replica channel's client-side WebSocket codec (kvnode/websocket.py), checked against aiohttp's."""
+"""The replica channel's client-side WebSocket codec (kvnode.replica.websocket), checked against aiohttp's."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import hashlib
 import pytest
 from aiohttp import web
 
-from kvnode import websocket
-from kvnode.websocket import FrameDecoder, HandshakeError, WebSocketError
+from kvnode.replica import websocket
+from kvnode.replica.websocket import FrameDecoder, HandshakeError, WebSocketError
 
 
 def server_frame(opcode: int, payload: bytes, final: bool = True) -> bytes:
@@ -72,7 +72,7 @@ def test_client_frames_are_masked_with_a_zero_key_and_carry_the_payload() -> Non
 
 
 def test_handshake_accept_follows_rfc6455() -> None:
-    request, accept = websocket.handshake_request("127.0.0.1", 8080, "/v0/internal/replica")
+    request, accept = websocket.handshake_request("127.0.0.1:8080", "/v0/internal/replica")
     key = next(
         line.split(b": ")[1] for line in request.split(b"\r\n") if line.startswith(b"Sec-WebSocket-Key")
     )
@@ -104,7 +104,7 @@ async def test_aiohttp_server_understands_our_frames_and_we_understand_its_frame
     await web.TCPSite(runner, "127.0.0.1", unused_tcp_port).start()
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", unused_tcp_port)
-        request, accept = websocket.handshake_request("127.0.0.1", unused_tcp_port, "/echo")
+        request, accept = websocket.handshake_request(f"127.0.0.1:{unused_tcp_port}", "/echo")
         writer.write(request)
         head = await reader.readuntil(b"\r\n\r\n")
         websocket.check_handshake(head[:-4], accept)

@@ -6,8 +6,11 @@ coordinator sends every call of one event-loop tick to a peer in a single frame.
     request = len:u32 | call_id:u32 | op:u8 | key_len:u32 | key | record   (record only for WRITE)
     reply   = len:u32 | call_id:u32 | status:u8 | payload
 
-Reply payloads: FOUND carries the stored record, STORED the stored version's timestamp (u64),
-FAILED a UTF-8 reason, ABSENT nothing.
+Reply payloads: FOUND carries the stored record, ABSENT nothing; a WRITE is answered STORED (the replica
+took the record, or already held that very version: nothing) or NEWER (it holds a newer version: that
+version's timestamp, u64), so a coordinator learns that its write lost and to which timestamp (see
+kvnode.coordinator). REFUSED (a record stamped beyond the replica's maximum clock skew) and FAILED carry a
+UTF-8 reason.
 """
 
 from __future__ import annotations
@@ -24,15 +27,15 @@ __all__ = [
     "WireError",
     "decode_calls",
     "decode_replies",
-    "decode_stored",
+    "decode_timestamp",
     "encode_call",
     "encode_reply",
-    "encode_stored",
+    "encode_timestamp",
 ]
 
 _CALL = struct.Struct(">IIBI")
 _REPLY = struct.Struct(">IIB")
-_STORED = struct.Struct(">Q")
+_TIMESTAMP = struct.Struct(">Q")
 
 
 class WireError(ValueError):
@@ -49,6 +52,8 @@ class Status(enum.IntEnum):
     ABSENT = 2
     STORED = 3
     FAILED = 4
+    NEWER = 5
+    REFUSED = 6
 
 
 class ReplicaCall(NamedTuple):
@@ -73,14 +78,14 @@ def encode_reply(call_id: int, status: Status, payload: bytes = b"") -> bytes:
     return _REPLY.pack(_REPLY.size - 4 + len(payload), call_id, status) + payload
 
 
-def encode_stored(timestamp: int) -> bytes:
-    return _STORED.pack(timestamp)
+def encode_timestamp(timestamp: int) -> bytes:
+    return _TIMESTAMP.pack(timestamp)
 
 
-def decode_stored(payload: bytes) -> int:
-    if len(payload) != _STORED.size:
-        raise WireError(f"STORED payload is {len(payload)} bytes, expected {_STORED.size}")
-    return int(_STORED.unpack(payload)[0])
+def decode_timestamp(payload: bytes) -> int:
+    if len(payload) != _TIMESTAMP.size:
+        raise WireError(f"timestamp payload is {len(payload)} bytes, expected {_TIMESTAMP.size}")
+    return int(_TIMESTAMP.unpack(payload)[0])
 
 
 def decode_calls(frame: bytes) -> list[ReplicaCall]:

@@ -43,12 +43,13 @@ class HandshakeError(WebSocketError):
     """The server did not accept the upgrade."""
 
 
-def handshake_request(host: str, port: int, path: str) -> tuple[bytes, bytes]:
-    """The upgrade request to send, and the Sec-WebSocket-Accept value the server must answer with."""
+def handshake_request(authority: str, path: str) -> tuple[bytes, bytes]:
+    """The upgrade request to send, and the Sec-WebSocket-Accept value the server must answer with.
+    ``authority`` is the URL's host[:port] as written (an IPv6 host keeps its brackets)."""
     key = base64.b64encode(os.urandom(16))
     accept = base64.b64encode(hashlib.sha1(key + _GUID).digest())
     request = (
-        f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        f"GET {path} HTTP/1.1\r\nHost: {authority}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
         f"Sec-WebSocket-Key: {key.decode()}\r\nSec-WebSocket-Version: 13\r\n\r\n"
     ).encode()
     return request, accept

@@ -1,0 +1,44 @@
+"""The replica layer: how a coordinator reaches the replicas of a key, and how a node answers its peers.
+
+A replica call returns an ``asyncio.Future`` at once (no task per call) that ends in the replica's answer
+or in one of the :mod:`~kvnode.replica.errors`; nothing else reaches the coordinator.
+
+    errors      the named ways a call fails
+    local       this node's own storage as a replica
+    peer        another node, over one persistent multiplexed channel (its state machine and calls)
+    channel     the client end of that channel: an asyncio.Protocol speaking WebSocket (websocket)
+    server      the other end: answers a peer's calls from local storage
+    wire        the replica protocol's messages (pure)
+    hints       hinted handoff: writes a replica missed, kept durably and delivered when it is back
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Protocol
+
+from kvnode.records import Record
+
+__all__ = ["Replica"]
+
+
+class Replica(Protocol):
+    url: str
+
+    @property
+    def connected(self) -> bool:
+        """Whether a call made now goes out at once (the local replica always does)."""
+        ...
+
+    def down_for(self) -> float:
+        """Seconds since the replica last failed with no answer in between (0 while it answers)."""
+        ...
+
+    def read(self, key: bytes) -> asyncio.Future[Record | None]:
+        """Resolves to the version the replica holds (a tombstone included), or None."""
+        ...
+
+    def write(self, key: bytes, record: Record) -> asyncio.Future[int | None]:
+        """Resolves to None when the replica took the record (or already held that version), else to the
+        timestamp of the newer version it holds, so the coordinator learns its write lost."""
+        ...

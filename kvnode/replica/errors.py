@@ -1,0 +1,48 @@
+"""The ways a replica call fails. The coordinator catches these, never a bare Exception: each one is a
+failed replica for the quorum, and the kind decides what happens to a write it missed."""
+
+from __future__ import annotations
+
+__all__ = [
+    "HINTED_FAILURES",
+    "ReplicaError",
+    "ReplicaOverloaded",
+    "ReplicaProtocolError",
+    "ReplicaRejected",
+    "ReplicaSkewRefused",
+    "ReplicaTimeout",
+    "ReplicaUnavailable",
+]
+
+
+class ReplicaError(Exception):
+    """A replica call failed; the coordinator counts the replica as failed."""
+
+
+class ReplicaUnavailable(ReplicaError):
+    """The replica cannot be reached: connection refused or lost, or the peer is suspect (silent)."""
+
+
+class ReplicaTimeout(ReplicaError):
+    """The replica did not answer within the timeout."""
+
+
+class ReplicaOverloaded(ReplicaError):
+    """Too many calls or bytes are already in flight to this peer; the call was not sent."""
+
+
+class ReplicaProtocolError(ReplicaError):
+    """The replica answered something that is not the replica protocol."""
+
+
+class ReplicaRejected(ReplicaError):
+    """The replica answered, with an error of its own (a corrupt record, a storage failure)."""
+
+
+class ReplicaSkewRefused(ReplicaRejected):
+    """The replica refused a record stamped further ahead of its wall clock than the maximum skew."""
+
+
+# A write that failed this way is kept as a hint for the replica; a refusal for skew is not (it would be
+# refused again), and neither is a protocol error (the peer is not speaking our protocol).
+HINTED_FAILURES: tuple[type[ReplicaError], ...] = (ReplicaUnavailable, ReplicaTimeout, ReplicaOverloaded)

@@ -1,0 +1,205 @@
+"""Hinted handoff: writes a replica missed, kept durably by the coordinator and delivered when it is back.
+
+As in Cassandra: one ordered log per target node (here a key range of the node's ``system`` LevelDB,
+never the client keyspace), bounded per target, with a hint window: no new hints for a replica down
+longer than the window, and hints older than the window are dropped at delivery. One task per peer
+delivers its hints in order, a batch at a time, at a throttled rate, whenever the peer is reachable.
+
+    >>> store = HintStore(db, fsync=False, max_per_peer=1000, window_s=10800)   # doctest: +SKIP
+    >>> store.add("http://b:8080", b"k", Record.put(7, b"v"), down_for=0.0)      # doctest: +SKIP
+    1
+    >>> store.pending("http://b:8080")                                          # doctest: +SKIP
+    1
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import struct
+import time
+from collections.abc import Callable, Iterable
+from typing import NamedTuple
+
+import plyvel
+
+from kvnode.records import Record, decode, encode
+from kvnode.replica.errors import ReplicaError, ReplicaSkewRefused
+from kvnode.replica.peer import PeerReplica
+
+__all__ = ["Hint", "HintDelivery", "HintStore"]
+
+log = logging.getLogger(__name__)
+
+_SEQ = struct.Struct(">Q")
+_VALUE = struct.Struct(">QI")  # created (wall ms) | key length; the key and the encoded record follow
+_BATCH = 64  # hints sent in one frame
+_RETRY_S = 0.25  # how often an unreachable peer with hints is probed
+
+
+class Hint(NamedTuple):
+    seq: int
+    created_ms: int
+    key: bytes
+    record: Record
+
+
+class HintStore:
+    def __init__(
+        self,
+        db: plyvel.DB,
+        *,
+        fsync: bool,
+        max_per_peer: int,
+        window_s: float,
+        wall_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+    ) -> None:
+        self._db = db.prefixed_db(b"hints/")
+        self._fsync = fsync
+        self.max_per_peer = max_per_peer
+        self.window_ms = int(window_s * 1000)
+        self._wall_ms = wall_ms
+        self._pending: collections.Counter[str] = collections.Counter()
+        self.kept: collections.Counter[str] = collections.Counter()  # by target, since start
+        self.dropped: collections.Counter[str] = collections.Counter()  # by reason
+        self.delivered: collections.Counter[str] = collections.Counter()  # by target
+        self._added: dict[str, asyncio.Event] = {}
+        self._seq = 0
+        for raw_key in self._db.iterator(include_value=False):  # target | NUL | seq
+            self._pending[raw_key[: -_SEQ.size - 1].decode()] += 1
+            self._seq = max(self._seq, _SEQ.unpack(raw_key[-_SEQ.size :])[0])
+
+    def add(self, target: str, key: bytes, record: Record, *, down_for: float) -> int:
+        """Keep ``record`` for ``target``; its sequence number (from 1), or 0 when it is not kept: the
+        target has been down longer than the hint window, or its hints are at the cap (both counted)."""
+        if down_for * 1000 > self.window_ms:
+            self.dropped["window"] += 1
+            return 0
+        if self._pending[target] >= self.max_per_peer:
+            self.dropped["full"] += 1
+            return 0
+        self._seq += 1
+        value = _VALUE.pack(self._wall_ms(), len(key)) + key + encode(record)
+        try:
+            self._db.put(_hint_key(target, self._seq), value, sync=self._fsync)
+        except plyvel.Error as error:
+            log.error("cannot keep a hint for %s: %s", target, error)
+            self.dropped["storage"] += 1
+            return 0
+        self._pending[target] += 1
+        self.kept[target] += 1
+        event = self._added.get(target)
+        if event is not None:
+            event.set()
+        return self._seq
+
+    def remove(self, target: str, seqs: Iterable[int]) -> None:
+        """Forget hints that reached their target. A hint may be removed twice (delivered by the delivery
+        task while the write it stands for succeeded after all), so only the ones still there count."""
+        removed = 0
+        with self._db.write_batch() as batch:
+            for seq in seqs:
+                key = _hint_key(target, seq)
+                if self._db.get(key) is not None:
+                    batch.delete(key)
+                    removed += 1
+        self._pending[target] -= removed
+
+    def pending(self, target: str) -> int:
+        return self._pending[target]
+
+    def pending_by_target(self) -> dict[str, int]:
+        return {target: count for target, count in self._pending.items() if count}
+
+    def oldest(self, target: str, limit: int) -> list[Hint]:
+        prefix = target.encode() + b"\x00"
+        hints = []
+        for raw_key, value in self._db.iterator(prefix=prefix):
+            created_ms, key_len = _VALUE.unpack_from(value)
+            key_end = _VALUE.size + key_len
+            seq = _SEQ.unpack(raw_key[len(prefix) :])[0]
+            hints.append(Hint(seq, created_ms, value[_VALUE.size : key_end], decode(value[key_end:])))
+            if len(hints) == limit:
+                break
+        return hints
+
+    def expired(self, hint: Hint) -> bool:
+        return self._wall_ms() - hint.created_ms > self.window_ms
+
+    def added_event(self, target: str) -> asyncio.Event:
+        """Set whenever a hint for ``target`` is kept (the delivery task waits on it)."""
+        return self._added.setdefault(target, asyncio.Event())
+
+
+def _hint_key(target: str, seq: int) -> bytes:
+    return target.encode() + b"\x00" + _SEQ.pack(seq)
+
+
+class HintDelivery:
+    """Delivers one peer's hints in order, ``rate`` hints a second at most, whenever it is reachable."""
+
+    def __init__(self, store: HintStore, peer: PeerReplica, rate: float) -> None:
+        self._store = store
+        self._peer = peer
+        self._rate = rate
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _run(self) -> None:
+        store, peer = self._store, self._peer
+        added = store.added_event(peer.url)
+        while True:
+            if not store.pending(peer.url):
+                added.clear()
+                await added.wait()
+                continue
+            if not peer.connected:
+                peer.probe()
+                try:
+                    async with asyncio.timeout(_RETRY_S):
+                        await peer.became_connected.wait()
+                except TimeoutError:
+                    continue
+            sent = await self._deliver_batch()
+            if sent is None:
+                await asyncio.sleep(_RETRY_S)  # the peer failed mid-delivery; try again shortly
+            elif sent:
+                await asyncio.sleep(sent / self._rate)
+
+    async def _deliver_batch(self) -> int | None:
+        """Send the oldest hints; the number sent, or None when the peer failed some of them."""
+        store, url = self._store, self._peer.url
+        hints = store.oldest(url, _BATCH)
+        expired = [hint.seq for hint in hints if store.expired(hint)]
+        if expired:
+            store.remove(url, expired)
+            store.dropped["expired"] += len(expired)
+        live = [hint for hint in hints if not store.expired(hint)]
+        outcomes = await asyncio.gather(
+            *(self._peer.write(hint.key, hint.record) for hint in live), return_exceptions=True
+        )
+        done, failed = [], 0
+        for hint, outcome in zip(live, outcomes, strict=True):
+            if isinstance(outcome, ReplicaSkewRefused):
+                store.dropped["refused"] += 1  # it would be refused again
+                done.append(hint.seq)
+            elif isinstance(outcome, ReplicaError):
+                failed += 1
+            elif isinstance(outcome, BaseException):
+                raise outcome
+            else:
+                store.delivered[url] += 1
+                done.append(hint.seq)
+        store.remove(url, done)
+        if failed:
+            log.info("hint delivery to %s paused: %d of %d failed", url, failed, len(live))
+            return None
+        return len(live)

@@ -1,0 +1,292 @@
+"""Another node as a replica: calls multiplexed by id over one persistent channel, and when to connect.
+
+The channel's life (contract, "Peers"):
+
+- **idle**: no connection. A call starts one connect attempt at once (calls made meanwhile join it) and
+  waits for it within its own deadline; there is no back-off window, so a restarted peer is served by
+  the very next request that needs it. A refused attempt fails the calls waiting on it; the next call
+  tries again.
+- **connected**: calls are sent; every call of one loop tick leaves in one frame. A heartbeat pings a
+  quiet connection; one silent for a whole timeout is replaced.
+- **suspect**: the peer did not answer (a connect timed out, or the heartbeat found the connection
+  silent). Calls fail at once while one probe (a connect attempt) is outstanding; its first answer
+  restores the peer, a refusal makes it idle again.
+
+Create it inside the running event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import urllib.parse
+
+from kvnode.records import CorruptRecord, Record, decode, encode
+from kvnode.replica import wire
+from kvnode.replica.channel import ClientChannel
+from kvnode.replica.errors import (
+    ReplicaError,
+    ReplicaProtocolError,
+    ReplicaRejected,
+    ReplicaSkewRefused,
+    ReplicaTimeout,
+    ReplicaUnavailable,
+)
+from kvnode.replica.websocket import WebSocketError
+
+__all__ = ["PeerReplica"]
+
+log = logging.getLogger(__name__)
+
+
+class PeerReplica:
+    def __init__(self, url: str, timeout: float) -> None:
+        self.url = url
+        self._loop = asyncio.get_running_loop()
+        parts = urllib.parse.urlsplit(url)
+        if parts.hostname is None or parts.port is None:
+            raise ValueError(f"a peer URL is http://HOST:PORT, got {url!r}")
+        self._host, self._port, self._authority = parts.hostname, parts.port, parts.netloc
+        self._timeout = timeout
+        self._channel: ClientChannel | None = None
+        self._connecting: asyncio.Task[None] | None = None
+        self._suspect = False
+        self._closed = False
+        self._last_heard = 0.0
+        self._heartbeat: asyncio.TimerHandle | None = None
+        self.unreachable_since: float | None = None  # loop time of the first failure since it answered
+        self.became_connected = asyncio.Event()
+        self._next_id = 0
+        self._calls: dict[int, tuple[asyncio.Future[object], wire.Op]] = {}
+        # Every call has the same timeout, so deadlines arrive in call order: one queue and one timer
+        # per peer replace a timer per call. Entries of calls already answered are skipped.
+        self._deadlines: collections.deque[tuple[float, int]] = collections.deque()
+        self._sweep_timer: asyncio.TimerHandle | None = None
+        self._outbox: list[bytes] = []
+        self._flush_scheduled = False
+
+    # --- the Replica interface ----------------------------------------------------------------------
+
+    @property
+    def connected(self) -> bool:
+        return self._channel is not None
+
+    def read(self, key: bytes) -> asyncio.Future[Record | None]:
+        return self._call(wire.Op.READ, key, b"")  # type: ignore[return-value]
+
+    def write(self, key: bytes, record: Record) -> asyncio.Future[int | None]:
+        return self._call(wire.Op.WRITE, key, encode(record))  # type: ignore[return-value]
+
+    # --- for operators and the hint delivery ----------------------------------------------------------
+
+    @property
+    def state(self) -> str:
+        if self._channel is not None:
+            return "connected"
+        if self._suspect:
+            return "suspect"
+        return "connecting" if self._connecting is not None else "idle"
+
+    def down_for(self) -> float:
+        """Seconds since the peer last failed with no answer in between (0 while it answers)."""
+        since = self.unreachable_since
+        return 0.0 if since is None else self._loop.time() - since
+
+    def probe(self) -> None:
+        """Start a connect attempt unless connected or one is under way."""
+        if self._channel is None and self._connecting is None and not self._closed:
+            self._connecting = self._loop.create_task(self._connect())
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._connecting is not None:
+            self._connecting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._connecting
+        if self._channel is not None:
+            self._channel.transport.close()
+        self._disconnect(ReplicaUnavailable(f"{self.url}: transport closed"))
+
+    # --- calls ----------------------------------------------------------------------------------------
+
+    def _call(self, op: wire.Op, key: bytes, record: bytes) -> asyncio.Future[object]:
+        loop = self._loop
+        future: asyncio.Future[object] = loop.create_future()
+        if self._channel is None:
+            if self._closed:
+                future.set_exception(ReplicaUnavailable(f"{self.url}: transport closed"))
+                return future
+            self.probe()
+            if self._suspect:
+                future.set_exception(ReplicaUnavailable(f"{self.url} is not answering"))
+                return future
+        self._next_id = call_id = (self._next_id + 1) & 0xFFFFFFFF
+        self._calls[call_id] = (future, op)
+        self._deadlines.append((loop.time() + self._timeout, call_id))
+        if self._sweep_timer is None:
+            self._sweep_timer = loop.call_at(self._deadlines[0][0], self._sweep)
+        self._outbox.append(wire.encode_call(call_id, op, key, record))
+        if self._channel is not None and not self._flush_scheduled:
+            self._flush_scheduled = True
+            loop.call_soon(self._flush)
+        return future
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if self._channel is not None and self._outbox:
+            self._channel.send(b"".join(self._outbox))
+            self._outbox.clear()
+
+    def _sweep(self) -> None:
+        """Fail the calls whose deadline has passed, then wait for the next deadline."""
+        self._sweep_timer = None
+        now = self._loop.time()
+        deadlines = self._deadlines
+        while deadlines and deadlines[0][0] <= now:
+            entry = self._calls.pop(deadlines.popleft()[1], None)
+            if entry is not None and not entry[0].done():
+                entry[0].set_exception(ReplicaTimeout(f"{self.url} did not answer within {self._timeout:g}s"))
+                self._mark_unreachable()
+        if deadlines:
+            self._sweep_timer = self._loop.call_at(deadlines[0][0], self._sweep)
+
+    # --- the connection ---------------------------------------------------------------------------------
+
+    async def _connect(self) -> None:
+        channel: ClientChannel | None = None
+        try:
+            async with asyncio.timeout(self._timeout):
+                _, channel = await self._loop.create_connection(
+                    lambda: ClientChannel(self, self._authority), self._host, self._port
+                )
+                await channel.upgraded
+        except TimeoutError:
+            # Nothing answered: a frozen or unreachable host. A frozen peer accepts TCP but never answers
+            # the upgrade, so abort the half-open connection.
+            self._attempt_failed(channel, suspect=True, reason="no answer")
+            return
+        except (OSError, WebSocketError) as error:
+            self._attempt_failed(channel, suspect=False, reason=str(error) or type(error).__name__)
+            return
+        except asyncio.CancelledError:
+            if channel is not None:
+                channel.transport.abort()
+            raise
+        finally:
+            self._connecting = None
+        if self._closed:
+            channel.transport.close()
+            return
+        self._channel, self._suspect, self.unreachable_since = channel, False, None
+        self._last_heard = self._loop.time()
+        self._heartbeat = self._loop.call_later(self._timeout / 2, self._beat)
+        self.became_connected.set()
+        self._flush()
+        log.info("replica channel to %s connected", self.url)
+
+    def _attempt_failed(self, channel: ClientChannel | None, *, suspect: bool, reason: str) -> None:
+        if channel is not None:
+            channel.transport.abort()
+        self._mark_unreachable()
+        if suspect and not self._suspect:
+            log.warning("replica %s is suspect: no answer within %gs", self.url, self._timeout)
+        self._suspect = suspect
+        self._disconnect(ReplicaUnavailable(f"{self.url} is unreachable: {reason}"))
+
+    def _beat(self) -> None:
+        """Ping a quiet connection; replace one that stayed silent for a whole timeout."""
+        channel = self._channel
+        if channel is None:
+            return
+        quiet = self._loop.time() - self._last_heard
+        if quiet >= self._timeout:
+            self._suspect = True
+            self.drop(channel, ReplicaUnavailable(f"{self.url} is silent: no answer for {quiet:.1f}s"))
+            self.probe()
+            return
+        if quiet >= self._timeout / 2:
+            channel.ping()
+        self._heartbeat = self._loop.call_later(self._timeout / 2, self._beat)
+
+    def heard_from(self, channel: ClientChannel) -> None:
+        """Bytes arrived on ``channel``: the peer is alive (replies and pongs alike)."""
+        if channel is self._channel:
+            self._last_heard = self._loop.time()
+
+    def received(self, channel: ClientChannel, frame: bytes) -> None:
+        self.unreachable_since = None
+        try:
+            replies = wire.decode_replies(frame)
+        except wire.WireError as error:
+            self.drop(channel, ReplicaProtocolError(f"{self.url}: malformed reply frame: {error}"))
+            return
+        for reply in replies:
+            self._resolve(reply)
+
+    def _resolve(self, reply: wire.ReplicaReply) -> None:
+        entry = self._calls.pop(reply.call_id, None)
+        if entry is None:
+            return  # the call already timed out
+        future, op = entry
+        if future.done():
+            return
+        try:
+            future.set_result(_answer_of(op, reply))
+        except CorruptRecord as error:
+            future.set_exception(ReplicaProtocolError(f"{self.url}: malformed record in reply: {error}"))
+        except wire.WireError as error:
+            future.set_exception(ReplicaProtocolError(f"{self.url}: {error}"))
+        except ReplicaRejected as error:
+            future.set_exception(type(error)(f"{self.url}: {error}"))
+
+    def drop(self, channel: ClientChannel, error: ReplicaError, level: int = logging.WARNING) -> None:
+        """Give up a channel: fail its calls, close it; the next call connects again."""
+        channel.transport.abort()
+        if self._channel is not channel:
+            return
+        log.log(level, "replica channel to %s dropped: %s", self.url, error)
+        self._disconnect(error)
+
+    def _disconnect(self, error: ReplicaError) -> None:
+        """Forget the channel and fail every call still waiting on it."""
+        self._channel = None
+        self.became_connected.clear()
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            self._heartbeat = None
+        self._outbox.clear()
+        calls, self._calls = self._calls, {}
+        self._deadlines.clear()
+        if self._sweep_timer is not None:
+            self._sweep_timer.cancel()
+            self._sweep_timer = None
+        if calls:
+            self._mark_unreachable()
+        for future, _ in calls.values():
+            if not future.done():
+                future.set_exception(error)
+
+    def _mark_unreachable(self) -> None:
+        if self.unreachable_since is None:
+            self.unreachable_since = self._loop.time()
+
+
+def _answer_of(op: wire.Op, reply: wire.ReplicaReply) -> object:
+    """The value a call resolves to, from its reply; raises for a failed or mismatched reply."""
+    status = reply.status
+    if status is wire.Status.FAILED:
+        raise ReplicaRejected(reply.payload.decode("utf-8", "replace"))
+    if status is wire.Status.REFUSED:
+        raise ReplicaSkewRefused(reply.payload.decode("utf-8", "replace"))
+    if op is wire.Op.READ:
+        if status is wire.Status.FOUND:
+            return decode(reply.payload)
+        if status is wire.Status.ABSENT:
+            return None
+    elif status is wire.Status.STORED:
+        return None
+    elif status is wire.Status.NEWER:
+        return wire.decode_timestamp(reply.payload)
+    raise wire.WireError(f"reply {status.name} does not answer a {op.name}")
