@@ -4,10 +4,14 @@ profiling): each turns one flag's text into a value or raises ArgumentTypeError 
 from __future__ import annotations
 
 import argparse
+import ipaddress
+import re
 from collections.abc import Callable, Sequence
 
 __all__ = [
     "choices",
+    "host",
+    "http_url",
     "http_urls",
     "integer",
     "non_negative_int",
@@ -58,12 +62,56 @@ def port(text: str) -> int:
     return number
 
 
+# A host name or IPv4 address, or in brackets an IPv6 address (RFC 3986; checked by _ipv6), then a port.
+_HTTP_URL = re.compile(r"http://(?P<host>[A-Za-z0-9._-]+|\[(?P<ipv6>[^]]*)\]):(?P<port>0|[1-9][0-9]{0,4})")
+_HOST_NAME = re.compile(r"[A-Za-z0-9._-]+")
+
+
+def _ipv6(text: str) -> str | None:
+    """The address in its canonical form (so ``::1`` and ``0:0::1`` name one node), or None."""
+    try:
+        return str(ipaddress.IPv6Address(text))
+    except ValueError:
+        return None
+
+
+def host(text: str) -> str:
+    """An address to listen on: a host name, an IPv4 address, or an IPv6 address (brackets optional)."""
+    name = text.strip()
+    address = _ipv6(name[1:-1] if name.startswith("[") and name.endswith("]") else name)
+    if address is not None:
+        return address
+    if not _HOST_NAME.fullmatch(name):
+        raise argparse.ArgumentTypeError(f"not a host name or IP address: {text!r}")
+    return name
+
+
+def http_url(text: str) -> str:
+    """One http://HOST:PORT URL (a trailing slash dropped); an IPv6 host in brackets: http://[::1]:8080."""
+    url = text.strip().rstrip("/")
+    match = _HTTP_URL.fullmatch(url)
+    if match is None:
+        netloc = url.removeprefix("http://")
+        if _ipv6(netloc) or _ipv6(netloc.rpartition(":")[0]):
+            raise argparse.ArgumentTypeError(
+                f"an IPv6 address goes in brackets, as in http://[::1]:8080, got {text!r}"
+            )
+        raise argparse.ArgumentTypeError(
+            f"URLs look like http://HOST:PORT or http://[IPV6]:PORT, got {text!r}"
+        )
+    if not 0 < int(match["port"]) < 65536:
+        raise argparse.ArgumentTypeError(f"port must be between 1 and 65535, got {text!r}")
+    if match["ipv6"] is None:
+        return url
+    address = _ipv6(match["ipv6"])
+    if address is None:
+        raise argparse.ArgumentTypeError(f"not an IPv6 address: [{match['ipv6']}] in {text!r}")
+    return f"http://[{address}]:{match['port']}"
+
+
 def http_urls(text: str) -> tuple[str, ...]:
-    """A comma-separated list of http://HOST:PORT URLs (trailing slashes dropped)."""
-    urls = tuple(url.strip().rstrip("/") for url in text.split(",") if url.strip())
-    for url in urls:
-        if not url.startswith("http://") or url.count(":") != 2:
-            raise argparse.ArgumentTypeError(f"URLs look like http://HOST:PORT, got {url!r}")
+    """A comma-separated list of :func:`http_url` URLs."""
+    urls = tuple(http_url(url) for url in text.split(",") if url.strip())
     if not urls:
         raise argparse.ArgumentTypeError("the URL list is empty")
     return urls

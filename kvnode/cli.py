@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-from kvnode.argtypes import http_urls, integer, port, positive_int
+from kvnode.argtypes import host, http_urls, integer, port, positive_int
 from kvnode.config import ClusterConfig, NodeConfig
 
 __all__ = ["main", "node_argv", "parse_args"]
@@ -59,7 +59,7 @@ class _Flag:
 
 _DEFAULTS = NodeConfig()
 _SHARED = [
-    _Flag("--host", str, _DEFAULTS.host, "address to listen on; also the host of this node's URL"),
+    _Flag("--host", host, _DEFAULTS.host, "address to listen on; also the host of this node's URL"),
     _Flag(
         "--fanout",
         _fanout,

@@ -7,9 +7,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["ClusterConfig", "FanoutMode", "NodeConfig"]
+__all__ = ["ClusterConfig", "FanoutMode", "NodeConfig", "node_url"]
 
 FanoutMode = Literal["async", "sync"]
+
+
+def node_url(host: str, port: int) -> str:
+    """The URL of a node listening on HOST:PORT; an IPv6 address goes in brackets (RFC 3986)."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +49,7 @@ class NodeConfig:
 
     @property
     def url(self) -> str:
-        return self.advertise_url or f"http://{self.host}:{self.port}"
+        return self.advertise_url or node_url(self.host, self.port)
 
     @property
     def members(self) -> tuple[str, ...]:
@@ -72,7 +77,7 @@ class ClusterConfig:
     def node_configs(self) -> list[NodeConfig]:
         base = self.node
         ports = range(base.port, base.port + self.nodes)
-        urls = tuple(f"http://{base.host}:{port}" for port in ports)
+        urls = tuple(node_url(base.host, port) for port in ports)
         return [
             dataclasses.replace(base, port=port, data_dir=base.data_dir / f"node-{port}", cluster=urls)
             for port in ports
