@@ -305,7 +305,7 @@ def test_environment_variables_configure_a_node(tmp_path: Path) -> None:
         assert (
             request(url, "PUT", "/v0/entity?id=k", body=b"0123456789a").status == 413
         )  # KVNODE_MAX_BODY_BYTES
-        assert (tmp_path / "env-data" / "CURRENT").is_file()  # LevelDB in KVNODE_DATA_DIR
+        assert (tmp_path / "env-data" / "records" / "CURRENT").is_file()  # LevelDB in KVNODE_DATA_DIR
         process.send_signal(signal.SIGTERM)
         assert process.wait(DEADLINE) == 0
 
@@ -318,7 +318,7 @@ def test_flags_win_over_environment_variables(tmp_path: Path) -> None:
         poll("the node to serve on --port", lambda: serves(flag_port) or process.poll() is not None)
         assert process.poll() is None, (tmp_path / "node.log").read_text()
         assert refuses_connections(env_port)
-        assert (tmp_path / "flag-data" / "CURRENT").is_file()
+        assert (tmp_path / "flag-data" / "records" / "CURRENT").is_file()
         assert not (tmp_path / "env-data").exists()
         process.send_signal(signal.SIGTERM)
         assert process.wait(DEADLINE) == 0
@@ -450,7 +450,7 @@ def test_cluster_command_starts_serves_and_stops_on_sigint(tmp_path: Path) -> No
         for url in urls:  # from = 3, ack = 2 by default: every node reads it back
             assert request(url, "GET", "/v0/entity?id=k").body == b"cluster value"
         for port in range(base, base + 3):
-            assert (tmp_path / "data" / f"node-{port}" / "CURRENT").is_file()
+            assert (tmp_path / "data" / f"node-{port}" / "records" / "CURRENT").is_file()
 
         launcher.send_signal(signal.SIGINT)
         assert launcher.wait(DEADLINE) == 0
