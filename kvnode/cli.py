@@ -9,10 +9,10 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, get_args
 
 from kvnode.argtypes import host, http_urls, integer, port, positive_int
-from kvnode.config import ClusterConfig, NodeConfig
+from kvnode.config import ClusterConfig, FanoutMode, NodeConfig
 
 __all__ = ["main", "node_argv", "parse_args"]
 
@@ -25,8 +25,9 @@ class _OneLineParser(argparse.ArgumentParser):
 
 
 def _fanout(text: str) -> str:
-    if text not in ("async", "sync"):
-        raise argparse.ArgumentTypeError(f"fanout is async or sync, got {text!r}")
+    modes = get_args(FanoutMode)
+    if text not in modes:
+        raise argparse.ArgumentTypeError(f"fanout is one of {', '.join(modes)}, got {text!r}")
     return text
 
 
@@ -64,14 +65,22 @@ _SHARED = [
         "--fanout",
         _fanout,
         _DEFAULTS.fanout,
-        "how a coordinator asks replicas: async (all at once) or sync (one after another, the baseline)",
-        "async|sync",
+        "how a coordinator asks replicas: async (all at once), sync (one after another, the baseline) or "
+        "speculative (reads ask ack replicas, one more when one is late; writes as async)",
+        "|".join(get_args(FanoutMode)),
     ),
     _Flag(
         "--timeout-ms",
         positive_int,
         _DEFAULTS.timeout_ms,
         "a replica that has not answered within this many milliseconds counts as failed",
+    ),
+    _Flag(
+        "--speculative-ceiling-ms",
+        positive_int,
+        _DEFAULTS.speculative_ceiling_ms,
+        "speculative reads wait for a replica at most this long (less when its p99 is lower) before "
+        "asking one more",
     ),
     _Flag(
         "--max-clock-skew-ms",
@@ -204,6 +213,7 @@ def node_argv(config: NodeConfig) -> list[str]:
         "--cluster", ",".join(config.members),
         "--fanout", config.fanout,
         "--timeout-ms", str(config.timeout_ms),
+        "--speculative-ceiling-ms", str(config.speculative_ceiling_ms),
         "--max-clock-skew-ms", str(config.max_clock_skew_ms),
         "--hint-window-s", str(config.hint_window_s),
         "--max-hints-per-peer", str(config.max_hints_per_peer),

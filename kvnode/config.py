@@ -9,7 +9,7 @@ from typing import Literal
 
 __all__ = ["ClusterConfig", "FanoutMode", "NodeConfig", "node_url"]
 
-FanoutMode = Literal["async", "sync"]
+FanoutMode = Literal["async", "sync", "speculative"]
 
 
 def node_url(host: str, port: int) -> str:
@@ -25,6 +25,7 @@ class NodeConfig:
     cluster: tuple[str, ...] = ()  # every node's URL, in the same order on every node; () = just this one
     fanout: FanoutMode = "async"
     timeout_ms: int = 1000
+    speculative_ceiling_ms: int = 50  # the longest a speculative read waits before asking one more
     max_clock_skew_ms: int = 5000  # records stamped further ahead of the wall clock are refused
     clock_offset_ms: int = 0  # shifts this node's view of the wall clock (a testing aid)
     hint_window_s: int = 10800  # no hints for a replica down longer; older hints are dropped

@@ -12,9 +12,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
+from typing import Generic, TypeVar
 
 from kvnode.clock import HybridClock
 from kvnode.fanout import Fanout
@@ -29,6 +30,7 @@ from kvnode.replica.hints import HintStore
 __all__ = ["Coordinator", "CoordinatorStats"]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 _SKEW_LOG_EVERY_S = 10.0
 
@@ -49,9 +51,11 @@ class Coordinator:
         fanout: Fanout,
         clock: HybridClock,
         hints: HintStore,
+        local: Replica,
     ) -> None:
         self.placement = placement
         self._replicas = replicas
+        self._local = local
         self._fanout = fanout
         self._clock = clock
         self._hints = hints
@@ -64,10 +68,12 @@ class Coordinator:
     async def get(self, key: bytes, quorum: Quorum) -> Record | None:
         """The newest version among ack replicas (a tombstone included); None where none holds the key."""
         read = ReadRound(key, self._clock.observe, self._count_repair)
+        replicas = self._replicas_for(key, quorum)
+        if self._fanout.local_first and self._local in replicas:
+            replicas.remove(self._local)
+            replicas.insert(0, self._local)
         try:
-            answers = await self._fanout.read(
-                [partial(read.ask, r) for r in self._replicas_for(key, quorum)], quorum
-            )
+            answers = await self._fanout.read([_Call(partial(read.ask, r), r) for r in replicas], quorum)
         finally:
             read.close()
         return newest(answers)
@@ -80,9 +86,7 @@ class Coordinator:
 
     async def _write(self, key: bytes, record: Record, quorum: Quorum) -> None:
         replicas = self._replicas_for(key, quorum)
-        answers = await self._fanout.write(
-            [partial(self._send_write, r, key, record) for r in replicas], quorum
-        )
+        answers = await self._write_to(replicas, key, record, quorum)
         held = max((timestamp for timestamp in answers if timestamp is not None), default=None)
         if held is None:
             return
@@ -96,7 +100,8 @@ class Coordinator:
     async def _write_to(
         self, replicas: list[Replica], key: bytes, record: Record, quorum: Quorum
     ) -> list[int | None]:
-        return await self._fanout.write([partial(self._send_write, r, key, record) for r in replicas], quorum)
+        calls = [_Call(partial(self._send_write, r, key, record), r) for r in replicas]
+        return await self._fanout.write(calls, quorum)
 
     def _send_write(self, replica: Replica, key: bytes, record: Record) -> asyncio.Future[int | None]:
         """Start one replica's write. A replica not connected now gets its hint before the client is
@@ -147,3 +152,20 @@ class Coordinator:
 
     def _replicas_for(self, key: bytes, quorum: Quorum) -> list[Replica]:
         return [self._replicas[url] for url in self.placement.replicas_for(key, quorum.replicas)]
+
+
+class _Call(Generic[T]):
+    """One replica call for a fan-out strategy: starts it, and knows the replica's patience."""
+
+    __slots__ = ("_replica", "_start")
+
+    def __init__(self, start: Callable[[], asyncio.Future[T]], replica: Replica) -> None:
+        self._start = start
+        self._replica = replica
+
+    def __call__(self) -> asyncio.Future[T]:
+        return self._start()
+
+    @property
+    def patience(self) -> float:
+        return self._replica.speculative_delay()

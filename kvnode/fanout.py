@@ -10,7 +10,7 @@ replicas (contract), and only reads may stop early.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol, TypeVar
@@ -18,11 +18,29 @@ from typing import Any, Protocol, TypeVar
 from kvnode.quorum import Quorum, QuorumTally
 from kvnode.replica.errors import ReplicaError
 
-__all__ = ["FANOUTS", "Fanout", "QuorumFailed", "Strategy", "parallel", "sequential"]
+__all__ = [
+    "FANOUTS",
+    "Fanout",
+    "QuorumFailed",
+    "ReplicaCall",
+    "Strategy",
+    "parallel",
+    "sequential",
+    "speculative",
+]
 
 T = TypeVar("T")
-# Starts one replica call; the future ends in the answer or a ReplicaError (see kvnode.replica).
-ReplicaCall = Callable[[], asyncio.Future[T]]
+
+
+class ReplicaCall(Protocol[T]):
+    """Starts one replica call: the future ends in the answer or a ReplicaError (see kvnode.replica)."""
+
+    def __call__(self) -> asyncio.Future[T]: ...
+
+    @property
+    def patience(self) -> float:
+        """Seconds a speculative read waits for this call's answer before it asks one more replica."""
+        ...
 
 
 class QuorumFailed(Exception):
@@ -44,6 +62,7 @@ class Strategy(Protocol):
 class Fanout:
     read: Strategy
     write: Strategy
+    local_first: bool = False  # reads take this node's own replica first, then placement order
 
 
 async def parallel(calls: Sequence[ReplicaCall[T]], quorum: Quorum) -> list[T]:
@@ -106,6 +125,60 @@ async def sequential(calls: Sequence[ReplicaCall[T]], quorum: Quorum, *, ask_all
     raise QuorumFailed(tally, errors)
 
 
+async def speculative(calls: Sequence[ReplicaCall[T]], quorum: Quorum) -> list[T]:
+    """speculative (reads): ask the first ``ack`` replicas; each one that fails, or has not answered
+    within its patience (a per-peer latency percentile, see PeerReplica.speculative_delay), brings in
+    the next replica, once. Otherwise as ``parallel``: the ack-th success answers, and the failure that
+    puts ack out of reach fails at once. Cassandra's speculative retry, per call."""
+    loop = asyncio.get_running_loop()
+    tally = QuorumTally(quorum)
+    answers: list[T] = []
+    errors: list[ReplicaError] = []
+    verdict: asyncio.Future[list[T]] = loop.create_future()
+    upcoming = iter(calls)
+
+    def start_next() -> None:
+        call = next(upcoming, None)
+        if call is None:
+            return
+        future = call()
+        replaced = [False]  # whether this call already brought in another replica
+        timer = None if future.done() else loop.call_later(call.patience, late, future, replaced)
+        future.add_done_callback(partial(settle, timer, replaced))
+
+    def late(future: asyncio.Future[T], replaced: list[bool]) -> None:
+        if not verdict.done() and not future.done():
+            replaced[0] = True
+            start_next()
+
+    def settle(timer: asyncio.TimerHandle | None, replaced: list[bool], call: asyncio.Future[T]) -> None:
+        if timer is not None:
+            timer.cancel()
+        if verdict.done():
+            _retrieve(call)
+            return
+        try:
+            answers.append(call.result())
+            tally.succeed()
+        except ReplicaError as error:
+            errors.append(error)
+            tally.fail()
+            if not replaced[0]:
+                replaced[0] = True
+                start_next()
+        except Exception as error:  # a bug, not a failed replica: the request fails (500), never hangs
+            verdict.set_exception(error)
+            return
+        if tally.reached:
+            verdict.set_result(answers)
+        elif tally.impossible:
+            verdict.set_exception(QuorumFailed(tally, errors))
+
+    for _ in range(quorum.ack):
+        start_next()
+    return await verdict
+
+
 def _retrieve(future: asyncio.Future[T]) -> None:
     """Mark an abandoned call's outcome as seen, so asyncio does not warn that it was never retrieved."""
     if not future.cancelled():
@@ -115,4 +188,5 @@ def _retrieve(future: asyncio.Future[T]) -> None:
 FANOUTS: dict[str, Fanout] = {
     "async": Fanout(read=parallel, write=parallel),
     "sync": Fanout(read=sequential, write=partial(sequential, ask_all=True)),
+    "speculative": Fanout(read=speculative, write=parallel, local_first=True),
 }

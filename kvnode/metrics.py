@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 from hdrh.histogram import HdrHistogram
 
-__all__ = ["PERCENTILES", "LatencyHistogram", "LoopLagMonitor"]
+__all__ = ["PERCENTILES", "LatencyHistogram", "LoopLagMonitor", "RecentLatency"]
 
 PERCENTILES = (50.0, 75.0, 90.0, 99.0, 99.9, 99.99, 100.0)
 _HIGHEST_US = 3_600_000_000  # one hour: anything slower is recorded as an hour
@@ -68,6 +68,40 @@ class LatencyHistogram:
     @classmethod
     def decode(cls, text: str) -> LatencyHistogram:
         return cls(HdrHistogram.decode(text.encode("ascii")))
+
+
+class RecentLatency:
+    """A percentile of recent latencies, cheap enough to feed on every replica reply.
+
+    An HdrHistogram of 2 significant digits up to 10 s records in ~1.3 µs here (the full-range one above
+    takes ~6.5 µs). The percentile is recomputed at most every ``refresh_s`` (a query walks the buckets,
+    ~80 µs), and the window starts afresh after ``window`` samples, so it follows the peer's present.
+    """
+
+    def __init__(self, percentile: float, *, window: int = 5000, refresh_s: float = 0.25) -> None:
+        self.percentile = percentile
+        self._window = window
+        self._refresh_s = refresh_s
+        self._hdr = HdrHistogram(1, 10_000_000, 2)
+        self._value_s: float | None = None
+        self._computed_at = 0.0
+
+    def record(self, seconds: float) -> None:
+        hdr = self._hdr
+        hdr.record_value(min(max(int(seconds * 1e6), 1), 10_000_000))
+        if hdr.total_count >= self._window:
+            self._compute()
+            self._hdr = HdrHistogram(1, 10_000_000, 2)
+
+    def value_s(self, now: float) -> float | None:
+        """The percentile in seconds (None before any sample); ``now`` is a monotonic time."""
+        if now - self._computed_at >= self._refresh_s and self._hdr.total_count:
+            self._computed_at = now
+            self._compute()
+        return self._value_s
+
+    def _compute(self) -> None:
+        self._value_s = self._hdr.get_value_at_percentile(self.percentile) / 1e6
 
 
 class LoopLagMonitor:

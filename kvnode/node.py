@@ -73,13 +73,20 @@ async def _node_resources(app: web.Application) -> AsyncIterator[None]:
         max_per_peer=config.max_hints_per_peer,
         window_s=config.hint_window_s,
     )
-    peers = [PeerReplica(url, config.timeout) for url in config.members if url != config.url]
-    replicas: dict[str, Replica] = {config.url: LocalReplica(config.url, storage)}
+    peers = [
+        PeerReplica(url, config.timeout, config.speculative_ceiling_ms / 1000)
+        for url in config.members
+        if url != config.url
+    ]
+    local = LocalReplica(config.url, storage)
+    replicas: dict[str, Replica] = {config.url: local}
     replicas.update({peer.url: peer for peer in peers})
     deliveries = [HintDelivery(hints, peer, config.hint_rate) for peer in peers]
     lag = LoopLagMonitor()
     app[STORAGE], app[CLOCK], app[HINTS], app[PEERS], app[LOOP_LAG] = storage, clock, hints, peers, lag
-    app[COORDINATOR] = Coordinator(Placement(config.members), replicas, FANOUTS[config.fanout], clock, hints)
+    app[COORDINATOR] = Coordinator(
+        Placement(config.members), replicas, FANOUTS[config.fanout], clock, hints, local
+    )
     lag.start()
     for delivery in deliveries:
         delivery.start()

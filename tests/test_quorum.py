@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from kvnode.fanout import FANOUTS, QuorumFailed, ReplicaCall, parallel, sequential
+from kvnode.fanout import FANOUTS, QuorumFailed, ReplicaCall, parallel, sequential, speculative
 from kvnode.quorum import BadQuorum, Quorum, QuorumTally
 from kvnode.replica.errors import ReplicaError, ReplicaTimeout, ReplicaUnavailable
 
@@ -127,11 +127,27 @@ def test_tally_impossible_once_from_minus_failures_is_below_ack(
 # Fan-out strategies, driven by hand
 
 
+class HandCall:
+    """One replica call: starts (creates) its future through ``start``; ``patience`` as the test sets."""
+
+    def __init__(self, start: Callable[[], asyncio.Future[str]], patience: float = 3600.0) -> None:
+        self._start = start
+        self.patience = patience
+
+    def __call__(self) -> asyncio.Future[str]:
+        return self._start()
+
+
+def returning(future: asyncio.Future[str]) -> HandCall:
+    return HandCall(lambda: future)
+
+
 class HandCalls:
     """Replica calls whose futures the test resolves itself; records which calls were started."""
 
-    def __init__(self, count: int) -> None:
+    def __init__(self, count: int, patience: float = 3600.0) -> None:
         self.futures: list[asyncio.Future[str] | None] = [None] * count
+        self.patience = patience
 
     @property
     def calls(self) -> list[ReplicaCall[str]]:
@@ -159,7 +175,7 @@ class HandCalls:
             self.futures[index] = future
             return future
 
-        return start
+        return HandCall(start, self.patience)
 
 
 async def settle(rounds: int = 10) -> None:
@@ -259,7 +275,9 @@ async def test_parallel_handles_calls_that_finish_at_once() -> None:
     done.set_result("local")
     pending: asyncio.Future[str] = loop.create_future()
     pending_two: asyncio.Future[str] = loop.create_future()
-    task = spawn(parallel([lambda: done, lambda: pending, lambda: pending_two], Quorum(ack=2, replicas=3)))
+    task = spawn(
+        parallel([returning(done), returning(pending), returning(pending_two)], Quorum(ack=2, replicas=3))
+    )
     await settle()
     assert not task.done()
     pending_two.set_result("peer")
@@ -441,3 +459,62 @@ async def test_abandoned_calls_that_fail_later_log_nothing(
     await settle()
     gc.collect()
     assert never_retrieved(caplog) == []
+
+
+# --- speculative reads -----------------------------------------------------------------------------
+
+
+async def test_speculative_asks_only_ack_replicas_while_they_answer_in_time() -> None:
+    hand = HandCalls(3)
+    task = spawn(speculative(hand.calls, Quorum(ack=2, replicas=3)))
+    await settle()
+    assert hand.started == [0, 1]
+    hand.succeed(0)
+    hand.succeed(1)
+    assert await task == ["answer-0", "answer-1"]
+    assert hand.started == [0, 1]  # the third was never asked
+
+
+async def test_speculative_asks_the_next_replica_when_one_is_late() -> None:
+    hand = HandCalls(3, patience=0.0)  # every call is late as soon as the loop turns
+    task = spawn(speculative(hand.calls, Quorum(ack=1, replicas=3)))
+    await settle()
+    assert hand.started == [0, 1, 2]  # the first was late, then the second: each brought in one more
+    hand.succeed(2)
+    assert await task == ["answer-2"]
+
+
+async def test_speculative_asks_the_next_replica_when_one_fails() -> None:
+    hand = HandCalls(3)
+    task = spawn(speculative(hand.calls, Quorum(ack=2, replicas=3)))
+    await settle()
+    hand.fail(1)
+    await settle()
+    assert hand.started == [0, 1, 2]
+    hand.succeed(0)
+    hand.succeed(2)
+    assert await task == ["answer-0", "answer-2"]
+
+
+async def test_speculative_fails_once_ack_is_out_of_reach() -> None:
+    hand = HandCalls(3)
+    task = spawn(speculative(hand.calls, Quorum(ack=2, replicas=3)))
+    await settle()
+    hand.fail(0)
+    await settle()
+    hand.fail(1)
+    await settle()
+    assert task.done()
+    with pytest.raises(QuorumFailed, match="0 of 3 replicas answered, 2 needed"):
+        task.result()
+    hand.succeed(2)
+
+
+async def test_speculative_writes_go_to_every_replica_at_once() -> None:
+    hand = HandCalls(3)
+    task = spawn(FANOUTS["speculative"].write(hand.calls, Quorum(ack=2, replicas=3)))
+    await settle()
+    assert hand.started == [0, 1, 2]
+    for index in range(3):
+        hand.succeed(index)
+    await task

@@ -30,6 +30,10 @@ class Replica(Protocol):
         """Whether a call made now goes out at once (the local replica always does)."""
         ...
 
+    def speculative_delay(self) -> float:
+        """How long a speculative read waits for this replica before asking one more (seconds)."""
+        ...
+
     def down_for(self) -> float:
         """Seconds since the replica last failed with no answer in between (0 while it answers)."""
         ...

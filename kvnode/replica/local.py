@@ -24,6 +24,9 @@ class LocalReplica:
     def down_for(self) -> float:
         return 0.0
 
+    def speculative_delay(self) -> float:
+        return 0.0  # answers synchronously: its future is done when the call returns
+
     def read(self, key: bytes) -> asyncio.Future[Record | None]:
         future: asyncio.Future[Record | None] = self._loop.create_future()
         try:

@@ -23,6 +23,7 @@ import contextlib
 import logging
 import urllib.parse
 
+from kvnode.metrics import RecentLatency
 from kvnode.records import CorruptRecord, Record, decode, encode
 from kvnode.replica import wire
 from kvnode.replica.channel import ClientChannel
@@ -42,7 +43,7 @@ log = logging.getLogger(__name__)
 
 
 class PeerReplica:
-    def __init__(self, url: str, timeout: float) -> None:
+    def __init__(self, url: str, timeout: float, speculative_ceiling: float | None = None) -> None:
         self.url = url
         self._loop = asyncio.get_running_loop()
         parts = urllib.parse.urlsplit(url)
@@ -50,6 +51,8 @@ class PeerReplica:
             raise ValueError(f"a peer URL is http://HOST:PORT, got {url!r}")
         self._host, self._port, self._authority = parts.hostname, parts.port, parts.netloc
         self._timeout = timeout
+        self._speculative_ceiling = timeout if speculative_ceiling is None else speculative_ceiling
+        self._latency = RecentLatency(99.0)  # Cassandra's speculative_retry = 99PERCENTILE
         self._channel: ClientChannel | None = None
         self._connecting: asyncio.Task[None] | None = None
         self._suspect = False
@@ -59,7 +62,7 @@ class PeerReplica:
         self.unreachable_since: float | None = None  # loop time of the first failure since it answered
         self.became_connected = asyncio.Event()
         self._next_id = 0
-        self._calls: dict[int, tuple[asyncio.Future[object], wire.Op]] = {}
+        self._calls: dict[int, tuple[asyncio.Future[object], wire.Op, float]] = {}  # future, op, sent
         # Every call has the same timeout, so deadlines arrive in call order: one queue and one timer
         # per peer replace a timer per call. Entries of calls already answered are skipped.
         self._deadlines: collections.deque[tuple[float, int]] = collections.deque()
@@ -88,6 +91,12 @@ class PeerReplica:
         if self._suspect:
             return "suspect"
         return "connecting" if self._connecting is not None else "idle"
+
+    def speculative_delay(self) -> float:
+        """How long a speculative read waits for this peer before asking one more replica: the p99 of
+        its recent replies, at most the ceiling (and the ceiling until it has answered at all)."""
+        recent = self._latency.value_s(self._loop.time())
+        return self._speculative_ceiling if recent is None else min(recent, self._speculative_ceiling)
 
     def down_for(self) -> float:
         """Seconds since the peer last failed with no answer in between (0 while it answers)."""
@@ -123,8 +132,9 @@ class PeerReplica:
                 future.set_exception(ReplicaUnavailable(f"{self.url} is not answering"))
                 return future
         self._next_id = call_id = (self._next_id + 1) & 0xFFFFFFFF
-        self._calls[call_id] = (future, op)
-        self._deadlines.append((loop.time() + self._timeout, call_id))
+        now = loop.time()
+        self._calls[call_id] = (future, op, now)
+        self._deadlines.append((now + self._timeout, call_id))
         if self._sweep_timer is None:
             self._sweep_timer = loop.call_at(self._deadlines[0][0], self._sweep)
         self._outbox.append(wire.encode_call(call_id, op, key, record))
@@ -229,9 +239,10 @@ class PeerReplica:
         entry = self._calls.pop(reply.call_id, None)
         if entry is None:
             return  # the call already timed out
-        future, op = entry
+        future, op, sent = entry
         if future.done():
             return
+        self._latency.record(self._loop.time() - sent)
         try:
             future.set_result(_answer_of(op, reply))
         except CorruptRecord as error:
@@ -264,7 +275,7 @@ class PeerReplica:
             self._sweep_timer = None
         if calls:
             self._mark_unreachable()
-        for future, _ in calls.values():
+        for future, _, _ in calls.values():
             if not future.done():
                 future.set_exception(error)
 
