@@ -5,7 +5,12 @@ The hot path only adds to plain counters: each client request to one :class:`Fix
 (operation, status), each replica call to its :class:`MeteredReplica`. Everything else the node already
 counts (hints, coordinator stats, the clock, peer states, loop lag) is read when Prometheus scrapes, by
 :class:`NodeMetrics`, a collector in the node's own registry (one per process, never the global one).
-Measured cost (``python -m kvnode.observe``): about 1 µs per request for a 3-replica write.
+Cost on the hot path, measured by timing a loop of requests through a no-op handler and three fake
+replicas (one answering at once, two one loop turn later), with and without the metering, on a shared
+2-core machine (noisy): the handler wrapper adds ~0.8 µs, a local replica call ~0.5 µs, a remote one
+~1.5 µs (most of it asyncio scheduling the done-callback); a 3-replica write ~4-5 µs in all. Counting with
+prometheus_client's own Counter and Histogram children instead costs ~2 µs more per request and per
+call. A scrape takes ~0.6 ms.
 """
 
 from __future__ import annotations
