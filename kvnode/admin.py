@@ -59,7 +59,7 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     json_help = "print JSON for scripts instead of a table"
     parser.add_argument("--json", action="store_true", help=json_help)
     # --json after the command too; SUPPRESS keeps a subcommand from resetting one given before it.
-    after = argparse.ArgumentParser(add_help=False)
+    after = _OneLineParser(add_help=False)
     after.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=json_help)
     commands = parser.add_subparsers(dest="command", required=True, metavar="{status,ring,locate,hints}")
     commands.add_parser("status", parents=[after], help="each member, and whether this node reaches it")
