@@ -181,11 +181,14 @@ def parse_args(argv: Sequence[str], env: Mapping[str, str]) -> NodeConfig | Clus
         description="kvnode: a small Dynamo-style key-value store. Without a command, starts a local "
         "3-node cluster (`cluster` with its defaults).",
     )
-    commands = parser.add_subparsers(dest="command", metavar="{cluster,node}")
+    commands = parser.add_subparsers(dest="command", metavar="{cluster,node,admin}")
     subparsers = {
         "cluster": commands.add_parser("cluster", help="start a local cluster of node processes"),
         "node": commands.add_parser("node", help="run one node"),
     }
+    commands.add_parser(
+        "admin", help="a running node's view of its cluster (see admin --help)"
+    )  # kvnode.admin
     _add_flags(subparsers["cluster"], _CLUSTER, env)
     _add_flags(subparsers["node"], _NODE, env)
     values = vars(parser.parse_args(args))
@@ -230,7 +233,12 @@ def node_argv(config: NodeConfig) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    config = parse_args(sys.argv[1:] if argv is None else argv, os.environ)
+    args = sys.argv[1:] if argv is None else argv
+    if args and args[0] == "admin":
+        from kvnode.admin import main as admin_main
+
+        return admin_main(args[1:])
+    config = parse_args(args, os.environ)
     if isinstance(config, NodeConfig):
         from kvnode.node import run_node
 

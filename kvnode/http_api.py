@@ -10,12 +10,14 @@ import json
 import urllib.parse
 
 from aiohttp import web
+from prometheus_client.aiohttp import make_aiohttp_handler
 
 from kvnode.clock import HybridClock
 from kvnode.config import NodeConfig
 from kvnode.coordinator import Coordinator
 from kvnode.fanout import QuorumFailed
 from kvnode.metrics import LoopLagMonitor
+from kvnode.observe import NodeMetrics, cluster_view
 from kvnode.quorum import BadQuorum, Quorum
 from kvnode.replica.channel import PEER_PATH
 from kvnode.replica.hints import HintStore
@@ -29,6 +31,7 @@ __all__ = [
     "COORDINATOR",
     "HINTS",
     "LOOP_LAG",
+    "METRICS",
     "PEERS",
     "PEER_SOCKETS",
     "STORAGE",
@@ -45,6 +48,7 @@ COORDINATOR = web.AppKey("coordinator", Coordinator)
 PEERS = web.AppKey("peers", list[PeerReplica])
 PEER_SOCKETS = web.AppKey("peer_sockets", set[web.WebSocketResponse])
 LOOP_LAG = web.AppKey("loop_lag", LoopLagMonitor)
+METRICS = web.AppKey("metrics", NodeMetrics)
 
 
 class Uploads:
@@ -76,12 +80,15 @@ _SCAN_YIELD_EVERY = 256  # records streamed between yields to the loop, so a lon
 
 
 def add_routes(app: web.Application) -> None:
-    app.router.add_get("/v0/entity", get_entity, allow_head=False)
-    app.router.add_put("/v0/entity", put_entity)
-    app.router.add_delete("/v0/entity", delete_entity)
+    metrics = app[METRICS]
+    app.router.add_get("/v0/entity", metrics.timed("get", get_entity), allow_head=False)
+    app.router.add_put("/v0/entity", metrics.timed("put", put_entity))
+    app.router.add_delete("/v0/entity", metrics.timed("delete", delete_entity))
     app.router.add_get("/v0/entities", get_entities, allow_head=False)
     app.router.add_get("/v0/status", get_status, allow_head=False)
     app.router.add_get("/v0/stats", get_stats, allow_head=False)
+    app.router.add_get("/v0/cluster", get_cluster, allow_head=False)
+    app.router.add_get("/metrics", make_aiohttp_handler(metrics.registry), allow_head=False)
     app.router.add_get(PEER_PATH, replica_channel, allow_head=False)
 
 
@@ -171,6 +178,14 @@ async def get_stats(request: web.Request) -> web.Response:
     if request.query.get("reset") == "1":
         lag.reset()
     return web.Response(text=json.dumps(body, indent=2) + "\n", content_type="application/json")
+
+
+async def get_cluster(request: web.Request) -> web.Response:
+    """This node's view of its cluster (``python -m kvnode admin`` reads it): see kvnode.observe."""
+    app = request.app
+    config, peers = app[CONFIG], app[PEERS]
+    view = await cluster_view(config.url, config.members, peers, app[HINTS], config.timeout)
+    return web.Response(text=json.dumps(view, indent=2) + "\n", content_type="application/json")
 
 
 async def replica_channel(request: web.Request) -> web.WebSocketResponse:

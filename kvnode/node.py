@@ -29,6 +29,7 @@ from kvnode.http_api import (
     COORDINATOR,
     HINTS,
     LOOP_LAG,
+    METRICS,
     PEER_SOCKETS,
     PEERS,
     STORAGE,
@@ -37,6 +38,7 @@ from kvnode.http_api import (
     add_routes,
 )
 from kvnode.metrics import LoopLagMonitor
+from kvnode.observe import NodeMetrics, NodeState
 from kvnode.placement import Placement
 from kvnode.replica import Replica
 from kvnode.replica.hints import HintDelivery, HintStore
@@ -57,6 +59,7 @@ def create_app(config: NodeConfig) -> web.Application:
     app[CONFIG] = config
     app[UPLOADS] = Uploads()
     app[PEER_SOCKETS] = set()
+    app[METRICS] = NodeMetrics()
     add_routes(app)
     app.cleanup_ctx.append(_node_resources)
     app.on_shutdown.append(_close_peer_sockets)
@@ -78,15 +81,18 @@ async def _node_resources(app: web.Application) -> AsyncIterator[None]:
         for url in config.members
         if url != config.url
     ]
-    local = LocalReplica(config.url, storage)
+    metrics = app[METRICS]
+    # The coordinator's calls go through metered replicas (kvnode_replica_calls_total); hint delivery's don't.
+    local = metrics.metered(LocalReplica(config.url, storage))
     replicas: dict[str, Replica] = {config.url: local}
-    replicas.update({peer.url: peer for peer in peers})
+    replicas.update({peer.url: metrics.metered(peer) for peer in peers})
     deliveries = [HintDelivery(hints, peer, config.hint_rate) for peer in peers]
     lag = LoopLagMonitor()
     app[STORAGE], app[CLOCK], app[HINTS], app[PEERS], app[LOOP_LAG] = storage, clock, hints, peers, lag
     app[COORDINATOR] = Coordinator(
         Placement(config.members), replicas, FANOUTS[config.fanout], clock, hints, local
     )
+    metrics.watch(NodeState(app[COORDINATOR], hints, peers, clock, lag))
     lag.start()
     for delivery in deliveries:
         delivery.start()

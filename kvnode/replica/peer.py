@@ -103,6 +103,11 @@ class PeerReplica:
         since = self.unreachable_since
         return 0.0 if since is None else self._loop.time() - since
 
+    @property
+    def connect_attempt(self) -> asyncio.Task[None] | None:
+        """The connect attempt under way, if any (the operator's view of the cluster waits for it)."""
+        return self._connecting
+
     def probe(self) -> None:
         """Start a connect attempt unless connected or one is under way."""
         if self._channel is None and self._connecting is None and not self._closed:

@@ -1,0 +1,183 @@
+"""``python -m kvnode admin``: a node's view of its cluster, for a person (tables) or a script (``--json``).
+
+    python -m kvnode admin --url http://127.0.0.1:8080 status        # each member: reachable from that node?
+    python -m kvnode admin --url http://127.0.0.1:8080 ring          # the cluster list, each member's share
+    python -m kvnode admin --url http://127.0.0.1:8080 locate user:42  # the key's replicas, in order
+    python -m kvnode admin --url http://127.0.0.1:8080 hints --json  # hints waiting, per target
+
+Everything comes from the node's ``GET /v0/cluster`` (kvnode.observe.cluster_view): the states of its own
+replica channels (it tries to connect to a member it is not connected to, so the answer is current) and
+its hints. A key's placement is computed here from that node's cluster list, by the same
+:class:`kvnode.placement.Placement` every node uses. A node that cannot be reached, or a bad URL, exits 2
+with one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kvnode.argtypes import http_url
+from kvnode.cli import _OneLineParser
+from kvnode.placement import Placement
+
+__all__ = ["main"]
+
+_TIMEOUT_S = 10.0  # the node itself waits up to its replica timeout for connect attempts
+_SHARE_SAMPLE = 10_000  # keys placed to estimate each member's share of first replicas
+
+
+def main(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
+    args = _parser(os.environ if env is None else env).parse_args(argv)
+    try:
+        view = _fetch(args.url)
+    except _Unreachable as error:
+        print(f"kvnode admin: {error}", file=sys.stderr)
+        return 2
+    report = _REPORTS[args.command](view, args)
+    print(json.dumps(report, indent=2) if args.json else _render(args.command, view, report))
+    return 0
+
+
+def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
+    parser = _OneLineParser(
+        prog="python -m kvnode admin", description="A running node's view of its cluster."
+    )
+    default_url = env.get("KVNODE_URL", "http://127.0.0.1:8080")
+    parser.add_argument(
+        "--url",
+        type=http_url,
+        default=default_url,
+        help=f"the node to ask [env KVNODE_URL] (default: {default_url})",
+    )
+    json_help = "print JSON for scripts instead of a table"
+    parser.add_argument("--json", action="store_true", help=json_help)
+    # --json after the command too; SUPPRESS keeps a subcommand from resetting one given before it.
+    after = _OneLineParser(add_help=False)
+    after.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=json_help)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{status,ring,locate,hints}")
+    commands.add_parser("status", parents=[after], help="each member, and whether this node reaches it")
+    commands.add_parser(
+        "ring", parents=[after], help="the cluster list and each member's share of first replicas"
+    )
+    locate = commands.add_parser("locate", parents=[after], help="the replicas of a key, in placement order")
+    locate.add_argument("key", help="the entity id")
+    commands.add_parser("hints", parents=[after], help="hints waiting for delivery, per target")
+    return parser
+
+
+class _Unreachable(Exception):
+    pass
+
+
+def _fetch(url: str) -> dict[str, Any]:
+    try:
+        with urllib.request.urlopen(url + "/v0/cluster", timeout=_TIMEOUT_S) as reply:
+            view: dict[str, Any] = json.loads(reply.read())
+    except urllib.error.HTTPError as error:
+        raise _Unreachable(f"{url}/v0/cluster answered {error.code} {error.reason}") from None
+    except urllib.error.URLError as error:
+        raise _Unreachable(f"cannot reach {url}: {error.reason}") from None
+    except (OSError, ValueError) as error:  # a timeout, a reset, a body that is not JSON
+        raise _Unreachable(f"cannot read {url}/v0/cluster: {error}") from None
+    return view
+
+
+def _status(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    pending = view["hints"]["pending"]
+    members = [{**member, "hints_pending": pending.get(member["url"], 0)} for member in view["members"]]
+    return {"node": view["node"], "members": members}
+
+
+def _ring(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    placement = Placement(view["cluster"])
+    firsts = dict.fromkeys(placement.nodes, 0)
+    for i in range(_SHARE_SAMPLE):
+        firsts[placement.order(b"share-sample-%d" % i)[0]] += 1
+    return {
+        "node": view["node"],
+        "members": [
+            {"position": position, "url": url, "first_replica_share": round(firsts[url] / _SHARE_SAMPLE, 4)}
+            for position, url in enumerate(placement.nodes, 1)
+        ],
+    }
+
+
+def _locate(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    members = {member["url"]: member for member in view["members"]}
+    order = Placement(view["cluster"]).order(args.key.encode("utf-8"))
+    return {
+        "node": view["node"],
+        "key": args.key,
+        "replicas": [
+            {"order": rank, "url": url, "self": members[url]["self"], "reachable": members[url]["reachable"]}
+            for rank, url in enumerate(order, 1)
+        ],
+    }
+
+
+def _hints(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    return {"node": view["node"], **view["hints"]}
+
+
+_REPORTS = {"status": _status, "ring": _ring, "locate": _locate, "hints": _hints}
+
+
+def _render(command: str, view: dict[str, Any], report: dict[str, Any]) -> str:
+    node = report["node"]
+    if command == "status":
+        rows = [
+            [
+                m["url"],
+                m["state"],
+                _yes(m["reachable"]),
+                _down_for(m),
+                "-" if m["self"] else str(m["hints_pending"]),
+            ]
+            for m in report["members"]
+        ]
+        title = f"cluster of {len(rows)} as {node} sees it"
+        return title + "\n" + _table(["MEMBER", "STATE", "REACHABLE", "DOWN FOR", "HINTS PENDING"], rows)
+    if command == "ring":
+        rows = [[str(m["position"]), m["url"], f"{m['first_replica_share']:.1%}"] for m in report["members"]]
+        title = (
+            f"cluster list of {node} (placement: rendezvous hashing; share from {_SHARE_SAMPLE} sample keys)"
+        )
+        return title + "\n" + _table(["#", "MEMBER", "FIRST REPLICA OF"], rows)
+    if command == "locate":
+        rows = [
+            [str(r["order"]), r["url"] + (" (this node)" if r["self"] else ""), _yes(r["reachable"])]
+            for r in report["replicas"]
+        ]
+        title = f"key {report['key']!r}: from=k uses the first k replicas; reachable as {node} sees it"
+        return title + "\n" + _table(["#", "REPLICA", "REACHABLE"], rows)
+    rows = [
+        [url, str(count), str(report["kept"].get(url, 0)), str(report["delivered"].get(url, 0))]
+        for url, count in report["pending"].items()
+    ]
+    dropped = ", ".join(f"{reason} {count}" for reason, count in sorted(report["dropped"].items())) or "none"
+    title = f"hints kept by {node} (since it started: kept, delivered; dropped: {dropped})"
+    return title + "\n" + _table(["TARGET", "PENDING", "KEPT", "DELIVERED"], rows)
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def _down_for(member: dict[str, Any]) -> str:
+    seconds = member["down_for_s"]
+    return f"{seconds:.1f}s" if seconds else "-"
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(cell) for cell in column) for column in zip(headers, *rows, strict=True)]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in [headers, *rows]
+    )

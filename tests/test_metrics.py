@@ -1,0 +1,121 @@
+"""GET /metrics on real nodes (contract, "Observing a node"): Prometheus text that prometheus_client's own
+parser reads, requests by operation and status, every replica call a coordinator makes, hints pending for
+a stopped peer until it is back."""
+
+from __future__ import annotations
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from kvnode.metrics import FixedBuckets
+from tests.conftest import ClusterFactory
+from tests.harness import Node, request
+from tests.test_replication import wait_for
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def scrape(node: Node) -> Samples:
+    response = request(node.url, "GET", "/metrics")
+    assert response.status == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(response.text)
+        for sample in family.samples
+    }
+
+
+def value(samples: Samples, name: str, **labels: str) -> float:
+    return samples.get((name, frozenset(labels.items())), 0.0)
+
+
+def total(samples: Samples, name: str, **labels: str) -> float:
+    """The sum over every sample of ``name`` whose labels include ``labels``."""
+    wanted = set(labels.items())
+    return sum(v for (n, have), v in samples.items() if n == name and wanted <= have)
+
+
+def test_fixed_buckets_are_cumulative_with_a_bound_in_its_own_bucket() -> None:
+    buckets = FixedBuckets((0.001, 0.01))
+    for seconds in (0.001, 0.005, 0.01, 0.02):
+        buckets.observe(seconds)
+    assert buckets.cumulative() == [1, 3, 4]
+    assert buckets.count == 4
+    assert abs(buckets.sum - 0.036) < 1e-12
+
+
+def test_requests_are_counted_and_timed_by_operation_and_status(node: Node) -> None:
+    for i in range(3):
+        assert node.put(f"m{i}", b"v").status == 201
+    assert node.get("m0").status == 200
+    assert node.get("m1").status == 200
+    assert node.get("absent").status == 404
+    assert node.delete("m2").status == 202
+    assert request(node.url, "GET", "/v0/entity").status == 400
+    samples = scrape(node)
+    expected = {
+        ("put", "201"): 3,
+        ("get", "200"): 2,
+        ("get", "404"): 1,
+        ("delete", "202"): 1,
+        ("get", "400"): 1,
+    }
+    for (op, status), count in expected.items():
+        assert value(samples, "kvnode_requests_total", op=op, status=status) == count, (op, status)
+        labels = {"op": op, "status": status}
+        assert value(samples, "kvnode_request_duration_seconds_count", **labels) == count
+        assert value(samples, "kvnode_request_duration_seconds_bucket", le="+Inf", **labels) == count
+    assert total(samples, "kvnode_requests_total") == sum(expected.values())
+    assert value(samples, "kvnode_inflight_requests") == 0
+    for name in (
+        "kvnode_event_loop_lag_seconds_count",
+        "kvnode_clock_lead_seconds",
+        "process_cpu_seconds_total",
+    ):
+        assert (name, frozenset()) in samples, name
+
+
+def test_an_async_write_with_the_default_quorum_makes_three_replica_calls(
+    start_cluster: ClusterFactory,
+) -> None:
+    cluster = start_cluster(3, fanout="async")
+    coordinator = cluster[0]
+    writes = 20
+    for i in range(writes):
+        assert coordinator.put(f"calls-{i}", b"v").status == 201
+    # The third call of each write may end after the client's answer: wait for it to be counted.
+    wait_for(
+        lambda: total(scrape(coordinator), "kvnode_replica_calls_total", op="write") == 3 * writes,
+        what="every replica call counted",
+    )
+    samples = scrape(coordinator)
+    for member in cluster.urls:  # the coordinator's own storage is one of the replicas
+        assert value(samples, "kvnode_replica_calls_total", peer=member, op="write", outcome="ok") == writes
+        assert value(samples, "kvnode_replica_call_duration_seconds_count", peer=member) == writes
+    assert total(samples, "kvnode_replica_calls_total", op="read") == 0
+
+
+def test_hints_pending_for_a_stopped_peer_drop_to_zero_once_it_is_back(start_cluster: ClusterFactory) -> None:
+    cluster = start_cluster(3)
+    coordinator, stopped = cluster[0], cluster[2]
+    assert coordinator.put("warm", b"v", ack=3).status == 201
+    delivered_before = value(scrape(coordinator), "kvnode_hints_delivered_total", peer=stopped.url)
+    stopped.stop()
+    missed = 5
+    for i in range(missed):
+        assert coordinator.put(f"hinted-{i}", b"v").status == 201
+    samples = scrape(coordinator)
+    assert value(samples, "kvnode_hints_pending", peer=stopped.url) == missed
+    assert value(samples, "kvnode_hints_pending", peer=cluster[1].url) == 0
+    failed = total(samples, "kvnode_replica_calls_total", peer=stopped.url, op="write") - value(
+        samples, "kvnode_replica_calls_total", peer=stopped.url, op="write", outcome="ok"
+    )
+    assert failed == missed
+    stopped.start()
+    wait_for(
+        lambda: value(scrape(coordinator), "kvnode_hints_pending", peer=stopped.url) == 0,
+        what="hints delivered",
+    )
+    samples = scrape(coordinator)
+    assert value(samples, "kvnode_hints_delivered_total", peer=stopped.url) == delivered_before + missed
+    assert value(samples, "kvnode_peer_state", peer=stopped.url, state="connected") == 1
