@@ -14,7 +14,7 @@ from pathlib import Path
 from kvnode.config import FanoutMode
 from kvnode.local_cluster import stop_processes
 from loadtest import interruptible
-from loadtest.openloop import fill
+from loadtest.fill import fill
 from loadtest.scenarios import start_scenario
 from loadtest.workload import Workload
 
