@@ -5,26 +5,30 @@ PY := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: run test lint typecheck pytest bench compare loadtest-ui profile clean
+.PHONY: run test test-duration lint typecheck pytest bench compare loadtest-ui profile clean
 
 $(VENV)/bin/python:
+	@echo "Creating $(VENV) and installing kvnode's dependencies into it (once; about a minute)"
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
 $(RUN_STAMP): pyproject.toml | $(VENV)/bin/python
-	$(PY) -m pip install --quiet -e .
+	$(PY) -m pip install -e .
 	touch $@
 
 $(DEV_STAMP): pyproject.toml | $(VENV)/bin/python
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install -e '.[dev]'
 	touch $@ $(RUN_STAMP)
 
 ## run: start a local 3-node cluster on 127.0.0.1:8080-8082 (Ctrl-C stops it)
 run: $(RUN_STAMP)
 	$(PY) -m kvnode
 
-## test: ruff, mypy and the whole pytest suite
-test: lint typecheck pytest
+## test: ruff, mypy and the whole pytest suite (about 7 minutes on 2 cores, plus a first install)
+test: test-duration lint typecheck pytest
+
+test-duration:
+	@echo "make test: ruff, mypy, then the whole pytest suite: about 7 minutes on 2 cores (plus about a minute to install dependencies the first time)"
 
 lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check .

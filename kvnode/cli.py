@@ -4,6 +4,7 @@ variable (``--timeout-ms`` is ``KVNODE_TIMEOUT_MS``); the flag wins. Bad input e
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -14,7 +15,7 @@ from typing import Any, NoReturn, get_args
 from kvnode.argtypes import host, http_urls, integer, port, positive_int
 from kvnode.config import ClusterConfig, FanoutMode, NodeConfig
 
-__all__ = ["main", "node_argv", "parse_args"]
+__all__ = ["main", "node_argv", "parse_args", "unknown_variables"]
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -161,7 +162,9 @@ def _add_flags(parser: _OneLineParser, flags: Sequence[_Flag], env: Mapping[str,
         if flag.parse is None:
             parser.add_argument(flag.name, action="store_true", default=default, help=help_text)
         else:
-            shown = "" if flag.default in (None, ()) else f" (default: {flag.default})"
+            # An empty default (None, "", ()) means "not set": the help says what that does, so no
+            # "(default: )" follows it.
+            shown = "" if flag.default in (None, "", ()) else f" (default: {flag.default})"
             parser.add_argument(
                 flag.name,
                 type=flag.parse,
@@ -197,6 +200,10 @@ def parse_args(argv: Sequence[str], env: Mapping[str, str]) -> NodeConfig | Clus
     for value in values.values():
         if isinstance(value, _BadEnv):
             command.error(value.message)
+    in_the_way = _not_a_directory(values["data_dir"])
+    if in_the_way is not None:
+        where = "" if in_the_way == values["data_dir"] else f": {in_the_way}"
+        command.error(f"--data-dir {values['data_dir']}{where} exists and is not a directory")
     try:
         if name == "node":
             return NodeConfig(**values)
@@ -204,6 +211,41 @@ def parse_args(argv: Sequence[str], env: Mapping[str, str]) -> NodeConfig | Clus
         return ClusterConfig(nodes=nodes, node=NodeConfig(**values))
     except ValueError as error:
         command.error(str(error))
+
+
+def _not_a_directory(path: Path) -> Path | None:
+    """The nearest existing part of ``path`` (itself or a parent) if it is not a directory: a data dir
+    there cannot be created (LevelDB would only say "File exists" or "Not a directory")."""
+    existing = next((part for part in (path, *path.parents) if part.exists()), None)
+    return None if existing is None or existing.is_dir() else existing
+
+
+# Variables read elsewhere than from a flag: the cluster secret, and admin's node URL.
+_OTHER_VARIABLES = ("KVNODE_CLUSTER_SECRET", "KVNODE_URL")
+
+
+def _known_variables() -> list[str]:
+    return sorted({flag.env for flag in (*_NODE, *_CLUSTER)} | set(_OTHER_VARIABLES))
+
+
+def unknown_variables(env: Mapping[str, str]) -> list[str]:
+    """KVNODE_* variables in ``env`` that kvnode does not read (a misspelling such as KVNODE_PROT)."""
+    known = set(_known_variables())
+    return sorted(name for name in env if name.startswith("KVNODE_") and name not in known)
+
+
+def _warn_unknown_variables(env: Mapping[str, str]) -> None:
+    """One line on stderr per unknown KVNODE_* variable, naming the closest known one.
+
+    A warning, not an error: the environment is shared by every program a shell starts, and a stray
+    variable (one a newer or older kvnode reads, or a typo that does not matter today) must not stop a
+    node from starting, say after a restart by a supervisor. Ignoring it silently would hide a typo that
+    does matter, so the warning names it and the variable that was probably meant.
+    """
+    for name in unknown_variables(env):
+        close = difflib.get_close_matches(name, _known_variables(), n=1)
+        meant = f" (did you mean {close[0]}?)" if close else ""
+        print(f"kvnode: warning: {name} is not a kvnode variable and is ignored{meant}", file=sys.stderr)
 
 
 def node_argv(config: NodeConfig) -> list[str]:
@@ -238,6 +280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from kvnode.admin import main as admin_main
 
         return admin_main(args[1:])
+    _warn_unknown_variables(os.environ)
     config = parse_args(args, os.environ)
     if isinstance(config, NodeConfig):
         from kvnode.node import run_node

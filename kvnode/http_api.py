@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import urllib.parse
 
 from aiohttp import web
@@ -131,7 +132,7 @@ async def delete_entity(request: web.Request) -> web.Response:
 async def get_entities(request: web.Request) -> web.StreamResponse:
     """This node's live records with start <= key < end, one chunk ``key\\nvalue`` per record."""
     start = _utf8(request, "start")
-    end_text = request.query.get("end")
+    end_text = _single(request, "end")
     end = None if end_text is None else _utf8(request, "end", allow_empty=True)
     response = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
     response.enable_chunked_encoding()
@@ -146,7 +147,10 @@ async def get_entities(request: web.Request) -> web.StreamResponse:
 
 
 async def get_status(request: web.Request) -> web.Response:
-    return _text(200, "ok")
+    """Which process serves here: a launcher checks that the node answering is the one it started."""
+    config = request.app[CONFIG]
+    body = {"url": config.url, "pid": os.getpid(), "cluster": list(config.members)}
+    return web.Response(text=json.dumps(body) + "\n", content_type="application/json")
 
 
 async def get_stats(request: web.Request) -> web.Response:
@@ -195,16 +199,24 @@ async def replica_channel(request: web.Request) -> web.WebSocketResponse:
 
 def _entity_params(request: web.Request) -> tuple[bytes, Quorum]:
     key = _utf8(request, "id")
-    query = request.query
+    ack, from_ = _single(request, "ack"), _single(request, "from")
     try:
-        quorum = Quorum.parse(query.get("ack"), query.get("from"), request.app[COORDINATOR].cluster_size)
+        quorum = Quorum.parse(ack, from_, request.app[COORDINATOR].cluster_size)
     except BadQuorum as error:
         raise _bad_request(str(error)) from None
     return key, quorum
 
 
+def _single(request: web.Request, name: str) -> str | None:
+    """The query parameter's one value (None if absent); 400 if it is given more than once."""
+    values = request.query.getall(name, [])
+    if len(values) > 1:
+        raise _bad_request(f"query parameter {name!r} is given {len(values)} times; give it once")
+    return values[0] if values else None
+
+
 def _utf8(request: web.Request, name: str, *, allow_empty: bool = False) -> bytes:
-    text = request.query.get(name)
+    text = _single(request, name)
     if text is None or (not text and not allow_empty):
         raise _bad_request(f"query parameter {name!r} is required and must not be empty")
     if "\ufffd" in text and not _raw_is_utf8(request, name):

@@ -1,39 +1,61 @@
-"""A local cluster: several node processes on one machine, started, watched and stopped together."""
+"""Local server processes, by PID: kvnode nodes (and the load tools' helper servers) started, waited for
+and stopped together; and the ``cluster`` command, which runs a local cluster.
+
+Everything that starts a node uses this module: the ``cluster`` command, the test harness, the load
+tester's scenarios and benchmark, and the profiler.
+
+>>> configs = cluster_configs(NodeConfig(data_dir=tmp), free_ports(3))         # doctest: +SKIP
+>>> nodes = LocalCluster(NodeProcess(config) for config in configs)            # doctest: +SKIP
+>>> nodes.start()  # each node serves as itself, or all stopped + NodeStartError  # doctest: +SKIP
+>>> nodes.stop()   # SIGTERM, then SIGKILL after a deadline                     # doctest: +SKIP
+"""
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
+import http.client
+import json
+import os
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Sequence
+import urllib.parse
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import IO, Generic, TypeVar
 
-from kvnode.cli import node_argv
-from kvnode.config import ClusterConfig, NodeConfig
+from kvnode.cli import node_argv, unknown_variables
+from kvnode.config import ClusterConfig, NodeConfig, node_url
 
 __all__ = [
-    "NodeProcesses",
+    "LocalCluster",
+    "NodeProcess",
+    "NodeStartError",
+    "ServerProcess",
+    "cluster_configs",
     "die_with_parent",
     "free_ports",
     "run_cluster",
+    "start_on_free_ports",
     "stop_processes",
-    "wait_until_serving",
 ]
 
-_READY_TIMEOUT = 30.0
-_STOP_TIMEOUT = 15.0
+READY_TIMEOUT = 30.0  # seconds for a server to answer /v0/status
+STOP_TIMEOUT = 15.0  # seconds between SIGTERM and SIGKILL
+START_ATTEMPTS = 3  # start_on_free_ports: fresh ports this many times in all
+_POLL_INTERVAL = 0.05
+_PROBE_TIMEOUT = 1.0
+_DRAIN_TIMEOUT = 2.0  # seconds to read what an exited child wrote last
 
 
 def die_with_parent() -> None:
     """Runs in the child before exec (``preexec_fn``): SIGTERM it if the launcher dies, so no child is
-    orphaned. The local cluster, the test harness, the load tester and the profiler all use it."""
+    orphaned."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
@@ -52,65 +74,307 @@ def free_ports(count: int) -> list[int]:
             sock.close()
 
 
-def wait_until_serving(
-    url: str,
-    process: subprocess.Popen[bytes] | None,
-    deadline: float,
-    cancel: threading.Event | None = None,
-) -> bool:
-    """Poll ``url/v0/status`` until it answers 200; False if the deadline passes, the process exits or
-    ``cancel`` is set."""
-    cancel = cancel or threading.Event()
-    while time.monotonic() < deadline and not cancel.is_set():
-        if process is not None and process.poll() is not None:
-            return False
+def cluster_configs(
+    base: NodeConfig, ports: Sequence[int], data_dirs: Sequence[Path] | None = None
+) -> list[NodeConfig]:
+    """The nodes of one cluster on ``ports`` (any ports; ClusterConfig's are consecutive): every node is
+    given the same list, in the order of ``ports``; node i keeps its data in ``data_dirs[i]``, by default
+    ``base.data_dir / node-PORT``."""
+    urls = tuple(node_url(base.host, port) for port in ports)
+    dirs = data_dirs or [base.data_dir / f"node-{port}" for port in ports]
+    return [
+        dataclasses.replace(base, port=port, data_dir=data_dir, cluster=urls)
+        for port, data_dir in zip(ports, dirs, strict=True)
+    ]
+
+
+class NodeStartError(RuntimeError):
+    """A server process did not come up. ``reason`` is one line: the process's own last line when it
+    exited (a node says why it cannot start), else what was seen."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(f"{url}: {reason}")
+        self.url = url
+        self.reason = reason
+
+    @property
+    def port_taken(self) -> bool:
+        """It could not bind its port (EADDRINUSE): another process had taken the port first."""
+        return "address already in use" in self.reason.lower()
+
+
+T = TypeVar("T")
+
+
+def start_on_free_ports(count: int, start: Callable[[list[int]], T], attempts: int = START_ATTEMPTS) -> T:
+    """``start(ports)`` with ``count`` free loopback ports, and what it returns.
+
+    A port found free can be taken by another process on this machine before our server binds it. Then
+    ``start`` fails with a NodeStartError whose port is taken, and is called again on a fresh set of
+    ports: the whole set changes, since every node of a cluster is given the same list. Any other
+    failure, or the last attempt's, is raised.
+    """
+    for _ in range(attempts - 1):
         try:
-            with urllib.request.urlopen(url + "/v0/status", timeout=1.0) as response:
-                if response.status == 200:
-                    return True
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            pass
-        cancel.wait(0.05)
-    return False
+            return start(free_ports(count))
+        except NodeStartError as error:
+            if not error.port_taken:
+                raise
+    return start(free_ports(count))
 
 
-class NodeProcesses:
-    """Node processes started from configs; stop() ends them by PID, SIGTERM first, then SIGKILL.
+class _Relay:
+    """A child's output, read line by line by a thread: held while the child starts, so that a start
+    that fails shows only the failing child's line, then passed on to this process's stderr."""
 
-    With ``log_dir``, each node's output goes to ``log_dir/node-PORT.log`` instead of this terminal.
+    def __init__(self, stream: IO[bytes]) -> None:
+        self.last_line = ""
+        self._held: list[str] | None = []
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _pump(self, stream: IO[bytes]) -> None:
+        with stream:
+            for raw in stream:
+                line = raw.decode(errors="replace")
+                with self._lock:
+                    if line.strip():
+                        self.last_line = line.strip()
+                    if self._held is None:
+                        sys.stderr.write(line)
+                        sys.stderr.flush()
+                    else:
+                        self._held.append(line)
+
+    def release(self) -> None:
+        with self._lock:
+            held, self._held = self._held or [], None
+            sys.stderr.write("".join(held))
+            sys.stderr.flush()
+
+    def drain(self) -> None:
+        """Wait (briefly) until everything the exited child wrote has been read."""
+        self._thread.join(_DRAIN_TIMEOUT)
+
+
+class ServerProcess:
+    """One local server process, by PID. It is ready once ``URL/v0/status`` answers 200 (for a kvnode
+    node, naming this very process: see NodeProcess). Stopped with SIGTERM, then SIGKILL.
+
+    Its output is appended to ``log_path`` or, without one, passed to this process's stderr once it
+    is ready. With ``new_session``, a Ctrl-C in the terminal does not reach it (the profiler stops
+    its children in its own order). Either way it gets SIGTERM if this process dies.
     """
 
-    def __init__(self, configs: Sequence[NodeConfig], log_dir: Path | None = None) -> None:
-        self.configs = list(configs)
-        self.log_dir = log_dir
-        self.processes: list[subprocess.Popen[bytes]] = []
+    identified = False  # whether /v0/status must name this process (its url and pid)
 
-    def start(self) -> None:
-        for config in self.configs:
-            if self.log_dir is None:
-                process = subprocess.Popen(node_argv(config), preexec_fn=die_with_parent)
-            else:
-                self.log_dir.mkdir(parents=True, exist_ok=True)
-                with open(self.log_dir / f"node-{config.port}.log", "ab") as log:
-                    process = subprocess.Popen(
-                        node_argv(config), stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent
-                    )
-            self.processes.append(process)
+    def __init__(
+        self, argv: Sequence[str], url: str, log_path: Path | None = None, *, new_session: bool = False
+    ) -> None:
+        self.argv = list(argv)
+        self.url = url
+        self.log_path = log_path
+        self.new_session = new_session
+        self.process: subprocess.Popen[bytes] | None = None
+        self._relay: _Relay | None = None
+        self._log_start = 0  # where this run's output begins in log_path
 
-    def wait_ready(self, timeout: float = _READY_TIMEOUT, cancel: threading.Event | None = None) -> list[str]:
-        """URLs of the nodes that did not come up in time (empty when all serve)."""
-        deadline = time.monotonic() + timeout
-        return [
-            config.url
-            for config, process in zip(self.configs, self.processes, strict=True)
-            if not wait_until_serving(config.url, process, deadline, cancel)
-        ]
+    @property
+    def pid(self) -> int:
+        assert self.process is not None, f"{self.url} was never started"
+        return self.process.pid
 
-    def stop(self) -> None:
-        stop_processes(self.processes)
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def spawn(self) -> None:
+        """Start the process; start() also waits until it serves."""
+        if self.log_path is None:
+            self.process = self._popen(subprocess.PIPE)
+            assert self.process.stdout is not None
+            self._relay = _Relay(self.process.stdout)
+            return
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            self._log_start = log.tell()
+            self.process = self._popen(log)
+
+    def _popen(self, stdout: int | IO[bytes]) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            self.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=subprocess.STDOUT,
+            start_new_session=self.new_session,
+            preexec_fn=die_with_parent,
+        )
+
+    def start(self, timeout: float = READY_TIMEOUT) -> None:
+        """Start the process and wait until it serves; if it does not, stop it and raise NodeStartError."""
+        LocalCluster([self]).start(timeout)
+
+    def stop(self, timeout: float = STOP_TIMEOUT) -> int | None:
+        """SIGTERM (after SIGCONT, should it be frozen), SIGKILL after ``timeout``; the exit status."""
+        if self.process is None:
+            return None
+        self.resume()
+        stop_processes([self.process], timeout)
+        return self.process.returncode
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait()
+
+    def freeze(self) -> None:
+        """SIGSTOP: the process holds its connections but answers nothing until resume()."""
+        os.kill(self.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.running:
+            os.kill(self.pid, signal.SIGCONT)
+
+    def restart(self) -> None:
+        """Stop the process if it runs, then start it again with the same command line (same port and
+        data dir for a node)."""
+        if self.running:
+            self.stop()
+        self.start()
+
+    def serves(self) -> bool:
+        """``/v0/status`` answers 200 (and, for an identified server, names this process)."""
+        parts = urllib.parse.urlsplit(self.url)
+        connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=_PROBE_TIMEOUT)
+        try:
+            connection.request("GET", "/v0/status")
+            response = connection.getresponse()
+            body = response.read()
+        except (OSError, http.client.HTTPException):
+            return False
+        finally:
+            connection.close()
+        if response.status != 200:
+            return False
+        if not self.identified:
+            return True
+        try:
+            status = json.loads(body)
+        except ValueError:
+            return False
+        return isinstance(status, dict) and status.get("url") == self.url and status.get("pid") == self.pid
+
+    def last_line(self) -> str:
+        """The last non-empty line this run of the process wrote ("" if none)."""
+        if self._relay is not None:
+            if not self.running:
+                self._relay.drain()
+            return self._relay.last_line
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        with open(self.log_path, "rb") as log:
+            log.seek(max(self._log_start, log.seek(0, os.SEEK_END) - 4096))
+            lines = log.read().decode(errors="replace").splitlines()
+        return next((line.strip() for line in reversed(lines) if line.strip()), "")
+
+    def release_output(self) -> None:
+        if self._relay is not None:
+            self._relay.release()
+
+    def exit_error(self) -> NodeStartError:
+        """Why the exited process did not start: its own last line, or its exit status."""
+        assert self.process is not None
+        status = self.process.returncode
+        return NodeStartError(self.url, self.last_line() or f"kvnode: {self.url} exited with status {status}")
 
 
-def stop_processes(processes: Sequence[subprocess.Popen[bytes]], timeout: float = _STOP_TIMEOUT) -> None:
+class NodeProcess(ServerProcess):
+    """A kvnode node run from its config (``argv`` replaces ``node_argv(config)``: the profiler runs
+    nodes under memray). It is ready once its ``/v0/status`` names this process, so a node that does
+    not own its port (another process answers there) never counts as ready."""
+
+    identified = True
+
+    def __init__(
+        self,
+        config: NodeConfig,
+        log_path: Path | None = None,
+        *,
+        argv: Sequence[str] | None = None,
+        new_session: bool = False,
+    ) -> None:
+        super().__init__(argv or node_argv(config), config.url, log_path, new_session=new_session)
+        self.config = config
+
+
+S = TypeVar("S", bound=ServerProcess)
+
+
+class LocalCluster(Generic[S]):
+    """Server processes started and stopped together."""
+
+    def __init__(self, nodes: Iterable[S] = ()) -> None:
+        self.nodes = list(nodes)
+
+    def __iter__(self) -> Iterator[S]:
+        return iter(self.nodes)
+
+    def __getitem__(self, index: int) -> S:
+        return self.nodes[index]
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    @property
+    def urls(self) -> list[str]:
+        return [node.url for node in self.nodes]
+
+    @property
+    def pids(self) -> list[int]:
+        return [node.pid for node in self.nodes]
+
+    def start(self, timeout: float = READY_TIMEOUT, cancel: threading.Event | None = None) -> None:
+        """Start every process, then wait until each serves. If one exits first or the deadline passes,
+        stop them all and raise NodeStartError for the first found. Returns early once ``cancel`` is set
+        (the caller stops the cluster)."""
+        try:
+            for node in self.nodes:
+                node.spawn()
+            self._wait_ready(time.monotonic() + timeout, cancel or threading.Event())
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait_ready(self, deadline: float, cancel: threading.Event) -> None:
+        waiting = list(self.nodes)
+        while not cancel.is_set():
+            # Every process, ready or not: a helper can answer for a moment and then die (a proxy whose
+            # port was taken lets the other owner of that port answer).
+            exited = next((node for node in self.nodes if not node.running), None)
+            if exited is not None:
+                raise exited.exit_error()
+            waiting = [node for node in waiting if not node.serves()]
+            if not waiting:
+                for node in self.nodes:
+                    node.release_output()
+                return
+            if time.monotonic() > deadline:
+                late = waiting[0]
+                said = late.last_line()
+                last = f"; its last line: {said}" if said else ""
+                raise NodeStartError(late.url, f"kvnode: {late.url} did not serve in time{last}")
+            cancel.wait(_POLL_INTERVAL)
+
+    def stop(self, timeout: float = STOP_TIMEOUT) -> None:
+        """SIGTERM every process still running (SIGCONT first if frozen), SIGKILL those left after
+        ``timeout``."""
+        for node in self.nodes:
+            node.resume()
+        stop_processes([node.process for node in self.nodes if node.process is not None], timeout)
+
+
+def stop_processes(processes: Sequence[subprocess.Popen[bytes]], timeout: float = STOP_TIMEOUT) -> None:
     """SIGTERM each process still running, by its PID; SIGKILL those still there after ``timeout``."""
     for process in processes:
         if process.poll() is None:
@@ -125,30 +389,40 @@ def stop_processes(processes: Sequence[subprocess.Popen[bytes]], timeout: float 
 
 
 def run_cluster(config: ClusterConfig) -> int:
-    nodes = NodeProcesses(config.node_configs())
+    """The ``cluster`` command: start the nodes, report each one's URL and PID once every one serves as
+    itself, and stop them all on Ctrl-C or SIGTERM. A node that cannot start (its port taken, its data
+    dir locked or unusable) ends the command: the others are stopped, its one line is printed, and the
+    exit status is 2. Nothing is reported ready unless all of its own nodes are."""
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    nodes.start()
+    # main() has warned about them once; each node would warn again.
+    for name in unknown_variables(os.environ):
+        del os.environ[name]
+    nodes = LocalCluster(NodeProcess(node) for node in config.node_configs())
     try:
-        not_ready = nodes.wait_ready(cancel=stop)
+        try:
+            nodes.start(cancel=stop)
+        except NodeStartError as error:
+            print(error.reason, file=sys.stderr)
+            return 2
         if stop.is_set():
             return 0
-        if not_ready:
-            print(f"kvnode: nodes did not start: {', '.join(not_ready)}", file=sys.stderr)
-            return 1
         print(f"kvnode cluster of {config.nodes} ready ({config.node.fanout} fan-out):", flush=True)
-        for node in nodes.configs:
-            print(f"  {node.url}", flush=True)
+        for node in nodes:
+            print(f"  {node.url}  pid {node.pid}", flush=True)
         print("Ctrl-C stops every node.", flush=True)
-        running = dict(zip(nodes.processes, nodes.configs, strict=True))
-        while running and not stop.wait(0.5):
-            for process, node in list(running.items()):
-                if process.poll() is not None:
-                    del running[process]
-                    print(f"kvnode: node {node.url} exited with status {process.returncode}", file=sys.stderr)
-        if not running:
-            return 1
-        return 0
+        return _watch(nodes, stop)
     finally:
         nodes.stop()
+
+
+def _watch(nodes: LocalCluster[NodeProcess], stop: threading.Event) -> int:
+    """Until ``stop`` is set, say so when a node exits; 1 if every node has exited."""
+    running = list(nodes)
+    while running and not stop.wait(0.5):
+        for node in [node for node in running if not node.running]:
+            running.remove(node)
+            status = node.process.returncode if node.process is not None else None
+            print(f"kvnode: node {node.url} exited with status {status}", file=sys.stderr)
+    return 0 if running else 1

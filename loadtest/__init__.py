@@ -10,7 +10,8 @@ Modules, one job each:
 
     interruptible uvloop.run that Ctrl-C and SIGTERM stop at once
     workload      keys, values and the request of each operation (shared by all generators)
-    openloop      the constant-rate scheduler and its latency accounting; the filler
+    openloop      the constant-rate scheduler and its latency accounting
+    fill          the filler every command uses: each key PUT once, failed PUTs sent again
     locustfile    Locust users (closed loop: for the UI and everyday load, not for latency figures)
     scenarios     fresh 3-node clusters: healthy, slow-replica, replica-down
     delay_proxy   the TCP proxy that makes a replica slow
@@ -18,6 +19,7 @@ Modules, one job each:
     report        report.md and the plots
     ui            a local cluster with Locust's web UI pointed at it
     bench, hello  wrk against the cluster next to an aiohttp hello-world (``make bench``)
+    wrk           running wrk: install, Lua script, output parsing, runs at once merged
 
 Latency histograms are kvnode.metrics.LatencyHistogram, the same as the nodes' own.
 """

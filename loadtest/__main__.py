@@ -13,7 +13,8 @@ from typing import get_args
 from kvnode.argtypes import choices, http_urls, positive_float
 from kvnode.config import FanoutMode
 from loadtest import interruptible
-from loadtest.openloop import fill, run_rate
+from loadtest.fill import fill
+from loadtest.openloop import run_rate
 from loadtest.scenarios import SCENARIOS
 from loadtest.workload import OPS, Op, Workload
 

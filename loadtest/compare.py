@@ -24,7 +24,8 @@ from typing import Any, cast
 import kvnode
 from kvnode.config import FanoutMode
 from loadtest import interruptible
-from loadtest.openloop import REQUEST_TIMEOUT, RateResult, fill, run_rate
+from loadtest.fill import fill
+from loadtest.openloop import REQUEST_TIMEOUT, RateResult, run_rate
 from loadtest.report import Run, write_report
 from loadtest.scenarios import SCENARIOS, SLOW_REPLICA_DELAY_MS, ScenarioCluster, start_scenario
 from loadtest.workload import Op, Workload

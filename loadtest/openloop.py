@@ -1,4 +1,4 @@
-"""Open-loop, constant-rate load with honest latency, as wrk2 measures it; and the store filler.
+"""Open-loop, constant-rate load with honest latency, as wrk2 measures it.
 
 Request i is due at ``t0 + i / rate`` and is sent then whatever happened to the earlier ones: the
 generator never waits for an answer before sending the next request, so a stalled server does not slow
@@ -13,7 +13,6 @@ kept apart as the schedule lag: when it is large the generator, not the server, 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import time
 from collections import Counter
@@ -25,6 +24,7 @@ from typing import Any
 import aiohttp
 
 from kvnode.metrics import PERCENTILES, LatencyHistogram
+from loadtest.fill import fill  # the filler has its own module; imported here for old callers
 from loadtest.workload import ENTITY_PATH, Request, Workload
 
 __all__ = ["RateResult", "fill", "run_rate"]
@@ -187,29 +187,3 @@ async def _call(session: aiohttp.ClientSession, url: str, request: Request) -> s
         return "connection"
     except aiohttp.ClientError:
         return "client-error"
-
-
-async def fill(urls: Sequence[str], workload: Workload, concurrency: int = 32) -> tuple[int, Counter[str]]:
-    """PUT keys 0..keys-1 once each, ``concurrency`` at a time (closed loop: a fill wants throughput).
-
-    Returns (keys written, failures by status).
-    """
-    keys = iter(range(workload.keys))
-    written = 0
-    failures: Counter[str] = Counter()
-    put = Workload("put", workload.keys, workload.value_size, workload.ack, workload.from_)
-    connector = aiohttp.TCPConnector(limit=concurrency)
-    timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT)
-    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
-
-        async def worker(url: str) -> None:
-            nonlocal written
-            for index in keys:
-                status = await _call(session, url, put.request(put.key(index)))
-                if status == "201":
-                    written += 1
-                else:
-                    failures[status] += 1
-
-        await asyncio.gather(*(worker(url) for url in itertools.islice(itertools.cycle(urls), concurrency)))
-    return written, failures

@@ -9,16 +9,20 @@ import json
 import sys
 import urllib.request
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kvnode.cli import node_argv
 from kvnode.config import FanoutMode, NodeConfig
-from kvnode.local_cluster import NodeProcesses, free_ports
-from profiling.children import Children
+from kvnode.local_cluster import (
+    LocalCluster,
+    NodeProcess,
+    NodeStartError,
+    cluster_configs,
+    start_on_free_ports,
+)
 
-__all__ = ["ClusterError", "ProfiledCluster", "loop_lag", "memray_argv"]
+__all__ = ["ClusterError", "ProfiledCluster", "ProfiledNode", "loop_lag", "memray_argv"]
 
 CLUSTER_SIZE = 3
 
@@ -40,69 +44,72 @@ def memray_argv(argv: Sequence[str], output: Path) -> list[str]:
     return [argv[0], *memray, *argv[1:]]
 
 
-@dataclass(frozen=True)
-class ProfiledNode:
-    name: str
-    config: NodeConfig
-    memray_output: Path | None
+class ProfiledNode(NodeProcess):
+    """A node named n1, n2 or n3, perhaps run under memray (``memray_output`` is then its capture).
 
-    @property
-    def url(self) -> str:
-        return self.config.url
+    It runs in a session of its own (a Ctrl-C reaches only the profiler, which stops its children in
+    order) and logs to ``LOG_DIR/NAME.log``.
+    """
+
+    def __init__(self, name: str, config: NodeConfig, log_dir: Path, memray_output: Path | None) -> None:
+        argv = node_argv(config)
+        if memray_output is not None:
+            argv = memray_argv(argv, memray_output)
+        super().__init__(config, log_dir / f"{name}.log", argv=argv, new_session=True)
+        self.name = name
+        self.memray_output = memray_output
 
 
-class ProfiledCluster(NodeProcesses):
-    """NodeProcesses whose children are kept by ``children``, log to files, and may run under memray."""
+class ProfiledCluster(LocalCluster[ProfiledNode]):
+    """Three nodes on free loopback ports, data in ``DATA_DIR/NAME`` (so a second cluster on the same
+    ``data_dir`` serves the first one's data); some of them under memray."""
 
     def __init__(
         self,
         mode: FanoutMode,
         data_dir: Path,
         log_dir: Path,
-        children: Children,
         memray_outputs: dict[str, Path] | None = None,
     ) -> None:
-        ports = free_ports(CLUSTER_SIZE)
-        urls = tuple(f"http://127.0.0.1:{port}" for port in ports)
-        self.nodes = [
-            ProfiledNode(
-                f"n{index}",
-                NodeConfig(port=port, data_dir=data_dir / f"n{index}", cluster=urls, fanout=mode),
-                (memray_outputs or {}).get(f"n{index}"),
-            )
-            for index, port in enumerate(ports, 1)
-        ]
-        super().__init__([node.config for node in self.nodes], log_dir)
-        self.log_dir: Path = log_dir
-        self.children = children
+        super().__init__()
+        self.mode = mode
+        self.data_dir = data_dir
+        self.log_dir = log_dir
+        self.memray_outputs = memray_outputs or {}
 
     @property
     def coordinator(self) -> ProfiledNode:
         return self.nodes[0]
 
-    def pids(self) -> dict[str, int]:
-        return {node.name: process.pid for node, process in zip(self.nodes, self.processes, strict=True)}
+    def pids_by_name(self) -> dict[str, int]:
+        return {node.name: node.pid for node in self.nodes}
 
     def select(self, names: Collection[str]) -> list[ProfiledNode]:
         return [node for node in self.nodes if node.name in names]
 
-    def start(self) -> None:
-        for node in self.nodes:
-            argv = node_argv(node.config)
-            if node.memray_output is not None:
-                argv = memray_argv(argv, node.memray_output)
-            self.processes.append(self.children.start(argv, log=self.log_dir / f"{node.name}.log"))
-
     def start_and_wait(self) -> None:
-        self.start()
-        not_ready = self.wait_ready()
-        if not_ready:
-            logs = "\n".join(self._log_tail(node) for node in self.nodes if node.url in not_ready)
-            raise ClusterError(f"nodes did not start: {', '.join(not_ready)}\n{logs}")
+        """Start the nodes (on fresh ports if another process takes one first) and wait until they
+        serve; ClusterError with the failing node's last log lines if they do not."""
+        names = [f"n{index}" for index in range(1, CLUSTER_SIZE + 1)]
+        base = NodeConfig(fanout=self.mode)
+
+        def start(ports: list[int]) -> None:
+            configs = cluster_configs(base, ports, [self.data_dir / name for name in names])
+            self.nodes = [
+                ProfiledNode(name, config, self.log_dir, self.memray_outputs.get(name))
+                for name, config in zip(names, configs, strict=True)
+            ]
+            self.start()
+
+        try:
+            start_on_free_ports(CLUSTER_SIZE, start)
+        except NodeStartError as error:
+            failed = next(node for node in self.nodes if node.url == error.url)
+            raise ClusterError(f"{error}\n{self._log_tail(failed)}") from None
 
     def _log_tail(self, node: ProfiledNode) -> str:
-        path = self.log_dir / f"{node.name}.log"
-        text = path.read_text(errors="replace") if path.exists() else ""
+        path = node.log_path
+        text = path.read_text(errors="replace") if path is not None and path.exists() else ""
         return f"--- {path} (last lines)\n" + "\n".join(text.splitlines()[-15:])
 
 

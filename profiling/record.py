@@ -79,12 +79,12 @@ def record_run(
         "phases": [],
     }
     with tempfile.TemporaryDirectory(prefix="kvnode-profile-") as data:
-        plain = ProfiledCluster(spec.mode, Path(data), out / "logs", children)
-        manifest["nodes"] = [{"name": node.name, "url": node.url} for node in plain.nodes]
-        targets = plain.nodes if spec.all_nodes else [plain.coordinator]
+        plain = ProfiledCluster(spec.mode, Path(data), out / "logs")
         progress(f"{spec.name}: starting a 3-node {spec.mode} cluster")
         try:
             plain.start_and_wait()
+            manifest["nodes"] = [{"name": node.name, "url": node.url} for node in plain.nodes]
+            targets = plain.nodes if spec.all_nodes else [plain.coordinator]
             if spec.op == "get":
                 progress(f"{spec.name}: filling {spec.keys} keys of {spec.value_size} bytes")
                 fill(plain.coordinator.url, spec.load, children, out / "logs" / "fill.log")
@@ -95,7 +95,7 @@ def record_run(
             plain.stop()
         profiled = {node.name for node in targets}
         memray_outputs = {name: out / name / "memray.bin" for name in profiled}
-        traced = ProfiledCluster(spec.mode, Path(data), out / "logs", children, memray_outputs)
+        traced = ProfiledCluster(spec.mode, Path(data), out / "logs", memray_outputs)
         progress(f"{spec.name}: phase memray: restarting with {', '.join(sorted(profiled))} under memray")
         try:
             traced.start_and_wait()
@@ -123,7 +123,7 @@ def _pyspy_phase(
     py_spy: str,
     children: Children,
 ) -> dict[str, Any]:
-    pids = cluster.pids()
+    pids = cluster.pids_by_name()
     recorders = [
         (node, pyspy.Recorder(kind, fmt, out / node.name / f"{kind}.{pyspy.SUFFIXES[fmt]}"))
         for node in targets
@@ -164,7 +164,7 @@ def _dump_midway(
     time.sleep(spec.duration / 2)
     for node in cluster.nodes:
         path = out / node.name / "dump.txt"
-        ok = pyspy.dump(py_spy, cluster.pids()[node.name], path)
+        ok = pyspy.dump(py_spy, cluster.pids_by_name()[node.name], path)
         dumps.append(
             {
                 "node": node.name,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import Cluster, Node, make_cluster
+from tests.harness import Cluster, Node, launch_cluster
 
 ClusterFactory = Callable[..., Cluster]
 
@@ -21,12 +21,8 @@ def start_cluster(tmp_path: Path) -> Iterator[ClusterFactory]:
     started: list[Cluster] = []
 
     def start(size: int = 3, **options: object) -> Cluster:
-        cluster = make_cluster(tmp_path / f"cluster-{len(started)}", size, **options)  # type: ignore[arg-type]
+        cluster = launch_cluster(tmp_path / f"cluster-{len(started)}", size, **options)  # type: ignore[arg-type]
         started.append(cluster)
-        for node in cluster:
-            node.start(wait=False)
-        for node in cluster:
-            node.start_wait()
         return cluster
 
     yield start

@@ -1,24 +1,18 @@
-"""Real node processes on loopback for tests: start, stop, kill, freeze and restart them by PID."""
+"""Real node processes on loopback for tests (kvnode.local_cluster's, with HTTP shortcuts): start, stop,
+kill, freeze and restart them by PID."""
 
 from __future__ import annotations
 
 import dataclasses
 import http.client
-import os
-import signal
 import socket
-import subprocess
-import time
 import urllib.parse
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from kvnode.cli import node_argv
 from kvnode.config import FanoutMode, NodeConfig
-from kvnode.local_cluster import die_with_parent, free_ports, wait_until_serving
-
-READY_TIMEOUT = 30.0
+from kvnode.local_cluster import LocalCluster, NodeProcess, cluster_configs, start_on_free_ports
 
 
 @dataclass
@@ -53,58 +47,13 @@ def request(
         conn.close()
 
 
-@dataclass
-class Node:
-    config: NodeConfig
-    log_path: Path
-    process: subprocess.Popen[bytes] | None = None
+class Node(NodeProcess):
+    """A node process (log in a file) with shortcuts for the HTTP API."""
 
-    @property
-    def url(self) -> str:
-        return self.config.url
+    def __init__(self, config: NodeConfig, log_path: Path) -> None:
+        super().__init__(config, log_path)
+        self.log_path: Path = log_path
 
-    def start(self, wait: bool = True) -> None:
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            # die_with_parent: an interrupted test run leaves no node behind.
-            self.process = subprocess.Popen(
-                node_argv(self.config), stdout=log, stderr=log, preexec_fn=die_with_parent
-            )
-        if wait:
-            self.start_wait()
-
-    def start_wait(self) -> None:
-        if not wait_until_serving(self.url, self.process, time.monotonic() + READY_TIMEOUT):
-            raise RuntimeError(f"node {self.url} did not start:\n{self.log_path.read_text()[-3000:]}")
-
-    def stop(self, timeout: float = 15.0) -> int:
-        """SIGTERM and wait; the exit status."""
-        assert self.process is not None
-        if self.process.poll() is None:
-            self.resume()
-            self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(timeout)
-
-    def kill(self) -> None:
-        assert self.process is not None
-        self.process.kill()
-        self.process.wait()
-
-    def freeze(self) -> None:
-        assert self.process is not None
-        os.kill(self.process.pid, signal.SIGSTOP)
-
-    def resume(self) -> None:
-        assert self.process is not None
-        if self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGCONT)
-
-    def restart(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.stop()
-        self.start()
-
-    # HTTP API shortcuts
     def get(self, key: str, **quorum: int) -> Response:
         return request(self.url, "GET", "/v0/entity", {"id": key, **_quorum(quorum)})
 
@@ -151,37 +100,14 @@ def read_chunks(
         return status, chunks
 
 
-@dataclass
-class Cluster:
-    nodes: list[Node] = field(default_factory=list)
-
-    @property
-    def urls(self) -> list[str]:
-        return [node.url for node in self.nodes]
-
-    def __iter__(self) -> Iterator[Node]:
-        return iter(self.nodes)
-
-    def __getitem__(self, index: int) -> Node:
-        return self.nodes[index]
+class Cluster(LocalCluster[Node]):
+    """Nodes started and stopped together (kvnode.local_cluster), found by URL."""
 
     def by_url(self, url: str) -> Node:
         return next(node for node in self.nodes if node.url == url)
 
-    def stop(self) -> None:
-        for node in self.nodes:
-            if node.process is not None and node.process.poll() is None:
-                node.resume()
-                node.process.send_signal(signal.SIGTERM)
-        for node in self.nodes:
-            if node.process is not None:
-                try:
-                    node.process.wait(15)
-                except subprocess.TimeoutExpired:
-                    node.kill()
 
-
-def make_cluster(
+def launch_cluster(
     tmp_path: Path,
     size: int,
     fanout: FanoutMode = "async",
@@ -189,19 +115,19 @@ def make_cluster(
     clock_offsets_ms: Sequence[int] = (),
     **options: object,
 ) -> Cluster:
-    """Nodes (not started) on free loopback ports; ``clock_offsets_ms`` skews each node's wall clock."""
-    ports = free_ports(size)
-    urls = tuple(f"http://127.0.0.1:{port}" for port in ports)
-    base = NodeConfig(fanout=fanout, timeout_ms=timeout_ms, **options)  # type: ignore[arg-type]
+    """A running cluster of ``size`` nodes on free loopback ports, data and logs in ``tmp_path``; started
+    again on fresh ports if another process takes one of them first. ``clock_offsets_ms`` skews each
+    node's wall clock (KVNODE_CLOCK_OFFSET_MS)."""
+    base = NodeConfig(data_dir=tmp_path, fanout=fanout, timeout_ms=timeout_ms, **options)  # type: ignore[arg-type]
     offsets = list(clock_offsets_ms) or [0] * size
-    cluster = Cluster()
-    for port, offset in zip(ports, offsets, strict=True):
-        config = dataclasses.replace(
-            base,
-            port=port,
-            data_dir=tmp_path / f"node-{port}",
-            cluster=urls if size > 1 else (),
-            clock_offset_ms=offset,
-        )
-        cluster.nodes.append(Node(config, tmp_path / f"node-{port}.log"))
-    return cluster
+
+    def start(ports: list[int]) -> Cluster:
+        configs = [
+            dataclasses.replace(config, clock_offset_ms=offset)
+            for config, offset in zip(cluster_configs(base, ports), offsets, strict=True)
+        ]
+        cluster = Cluster(Node(config, tmp_path / f"node-{config.port}.log") for config in configs)
+        cluster.start()
+        return cluster
+
+    return start_on_free_ports(size, start)

@@ -13,7 +13,7 @@ import pytest
 from kvnode.config import FanoutMode
 from kvnode.placement import Placement
 from tests.conftest import ClusterFactory
-from tests.harness import Cluster, Response, make_cluster, request
+from tests.harness import Cluster, Response, launch_cluster, request
 
 FANOUTS: tuple[FanoutMode, ...] = get_args(FanoutMode)
 SharedClusters = Callable[[int, FanoutMode], Cluster]
@@ -27,12 +27,8 @@ def shared_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedC
 
     def get(size: int, fanout: FanoutMode) -> Cluster:
         if (size, fanout) not in clusters:
-            cluster = make_cluster(tmp_path_factory.mktemp(f"shared-{size}-{fanout}"), size, fanout=fanout)
-            clusters[size, fanout] = cluster
-            for node in cluster:
-                node.start(wait=False)
-            for node in cluster:
-                node.start_wait()
+            path = tmp_path_factory.mktemp(f"shared-{size}-{fanout}")
+            clusters[size, fanout] = launch_cluster(path, size, fanout=fanout)
         return clusters[size, fanout]
 
     yield get

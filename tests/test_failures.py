@@ -443,10 +443,7 @@ def cluster_with_garbage_replica(
             )
             cluster.nodes.append(Node(config, tmp_path / f"node-{port}.log"))
         try:
-            for node in cluster:
-                node.start(wait=False)
-            for node in cluster:
-                node.start_wait()
+            cluster.start()
             yield cluster, fake
         finally:
             cluster.stop()

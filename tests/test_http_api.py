@@ -8,6 +8,7 @@ to their own key prefix (``ns``); tests that need an empty store or other option
 from __future__ import annotations
 
 import contextlib
+import json
 import random
 import socket
 import time
@@ -20,7 +21,7 @@ import pytest
 from kvnode.records import Record
 from kvnode.storage import Storage
 from tests.conftest import ClusterFactory
-from tests.harness import Node, Response, make_cluster, read_chunks, request
+from tests.harness import Node, Response, launch_cluster, read_chunks, request
 
 ENTITY = "/v0/entity"
 ENTITIES = "/v0/entities"
@@ -50,9 +51,8 @@ def assert_store_is(node: Node, expected: list[tuple[bytes, bytes]]) -> None:
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
     """One node for the tests of this module that keep to their own keys."""
-    cluster = make_cluster(tmp_path_factory.mktemp("shared-node"), 1)
+    cluster = launch_cluster(tmp_path_factory.mktemp("shared-node"), 1)
     try:
-        cluster[0].start()
         yield cluster[0]
     finally:
         cluster.stop()
@@ -78,9 +78,11 @@ def whole_store(node: Node) -> list[tuple[bytes, bytes]]:
 # --- GET / PUT / DELETE ---------------------------------------------------------------------------
 
 
-def test_status_answers_200(shared: Node) -> None:
+def test_status_answers_200_naming_the_node(shared: Node) -> None:
     response = request(shared.url, "GET", "/v0/status")
     assert response.status == 200
+    assert response.headers["content-type"].startswith("application/json")
+    assert json.loads(response.body) == {"url": shared.url, "pid": shared.pid, "cluster": [shared.url]}
 
 
 def test_put_201_then_get_200_with_the_exact_bytes(shared: Node, ns: str) -> None:
@@ -286,6 +288,29 @@ def test_bad_ack_or_from_is_400_and_nothing_is_written(shared: Node, ns: str) ->
             assert any(name in response.text for name in params), (params, response.text)
     assert shared.get(ns + "kept").body == b"original"
     assert shared.get(ns + "new").status == 404
+    assert whole_store(shared) == before
+
+
+@pytest.mark.parametrize(
+    ("path", "query"),
+    [
+        (ENTITY, "id=a&id=b"),
+        (ENTITY, "id=a&id=a"),
+        (ENTITY, "id=a&ack=1&ack=1"),
+        (ENTITY, "id=a&from=1&from=1"),
+        (ENTITIES, "start=a&start=b"),
+        (ENTITIES, "start=a&end=b&end=c"),
+    ],
+)
+def test_a_query_parameter_given_twice_is_400_and_nothing_is_written(
+    shared: Node, path: str, query: str
+) -> None:
+    before = whole_store(shared)
+    name = query.rpartition("&")[2].partition("=")[0]  # the parameter given twice
+    for method in ("GET", "PUT", "DELETE") if path == ENTITY else ("GET",):
+        response = request(shared.url, method, f"{path}?{query}", body=b"v" if method == "PUT" else None)
+        assert_reason(response, 400)
+        assert repr(name) in response.text, response.text
     assert whole_store(shared) == before
 
 

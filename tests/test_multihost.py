@@ -38,8 +38,8 @@ import pytest
 
 from kvnode.argtypes import host, http_url, http_urls
 from kvnode.config import ClusterConfig, NodeConfig, node_url
-from kvnode.local_cluster import die_with_parent, free_ports, wait_until_serving
-from tests.harness import Node, Response, request
+from kvnode.local_cluster import die_with_parent, free_ports
+from tests.harness import Cluster, Node, Response, request
 
 PREFIX = "kvmh-"
 SUBNET = "198.51.100"
@@ -166,10 +166,24 @@ class NamespaceClient:
         return self._worker.submit(function, *args).result(timeout=DEADLINE + 5)
 
     def wait_until_serving(self, node: NamespacedNode) -> bool:
-        return self.run(wait_until_serving, node.url, node.process, time.monotonic() + DEADLINE)
+        serving: bool = self.run(_serving_within, node, time.monotonic() + DEADLINE)
+        return serving
 
     def close(self) -> None:
         self._worker.shutdown(wait=True)
+
+
+def _serving_within(node: NamespacedNode, deadline: float) -> bool:
+    """Poll the node's /v0/status (from the calling thread's namespace) until it answers 200; False once
+    the node exits or the deadline passes."""
+    while time.monotonic() < deadline and node.running:
+        try:
+            if request(node.url, "GET", "/v0/status", timeout=1.0).status == 200:
+                return True
+        except OSError:
+            pass
+        time.sleep(0.05)
+    return False
 
 
 @dataclass
@@ -466,11 +480,9 @@ def test_cluster_on_ipv6_loopback(tmp_path: Path) -> None:
         )
         for port in ports
     ]
+    cluster = Cluster(nodes)
     try:
-        for node in nodes:
-            node.start(wait=False)
-        for node in nodes:
-            node.start_wait()
+        cluster.start()
         assert nodes[0].put("k", b"over IPv6", ack=3).status == 201
         for node in nodes:
             answer = node.get("k", ack=3)

@@ -4,6 +4,7 @@ cluster launcher. Real processes on loopback, ended by PID."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import queue
 import re
@@ -14,12 +15,13 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from kvnode.local_cluster import free_ports
-from tests.harness import Node, request
+from tests.harness import Node, read_chunks, request
 
 DEADLINE = 30.0  # generous: other test runs share this machine
 
@@ -265,6 +267,20 @@ def test_bad_environment_variables_exit_2_with_one_line(tmp_path: Path, variable
     assert variable in stderr, stderr
 
 
+def test_a_misspelled_variable_is_named_in_a_warning_with_the_closest_known_one(tmp_path: Path) -> None:
+    result = kvnode(["node", "--help"], tmp_path, clean_env(KVNODE_PROT="8081"))
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == (
+        "kvnode: warning: KVNODE_PROT is not a kvnode variable and is ignored (did you mean KVNODE_PORT?)\n"
+    )
+    # A flag error still ends the command; the warning says what was probably meant.
+    result = kvnode(["node", "--data-dir", "d"], tmp_path, clean_env(KVNODE_PROT="8081"))
+    assert result.returncode == 2
+    warning, error = result.stderr.splitlines()
+    assert "KVNODE_PROT" in warning and "KVNODE_PORT" in warning
+    assert "--port" in error
+
+
 def test_unusable_data_dir_exits_2_with_one_line(tmp_path: Path) -> None:
     regular_file = tmp_path / "a-file"
     regular_file.write_text("not a directory\n")
@@ -274,8 +290,26 @@ def test_unusable_data_dir_exits_2_with_one_line(tmp_path: Path) -> None:
             kvnode(["node", "--port", str(port), "--data-dir", str(data_dir)], tmp_path)
         )
         assert str(regular_file) in stderr
+        assert "is not a directory" in stderr and "File exists" not in stderr, stderr
         assert refuses_connections(port)
     assert regular_file.read_text() == "not a directory\n"
+
+
+def test_cluster_with_a_data_dir_that_is_a_file_says_so_once_and_exits_2(tmp_path: Path) -> None:
+    regular_file = tmp_path / "a-file"
+    regular_file.write_text("not a directory\n")
+    base = consecutive_free_ports(3)
+    args = ["cluster", "--port", str(base), "--data-dir", str(regular_file)]
+    stderr = assert_exit_2_with_one_line(kvnode(args, tmp_path))
+    assert str(regular_file) in stderr and "is not a directory" in stderr, stderr
+    # One node's own data dir is a file: that node's line, once, and no node left running.
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / f"node-{base + 1}").write_text("in the way\n")
+    launcher = run_launcher(["--port", str(base), "--data-dir", str(data)], tmp_path)
+    stderr = assert_exit_2_with_one_line(launcher.result)
+    assert f"node-{base + 1}" in stderr and "is not a directory" in stderr, stderr
+    assert_no_node_left(launcher, data)
 
 
 def test_data_dir_in_use_by_a_running_node_exits_2_with_one_line(node: Node, tmp_path: Path) -> None:
@@ -332,6 +366,7 @@ def test_help_mentions_every_flag(tmp_path: Path) -> None:
     for command, flags in (("node", NODE_FLAGS), ("cluster", CLUSTER_FLAGS)):
         result = kvnode([command, "--help"], tmp_path)
         assert result.returncode == 0, result.stderr
+        assert "(default: )" not in result.stdout, command
         for flag in flags:
             assert flag in result.stdout, (command, flag)
             env = "KVNODE_" + flag.removeprefix("--").replace("-", "_").upper()
@@ -396,11 +431,15 @@ def read_lines(stream: Iterator[bytes], into: queue.Queue[str | None]) -> None:
     into.put(None)
 
 
+NODE_LINE = re.compile(r"^  (http://[\w.]+:\d+)  pid (\d+)$")
+
+
 @contextlib.contextmanager
 def launched_cluster(
-    tmp_path: Path, nodes: int
+    tmp_path: Path, nodes: int, env: Mapping[str, str] | None = None
 ) -> Iterator[tuple[subprocess.Popen[bytes], list[str], list[int]]]:
-    """``python -m kvnode cluster``, up and serving: (launcher, URLs it printed, node PIDs)."""
+    """``python -m kvnode cluster``, up and serving: (launcher, URLs it printed, node PIDs it printed).
+    Its stderr goes to tmp_path/cluster.log."""
     base = consecutive_free_ports(nodes)
     args = ["cluster", "--nodes", str(nodes), "--port", str(base), "--data-dir", str(tmp_path / "data")]
     log = tmp_path / "cluster.log"
@@ -408,7 +447,7 @@ def launched_cluster(
         launcher = subprocess.Popen(
             [sys.executable, "-m", "kvnode", *args],
             cwd=tmp_path,
-            env=clean_env(),
+            env=dict(env) if env is not None else clean_env(),
             stdout=subprocess.PIPE,
             stderr=err,
         )
@@ -422,8 +461,10 @@ def launched_cluster(
         while len(urls) < nodes:
             line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
             assert line is not None, f"the launcher ended its output early:\n{log.read_text()[-3000:]}"
-            urls += re.findall(r"http://[\w.]+:\d+", line)
-        node_pids = children(launcher.pid)
+            if match := NODE_LINE.match(line.rstrip("\n")):
+                urls.append(match[1])
+                node_pids.append(int(match[2]))
+        assert sorted(node_pids) == sorted(children(launcher.pid)), "the PIDs printed are not its nodes"
         yield launcher, urls, node_pids
     finally:
         if launcher.poll() is None:
@@ -444,8 +485,10 @@ def test_cluster_command_starts_serves_and_stops_on_sigint(tmp_path: Path) -> No
         base = int(urls[0].rpartition(":")[2])
         assert urls == [f"http://127.0.0.1:{port}" for port in range(base, base + 3)]
         assert len(node_pids) == 3, node_pids
-        for url in urls:
-            assert request(url, "GET", "/v0/status").status == 200
+        for url, pid in zip(urls, node_pids, strict=True):
+            response = request(url, "GET", "/v0/status")
+            assert response.status == 200
+            assert json.loads(response.body) == {"url": url, "pid": pid, "cluster": urls}
         assert request(urls[0], "PUT", "/v0/entity?id=k", body=b"cluster value").status == 201
         for url in urls:  # from = 3, ack = 2 by default: every node reads it back
             assert request(url, "GET", "/v0/entity?id=k").body == b"cluster value"
@@ -466,3 +509,95 @@ def test_cluster_nodes_do_not_outlive_a_killed_launcher(tmp_path: Path) -> None:
         launcher.kill()
         launcher.wait()
         poll("the orphaned nodes to exit", lambda: not any(is_running(pid) for pid in node_pids))
+
+
+def test_cluster_started_with_a_misspelled_variable_warns_once(tmp_path: Path) -> None:
+    with launched_cluster(tmp_path, 2, clean_env(KVNODE_FANOTU="sync")) as (launcher, urls, _):
+        assert all(request(url, "GET", "/v0/status").status == 200 for url in urls)
+        launcher.send_signal(signal.SIGTERM)
+        assert launcher.wait(DEADLINE) == 0
+    warnings = [
+        line for line in (tmp_path / "cluster.log").read_text().splitlines() if "KVNODE_FANOTU" in line
+    ]
+    assert len(warnings) == 1 and "KVNODE_FANOUT" in warnings[0], warnings
+
+
+@dataclass
+class LauncherRun:
+    result: subprocess.CompletedProcess[str]
+    node_pids: set[int]  # every child PID seen while it ran
+
+
+def run_launcher(args: Sequence[str], cwd: Path) -> LauncherRun:
+    """``python -m kvnode cluster ARGS`` run until it exits on its own; its children's PIDs are noted."""
+    out, err = cwd / "launcher.out", cwd / "launcher.err"
+    with open(out, "wb") as stdout, open(err, "wb") as stderr:
+        launcher = subprocess.Popen(
+            [sys.executable, "-m", "kvnode", "cluster", *args],
+            cwd=cwd,
+            env=clean_env(),
+            stdout=stdout,
+            stderr=stderr,
+        )
+    seen: set[int] = set()
+    deadline = time.monotonic() + DEADLINE
+    try:
+        while launcher.poll() is None:
+            assert time.monotonic() < deadline, "the launcher did not exit"
+            seen.update(children(launcher.pid))
+            time.sleep(0.005)  # a sampling interval: node processes live for a second or more
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait()
+    result = subprocess.CompletedProcess(launcher.args, launcher.returncode, out.read_text(), err.read_text())
+    return LauncherRun(result, seen)
+
+
+def processes_naming(path: Path) -> list[int]:
+    """PIDs of live processes whose command line mentions path."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and is_running(int(entry.name)):
+            with contextlib.suppress(OSError):
+                if str(path).encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+    return found
+
+
+def assert_no_node_left(launcher: LauncherRun, data_dir: Path, others: Sequence[int] = ()) -> None:
+    """No process the launcher started is left, and of the processes naming data_dir only others run."""
+    assert launcher.node_pids, "no node process was seen: the check below would prove nothing"
+    assert not [pid for pid in launcher.node_pids if is_running(pid)], "a node outlived its launcher"
+    assert sorted(processes_naming(data_dir)) == sorted(others), "a node with that data dir is left"
+    assert "ready" not in launcher.result.stdout
+
+
+def test_cluster_refuses_a_port_held_by_another_node_and_leaves_it_alone(node: Node, tmp_path: Path) -> None:
+    data = tmp_path / "launcher-data"
+    launcher = run_launcher(["--port", str(node.config.port), "--data-dir", str(data)], tmp_path)
+    stderr = assert_exit_2_with_one_line(launcher.result)
+    assert "cannot listen on" in stderr and "address already in use" in stderr.lower(), stderr
+    assert_no_node_left(launcher, data)
+    assert node.running and node.scan("\x00") == [], "the launcher touched a node it does not own"
+    assert node.put("k", b"still fine").status == 201
+
+
+def test_cluster_refuses_data_dirs_locked_by_a_running_cluster(tmp_path: Path) -> None:
+    first = tmp_path / "first"
+    first.mkdir()
+    with launched_cluster(first, 2) as (running, urls, node_pids):
+        base = int(urls[0].rpartition(":")[2])
+        second = tmp_path / "second"
+        second.mkdir()
+        # Same ports and data dirs, as a second `make run` has: the data dirs are locked first.
+        launcher = run_launcher(
+            ["--nodes", "2", "--port", str(base), "--data-dir", str(first / "data")], second
+        )
+        stderr = assert_exit_2_with_one_line(launcher.result)
+        assert "cannot open data dir" in stderr and str(first / "data") in stderr, stderr
+        assert_no_node_left(launcher, first / "data", others=[running.pid, *node_pids])
+        for url, pid in zip(urls, node_pids, strict=True):  # the running cluster is untouched
+            assert json.loads(request(url, "GET", "/v0/status").body)["pid"] == pid
+            status, chunks = read_chunks(url, "/v0/entities", {"start": "\x00"})
+            assert (status, chunks) == (200, [])
