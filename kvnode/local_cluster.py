@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 import signal
 import socket
 import subprocess
@@ -15,7 +16,7 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
-from kvnode.cli import node_argv
+from kvnode.cli import node_argv, node_env
 from kvnode.config import ClusterConfig, NodeConfig
 
 __all__ = [
@@ -87,13 +88,18 @@ class NodeProcesses:
 
     def start(self) -> None:
         for config in self.configs:
+            env = {**os.environ, **node_env(config)}  # the cluster secret goes in the environment
             if self.log_dir is None:
-                process = subprocess.Popen(node_argv(config), preexec_fn=die_with_parent)
+                process = subprocess.Popen(node_argv(config), env=env, preexec_fn=die_with_parent)
             else:
                 self.log_dir.mkdir(parents=True, exist_ok=True)
                 with open(self.log_dir / f"node-{config.port}.log", "ab") as log:
                     process = subprocess.Popen(
-                        node_argv(config), stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent
+                        node_argv(config),
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        env=env,
+                        preexec_fn=die_with_parent,
                     )
             self.processes.append(process)
 

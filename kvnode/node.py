@@ -24,24 +24,29 @@ from kvnode.config import NodeConfig
 from kvnode.coordinator import Coordinator
 from kvnode.fanout import FANOUTS
 from kvnode.http_api import (
+    ADMISSION,
     CLOCK,
     CONFIG,
     COORDINATOR,
     HINTS,
     LOOP_LAG,
+    PEER_GATE,
     PEER_SOCKETS,
     PEERS,
     STORAGE,
     UPLOADS,
+    Admission,
     Uploads,
     add_routes,
 )
 from kvnode.metrics import LoopLagMonitor
 from kvnode.placement import Placement
-from kvnode.replica import Replica
+from kvnode.replica import Replica, wire
+from kvnode.replica.auth import ClusterAuth
 from kvnode.replica.hints import HintDelivery, HintStore
 from kvnode.replica.local import LocalReplica
 from kvnode.replica.peer import PeerReplica
+from kvnode.replica.server import PeerGate
 from kvnode.storage import Storage, StorageUnavailable
 
 __all__ = ["create_app", "run_node", "serve", "serve_until_signal"]
@@ -55,12 +60,25 @@ _CLOCK_FLOOR = b"clock/floor"
 def create_app(config: NodeConfig) -> web.Application:
     app = web.Application(client_max_size=config.max_body_bytes)
     app[CONFIG] = config
-    app[UPLOADS] = Uploads()
+    app[UPLOADS] = Uploads(config.body_timeout_s)
+    app[ADMISSION] = Admission(config.max_inflight)
+    app[PEER_GATE] = PeerGate(_cluster_auth(config), wire.Limits.for_body(config.max_body_bytes))
     app[PEER_SOCKETS] = set()
     add_routes(app)
     app.cleanup_ctx.append(_node_resources)
     app.on_shutdown.append(_close_peer_sockets)
     return app
+
+
+def _cluster_auth(config: NodeConfig) -> ClusterAuth | None:
+    if not config.cluster_secret:
+        log.warning(
+            "no cluster secret (--cluster-secret-file or KVNODE_CLUSTER_SECRET): the replica channel "
+            "serves anyone who can reach %s",
+            config.url,
+        )
+        return None
+    return ClusterAuth(config.cluster_secret, config.members, config.url)
 
 
 async def _node_resources(app: web.Application) -> AsyncIterator[None]:
@@ -73,7 +91,12 @@ async def _node_resources(app: web.Application) -> AsyncIterator[None]:
         max_per_peer=config.max_hints_per_peer,
         window_s=config.hint_window_s,
     )
-    peers = [PeerReplica(url, config.timeout) for url in config.members if url != config.url]
+    gate = app[PEER_GATE]
+    peers = [
+        PeerReplica(url, config.timeout, auth=gate.auth, limits=gate.limits)
+        for url in config.members
+        if url != config.url
+    ]
     replicas: dict[str, Replica] = {config.url: LocalReplica(config.url, storage)}
     replicas.update({peer.url: peer for peer in peers})
     deliveries = [HintDelivery(hints, peer, config.hint_rate) for peer in peers]

@@ -187,11 +187,19 @@ def make_cluster(
     fanout: FanoutMode = "async",
     timeout_ms: int = 1000,
     clock_offsets_ms: Sequence[int] = (),
+    cluster_secret: str = "",
     **options: object,
 ) -> Cluster:
-    """Nodes (not started) on free loopback ports; ``clock_offsets_ms`` skews each node's wall clock."""
+    """Nodes (not started) on free loopback ports; ``clock_offsets_ms`` skews each node's wall clock;
+    ``cluster_secret`` goes in a file in ``tmp_path`` that the nodes are given (--cluster-secret-file)."""
     ports = free_ports(size)
     urls = tuple(f"http://127.0.0.1:{port}" for port in ports)
+    if cluster_secret:
+        tmp_path.mkdir(parents=True, exist_ok=True)
+        secret_file = tmp_path / "cluster.secret"
+        secret_file.write_text(cluster_secret)
+        secret_file.chmod(0o600)
+        options.update(cluster_secret=cluster_secret.encode(), cluster_secret_file=secret_file)
     base = NodeConfig(fanout=fanout, timeout_ms=timeout_ms, **options)  # type: ignore[arg-type]
     offsets = list(clock_offsets_ms) or [0] * size
     cluster = Cluster()
