@@ -50,7 +50,7 @@ __all__ = ["PeerReplica"]
 log = logging.getLogger(__name__)
 
 MAX_CALLS_IN_FLIGHT = 4096
-_MIN_BYTES_IN_FLIGHT = 32 * 1024 * 1024
+_MIN_BYTES_IN_FLIGHT = 16 * 1024 * 1024
 
 
 class PeerReplica:
