@@ -100,7 +100,7 @@ def test_a_burst_far_above_max_inflight_is_shed_at_once_and_writes_nothing(
     assert after["requests"]["shed"] >= 20 * HELD  # type: ignore[index]
     lag = after["loop_lag_ms"]
     print(f"503 latency max {max(t for _, _, t in answers) * 1000:.1f} ms; loop lag {lag}")
-    assert lag["p99"] < 200.0, lag  # type: ignore[index]  (generous: the machine is shared)
+    assert lag["p99"] < 200.0, lag  # type: ignore[index]  # generous: the machine is shared
     wait_for(lambda: inflight(node) == 0)
     assert node.put("after", b"v").status == 201
 
