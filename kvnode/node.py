@@ -72,12 +72,7 @@ def create_app(config: NodeConfig) -> web.Application:
 
 def _cluster_auth(config: NodeConfig) -> ClusterAuth | None:
     if not config.cluster_secret:
-        log.warning(
-            "no cluster secret (--cluster-secret-file or KVNODE_CLUSTER_SECRET): the replica channel "
-            "serves anyone who can reach %s",
-            config.url,
-        )
-        return None
+        return None  # serve() says so, once listening
     return ClusterAuth(config.cluster_secret, config.members, config.url)
 
 
@@ -158,7 +153,13 @@ async def serve(config: NodeConfig) -> int:
                 await runner.app[UPLOADS].none_left()
 
     description = f"cluster of {len(config.members)}, {config.fanout} fan-out, data in {config.data_dir}"
-    return await serve_until_signal(runner, config.host, config.port, description, finish_uploads)
+    warning = (
+        ""
+        if config.cluster_secret
+        else "no cluster secret (--cluster-secret-file or KVNODE_CLUSTER_SECRET): the replica channel "
+        f"serves anyone who can reach {config.url}"
+    )
+    return await serve_until_signal(runner, config.host, config.port, description, finish_uploads, warning)
 
 
 async def serve_until_signal(
@@ -167,9 +168,11 @@ async def serve_until_signal(
     port: int,
     description: str = "",
     after_stop_listening: Callable[[], Awaitable[None]] | None = None,
+    warning: str = "",
 ) -> int:
     """Listen with a set-up runner until SIGTERM or SIGINT, then stop gracefully: stop accepting, run
-    ``after_stop_listening``, clean up. The exit status: 0, or 2 when the port cannot be had."""
+    ``after_stop_listening``, clean up. ``warning`` is logged once listening. The exit status: 0, or 2
+    when the port cannot be had."""
     site = web.TCPSite(runner, host, port, backlog=1024)
     try:
         await site.start()
@@ -182,6 +185,8 @@ async def serve_until_signal(
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     log.info("serving on http://%s:%d %s", host, port, description)
+    if warning:
+        log.warning("%s", warning)
     await stop.wait()
     log.info("http://%s:%d stopping", host, port)
     await site.stop()
