@@ -1,9 +1,13 @@
 """The command line: ``python -m kvnode [cluster|node] ...``. Every flag has a KVNODE_* environment
-variable (``--timeout-ms`` is ``KVNODE_TIMEOUT_MS``); the flag wins. Bad input exits 2 with one line."""
+variable (``--timeout-ms`` is ``KVNODE_TIMEOUT_MS``); the flag wins. Bad input exits 2 with one line.
+
+The cluster secret is read from ``--cluster-secret-file`` or taken from ``KVNODE_CLUSTER_SECRET``, never
+from the command line (other local users can read a process's arguments)."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import difflib
 import os
 import sys
@@ -14,8 +18,11 @@ from typing import Any, NoReturn, get_args
 
 from kvnode.argtypes import host, http_urls, integer, port, positive_int
 from kvnode.config import ClusterConfig, FanoutMode, NodeConfig
+from kvnode.replica.auth import MIN_SECRET_BYTES, load_or_create_secret
 
-__all__ = ["main", "node_argv", "parse_args", "unknown_variables"]
+__all__ = ["SECRET_ENV", "main", "node_argv", "node_env", "parse_args", "unknown_variables"]
+
+SECRET_ENV = "KVNODE_CLUSTER_SECRET"
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -49,6 +56,7 @@ class _Flag:
     default: Any
     help: str
     metavar: str | None = None
+    optional: bool = False  # a default of None is then "not given", not "required"
 
     @property
     def dest(self) -> str:
@@ -104,6 +112,27 @@ _SHARED = [
     _Flag("--hint-rate", positive_int, _DEFAULTS.hint_rate, "hints delivered to one peer per second at most"),
     _Flag(
         "--max-body-bytes", positive_int, _DEFAULTS.max_body_bytes, "largest PUT body accepted (413 above)"
+    ),
+    _Flag(
+        "--max-inflight",
+        positive_int,
+        _DEFAULTS.max_inflight,
+        "/v0/entity requests in progress at once; more are answered 503 with Retry-After at once",
+    ),
+    _Flag(
+        "--body-timeout-s",
+        positive_int,
+        _DEFAULTS.body_timeout_s,
+        "a PUT whose body has not all arrived within this many seconds is answered 408",
+    ),
+    _Flag(
+        "--cluster-secret-file",
+        Path,
+        None,
+        f"file holding the secret every node of the cluster shares; peers must prove they hold it "
+        f"(or set {SECRET_ENV}; without either the replica channel is unauthenticated)",
+        "FILE",
+        optional=True,
     ),
     _Flag("--fsync", None, False, "fsync every write before acknowledging it (survives power loss; slower)"),
     _Flag("--access-log", None, False, "log every HTTP request"),
@@ -169,7 +198,7 @@ def _add_flags(parser: _OneLineParser, flags: Sequence[_Flag], env: Mapping[str,
                 flag.name,
                 type=flag.parse,
                 default=default,
-                required=default is None,
+                required=default is None and not flag.optional,
                 metavar=flag.metavar,
                 help=help_text + shown,
             )
@@ -204,6 +233,10 @@ def parse_args(argv: Sequence[str], env: Mapping[str, str]) -> NodeConfig | Clus
     if in_the_way is not None:
         where = "" if in_the_way == values["data_dir"] else f": {in_the_way}"
         command.error(f"--data-dir {values['data_dir']}{where} exists and is not a directory")
+    try:
+        values["cluster_secret"] = _cluster_secret(values["cluster_secret_file"], env)
+    except ValueError as error:
+        command.error(str(error))
     try:
         if name == "node":
             return NodeConfig(**values)
@@ -248,6 +281,30 @@ def _warn_unknown_variables(env: Mapping[str, str]) -> None:
         print(f"kvnode: warning: {name} is not a kvnode variable and is ignored{meant}", file=sys.stderr)
 
 
+def _cluster_secret(path: Path | None, env: Mapping[str, str]) -> bytes:
+    """The secret from the file, else from the environment, else b"" (none). Errors never quote it."""
+    if path is not None:
+        try:
+            secret = path.read_bytes().strip()
+        except OSError as error:
+            raise ValueError(f"cannot read the cluster secret file {path}: {error.strerror}") from None
+    else:
+        secret = env.get(SECRET_ENV, "").strip().encode()
+        if not secret:
+            return b""
+    if len(secret) < MIN_SECRET_BYTES:
+        raise ValueError(f"the cluster secret must be at least {MIN_SECRET_BYTES} bytes long")
+    return secret
+
+
+def node_env(config: NodeConfig) -> dict[str, str]:
+    """Environment to add for a node started with this configuration: the cluster secret, unless the
+    node reads it from its file (node_argv passes the path)."""
+    if config.cluster_secret and config.cluster_secret_file is None:
+        return {SECRET_ENV: config.cluster_secret.decode("utf-8", "surrogateescape")}
+    return {}
+
+
 def node_argv(config: NodeConfig) -> list[str]:
     """The command line that runs a node with this configuration (the local cluster's children)."""
     argv = [
@@ -264,7 +321,11 @@ def node_argv(config: NodeConfig) -> list[str]:
         "--max-hints-per-peer", str(config.max_hints_per_peer),
         "--hint-rate", str(config.hint_rate),
         "--max-body-bytes", str(config.max_body_bytes),
+        "--body-timeout-s", str(config.body_timeout_s),
+        "--max-inflight", str(config.max_inflight),
     ]  # fmt: skip
+    if config.cluster_secret_file is not None:
+        argv += ["--cluster-secret-file", str(config.cluster_secret_file)]
     if config.clock_offset_ms:
         argv += ["--clock-offset-ms", str(config.clock_offset_ms)]
     if config.advertise_url:
@@ -288,4 +349,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_node(config)
     from kvnode.local_cluster import run_cluster
 
-    return run_cluster(config)
+    secret_path = None
+    if not config.node.cluster_secret:
+        secret_path = path = config.node.data_dir / "cluster.secret"
+        try:
+            secret = load_or_create_secret(path)
+        except OSError as error:
+            print(f"kvnode: cannot keep the cluster secret in {path}: {error.strerror}", file=sys.stderr)
+            return 2
+        if len(secret) < MIN_SECRET_BYTES:
+            print(
+                f"kvnode: the cluster secret in {path} is shorter than {MIN_SECRET_BYTES} bytes",
+                file=sys.stderr,
+            )
+            return 2
+        config = dataclasses.replace(config, node=dataclasses.replace(config.node, cluster_secret=secret))
+    return run_cluster(config, secret_path)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -32,6 +32,14 @@ class NodeConfig:
     max_hints_per_peer: int = 100_000
     hint_rate: int = 2000  # hints delivered to one peer per second at most
     max_body_bytes: int = 16 * 1024 * 1024
+    body_timeout_s: int = 10  # a PUT whose body has not all arrived by then is answered 408
+    # /v0/entity requests in progress at once; more are answered 503 at once. The knee of latency vs
+    # concurrency measured on one node (README, "Overload") is below 256; 256 is the floor, so that a
+    # 64-connection benchmark against three coordinators is never shed.
+    max_inflight: int = 256
+    # The replica channel's shared secret ("" = unauthenticated); never printed (repr=False).
+    cluster_secret: bytes = field(default=b"", repr=False)
+    cluster_secret_file: Path | None = None  # where it was read from, if from a file
     fsync: bool = False
     access_log: bool = False
     # The URL the cluster list names this node by, when peers reach it at another address than

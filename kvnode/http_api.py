@@ -1,14 +1,19 @@
 """The client-facing HTTP API (see CONTRACT.md): request parsing and validation, then the coordinator.
 
 Every rejection is a 4xx with a one-line plain-text reason, decided before anything is written.
+Admission control: beyond ``--max-inflight`` /v0/entity requests in progress, a new one is answered 503
+with Retry-After at once, before its body is read (so a shed request writes nothing); the other paths are
+not counted. A PUT body that has not all arrived within ``--body-timeout-s`` is answered 408.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import urllib.parse
+from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 from prometheus_client.aiohttp import make_aiohttp_handler
@@ -20,13 +25,15 @@ from kvnode.fanout import QuorumFailed
 from kvnode.metrics import LoopLagMonitor
 from kvnode.observe import NodeMetrics, cluster_view
 from kvnode.quorum import BadQuorum, Quorum
+from kvnode.replica.auth import CHALLENGE_PATH
 from kvnode.replica.channel import PEER_PATH
 from kvnode.replica.hints import HintStore
 from kvnode.replica.peer import PeerReplica
-from kvnode.replica.server import serve_peer
+from kvnode.replica.server import PeerGate, answer_challenge, serve_peer
 from kvnode.storage import Storage
 
 __all__ = [
+    "ADMISSION",
     "CLOCK",
     "CONFIG",
     "COORDINATOR",
@@ -34,9 +41,11 @@ __all__ = [
     "LOOP_LAG",
     "METRICS",
     "PEERS",
+    "PEER_GATE",
     "PEER_SOCKETS",
     "STORAGE",
     "UPLOADS",
+    "Admission",
     "Uploads",
     "add_routes",
 ]
@@ -50,13 +59,51 @@ PEERS = web.AppKey("peers", list[PeerReplica])
 PEER_SOCKETS = web.AppKey("peer_sockets", set[web.WebSocketResponse])
 LOOP_LAG = web.AppKey("loop_lag", LoopLagMonitor)
 METRICS = web.AppKey("metrics", NodeMetrics)
+PEER_GATE = web.AppKey("peer_gate", PeerGate)
+
+
+class Admission:
+    """/v0/entity requests in progress (a plain counter: no task or middleware per request), and how many
+    were shed because ``limit`` were already in progress."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.inflight = 0
+        self.shed = 0
+
+
+ADMISSION = web.AppKey("admission", Admission)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def admitted(handler: Handler) -> Handler:
+    """The handler, counted in flight from its start to its answer, or shed with 503 beyond the limit."""
+
+    @functools.wraps(handler)
+    async def counted(request: web.Request) -> web.StreamResponse:
+        admission = request.app[ADMISSION]
+        if admission.inflight >= admission.limit:
+            admission.shed += 1
+            return web.Response(
+                status=503,
+                text=f"overloaded: {admission.inflight} requests in progress; retry\n",
+                headers={"Retry-After": "1"},
+            )
+        admission.inflight += 1
+        try:
+            return await handler(request)
+        finally:
+            admission.inflight -= 1
+
+    return counted
 
 
 class Uploads:
     """Counts request bodies being read, so a graceful stop can wait for them before aiohttp stops
-    reading its connections."""
+    reading its connections; a body that takes longer than ``timeout`` seconds raises TimeoutError."""
 
-    def __init__(self) -> None:
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
         self._reading = 0
         self._none = asyncio.Event()
         self._none.set()
@@ -65,7 +112,8 @@ class Uploads:
         self._reading += 1
         self._none.clear()
         try:
-            return await request.read()
+            async with asyncio.timeout(self.timeout):
+                return await request.read()
         finally:
             self._reading -= 1
             if not self._reading:
@@ -82,15 +130,16 @@ _SCAN_YIELD_EVERY = 256  # records streamed between yields to the loop, so a lon
 
 def add_routes(app: web.Application) -> None:
     metrics = app[METRICS]
-    app.router.add_get("/v0/entity", metrics.timed("get", get_entity), allow_head=False)
-    app.router.add_put("/v0/entity", metrics.timed("put", put_entity))
-    app.router.add_delete("/v0/entity", metrics.timed("delete", delete_entity))
+    app.router.add_get("/v0/entity", metrics.timed("get", admitted(get_entity)), allow_head=False)
+    app.router.add_put("/v0/entity", metrics.timed("put", admitted(put_entity)))
+    app.router.add_delete("/v0/entity", metrics.timed("delete", admitted(delete_entity)))
     app.router.add_get("/v0/entities", get_entities, allow_head=False)
     app.router.add_get("/v0/status", get_status, allow_head=False)
     app.router.add_get("/v0/stats", get_stats, allow_head=False)
     app.router.add_get("/v0/cluster", get_cluster, allow_head=False)
     app.router.add_get("/metrics", make_aiohttp_handler(metrics.registry), allow_head=False)
     app.router.add_get(PEER_PATH, replica_channel, allow_head=False)
+    app.router.add_get(CHALLENGE_PATH, replica_challenge, allow_head=False)
 
 
 async def get_entity(request: web.Request) -> web.Response:
@@ -109,10 +158,13 @@ async def put_entity(request: web.Request) -> web.Response:
     limit = request.app[CONFIG].max_body_bytes
     if request.content_length is not None and request.content_length > limit:
         return _text(413, f"body of {request.content_length} bytes exceeds the limit of {limit} bytes")
+    uploads = request.app[UPLOADS]
     try:
-        value = await request.app[UPLOADS].read(request)
+        value = await uploads.read(request)
     except web.HTTPRequestEntityTooLarge:
         return _text(413, f"body exceeds the limit of {limit} bytes")
+    except TimeoutError:
+        return _text(408, f"body not received within {uploads.timeout:g} s")
     try:
         await request.app[COORDINATOR].put(key, value, quorum)
     except QuorumFailed as error:
@@ -173,6 +225,7 @@ async def get_stats(request: web.Request) -> web.Response:
             "delivered": dict(hints.delivered),
             "dropped": dict(hints.dropped),
         },
+        "requests": {"inflight": app[ADMISSION].inflight, "shed": app[ADMISSION].shed},
         "coordinator": {
             "rewrites": stats.rewrites,
             "read_repairs": stats.read_repairs,
@@ -192,9 +245,13 @@ async def get_cluster(request: web.Request) -> web.Response:
     return web.Response(text=json.dumps(view, indent=2) + "\n", content_type="application/json")
 
 
-async def replica_channel(request: web.Request) -> web.WebSocketResponse:
+async def replica_channel(request: web.Request) -> web.StreamResponse:
     app = request.app
-    return await serve_peer(request, app[STORAGE], app[CLOCK], app[PEER_SOCKETS])
+    return await serve_peer(request, app[PEER_GATE], app[STORAGE], app[CLOCK], app[PEER_SOCKETS])
+
+
+async def replica_challenge(request: web.Request) -> web.Response:
+    return answer_challenge(request.app[PEER_GATE])
 
 
 def _entity_params(request: web.Request) -> tuple[bytes, Quorum]:

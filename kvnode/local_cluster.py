@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Generic, TypeVar
 
-from kvnode.cli import node_argv, unknown_variables
+from kvnode.cli import node_argv, node_env, unknown_variables
 from kvnode.config import ClusterConfig, NodeConfig, node_url
 
 __all__ = [
@@ -176,6 +176,7 @@ class ServerProcess:
         self.url = url
         self.log_path = log_path
         self.new_session = new_session
+        self.extra_env: dict[str, str] = {}  # added to this process's environment for the child
         self.process: subprocess.Popen[bytes] | None = None
         self._relay: _Relay | None = None
         self._log_start = 0  # where this run's output begins in log_path
@@ -204,6 +205,7 @@ class ServerProcess:
     def _popen(self, stdout: int | IO[bytes]) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
             self.argv,
+            env={**os.environ, **self.extra_env},
             stdin=subprocess.DEVNULL,
             stdout=stdout,
             stderr=subprocess.STDOUT,
@@ -305,6 +307,7 @@ class NodeProcess(ServerProcess):
         new_session: bool = False,
     ) -> None:
         super().__init__(argv or node_argv(config), config.url, log_path, new_session=new_session)
+        self.extra_env = node_env(config)  # the cluster secret travels in the environment, never argv
         self.config = config
 
 
@@ -388,11 +391,12 @@ def stop_processes(processes: Sequence[subprocess.Popen[bytes]], timeout: float 
             process.wait()
 
 
-def run_cluster(config: ClusterConfig) -> int:
+def run_cluster(config: ClusterConfig, secret_path: Path | None = None) -> int:
     """The ``cluster`` command: start the nodes, report each one's URL and PID once every one serves as
     itself, and stop them all on Ctrl-C or SIGTERM. A node that cannot start (its port taken, its data
     dir locked or unusable) ends the command: the others are stopped, its one line is printed, and the
-    exit status is 2. Nothing is reported ready unless all of its own nodes are."""
+    exit status is 2. Nothing is reported ready unless all of its own nodes are. ``secret_path``: where
+    the cluster secret it generated is kept, said once the cluster is ready."""
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
@@ -411,6 +415,8 @@ def run_cluster(config: ClusterConfig) -> int:
         print(f"kvnode cluster of {config.nodes} ready ({config.node.fanout} fan-out):", flush=True)
         for node in nodes:
             print(f"  {node.url}  pid {node.pid}", flush=True)
+        if secret_path is not None:
+            print(f"The cluster secret is in {secret_path} (nodes that join: --cluster-secret-file).")
         print("Ctrl-C stops every node.", flush=True)
         return _watch(nodes, stop)
     finally:

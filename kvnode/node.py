@@ -24,26 +24,31 @@ from kvnode.config import NodeConfig
 from kvnode.coordinator import Coordinator
 from kvnode.fanout import FANOUTS
 from kvnode.http_api import (
+    ADMISSION,
     CLOCK,
     CONFIG,
     COORDINATOR,
     HINTS,
     LOOP_LAG,
     METRICS,
+    PEER_GATE,
     PEER_SOCKETS,
     PEERS,
     STORAGE,
     UPLOADS,
+    Admission,
     Uploads,
     add_routes,
 )
 from kvnode.metrics import LoopLagMonitor
 from kvnode.observe import NodeMetrics, NodeState
 from kvnode.placement import Placement
-from kvnode.replica import Replica
+from kvnode.replica import Replica, wire
+from kvnode.replica.auth import ClusterAuth
 from kvnode.replica.hints import HintDelivery, HintStore
 from kvnode.replica.local import LocalReplica
 from kvnode.replica.peer import PeerReplica
+from kvnode.replica.server import PeerGate
 from kvnode.storage import Storage, StorageUnavailable
 
 __all__ = ["create_app", "run_node", "serve", "serve_until_signal"]
@@ -57,13 +62,21 @@ _CLOCK_FLOOR = b"clock/floor"
 def create_app(config: NodeConfig) -> web.Application:
     app = web.Application(client_max_size=config.max_body_bytes)
     app[CONFIG] = config
-    app[UPLOADS] = Uploads()
+    app[UPLOADS] = Uploads(config.body_timeout_s)
+    app[ADMISSION] = Admission(config.max_inflight)
+    app[PEER_GATE] = PeerGate(_cluster_auth(config), wire.Limits.for_body(config.max_body_bytes))
     app[PEER_SOCKETS] = set()
     app[METRICS] = NodeMetrics()
     add_routes(app)
     app.cleanup_ctx.append(_node_resources)
     app.on_shutdown.append(_close_peer_sockets)
     return app
+
+
+def _cluster_auth(config: NodeConfig) -> ClusterAuth | None:
+    if not config.cluster_secret:
+        return None  # serve() says so, once listening
+    return ClusterAuth(config.cluster_secret, config.members, config.url)
 
 
 async def _node_resources(app: web.Application) -> AsyncIterator[None]:
@@ -76,8 +89,15 @@ async def _node_resources(app: web.Application) -> AsyncIterator[None]:
         max_per_peer=config.max_hints_per_peer,
         window_s=config.hint_window_s,
     )
+    gate = app[PEER_GATE]
     peers = [
-        PeerReplica(url, config.timeout, config.speculative_ceiling_ms / 1000)
+        PeerReplica(
+            url,
+            config.timeout,
+            speculative_ceiling=config.speculative_ceiling_ms / 1000,
+            auth=gate.auth,
+            limits=gate.limits,
+        )
         for url in config.members
         if url != config.url
     ]
@@ -148,7 +168,13 @@ async def serve(config: NodeConfig) -> int:
                 await runner.app[UPLOADS].none_left()
 
     description = f"cluster of {len(config.members)}, {config.fanout} fan-out, data in {config.data_dir}"
-    return await serve_until_signal(runner, config.host, config.port, description, finish_uploads)
+    warning = (
+        ""
+        if config.cluster_secret
+        else "no cluster secret (--cluster-secret-file or KVNODE_CLUSTER_SECRET): the replica channel "
+        f"serves anyone who can reach {config.url}"
+    )
+    return await serve_until_signal(runner, config.host, config.port, description, finish_uploads, warning)
 
 
 async def serve_until_signal(
@@ -157,9 +183,11 @@ async def serve_until_signal(
     port: int,
     description: str = "",
     after_stop_listening: Callable[[], Awaitable[None]] | None = None,
+    warning: str = "",
 ) -> int:
     """Listen with a set-up runner until SIGTERM or SIGINT, then stop gracefully: stop accepting, run
-    ``after_stop_listening``, clean up. The exit status: 0, or 2 when the port cannot be had."""
+    ``after_stop_listening``, clean up. ``warning`` is logged once listening. The exit status: 0, or 2
+    when the port cannot be had."""
     site = web.TCPSite(runner, host, port, backlog=1024)
     try:
         await site.start()
@@ -172,6 +200,8 @@ async def serve_until_signal(
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     log.info("serving on http://%s:%d %s", host, port, description)
+    if warning:
+        log.warning("%s", warning)
     await stop.wait()
     log.info("http://%s:%d stopping", host, port)
     await site.stop()

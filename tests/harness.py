@@ -113,11 +113,19 @@ def launch_cluster(
     fanout: FanoutMode = "async",
     timeout_ms: int = 1000,
     clock_offsets_ms: Sequence[int] = (),
+    cluster_secret: str = "",
     **options: object,
 ) -> Cluster:
     """A running cluster of ``size`` nodes on free loopback ports, data and logs in ``tmp_path``; started
     again on fresh ports if another process takes one of them first. ``clock_offsets_ms`` skews each
-    node's wall clock (KVNODE_CLOCK_OFFSET_MS)."""
+    node's wall clock (KVNODE_CLOCK_OFFSET_MS); ``cluster_secret`` goes in a file in ``tmp_path`` that the
+    nodes are given (--cluster-secret-file)."""
+    if cluster_secret:
+        tmp_path.mkdir(parents=True, exist_ok=True)
+        secret_file = tmp_path / "cluster.secret"
+        secret_file.write_text(cluster_secret)
+        secret_file.chmod(0o600)
+        options.update(cluster_secret=cluster_secret.encode(), cluster_secret_file=secret_file)
     base = NodeConfig(data_dir=tmp_path, fanout=fanout, timeout_ms=timeout_ms, **options)  # type: ignore[arg-type]
     offsets = list(clock_offsets_ms) or [0] * size
 

@@ -1,6 +1,11 @@
 """The client end of one replica channel: an ``asyncio.Protocol`` that upgrades a TCP connection to a
 WebSocket and parses frames inside ``data_received``. Parsing there costs a few µs a call, where aiohttp's
-client WebSocket spent ~50 µs a call in tasks and queues on this machine (measured)."""
+client WebSocket spent ~50 µs a call in tasks and queues on this machine (measured).
+
+With a cluster secret, the connection first asks for a challenge and proves itself in the upgrade
+request, and the server's 101 must prove itself in turn (kvnode.replica.auth). The transport's write
+buffer is respected: while it is over its high-water mark the PeerReplica keeps calls in its outbox.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +14,9 @@ import logging
 from typing import TYPE_CHECKING, cast
 
 from kvnode.replica import websocket
+from kvnode.replica.auth import CHALLENGE_PATH, ClusterAuth, server_proof_ok
 from kvnode.replica.errors import ReplicaError, ReplicaProtocolError, ReplicaUnavailable
-from kvnode.replica.websocket import WebSocketError
+from kvnode.replica.websocket import HandshakeError, WebSocketError
 
 if TYPE_CHECKING:
     from kvnode.replica.peer import PeerReplica
@@ -18,24 +24,37 @@ if TYPE_CHECKING:
 __all__ = ["PEER_PATH", "ClientChannel"]
 
 PEER_PATH = "/v0/internal/replica"
-_MAX_HEAD = 16384  # bytes of upgrade answer headers
+_MAX_HEAD = 16384  # bytes of an answer's headers (the challenge's or the upgrade's)
+_MAX_NONCE = 128  # bytes of a challenge's body
 
 
 class ClientChannel(asyncio.Protocol):
-    """One connection to a peer: upgrade handshake, then frames handed to the PeerReplica that owns it."""
+    """One connection to a peer: challenge and upgrade, then frames handed to the PeerReplica that owns it."""
 
     transport: asyncio.Transport
 
-    def __init__(self, peer: PeerReplica, authority: str) -> None:
+    def __init__(self, peer: PeerReplica, authority: str, auth: ClusterAuth | None, max_frame: int) -> None:
         self._peer = peer
-        self._request, self._accept = websocket.handshake_request(authority, PEER_PATH)
+        self._authority = authority
+        self._auth = auth
+        self._max_frame = max_frame
+        self._accept = b""
+        self._server_proof = ""  # what the server's 101 must carry, once the challenge is answered
         self._head = b""
         self._decoder: websocket.FrameDecoder | None = None
+        self.paused = False  # the transport's write buffer is over its high-water mark
         self.upgraded: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass it
-        self.transport.write(self._request)
+        if self._auth is None:
+            self._send_upgrade({})
+        else:
+            self.transport.write(f"GET {CHALLENGE_PATH} HTTP/1.1\r\nHost: {self._authority}\r\n\r\n".encode())
+
+    def _send_upgrade(self, headers: dict[str, str]) -> None:
+        request, self._accept = websocket.handshake_request(self._authority, PEER_PATH, headers)
+        self.transport.write(request)
 
     def send(self, payload: bytes) -> None:
         self.transport.write(websocket.encode_frame(websocket.OP_BINARY, payload))
@@ -43,10 +62,17 @@ class ClientChannel(asyncio.Protocol):
     def ping(self) -> None:
         self.transport.write(websocket.encode_frame(websocket.OP_PING, b""))
 
+    def pause_writing(self) -> None:
+        self.paused = True
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        self._peer.writable(self)
+
     def data_received(self, data: bytes) -> None:
         try:
             if self._decoder is None:
-                data = self._upgrade(data)
+                data = self._handshake(data)
                 if self._decoder is None:
                     return
             messages = self._decoder.feed(data)
@@ -68,19 +94,38 @@ class ClientChannel(asyncio.Protocol):
                 self._fail(ReplicaProtocolError(f"{self._peer.url}: unexpected WebSocket opcode {opcode}"))
                 return
 
-    def _upgrade(self, data: bytes) -> bytes:
-        """Collect the handshake answer; what follows it is already frames."""
+    def _handshake(self, data: bytes) -> bytes:
+        """Collect the challenge's answer (with a secret), then the upgrade's; what follows the upgrade
+        answer is already frames."""
         self._head += data
         head, separator, rest = self._head.partition(b"\r\n\r\n")
         if not separator:
             if len(self._head) > _MAX_HEAD:
-                raise websocket.HandshakeError("upgrade answer headers too long")
+                raise HandshakeError("answer headers too long")
             return b""
-        websocket.check_handshake(head, self._accept)
-        self._decoder = websocket.FrameDecoder()
+        if self._auth is not None and not self._accept:
+            return self._answer_challenge(head, rest)
+        headers = websocket.check_handshake(head, self._accept)
+        if self._auth is not None and not server_proof_ok(headers, self._server_proof):
+            raise HandshakeError("the peer did not prove it holds this cluster's secret")
+        self._decoder = websocket.FrameDecoder(self._max_frame)
         if not self.upgraded.done():
             self.upgraded.set_result(None)
         return rest
+
+    def _answer_challenge(self, head: bytes, rest: bytes) -> bytes:
+        assert self._auth is not None
+        status_line, headers = websocket.parse_head(head)
+        length = headers.get("content-length", "")
+        if status_line.split(" ", 2)[1:2] != ["200"] or not length.isdigit() or int(length) > _MAX_NONCE:
+            raise HandshakeError(f"challenge refused: {status_line[:80]!r}")
+        if len(rest) < int(length):
+            return b""  # the nonce has not all arrived
+        nonce = rest[: int(length)].decode("latin-1").strip()
+        self._head = b""
+        headers_out, self._server_proof = self._auth.upgrade_headers(self._peer.url, nonce)
+        self._send_upgrade(headers_out)
+        return b""
 
     def _fail(self, error: ReplicaError) -> None:
         if not self.upgraded.done():

@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 _SEQ = struct.Struct(">Q")
 _VALUE = struct.Struct(">QI")  # created (wall ms) | key length; the key and the encoded record follow
 _BATCH = 64  # hints sent in one frame
+_BATCH_BYTES = 4 * 1024 * 1024  # and at most about this many bytes of them (one hint is always taken)
 _RETRY_S = 0.25  # how often an unreachable peer with hints is probed
 
 
@@ -112,7 +113,8 @@ class HintStore:
     def pending_by_target(self) -> dict[str, int]:
         return {target: count for target, count in self._pending.items() if count}
 
-    def oldest(self, target: str, limit: int) -> list[Hint]:
+    def oldest(self, target: str, limit: int, max_bytes: int = 1 << 62) -> list[Hint]:
+        """Up to ``limit`` of the target's oldest hints, stopping once they hold ``max_bytes``."""
         prefix = target.encode() + b"\x00"
         hints = []
         for raw_key, value in self._db.iterator(prefix=prefix):
@@ -120,7 +122,8 @@ class HintStore:
             key_end = _VALUE.size + key_len
             seq = _SEQ.unpack(raw_key[len(prefix) :])[0]
             hints.append(Hint(seq, created_ms, value[_VALUE.size : key_end], decode(value[key_end:])))
-            if len(hints) == limit:
+            max_bytes -= len(value)
+            if len(hints) == limit or max_bytes <= 0:
                 break
         return hints
 
@@ -177,7 +180,7 @@ class HintDelivery:
     async def _deliver_batch(self) -> int | None:
         """Send the oldest hints; the number sent, or None when the peer failed some of them."""
         store, url = self._store, self._peer.url
-        hints = store.oldest(url, _BATCH)
+        hints = store.oldest(url, _BATCH, _BATCH_BYTES)
         expired = [hint.seq for hint in hints if store.expired(hint)]
         if expired:
             store.remove(url, expired)

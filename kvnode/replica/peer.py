@@ -6,11 +6,17 @@ The channel's life (contract, "Peers"):
   waits for it within its own deadline; there is no back-off window, so a restarted peer is served by
   the very next request that needs it. A refused attempt fails the calls waiting on it; the next call
   tries again.
-- **connected**: calls are sent; every call of one loop tick leaves in one frame. A heartbeat pings a
-  quiet connection; one silent for a whole timeout is replaced.
+- **connected**: calls are sent; the calls of one loop tick leave together, small ones in frames of about
+  ``wire.FRAME_TARGET`` bytes, a large one (a big value) in a frame of its own after a frame of small
+  ones, so a big value holds small calls up no longer than one frame. While the transport's write buffer
+  is full, calls wait in the outbox. A heartbeat pings a quiet connection; one silent for a whole timeout
+  is replaced.
 - **suspect**: the peer did not answer (a connect timed out, or the heartbeat found the connection
   silent). Calls fail at once while one probe (a connect attempt) is outstanding; its first answer
   restores the peer, a refusal makes it idle again.
+
+Calls in flight (waiting in the outbox or sent and unanswered) are bounded in number and bytes: beyond
+either bound a new call fails at once with ReplicaOverloaded (a write becomes a hint).
 
 Create it inside the running event loop.
 """
@@ -20,15 +26,18 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import itertools
 import logging
 import urllib.parse
 
 from kvnode.metrics import RecentLatency
 from kvnode.records import CorruptRecord, Record, decode, encode
 from kvnode.replica import wire
+from kvnode.replica.auth import ClusterAuth, RateLimitedLog
 from kvnode.replica.channel import ClientChannel
 from kvnode.replica.errors import (
     ReplicaError,
+    ReplicaOverloaded,
     ReplicaProtocolError,
     ReplicaRejected,
     ReplicaSkewRefused,
@@ -41,10 +50,28 @@ __all__ = ["PeerReplica"]
 
 log = logging.getLogger(__name__)
 
+MAX_CALLS_IN_FLIGHT = 4096
+_MIN_BYTES_IN_FLIGHT = 16 * 1024 * 1024
+
 
 class PeerReplica:
-    def __init__(self, url: str, timeout: float, speculative_ceiling: float | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        timeout: float,
+        *,
+        speculative_ceiling: float | None = None,
+        auth: ClusterAuth | None = None,
+        limits: wire.Limits | None = None,
+    ) -> None:
         self.url = url
+        self._auth = auth
+        self._limits = limits or wire.Limits.for_body(16 * 1024 * 1024)
+        self.max_calls_in_flight = MAX_CALLS_IN_FLIGHT
+        # Room for a few of the largest calls, so one big value never starves the rest.
+        self.max_bytes_in_flight = max(_MIN_BYTES_IN_FLIGHT, 4 * self._limits.max_call)
+        self._bytes_in_flight = 0
+        self._refusals = RateLimitedLog(log)
         self._loop = asyncio.get_running_loop()
         parts = urllib.parse.urlsplit(url)
         if parts.hostname is None or parts.port is None:
@@ -62,12 +89,15 @@ class PeerReplica:
         self.unreachable_since: float | None = None  # loop time of the first failure since it answered
         self.became_connected = asyncio.Event()
         self._next_id = 0
-        self._calls: dict[int, tuple[asyncio.Future[object], wire.Op, float]] = {}  # future, op, sent
+        # future, op, bytes, sent (loop time)
+        self._calls: dict[int, tuple[asyncio.Future[object], wire.Op, int, float]] = {}
         # Every call has the same timeout, so deadlines arrive in call order: one queue and one timer
         # per peer replace a timer per call. Entries of calls already answered are skipped.
         self._deadlines: collections.deque[tuple[float, int]] = collections.deque()
         self._sweep_timer: asyncio.TimerHandle | None = None
-        self._outbox: list[bytes] = []
+        # Encoded calls not yet sent, by call id in call order: small ones, and large ones (own frames).
+        self._small: dict[int, bytes] = {}
+        self._large: dict[int, bytes] = {}
         self._flush_scheduled = False
 
     # --- the Replica interface ----------------------------------------------------------------------
@@ -137,22 +167,67 @@ class PeerReplica:
                 future.set_exception(ReplicaUnavailable(f"{self.url} is not answering"))
                 return future
         self._next_id = call_id = (self._next_id + 1) & 0xFFFFFFFF
+        message = wire.encode_call(call_id, op, key, record)
+        size = len(message)
+        if self._calls and (
+            len(self._calls) >= self.max_calls_in_flight
+            or self._bytes_in_flight + size > self.max_bytes_in_flight
+        ):
+            future.set_exception(
+                ReplicaOverloaded(
+                    f"{self.url}: {len(self._calls)} calls, {self._bytes_in_flight} bytes already in flight"
+                )
+            )
+            return future
         now = loop.time()
-        self._calls[call_id] = (future, op, now)
+        self._calls[call_id] = (future, op, size, now)
+        self._bytes_in_flight += size
         self._deadlines.append((now + self._timeout, call_id))
         if self._sweep_timer is None:
             self._sweep_timer = loop.call_at(self._deadlines[0][0], self._sweep)
-        self._outbox.append(wire.encode_call(call_id, op, key, record))
+        (self._large if size > wire.LARGE_CALL else self._small)[call_id] = message
         if self._channel is not None and not self._flush_scheduled:
             self._flush_scheduled = True
             loop.call_soon(self._flush)
         return future
 
     def _flush(self) -> None:
+        """Send what the outbox holds, until the transport's buffer is full: a frame of small calls, then
+        one large call, and again."""
         self._flush_scheduled = False
-        if self._channel is not None and self._outbox:
-            self._channel.send(b"".join(self._outbox))
-            self._outbox.clear()
+        channel, small, large = self._channel, self._small, self._large
+        if channel is None:
+            return
+        limit = self._limits.max_calls
+        while (small or large) and not channel.paused:
+            if small:
+                frame, size = [], 0
+                for message in small.values():
+                    frame.append(message)
+                    size += len(message)
+                    if size >= wire.FRAME_TARGET or len(frame) == limit:
+                        break
+                for call_id in list(itertools.islice(small, len(frame))):
+                    del small[call_id]
+                channel.send(b"".join(frame))
+            if large and not channel.paused:
+                call_id = next(iter(large))
+                channel.send(large.pop(call_id))
+
+    def writable(self, channel: ClientChannel) -> None:
+        """The transport's write buffer drained below its low-water mark: send what waits."""
+        if channel is self._channel:
+            self._flush()
+
+    def _forget(self, call_id: int) -> tuple[asyncio.Future[object], wire.Op, int, float] | None:
+        """Take a call out of flight (answered or timed out); its entry, or None if gone."""
+        entry = self._calls.pop(call_id, None)
+        if entry is None:
+            return None
+        self._bytes_in_flight -= entry[2]
+        self._small.pop(call_id, None)
+        self._large.pop(call_id, None)
+        return entry
 
     def _sweep(self) -> None:
         """Fail the calls whose deadline has passed, then wait for the next deadline."""
@@ -160,7 +235,7 @@ class PeerReplica:
         now = self._loop.time()
         deadlines = self._deadlines
         while deadlines and deadlines[0][0] <= now:
-            entry = self._calls.pop(deadlines.popleft()[1], None)
+            entry = self._forget(deadlines.popleft()[1])
             if entry is not None and not entry[0].done():
                 entry[0].set_exception(ReplicaTimeout(f"{self.url} did not answer within {self._timeout:g}s"))
                 self._mark_unreachable()
@@ -174,7 +249,9 @@ class PeerReplica:
         try:
             async with asyncio.timeout(self._timeout):
                 _, channel = await self._loop.create_connection(
-                    lambda: ClientChannel(self, self._authority), self._host, self._port
+                    lambda: ClientChannel(self, self._authority, self._auth, self._limits.max_frame),
+                    self._host,
+                    self._port,
                 )
                 await channel.upgraded
         except TimeoutError:
@@ -182,7 +259,11 @@ class PeerReplica:
             # the upgrade, so abort the half-open connection.
             self._attempt_failed(channel, suspect=True, reason="no answer")
             return
-        except (OSError, WebSocketError) as error:
+        except WebSocketError as error:
+            self._refusals.warning("replica channel to %s refused: %s", self.url, error)
+            self._attempt_failed(channel, suspect=False, reason=str(error))
+            return
+        except OSError as error:
             self._attempt_failed(channel, suspect=False, reason=str(error) or type(error).__name__)
             return
         except asyncio.CancelledError:
@@ -241,10 +322,10 @@ class PeerReplica:
             self._resolve(reply)
 
     def _resolve(self, reply: wire.ReplicaReply) -> None:
-        entry = self._calls.pop(reply.call_id, None)
+        entry = self._forget(reply.call_id)
         if entry is None:
             return  # the call already timed out
-        future, op, sent = entry
+        future, op, _, sent = entry
         if future.done():
             return
         self._latency.record(self._loop.time() - sent)
@@ -272,7 +353,9 @@ class PeerReplica:
         if self._heartbeat is not None:
             self._heartbeat.cancel()
             self._heartbeat = None
-        self._outbox.clear()
+        self._small.clear()
+        self._large.clear()
+        self._bytes_in_flight = 0
         calls, self._calls = self._calls, {}
         self._deadlines.clear()
         if self._sweep_timer is not None:
@@ -280,7 +363,7 @@ class PeerReplica:
             self._sweep_timer = None
         if calls:
             self._mark_unreachable()
-        for future, _, _ in calls.values():
+        for future, *_ in calls.values():
             if not future.done():
                 future.set_exception(error)
 

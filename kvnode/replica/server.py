@@ -2,11 +2,17 @@
 
 Every record received moves this node's clock past its timestamp, unless it is stamped beyond the maximum
 skew ahead of this node's wall clock: such a record is refused (REFUSED), not stored.
+
+With a cluster secret, only a peer that passed the handshake (kvnode.replica.auth) is upgraded; anyone
+else gets a 403 and a rate-limited log line naming its address. Frames are bounded (aiohttp refuses an
+oversize frame from its header, before buffering it) and so are the calls in a frame; a peer that breaks
+a bound loses its connection. Replies to one frame go out in frames of about ``wire.FRAME_TARGET`` bytes.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 
 import aiohttp
 from aiohttp import WSMsgType, web
@@ -14,11 +20,28 @@ from aiohttp import WSMsgType, web
 from kvnode.clock import HybridClock
 from kvnode.records import CorruptRecord, decode, encode
 from kvnode.replica import wire
+from kvnode.replica.auth import PROOF_HEADER, AuthError, ClusterAuth, RateLimitedLog
 from kvnode.storage import Storage, StorageError
 
-__all__ = ["answer_call", "serve_peer"]
+__all__ = ["PeerGate", "answer_call", "answer_challenge", "serve_peer"]
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class PeerGate:
+    """Who may open a replica channel to this node (None: anyone), and what a peer may send on it."""
+
+    auth: ClusterAuth | None
+    limits: wire.Limits
+    refusals: RateLimitedLog = field(default_factory=lambda: RateLimitedLog(log))
+
+
+def answer_challenge(gate: PeerGate) -> web.Response:
+    """A fresh nonce for a peer about to open a replica channel."""
+    if gate.auth is None:
+        return web.Response(status=404, text="this node runs without a cluster secret\n")
+    return web.Response(text=gate.auth.issue_nonce())
 
 
 def answer_call(storage: Storage, clock: HybridClock, call: wire.ReplicaCall) -> bytes:
@@ -42,27 +65,55 @@ def answer_call(storage: Storage, clock: HybridClock, call: wire.ReplicaCall) ->
 
 
 async def serve_peer(
-    request: web.Request, storage: Storage, clock: HybridClock, sockets: set[web.WebSocketResponse]
-) -> web.WebSocketResponse:
-    """One reply frame for each request frame, until the peer closes the channel."""
-    ws = web.WebSocketResponse(max_msg_size=0, compress=False)
+    request: web.Request,
+    gate: PeerGate,
+    storage: Storage,
+    clock: HybridClock,
+    sockets: set[web.WebSocketResponse],
+) -> web.StreamResponse:
+    """Answer each request frame's calls, until the peer closes the channel."""
+    ws = web.WebSocketResponse(max_msg_size=gate.limits.max_frame, compress=False)
+    if gate.auth is not None:
+        try:
+            ws.headers[PROOF_HEADER] = gate.auth.admit(request.headers)
+        except AuthError as error:
+            gate.refusals.warning("refused a replica channel from %s: %s", request.remote, error)
+            return web.Response(status=403, text=f"replica channel refused: {error}\n")
     await ws.prepare(request)
     sockets.add(ws)
     try:
         async for message in ws:
+            if message.type is WSMsgType.ERROR:  # an oversize frame, or broken framing: already closed
+                log.warning("dropped the replica channel from %s: %s", request.remote, message.data)
+                break
             if message.type is not WSMsgType.BINARY:
                 await ws.close(code=aiohttp.WSCloseCode.UNSUPPORTED_DATA, message=b"binary frames only")
                 break
             try:
-                calls = wire.decode_calls(message.data)
+                calls = wire.decode_calls(message.data, gate.limits)
             except wire.WireError as error:
-                log.warning("closing replica channel from %s: %s", request.remote, error)
+                log.warning("dropped the replica channel from %s: %s", request.remote, error)
                 await ws.close(code=aiohttp.WSCloseCode.PROTOCOL_ERROR, message=str(error).encode()[:120])
                 break
             try:
-                await ws.send_bytes(b"".join([answer_call(storage, clock, call) for call in calls]))
+                await _reply(ws, storage, clock, calls)
             except ConnectionError:  # the peer went away mid-reply; its calls fail on its side
                 break
     finally:
         sockets.discard(ws)
     return ws
+
+
+async def _reply(
+    ws: web.WebSocketResponse, storage: Storage, clock: HybridClock, calls: list[wire.ReplicaCall]
+) -> None:
+    replies: list[bytes] = []
+    size = 0
+    for call in calls:
+        replies.append(answer_call(storage, clock, call))
+        size += len(replies[-1])
+        if size >= wire.FRAME_TARGET:
+            await ws.send_bytes(b"".join(replies))
+            replies, size = [], 0
+    if replies:
+        await ws.send_bytes(b"".join(replies))

@@ -1,7 +1,7 @@
 """Just enough RFC 6455 for the client end of a replica channel: the upgrade handshake and frames.
 
 The server end is aiohttp's ``WebSocketResponse``. The client end is this lean codec driven from an
-``asyncio.Protocol`` (see transport.py): parsing frames inside ``data_received`` costs a few µs a call,
+``asyncio.Protocol`` (see channel.py): parsing frames inside ``data_received`` costs a few µs a call,
 where aiohttp's client WebSocket spent ~50 µs a call in tasks and queues on this machine (measured).
 Pure: no I/O.
 """
@@ -12,6 +12,7 @@ import base64
 import hashlib
 import os
 import struct
+from collections.abc import Mapping
 
 __all__ = [
     "OP_BINARY",
@@ -24,6 +25,7 @@ __all__ = [
     "check_handshake",
     "encode_frame",
     "handshake_request",
+    "parse_head",
 ]
 
 OP_CONTINUATION, OP_TEXT, OP_BINARY, OP_CLOSE, OP_PING, OP_PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
@@ -43,29 +45,40 @@ class HandshakeError(WebSocketError):
     """The server did not accept the upgrade."""
 
 
-def handshake_request(authority: str, path: str) -> tuple[bytes, bytes]:
-    """The upgrade request to send, and the Sec-WebSocket-Accept value the server must answer with.
-    ``authority`` is the URL's host[:port] as written (an IPv6 host keeps its brackets)."""
+def handshake_request(
+    authority: str, path: str, headers: Mapping[str, str] | None = None
+) -> tuple[bytes, bytes]:
+    """The upgrade request to send (with ``headers`` added), and the Sec-WebSocket-Accept value the server
+    must answer with. ``authority`` is the URL's host[:port] as written (an IPv6 host keeps its brackets)."""
     key = base64.b64encode(os.urandom(16))
     accept = base64.b64encode(hashlib.sha1(key + _GUID).digest())
+    extra = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
     request = (
         f"GET {path} HTTP/1.1\r\nHost: {authority}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-        f"Sec-WebSocket-Key: {key.decode()}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        f"Sec-WebSocket-Key: {key.decode()}\r\nSec-WebSocket-Version: 13\r\n{extra}\r\n"
     ).encode()
     return request, accept
 
 
-def check_handshake(head: bytes, accept: bytes) -> None:
-    """Raise HandshakeError unless ``head`` (status line and headers) is a 101 with the right accept."""
+def parse_head(head: bytes) -> tuple[str, dict[str, str]]:
+    """An HTTP answer's status line and its headers (names in lower case)."""
     lines = head.decode("latin-1").split("\r\n")
-    status = lines[0].split(" ", 2)
-    if len(status) < 2 or status[1] != "101":
-        raise HandshakeError(f"upgrade refused: {lines[0][:80]!r}")
     headers = {
         name.strip().lower(): value.strip() for name, _, value in (line.partition(":") for line in lines[1:])
     }
+    return lines[0], headers
+
+
+def check_handshake(head: bytes, accept: bytes) -> dict[str, str]:
+    """The upgrade answer's headers; HandshakeError unless ``head`` (status line and headers) is a 101
+    with the right accept."""
+    status_line, headers = parse_head(head)
+    status = status_line.split(" ", 2)
+    if len(status) < 2 or status[1] != "101":
+        raise HandshakeError(f"upgrade refused: {status_line[:80]!r}")
     if headers.get("sec-websocket-accept", "").encode() != accept:
         raise HandshakeError("upgrade answered with a wrong Sec-WebSocket-Accept")
+    return headers
 
 
 def encode_frame(opcode: int, payload: bytes) -> bytes:
@@ -82,14 +95,18 @@ def encode_frame(opcode: int, payload: bytes) -> bytes:
 
 class FrameDecoder:
     """Turns the server's byte stream into whole messages: (opcode, payload), fragments reassembled.
+    A message longer than ``max_message`` bytes is refused as soon as a frame header announces it,
+    before its payload is buffered.
 
     >>> FrameDecoder().feed(bytes((0x82, 3)) + b"abc")
     [(2, b'abc')]
     """
 
-    def __init__(self) -> None:
+    def __init__(self, max_message: int = 1 << 62) -> None:
+        self._max_message = max_message
         self._buffer = bytearray()
         self._fragments: list[bytes] = []
+        self._fragments_size = 0
         self._fragmented_opcode = 0
 
     def feed(self, data: bytes) -> list[tuple[int, bytes]]:
@@ -111,6 +128,8 @@ class FrameDecoder:
                 if len(buffer) < 10:
                     break
                 size, start = _LEN64.unpack_from(buffer, 2)[0], 10
+            if self._fragments_size + size > self._max_message:
+                raise WebSocketError(f"message of over {size} bytes exceeds the limit of {self._max_message}")
             if len(buffer) < start + size:
                 break
             payload = bytes(buffer[start : start + size])
@@ -127,13 +146,15 @@ class FrameDecoder:
             if not self._fragments:
                 raise WebSocketError("continuation frame without a message to continue")
             self._fragments.append(payload)
+            self._fragments_size += len(payload)
         elif self._fragments:
             raise WebSocketError("new message before the fragmented one ended")
         elif final:
             return opcode, payload
         else:
             self._fragments, self._fragmented_opcode = [payload], opcode
+            self._fragments_size = len(payload)
         if not final:
             return None
-        whole, self._fragments = b"".join(self._fragments), []
+        whole, self._fragments, self._fragments_size = b"".join(self._fragments), [], 0
         return self._fragmented_opcode, whole

@@ -11,15 +11,27 @@ took the record, or already held that very version: nothing) or NEWER (it holds 
 version's timestamp, u64), so a coordinator learns that its write lost and to which timestamp (see
 kvnode.coordinator). REFUSED (a record stamped beyond the replica's maximum clock skew) and FAILED carry a
 UTF-8 reason.
+
+Everything a peer sends is bounded (:class:`Limits`, from the node's body limit): a frame's size, the
+calls in one frame, a key's and a record's size. A sender splits its calls into frames of about
+``FRAME_TARGET`` bytes, and gives a call larger than ``LARGE_CALL`` a frame of its own.
 """
 
 from __future__ import annotations
 
 import enum
 import struct
+from dataclasses import dataclass
 from typing import NamedTuple
 
+from kvnode.records import Record, encode
+
 __all__ = [
+    "FRAME_TARGET",
+    "LARGE_CALL",
+    "MAX_CALLS_PER_FRAME",
+    "MAX_KEY_BYTES",
+    "Limits",
     "Op",
     "ReplicaCall",
     "ReplicaReply",
@@ -36,6 +48,40 @@ __all__ = [
 _CALL = struct.Struct(">IIBI")
 _REPLY = struct.Struct(">IIB")
 _TIMESTAMP = struct.Struct(">Q")
+_RECORD_HEADER = len(encode(Record.delete(0)))
+
+MAX_KEY_BYTES = 8192  # aiohttp refuses request lines over 8190 bytes, so no client key is longer
+# Calls one frame may carry: a frame is answered in one go on the event loop (~10 µs a call), so this
+# bounds how long one frame can hold the loop.
+MAX_CALLS_PER_FRAME = 1024
+FRAME_TARGET = 256 * 1024  # a sender closes a frame of small calls at about this many bytes
+LARGE_CALL = 64 * 1024  # a call larger than this travels in a frame of its own
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What one peer may send: the largest record is the node's body limit plus the record header.
+
+    >>> Limits.for_body(1000).max_record
+    1009
+    """
+
+    max_record: int
+    max_calls: int = MAX_CALLS_PER_FRAME
+
+    @classmethod
+    def for_body(cls, max_body_bytes: int) -> Limits:
+        return cls(max_record=max_body_bytes + _RECORD_HEADER)
+
+    @property
+    def max_call(self) -> int:
+        return _CALL.size + MAX_KEY_BYTES + self.max_record
+
+    @property
+    def max_frame(self) -> int:
+        """The largest frame either end accepts: a frame closed at FRAME_TARGET holds one more message,
+        which is at most one call (requests) or one reply carrying a record (replies)."""
+        return FRAME_TARGET + max(self.max_call, _REPLY.size + self.max_record)
 
 
 class WireError(ValueError):
@@ -88,13 +134,22 @@ def decode_timestamp(payload: bytes) -> int:
     return int(_TIMESTAMP.unpack(payload)[0])
 
 
-def decode_calls(frame: bytes) -> list[ReplicaCall]:
+def decode_calls(frame: bytes, limits: Limits | None = None) -> list[ReplicaCall]:
+    """The calls in a frame; with ``limits``, a frame breaking them raises WireError."""
+    spans = _messages(frame, _CALL.size)
+    if limits is not None and len(spans) > limits.max_calls:
+        raise WireError(f"frame carries {len(spans)} calls, more than {limits.max_calls}")
     calls = []
-    for start, end in _messages(frame, _CALL.size):
+    for start, end in spans:
         _, call_id, op, key_len = _CALL.unpack_from(frame, start)
         key_end = start + _CALL.size + key_len
         if key_end > end:
             raise WireError("key runs past the end of its message")
+        if limits is not None:
+            if not 0 < key_len <= MAX_KEY_BYTES:
+                raise WireError(f"key of {key_len} bytes (1 to {MAX_KEY_BYTES} allowed)")
+            if end - key_end > limits.max_record:
+                raise WireError(f"record of {end - key_end} bytes, more than {limits.max_record}")
         try:
             kind = Op(op)
         except ValueError:

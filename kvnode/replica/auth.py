@@ -1,0 +1,185 @@
+"""Who may use a replica channel: a mutual proof that both ends hold the cluster secret, for this cluster
+and protocol version, and are the members they claim to be. The secret itself never travels.
+
+The handshake, on one TCP connection before the WebSocket upgrade:
+
+1. the client asks ``GET /v0/internal/challenge``; the server answers a fresh nonce (single use, expires);
+2. the client's upgrade request names itself (its URL in the cluster list), the server it means, its own
+   nonce, the server's nonce, and its proof: HMAC-SHA256(secret, version | "client" | cluster id | both
+   URLs | both nonces), the cluster id being a hash of the member list;
+3. the server checks the client is another member, that it is the member meant, takes the nonce and
+   checks the proof; it answers 403 before the upgrade, or 101 carrying its own proof (role "server"),
+   which the client checks in turn.
+
+    >>> a = ClusterAuth(b"s" * 32, ("http://a:1", "http://b:1"), "http://a:1")
+    >>> b = ClusterAuth(b"s" * 32, ("http://a:1", "http://b:1"), "http://b:1")
+    >>> headers, expected = a.upgrade_headers("http://b:1", b.issue_nonce())
+    >>> b.admit(headers) == expected
+    True
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import hmac
+import logging
+import os
+import secrets
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+__all__ = [
+    "CHALLENGE_PATH",
+    "MIN_SECRET_BYTES",
+    "PROOF_HEADER",
+    "AuthError",
+    "ClusterAuth",
+    "RateLimitedLog",
+    "cluster_id",
+    "load_or_create_secret",
+    "server_proof_ok",
+]
+
+PROTOCOL_VERSION = "1"
+CHALLENGE_PATH = "/v0/internal/challenge"
+MIN_SECRET_BYTES = 16
+CLIENT_HEADER = "X-Kvnode-Client"
+SERVER_HEADER = "X-Kvnode-Server"
+CLIENT_NONCE_HEADER = "X-Kvnode-Client-Nonce"
+SERVER_NONCE_HEADER = "X-Kvnode-Server-Nonce"
+PROOF_HEADER = "X-Kvnode-Proof"
+NONCE_TTL_S = 10.0
+MAX_NONCES = 4096  # challenges outstanding at once; the oldest is forgotten beyond
+
+
+class AuthError(Exception):
+    """A peer failed the handshake; the message says why (never the secret)."""
+
+
+def cluster_id(members: Sequence[str]) -> str:
+    """Names one cluster: a node of another cluster with the same secret and URL is still refused."""
+    return hashlib.sha256("\n".join(members).encode()).hexdigest()
+
+
+class ClusterAuth:
+    """One node's side of the handshake, as client and as server."""
+
+    def __init__(
+        self,
+        secret: bytes,
+        members: Sequence[str],
+        own_url: str,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._secret = secret
+        self._cluster = cluster_id(members)
+        self._members = frozenset(members)
+        self.own_url = own_url
+        self._clock = clock
+        self._nonces: collections.OrderedDict[str, float] = collections.OrderedDict()  # nonce -> expiry
+
+    def __repr__(self) -> str:  # never the secret
+        return f"ClusterAuth(own_url={self.own_url!r}, cluster={self._cluster[:12]})"
+
+    def _proof(self, role: str, client: str, server: str, client_nonce: str, server_nonce: str) -> str:
+        message = "\n".join(
+            (
+                "kvnode-replica",
+                PROTOCOL_VERSION,
+                role,
+                self._cluster,
+                client,
+                server,
+                client_nonce,
+                server_nonce,
+            )
+        )
+        return hmac.new(self._secret, message.encode(), hashlib.sha256).hexdigest()
+
+    # --- client side ------------------------------------------------------------------------------------
+
+    def upgrade_headers(self, server_url: str, server_nonce: str) -> tuple[dict[str, str], str]:
+        """The headers of the upgrade request to ``server_url``, and the proof its 101 must carry."""
+        client_nonce = secrets.token_hex(16)
+        args = (self.own_url, server_url, client_nonce, server_nonce)
+        headers = {
+            CLIENT_HEADER: self.own_url,
+            SERVER_HEADER: server_url,
+            CLIENT_NONCE_HEADER: client_nonce,
+            SERVER_NONCE_HEADER: server_nonce,
+            PROOF_HEADER: self._proof("client", *args),
+        }
+        return headers, self._proof("server", *args)
+
+    # --- server side ------------------------------------------------------------------------------------
+
+    def issue_nonce(self) -> str:
+        """A challenge: valid once, for NONCE_TTL_S; at most MAX_NONCES are outstanding."""
+        now = self._clock()
+        nonces = self._nonces
+        while nonces and (len(nonces) >= MAX_NONCES or next(iter(nonces.values())) < now):
+            nonces.popitem(last=False)
+        nonce = secrets.token_hex(16)
+        nonces[nonce] = now + NONCE_TTL_S
+        return nonce
+
+    def admit(self, headers: Mapping[str, str]) -> str:
+        """Check a client's upgrade request; the proof to answer it with, or AuthError."""
+        client, server = headers.get(CLIENT_HEADER, ""), headers.get(SERVER_HEADER, "")
+        client_nonce, server_nonce = (
+            headers.get(CLIENT_NONCE_HEADER, ""),
+            headers.get(SERVER_NONCE_HEADER, ""),
+        )
+        proof = headers.get(PROOF_HEADER, "")
+        if not (client and server and client_nonce and server_nonce and proof):
+            raise AuthError("no cluster credentials")
+        if client not in self._members or client == self.own_url:
+            raise AuthError(f"{client[:100]!r} is not another member of this cluster")
+        if server != self.own_url:
+            raise AuthError(f"meant {server[:100]!r}, which is not this node")
+        expiry = self._nonces.pop(server_nonce, None)
+        if expiry is None or expiry < self._clock():
+            raise AuthError("unknown, used or expired challenge")
+        args = (client, server, client_nonce, server_nonce)
+        if not hmac.compare_digest(proof, self._proof("client", *args)):
+            raise AuthError("wrong proof: not this cluster's secret")
+        return self._proof("server", *args)
+
+
+def server_proof_ok(headers: Mapping[str, str], expected: str) -> bool:
+    """Whether a server's 101 answer carries the proof the client expects."""
+    return hmac.compare_digest(headers.get(PROOF_HEADER.lower(), ""), expected)
+
+
+class RateLimitedLog:
+    """At most one line per ``interval`` seconds; the lines held back are counted in the next one."""
+
+    def __init__(self, logger: logging.Logger, interval: float = 5.0) -> None:
+        self._logger = logger
+        self._interval = interval
+        self._next = 0.0
+        self._held = 0
+
+    def warning(self, message: str, *args: object) -> None:
+        now = time.monotonic()
+        if now < self._next:
+            self._held += 1
+            return
+        if self._held:
+            message += f" ({self._held} more like it not logged)"
+        self._logger.warning(message, *args)
+        self._next, self._held = now + self._interval, 0
+
+
+def load_or_create_secret(path: Path) -> bytes:
+    """The secret in ``path``, or a new random one written there readable by this user only."""
+    if path.exists():
+        return path.read_bytes().strip()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    secret = secrets.token_hex(32).encode()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as file:
+        file.write(secret + b"\n")
+    return secret

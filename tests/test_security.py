@@ -1,0 +1,319 @@
+"""The replica channel's security (CONTRACT.md, "The replica channel"): the handshake (kvnode.replica.auth)
+as pure logic, then real nodes: who cannot read or write through the channel, a rogue node, and peers
+that send more than the bounds allow."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from kvnode.records import Record
+from kvnode.replica import wire
+from kvnode.replica.auth import (
+    MAX_NONCES,
+    NONCE_TTL_S,
+    PROOF_HEADER,
+    AuthError,
+    ClusterAuth,
+    server_proof_ok,
+)
+from kvnode.replica.errors import ReplicaUnavailable
+from kvnode.replica.peer import PeerReplica
+from kvnode.replica.websocket import FrameDecoder, WebSocketError
+from tests.conftest import ClusterFactory
+from tests.harness import Cluster, Node, request
+
+SECRET = "s3cret-" * 6
+MEMBERS = ("http://a:1", "http://b:1", "http://c:1")
+
+
+# --- the handshake, pure ---------------------------------------------------------------------------------
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def handshake(client: ClusterAuth, server: ClusterAuth, meant: str | None = None) -> str:
+    headers, expected = client.upgrade_headers(meant or server.own_url, server.issue_nonce())
+    proof = server.admit(headers)
+    assert server_proof_ok({PROOF_HEADER.lower(): proof}, expected)
+    return proof
+
+
+def test_members_with_the_same_secret_prove_themselves_to_each_other() -> None:
+    handshake(
+        ClusterAuth(SECRET.encode(), MEMBERS, MEMBERS[0]), ClusterAuth(SECRET.encode(), MEMBERS, MEMBERS[1])
+    )
+
+
+@pytest.mark.parametrize(
+    ("client", "meant", "reason"),
+    [
+        (ClusterAuth(b"another secret!!", MEMBERS, MEMBERS[0]), None, "wrong proof"),
+        (ClusterAuth(SECRET.encode(), (*MEMBERS, "http://d:1"), MEMBERS[0]), None, "wrong proof"),
+        (ClusterAuth(SECRET.encode(), MEMBERS, "http://d:1"), None, "not another member"),
+        (ClusterAuth(SECRET.encode(), MEMBERS, MEMBERS[1]), None, "not another member"),
+        (ClusterAuth(SECRET.encode(), MEMBERS, MEMBERS[0]), MEMBERS[2], "not this node"),
+    ],
+    ids=["wrong-secret", "other-cluster", "non-member", "claims-the-server", "meant-another-node"],
+)
+def test_a_client_that_is_not_the_member_it_claims_is_refused(
+    client: ClusterAuth, meant: str | None, reason: str
+) -> None:
+    server = ClusterAuth(SECRET.encode(), MEMBERS, MEMBERS[1])
+    with pytest.raises(AuthError, match=reason):
+        handshake(client, server, meant)
+
+
+def test_a_server_without_the_secret_cannot_prove_itself() -> None:
+    client = ClusterAuth(SECRET.encode(), MEMBERS, MEMBERS[0])
+    impostor = ClusterAuth(b"not the secret!!", MEMBERS, MEMBERS[1])
+    nonce = impostor.issue_nonce()
+    headers, expected = client.upgrade_headers(MEMBERS[1], nonce)
+    forged = impostor._proof("server", MEMBERS[0], MEMBERS[1], headers["X-Kvnode-Client-Nonce"], nonce)
+    assert not server_proof_ok({PROOF_HEADER.lower(): forged}, expected)
+    assert not server_proof_ok({}, expected)
+
+
+def test_a_challenge_is_good_once_and_expires() -> None:
+    clock = FakeClock()
+    client = ClusterAuth(SECRET.encode(), MEMBERS, MEMBERS[0])
+    server = ClusterAuth(SECRET.encode(), MEMBERS, MEMBERS[1], clock=clock)
+    headers, _ = client.upgrade_headers(MEMBERS[1], server.issue_nonce())
+    server.admit(headers)
+    with pytest.raises(AuthError, match="challenge"):
+        server.admit(headers)  # replayed
+    headers, _ = client.upgrade_headers(MEMBERS[1], server.issue_nonce())
+    clock.now += NONCE_TTL_S + 1
+    with pytest.raises(AuthError, match="challenge"):
+        server.admit(headers)
+
+
+def test_outstanding_challenges_are_bounded() -> None:
+    server = ClusterAuth(SECRET.encode(), MEMBERS, MEMBERS[1], clock=FakeClock())
+    client = ClusterAuth(SECRET.encode(), MEMBERS, MEMBERS[0])
+    first = server.issue_nonce()
+    for _ in range(MAX_NONCES):
+        server.issue_nonce()
+    assert len(server._nonces) == MAX_NONCES
+    with pytest.raises(AuthError, match="challenge"):
+        server.admit(client.upgrade_headers(MEMBERS[1], first)[0])  # the oldest was forgotten
+
+
+def test_the_secret_is_not_in_reprs() -> None:
+    auth = ClusterAuth(SECRET.encode(), MEMBERS, MEMBERS[0])
+    assert SECRET not in repr(auth)
+
+
+# --- bounds, pure ------------------------------------------------------------------------------------------
+
+
+def test_frames_breaking_the_limits_are_refused() -> None:
+    limits = wire.Limits(max_record=100, max_calls=3)
+    read = wire.encode_call(1, wire.Op.READ, b"k")
+    assert len(wire.decode_calls(read * 3, limits)) == 3
+    for frame, reason in [
+        (read * 4, "4 calls"),
+        (wire.encode_call(1, wire.Op.READ, b""), "key of 0 bytes"),
+        (wire.encode_call(1, wire.Op.READ, b"k" * (wire.MAX_KEY_BYTES + 1)), "key of"),
+        (wire.encode_call(1, wire.Op.WRITE, b"k", b"r" * 101), "record of 101 bytes"),
+    ]:
+        with pytest.raises(wire.WireError, match=reason):
+            wire.decode_calls(frame, limits)
+
+
+def test_the_frame_decoder_refuses_an_oversize_frame_from_its_header() -> None:
+    decoder = FrameDecoder(max_message=1000)
+    assert decoder.feed(bytes((0x82, 126)) + (1000).to_bytes(2, "big") + b"x" * 1000) == [(2, b"x" * 1000)]
+    with pytest.raises(WebSocketError, match="exceeds the limit"):
+        FrameDecoder(max_message=1000).feed(
+            bytes((0x82, 127)) + (1 << 40).to_bytes(8, "big")
+        )  # no payload yet
+    fragments = FrameDecoder(max_message=1000)
+    fragments.feed(bytes((0x02, 126)) + (600).to_bytes(2, "big") + b"x" * 600)
+    with pytest.raises(WebSocketError, match="exceeds the limit"):
+        fragments.feed(bytes((0x80, 126)) + (600).to_bytes(2, "big"))
+
+
+# --- real nodes --------------------------------------------------------------------------------------------
+
+
+def keys(node: Node, prefix: str) -> list[bytes]:
+    return [key for key, _ in node.scan(prefix, prefix + "\xff")]
+
+
+async def try_channel(node: Node, auth: ClusterAuth | None) -> list[object]:
+    """Through one replica channel to ``node``: a write of key "stolen", then a read of key "k"."""
+    peer = PeerReplica(node.url, 2.0, auth=auth)
+    try:
+        return list(
+            await asyncio.gather(
+                peer.write(b"stolen", Record.put(time.time_ns() // 1000, b"x")),
+                peer.read(b"k"),
+                return_exceptions=True,
+            )
+        )
+    finally:
+        await peer.close()
+
+
+def test_the_channel_serves_no_one_without_the_secret_and_membership(start_cluster: ClusterFactory) -> None:
+    cluster = start_cluster(3, cluster_secret=SECRET)
+    assert cluster[0].put("k", b"value", ack=3).status == 201
+    urls = tuple(cluster.urls)
+    target = cluster[0]
+    refused = {
+        "no secret": None,
+        "wrong secret": ClusterAuth(b"a wrong secret!!", urls, urls[1]),
+        "non-member": ClusterAuth(SECRET.encode(), urls, "http://127.0.0.1:1"),
+    }
+    for name, auth in refused.items():
+        outcomes = asyncio.run(try_channel(target, auth))
+        assert all(isinstance(outcome, ReplicaUnavailable) for outcome in outcomes), (name, outcomes)
+        assert "403" in str(outcomes[0]), (name, outcomes)
+    for node in cluster:
+        assert keys(node, "stolen") == []
+    assert "refused a replica channel from 127.0.0.1" in target.log_path.read_text()
+    # The same code with the cluster's credentials gets through: the refusals above are the handshake's.
+    member = asyncio.run(try_channel(target, ClusterAuth(SECRET.encode(), urls, urls[1])))
+    assert member[0] is None and isinstance(member[1], Record) and member[1].value == b"value"
+    assert keys(target, "stolen") == [b"stolen"]
+
+
+def test_a_plain_upgrade_is_403_before_the_upgrade(start_cluster: ClusterFactory) -> None:
+    node = start_cluster(3, cluster_secret=SECRET)[0]
+    answer = request(
+        node.url,
+        "GET",
+        "/v0/internal/replica",
+        headers={
+            "Upgrade": "websocket",
+            "Connection": "Upgrade",
+            "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+            "Sec-WebSocket-Version": "13",
+        },
+    )
+    assert answer.status == 403
+    assert SECRET not in answer.text
+    assert SECRET not in request(node.url, "GET", "/v0/stats").text
+    assert SECRET not in request(node.url, "GET", "/v0/status").text
+
+
+def wait_for_log(node: Node, text: str, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while text not in node.log_path.read_text():
+        assert time.monotonic() < deadline, f"{node.url} never logged {text!r}"
+        time.sleep(0.05)
+
+
+def start_rogue(cluster: Cluster, tmp_path: Path, secret: str) -> Node:
+    """A node on the stopped member's URL, with the cluster's list but not its secret."""
+    victim = cluster[2]
+    victim.stop()
+    secret_file = None
+    if secret:
+        secret_file = tmp_path / "rogue.secret"
+        secret_file.write_text(secret)
+    config = dataclasses.replace(
+        victim.config,
+        data_dir=tmp_path / "rogue",
+        cluster_secret=secret.encode(),
+        cluster_secret_file=secret_file,
+    )
+    rogue = Node(config, tmp_path / "rogue.log")
+    rogue.start()
+    return rogue
+
+
+@pytest.mark.parametrize(
+    "rogue_secret", ["a wrong secret, long enough", ""], ids=["wrong-secret", "no-secret"]
+)
+def test_a_rogue_node_on_a_members_url_cannot_store_or_receive_writes(
+    start_cluster: ClusterFactory, tmp_path: Path, rogue_secret: str
+) -> None:
+    cluster = start_cluster(3, cluster_secret=SECRET)
+    rogue = start_rogue(cluster, tmp_path, rogue_secret)
+    try:
+        assert rogue.put("rogue-write", b"evil", ack=1).status == 201  # stored on the rogue only
+        assert cluster[0].put("member-write", b"private", ack=2).status == 201
+        # Both sides have tried: the members refused the rogue's channel, and the member's channel to the
+        # rogue failed its handshake (a 403 from a rogue with another secret, a 404 from one without).
+        if rogue_secret:
+            wait_for_log(rogue, "refused a replica channel from")
+        wait_for_log(cluster[0], "refused: ")
+        wait_for_log(rogue, "replica channel to")
+        for member in cluster.nodes[:2]:
+            assert keys(member, "rogue-write") == []
+        assert keys(rogue, "member-write") == []
+        hints = json.loads(request(cluster[0].url, "GET", "/v0/stats").body)["hints"]["pending"]
+        assert hints.get(cluster[2].url, 0) >= 1  # kept for the real member
+    finally:
+        rogue.stop()
+
+
+async def raw_channel(
+    node: Node, as_url: str, urls: tuple[str, ...], session: aiohttp.ClientSession
+) -> aiohttp.ClientWebSocketResponse:
+    """An authenticated channel to ``node`` that sends whatever the test likes."""
+    auth = ClusterAuth(SECRET.encode(), urls, as_url)
+    async with session.get(node.url + "/v0/internal/challenge") as answer:
+        nonce = await answer.text()
+    headers, _ = auth.upgrade_headers(node.url, nonce)
+    return await session.ws_connect(node.url + "/v0/internal/replica", headers=headers, max_msg_size=0)
+
+
+@pytest.mark.parametrize(
+    ("frame", "close_code"),
+    [
+        (
+            wire.encode_call(1, wire.Op.WRITE, b"big", b"x" * (2 * 1024 * 1024)),
+            aiohttp.WSCloseCode.MESSAGE_TOO_BIG,
+        ),
+        (
+            wire.encode_call(1, wire.Op.READ, b"k") * (wire.MAX_CALLS_PER_FRAME + 1),
+            aiohttp.WSCloseCode.PROTOCOL_ERROR,
+        ),
+        (b"\x00\x00\x00\x02garbage", aiohttp.WSCloseCode.PROTOCOL_ERROR),
+    ],
+    ids=["oversize-frame", "too-many-calls", "garbage"],
+)
+def test_a_peer_breaking_the_bounds_loses_only_its_connection(
+    start_cluster: ClusterFactory, frame: bytes, close_code: int
+) -> None:
+    cluster = start_cluster(3, cluster_secret=SECRET, max_body_bytes=64 * 1024)
+    target = cluster[0]
+    assert target.put("before", b"v", ack=3).status == 201
+
+    async def offend() -> tuple[aiohttp.WSMessage, bool]:
+        async with aiohttp.ClientSession() as session:
+            ws = await raw_channel(target, cluster.urls[1], tuple(cluster.urls), session)
+            await ws.send_bytes(frame)
+            message = await ws.receive(timeout=10)
+            return message, ws.closed or message.type is aiohttp.WSMsgType.CLOSE
+
+    message, closed = asyncio.run(offend())
+    assert closed and message.data == close_code, message
+    assert keys(target, "big") == []
+    # The node keeps serving its clients and its real peers, through channels already open.
+    assert target.put("after", b"v", ack=3).status == 201
+    for node in cluster:
+        assert node.get("after", ack=3).status == 200
+    peers = json.loads(request(cluster[1].url, "GET", "/v0/stats").body)["peers"]
+    assert peers[target.url] == "connected"
+
+
+def test_a_node_without_a_secret_warns_once_and_serves_the_channel(start_cluster: ClusterFactory) -> None:
+    cluster = start_cluster(2)
+    assert cluster[0].put("k", b"v", ack=2).status == 201
+    assert cluster[0].log_path.read_text().count("no cluster secret") == 1
