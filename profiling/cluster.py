@@ -6,6 +6,7 @@ Nodes are named n1, n2, n3 in cluster order; n1 is the coordinator the load is s
 from __future__ import annotations
 
 import json
+import os
 import sys
 import urllib.request
 from collections.abc import Collection, Sequence
@@ -18,7 +19,7 @@ from kvnode.config import FanoutMode, NodeConfig
 from kvnode.local_cluster import NodeProcesses, free_ports
 from profiling.children import Children
 
-__all__ = ["ClusterError", "ProfiledCluster", "loop_lag", "memray_argv"]
+__all__ = ["ClusterError", "ProfiledCluster", "cpu_seconds", "loop_lag", "memray_argv"]
 
 CLUSTER_SIZE = 3
 
@@ -83,6 +84,10 @@ class ProfiledCluster(NodeProcesses):
     def pids(self) -> dict[str, int]:
         return {node.name: process.pid for node, process in zip(self.nodes, self.processes, strict=True)}
 
+    def cpu_seconds(self) -> dict[str, float]:
+        """Each node's CPU time so far (user + system, from /proc)."""
+        return {name: cpu_seconds(pid) for name, pid in self.pids().items()}
+
     def select(self, names: Collection[str]) -> list[ProfiledNode]:
         return [node for node in self.nodes if node.name in names]
 
@@ -104,6 +109,16 @@ class ProfiledCluster(NodeProcesses):
         path = self.log_dir / f"{node.name}.log"
         text = path.read_text(errors="replace") if path.exists() else ""
         return f"--- {path} (last lines)\n" + "\n".join(text.splitlines()[-15:])
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a live process, from /proc/PID/stat (0 where it cannot be read)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0.0
+    fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) "; comm may hold spaces
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
 def loop_lag(url: str, *, reset: bool = False) -> dict[str, Any]:
