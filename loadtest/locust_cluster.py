@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,27 +50,42 @@ def filled_cluster(keys: int, mode: FanoutMode) -> Iterator[ScenarioCluster]:
             cluster.stop()
 
 
-def _locust_argv(host: str, keys: int) -> list[str]:
-    return [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--host", host, "--kv-keys", str(keys)]
+def _locust_on_filled_cluster(
+    command: str,
+    keys: int,
+    mode: FanoutMode,
+    options: Sequence[str],
+    timeout: float | None,
+    announce: str = "",
+) -> int:
+    """A filled cluster, Locust with ``options`` against its first node, then both stopped by PID.
 
-
-def run_ui(web_port: int, keys: int, mode: FanoutMode) -> int:
-    locust: subprocess.Popen[bytes] | None = None
+    Locust's exit status; 1 when the fill failed or Locust ran past ``timeout`` s, 130 on Ctrl-C."""
     try:
         with filled_cluster(keys, mode) as cluster:
-            argv = [*_locust_argv(cluster.load_urls[0], keys), "--web-host", "127.0.0.1"]
-            locust = subprocess.Popen([*argv, "--web-port", str(web_port)])
+            argv = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--host", cluster.load_urls[0]]
+            locust = subprocess.Popen([*argv, "--kv-keys", str(keys), *options])
             print(f"cluster ({mode} fan-out): {', '.join(cluster.load_urls)}, {keys} keys filled", flush=True)
-            print(f"Locust UI: http://127.0.0.1:{web_port} (Ctrl-C stops Locust and the cluster)", flush=True)
+            if announce:
+                print(announce, flush=True)
             try:
-                return locust.wait()
+                return locust.wait(timeout)
+            except subprocess.TimeoutExpired:
+                print(f"loadtest {command}: Locust ran past {timeout:g} s and was stopped", file=sys.stderr)
+                return 1
             finally:
                 stop_processes([locust])
     except FillError as error:
-        print(f"loadtest ui: {error}", file=sys.stderr)
+        print(f"loadtest {command}: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def run_ui(web_port: int, keys: int, mode: FanoutMode) -> int:
+    web = ["--web-host", "127.0.0.1", "--web-port", str(web_port), "--users", "10", "--spawn-rate", "10"]
+    announce = f"Locust UI: http://127.0.0.1:{web_port} (Ctrl-C stops Locust and the cluster)"
+    return _locust_on_filled_cluster("ui", keys, mode, web, None, announce)
 
 
 @dataclass(frozen=True)
@@ -87,26 +102,15 @@ def run_headless(settings: HeadlessSettings, command: str) -> int:
     request failed), after writing its report and our summary.md into ``settings.out``."""
     out = settings.out
     out.mkdir(parents=True, exist_ok=True)
-    try:
-        with filled_cluster(settings.keys, settings.mode) as cluster:
-            host = cluster.load_urls[0]
-            print(f"cluster ({settings.mode} fan-out): {host}, {settings.keys} keys filled", flush=True)
-            argv = [*_locust_argv(host, settings.keys), "--headless", "--users", str(settings.users)]
-            argv += ["--spawn-rate", str(settings.users), "--run-time", f"{settings.duration:g}s"]
-            argv += ["--html", str(out / "locust.html"), "--csv", str(out / CSV_PREFIX)]
-            locust = subprocess.Popen(argv)
-            try:
-                status = locust.wait(settings.duration + _GRACE)
-            except subprocess.TimeoutExpired:
-                print(f"loadtest locust: Locust overran {settings.duration:g} s; stopped", file=sys.stderr)
-                status = 1
-            finally:
-                stop_processes([locust])
-    except FillError as error:
-        print(f"loadtest locust: {error}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
+    (out / f"{CSV_PREFIX}_stats.csv").unlink(missing_ok=True)  # a summary only of this run's figures
+    options = ["--headless", "--users", str(settings.users), "--spawn-rate", str(settings.users)]
+    options += ["--run-time", f"{settings.duration:g}s", "--html", str(out / "locust.html")]
+    options += ["--csv", str(out / CSV_PREFIX)]
+    status = _locust_on_filled_cluster(
+        "locust", settings.keys, settings.mode, options, settings.duration + _GRACE
+    )
+    if status == 130 or not (out / f"{CSV_PREFIX}_stats.csv").exists():
+        return status
     summary = write_summary(settings, command, status)
     print(f"report: {summary} (Locust's own: {out / 'locust.html'})", flush=True)
     return status

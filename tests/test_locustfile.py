@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from kvnode.local_cluster import free_ports
+from profiling.render_check import check_page, find_chromium
 from tests.conftest import ClusterFactory
 
 LOCUSTFILE = Path(__file__).parent.parent / "loadtest" / "locustfile.py"
@@ -64,8 +65,10 @@ def test_workload_headless_has_no_failures(
     assert int(total["Failure Count"]) == 0
 
 
-def test_headless_run_writes_locust_report_and_summary(tmp_path: Path) -> None:
-    out = tmp_path / "loadtest"
+@pytest.fixture(scope="module")
+def headless_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``python -m loadtest locust`` for 4 s: its report directory."""
+    out = tmp_path_factory.mktemp("loadtest")
     finished = subprocess.run(
         [sys.executable, "-m", "loadtest", "locust", "--duration", "4", "--users", "4", "--keys", str(KEYS),
          "--out", str(out)],
@@ -74,6 +77,11 @@ def test_headless_run_writes_locust_report_and_summary(tmp_path: Path) -> None:
         timeout=150,
     )  # fmt: skip
     assert finished.returncode == 0, finished.stderr[-3000:]
+    return out
+
+
+def test_headless_run_writes_locust_report_and_summary(headless_run: Path) -> None:
+    out = headless_run
     assert (out / "locust.html").stat().st_size > 0
     rows = read_stats(out / "locust")
     gets, puts = (int(rows[f"{method} /v0/entity"]["Request Count"]) for method in ("GET", "PUT"))
@@ -87,6 +95,14 @@ def test_headless_run_writes_locust_report_and_summary(tmp_path: Path) -> None:
     assert "no request failed" in summary
     for link in re.findall(r"\]\(([^)]+)\)", summary):
         assert (out / link).exists(), link
+
+
+@pytest.mark.skipif(find_chromium() is None, reason="Debian's chromium is missing (apt-get install chromium)")
+def test_locust_report_renders_offline(headless_run: Path, tmp_path: Path) -> None:
+    chromium = find_chromium()
+    assert chromium is not None
+    result = check_page(chromium, headless_run / "locust.html", tmp_path / "profile")
+    assert result.ok, result.problems
 
 
 def _fetch(url: str | urllib.request.Request) -> bytes:
@@ -127,6 +143,7 @@ def test_ui_starts_with_the_default_workload_and_stops_everything(tmp_path: Path
     try:
         args = _template_args(ui_url, ui, time.monotonic() + 60)
         assert not args["show_userclass_picker"]
+        assert args["num_users"] == 10
         workload = args["extra_options"]["kv_workload"]
         assert workload["default_value"] == "read-mostly"
         assert set(workload["choices"]) == {"read-mostly", "get", "put", "delete", "mixed"}
