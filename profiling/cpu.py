@@ -140,10 +140,8 @@ def _compare_modes(op: str, first: RunCpu, second: RunCpu) -> str:
         f"Python samples {_us(first.sampled_us)} vs {_us(second.sampled_us)} ({_times(sampled)})"
     )
     if proc is None or sampled is None:
-        return (
-            f"**{op}: no conclusion on {first.mode} vs {second.mode}**: this run has no /proc figure "
-            f"or no samples to set beside the other ({figures})."
-        )
+        missing = "CPU figures from /proc" if proc is None else "cpu-profile samples"
+        return f"**{op}: no conclusion on {first.mode} vs {second.mode}**: no {missing} ({figures})."
     if proc >= DIFFERENCE and sampled >= DIFFERENCE:
         more, less = first, second
     elif proc <= 1 / DIFFERENCE and sampled <= 1 / DIFFERENCE:
