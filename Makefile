@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: run test test-duration lint typecheck pytest bench compare loadtest-ui profile clean
+.PHONY: run test test-duration lint typecheck pytest bench compare loadtest-ui loadtest profile clean
 
 $(VENV)/bin/python:
 	@echo "Creating $(VENV) and installing kvnode's dependencies into it (once; about a minute)"
@@ -52,6 +52,11 @@ compare: $(DEV_STAMP)
 ## loadtest-ui: a filled local 3-node cluster and Locust's web UI on http://127.0.0.1:8089
 loadtest-ui: $(DEV_STAMP)
 	$(PY) -m loadtest ui
+
+## loadtest: the same cluster under Locust's default workload, headless, 30 s; Locust's HTML and CSV report
+##           and summary.md in out/loadtest/ (LOADTEST_ARGS="--duration 60 --users 50")
+loadtest: $(DEV_STAMP)
+	$(PY) -m loadtest locust --out out/loadtest $(LOADTEST_ARGS)
 
 ## profile: py-spy (CPU, waits, GIL, dumps) and memray profiles of sync vs async, PUT and GET, under load;
 ##          writes out/profile/report.md (PROFILE_ARGS=--quick: about two minutes; needs ptrace rights)

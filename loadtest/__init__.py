@@ -4,6 +4,7 @@
     python -m loadtest fill --url URL --keys N
     python -m loadtest compare [--quick] [--out DIR]
     python -m loadtest ui
+    python -m loadtest locust [--duration 30] [--out out/loadtest]
     locust -f loadtest/locustfile.py --host URL
 
 Modules, one job each:
@@ -12,12 +13,13 @@ Modules, one job each:
     workload      keys, values and the request of each operation (shared by all generators)
     openloop      the constant-rate scheduler and its latency accounting
     fill          the filler every command uses: each key PUT once, failed PUTs sent again
-    locustfile    Locust users (closed loop: for the UI and everyday load, not for latency figures)
+    locustfile    the Locust user and its workloads (closed loop: for the UI and everyday load, not for
+                  latency figures)
     scenarios     fresh 3-node clusters: healthy, slow-replica, replica-down
     delay_proxy   the TCP proxy that makes a replica slow
     compare       the pipeline: every scenario and mode, fixed rates, the max-rate search
     report        report.md and the plots
-    ui            a local cluster with Locust's web UI pointed at it
+    locust_cluster  a filled local cluster under Locust: its web UI, or a headless run with reports
     bench, hello  wrk against the cluster next to an aiohttp hello-world (``make bench``)
     wrk           running wrk: install, Lua script, output parsing, runs at once merged
 

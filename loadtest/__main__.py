@@ -1,16 +1,17 @@
-"""``python -m loadtest rate|fill|compare|ui``: constant-rate load, filling a store, the sync-vs-async report,
-and Locust's web UI on a local cluster."""
+"""``python -m loadtest rate|fill|compare|ui|locust``: constant-rate load, filling a store, the sync-vs-async
+report, and Locust on a fresh local cluster (its web UI, or a bounded headless run with reports)."""
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import get_args
 
-from kvnode.argtypes import choices, http_urls, positive_float
+from kvnode.argtypes import choices, http_urls, positive_float, positive_int
 from kvnode.config import FanoutMode
 from loadtest import interruptible
 from loadtest.fill import fill
@@ -57,13 +58,20 @@ def _parser() -> argparse.ArgumentParser:
 
     ui = commands.add_parser("ui", help="a fresh filled 3-node cluster and Locust's web UI pointed at it")
     ui.add_argument("--web-port", type=int, default=8089, help="Locust UI port on 127.0.0.1")
-    ui.add_argument("--keys", type=int, default=10_000, help="keys filled, and Locust's key space")
-    ui.add_argument("--fanout", choices=("async", "sync"), default="async", help="the nodes' fan-out")
+    locust = commands.add_parser(
+        "locust", help="a fresh filled 3-node cluster under Locust, headless: its HTML and CSV, summary.md"
+    )
+    locust.add_argument("--duration", type=positive_float, default=30.0, help="seconds of load")
+    locust.add_argument("--users", type=positive_int, default=20, help="Locust users, all started at once")
+    locust.add_argument("--out", type=Path, default=Path("out/loadtest"), help="report directory")
+    for command in (ui, locust):
+        command.add_argument("--keys", type=positive_int, default=10_000, help="keys filled = Locust's keys")
+        command.add_argument("--fanout", choices=("async", "sync"), default="async", help="nodes' fan-out")
     return parser
 
 
 def _stop_on_signals() -> None:
-    """Ctrl-C and SIGTERM stop compare and ui, which then stop every process they started. SIGINT is
+    """Ctrl-C and SIGTERM stop compare, ui and locust, which then stop every process they started. SIGINT is
     set explicitly: a process started in the background by a shell inherits it ignored."""
 
     def interrupt(signum: int, frame: object) -> None:
@@ -75,16 +83,22 @@ def _stop_on_signals() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.command in ("compare", "ui"):
+    if args.command in ("compare", "ui", "locust"):
         _stop_on_signals()
     if args.command == "compare":
         from loadtest.compare import CompareSettings, run_compare
 
         return run_compare(CompareSettings.from_args(args))
     if args.command == "ui":
-        from loadtest.ui import run_ui
+        from loadtest.locust_cluster import run_ui
 
         return run_ui(args.web_port, args.keys, args.fanout)
+    if args.command == "locust":
+        from loadtest.locust_cluster import HeadlessSettings, run_headless
+
+        settings = HeadlessSettings(args.out, args.duration, args.users, args.keys, args.fanout)
+        command = shlex.join(["python", "-m", "loadtest", *(sys.argv[1:] if argv is None else argv)])
+        return run_headless(settings, command)
     op: Op = args.op if args.command == "rate" else "put"
     workload = Workload(op, args.keys, args.value_size, args.ack, args.from_)
     if args.command == "fill":

@@ -1,14 +1,24 @@
-"""Locust users for kvnode: PUT, GET, DELETE and a mixed workload over one key space.
+"""Locust user for kvnode: one class, KvUser, whose workload is chosen with ``--kv-workload``.
 
     locust -f loadtest/locustfile.py --host http://127.0.0.1:8080                 # web UI on :8089
-    locust -f loadtest/locustfile.py --headless -u 20 -r 5 -t 30s --host URL GetUser
-    locust -f loadtest/locustfile.py --class-picker --host URL                   # choose users in the UI
+    locust -f loadtest/locustfile.py --headless -u 20 -r 5 -t 30s --host URL --kv-workload get
 
-Options (flags, ``LOCUST_KV_*`` environment variables, or the UI's form): ``--kv-keys``,
-``--kv-value-size``, ``--kv-ack``, ``--kv-from``. GET expects a filled store: run
-``python -m loadtest fill --url URL --keys N`` first with the same N (a 404 counts as a failure, except
-in the mixed workload, which deletes keys). Locust users wait for each answer (closed loop), so under a
-stall they slow down and Locust's latencies understate it: use ``python -m loadtest rate`` for figures.
+Workloads (the UI's form shows them as a drop-down, ``read-mostly`` selected):
+
+    read-mostly  90% GET, 10% PUT, over the filled keys: a 404 is a failure, and no key is deleted
+    get          GET only (a 404 is a failure)
+    put          PUT only
+    delete       DELETE only: the keys it deletes answer 404 to a later get or read-mostly run
+    mixed        70% GET, 25% PUT, 5% DELETE; a GET of a key it deleted (404) is not a failure
+
+One class with a choice, not one class per workload: Locust's class picker selects every class in the
+form when the UI starts, so the UI started with deletes running next to reads of the deleted keys.
+
+Other options (flags, ``LOCUST_KV_*`` environment variables, or the UI's form): ``--kv-keys``,
+``--kv-value-size``, ``--kv-ack``, ``--kv-from``. Reads expect a filled store: run
+``python -m loadtest fill --url URL --keys N`` first with the same N. Locust users wait for each answer
+(closed loop), so under a stall they slow down and Locust's latencies understate it: use
+``python -m loadtest rate`` for latency figures.
 """
 
 from __future__ import annotations
@@ -17,42 +27,81 @@ import random
 import urllib.parse
 from typing import Any
 
+import gevent  # type: ignore[import-untyped]  # no stubs; Locust runs on it
+import locust.stats
 from locust import FastHttpUser, constant, events, task
+from locust.env import Environment
 
 from loadtest.workload import ENTITY_PATH, Op, Workload
 
-__all__ = ["DeleteUser", "GetUser", "MixedUser", "PutUser"]
+__all__ = ["DEFAULT_WORKLOAD", "WORKLOADS", "KvUser"]
+
+# Workload name -> (operation, weight) pairs; "mixed" is loadtest.workload's own mix.
+WORKLOADS: dict[str, tuple[tuple[Op, int], ...]] = {
+    "read-mostly": (("get", 9), ("put", 1)),
+    "get": (("get", 1),),
+    "put": (("put", 1),),
+    "delete": (("delete", 1),),
+    "mixed": (("mixed", 1),),
+}
+DEFAULT_WORKLOAD = "read-mostly"
 
 
 def _add_options(parser: Any) -> None:
-    parser.add_argument("--kv-keys", type=int, default=10_000, help="key space: keys 0 .. N-1")
-    parser.add_argument("--kv-value-size", type=int, default=100, help="bytes per PUT value")
-    parser.add_argument("--kv-ack", type=int, default=0, help="replicas that must answer (0: node default)")
-    parser.add_argument("--kv-from", type=int, default=0, help="replicas asked (0: node default)")
+    options: dict[str, dict[str, Any]] = {
+        "workload": {
+            "choices": list(WORKLOADS),
+            "default": DEFAULT_WORKLOAD,
+            "help": "read-mostly (9 GETs to 1 PUT of the filled keys), get, put, delete, mixed (deletes too)",
+        },
+        "keys": {"type": int, "default": 10_000, "help": "key space: keys 0 .. N-1"},
+        "value-size": {"type": int, "default": 100, "help": "bytes per PUT value"},
+        "ack": {"type": int, "default": 0, "help": "replicas that must answer (0: node default)"},
+        "from": {"type": int, "default": 0, "help": "replicas asked (0: node default)"},
+    }
+    for name, settings in options.items():
+        env_var = "LOCUST_KV_" + name.upper().replace("-", "_")
+        parser.add_argument(f"--kv-{name}", env_var=env_var, **settings)
+
+
+def _final_csv_write(environment: Environment, **kwargs: Any) -> None:
+    """Locust rewrites its CSV files once a second, not at exit, so they can miss the last second of a
+    run (locust#1806, #2299): on quitting, wait until its writer has run once more."""
+    if environment.parsed_options is not None and environment.parsed_options.csv_prefix:
+        gevent.sleep(locust.stats.CSV_STATS_INTERVAL_SEC + 0.5)
 
 
 events.init_command_line_parser.add_listener(_add_options)  # type: ignore[no-untyped-call]
+events.quitting.add_listener(_final_csv_write)  # type: ignore[no-untyped-call]
 
 
-class _KvUser(FastHttpUser):
-    abstract = True
+class KvUser(FastHttpUser):
+    """Sends the chosen workload's requests back to back, each on a random key of the key space."""
+
     wait_time = constant(0)
-    op: Op = "put"
 
     def on_start(self) -> None:
         options = self.environment.parsed_options
-        self.workload = Workload(
-            self.op,
-            keys=options.kv_keys,
-            value_size=options.kv_value_size,
-            ack=options.kv_ack or None,
-            from_=options.kv_from or None,
-            seed=random.randrange(2**32),  # each user its own key sequence
-        )
+        seed = random.randrange(2**32)  # each user its own key sequence
+        self.rng = random.Random(seed)
+        mix = WORKLOADS[options.kv_workload]
+        self.workloads = [
+            Workload(
+                op,
+                keys=options.kv_keys,
+                value_size=options.kv_value_size,
+                ack=options.kv_ack or None,
+                from_=options.kv_from or None,
+                seed=seed + index,
+            )
+            for index, (op, _) in enumerate(mix)
+        ]
+        self.weights = [weight for _, weight in mix]
 
     @task
     def send(self) -> None:
-        request = self.workload.next_request()
+        workload = self.rng.choices(self.workloads, self.weights)[0]
+        request = workload.next_request()
         path = ENTITY_PATH + "?" + urllib.parse.urlencode(request.params)
         with self.client.request(
             request.method,
@@ -61,23 +110,7 @@ class _KvUser(FastHttpUser):
             name=f"{request.method} {ENTITY_PATH}",
             catch_response=True,
         ) as response:
-            if request.is_error(response.status_code, self.op == "mixed"):
+            if request.is_error(response.status_code, workload.op == "mixed"):
                 response.failure(f"status {response.status_code}")
             else:
                 response.success()
-
-
-class PutUser(_KvUser):
-    op = "put"
-
-
-class GetUser(_KvUser):
-    op = "get"
-
-
-class DeleteUser(_KvUser):
-    op = "delete"
-
-
-class MixedUser(_KvUser):
-    op = "mixed"

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvnode.local_cluster import die_with_parent, stop_processes
+from kvnode.local_cluster import cpu_seconds, die_with_parent, stop_processes
 
 __all__ = [
     "QUANTILE_STEPS",
@@ -182,16 +182,6 @@ def split_connections(total: int, parts: int) -> list[int]:
     if parts < 1 or total < parts:
         raise ValueError(f"cannot split {total} connections over {parts} wrk processes")
     return [total // parts + (1 if index < total % parts else 0) for index in range(parts)]
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a live process, from /proc (0 where /proc is not available)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return 0.0
-    fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) "; comm may hold spaces
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
 def _children_cpu_seconds() -> float:

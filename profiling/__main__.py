@@ -76,7 +76,6 @@ def _specs(args: argparse.Namespace) -> list[RunSpec]:
         "keys": int(args.keys or defaults["keys"]),
         "value_size": args.value_size,
         "all_nodes": args.all_nodes,
-        "memray_peak": not getattr(args, "quick", False),
     }
     if args.command == "record":
         return [RunSpec(args.mode, args.op, **common)]

@@ -19,6 +19,7 @@ from kvnode.local_cluster import (
     NodeProcess,
     NodeStartError,
     cluster_configs,
+    cpu_seconds,
     start_on_free_ports,
 )
 
@@ -83,6 +84,10 @@ class ProfiledCluster(LocalCluster[ProfiledNode]):
 
     def pids_by_name(self) -> dict[str, int]:
         return {node.name: node.pid for node in self.nodes}
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """Each node's CPU time so far (user + system, from /proc)."""
+        return {name: cpu_seconds(pid) for name, pid in self.pids_by_name().items()}
 
     def select(self, names: Collection[str]) -> list[ProfiledNode]:
         return [node for node in self.nodes if node.name in names]

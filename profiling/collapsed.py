@@ -17,6 +17,7 @@ frame appears several times in one stack but is counted once per stack for total
 from __future__ import annotations
 
 import itertools
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -26,14 +27,33 @@ __all__ = [
     "NO_PYTHON_FRAME",
     "CollapsedFormatError",
     "FrameShare",
+    "SampleSplit",
     "Stacks",
     "format_collapsed",
+    "is_waiting_frame",
     "merge",
     "parse_collapsed",
+    "split_samples",
     "top_frames",
+    "trunk",
 ]
 
 NO_PYTHON_FRAME = "[no Python frame]"  # a sample or allocation with an empty stack
+
+# Frames where a thread waits when they are innermost: (file suffix, function names). The event loop
+# polls there (asyncio's _run_once and selectors' select; uvloop's poll and libuv are C below
+# asyncio.Runner.run or uvloop.run, with no Python frame of their own), and threads block in
+# threading's waits. Without native frames the loop's own C work looks the same as its poll; py-spy's
+# cpu profiles keep far more such samples than the process had CPU time for (the report shows both),
+# so they count as waiting.
+_WAITING_FRAMES = (
+    ("asyncio/runners.py", {"run"}),
+    ("uvloop/__init__.py", {"run"}),
+    ("asyncio/base_events.py", {"run_forever", "run_until_complete", "_run_once"}),
+    ("selectors.py", {"select"}),
+    ("threading.py", {"wait"}),
+)
+_FRAME = re.compile(r"^(?P<function>.*) \((?P<file>[^():]*)(?::\d+)?\)$")
 
 Stacks = Counter[tuple[str, ...]]
 """Root-first stack -> weight (samples for py-spy, allocations or bytes for memray)."""
@@ -142,3 +162,59 @@ def trunk(stacks: Mapping[tuple[str, ...], int], threshold: float = 0.95) -> lis
         candidates = [(stack, w) for stack, w in candidates if len(stack) > depth and stack[depth] == frame]
         parent_weight = weight
     return path
+
+
+def is_waiting_frame(frame: str) -> bool:
+    """Whether ``frame`` (``function (file:line)``, as py-spy and memory.short_path name them), when it is
+    the innermost frame of a sample, means the thread was waiting rather than running Python code.
+
+    >>> is_waiting_frame("Runner.run (asyncio/runners.py:86)"), is_waiting_frame("put (kvnode/x.py:3)")
+    (True, False)
+    """
+    found = _FRAME.match(frame)
+    if found is None:
+        return False
+    function = found["function"].rpartition(".")[2]
+    return any(found["file"].endswith(suffix) and function in names for suffix, names in _WAITING_FRAMES)
+
+
+@dataclass(frozen=True)
+class SampleSplit:
+    """One profile's samples by what the thread was doing, told by the innermost frame."""
+
+    python: Stacks  # innermost frame is Python code other than a wait: the thread ran Python
+    waiting: Stacks  # innermost frame is a wait (see is_waiting_frame): the loop's poll, a lock
+    no_frame: int  # no Python frame at all (native-only samples): unknown
+
+    @property
+    def total(self) -> int:
+        return sum(self.python.values()) + sum(self.waiting.values()) + self.no_frame
+
+    @property
+    def python_samples(self) -> int:
+        return sum(self.python.values())
+
+    @property
+    def waiting_samples(self) -> int:
+        return sum(self.waiting.values())
+
+
+def split_samples(stacks: Mapping[tuple[str, ...], int]) -> SampleSplit:
+    """Separate samples in Python code from waiting samples and from those without a Python frame.
+
+    >>> loop = "main;Runner.run (asyncio/runners.py:86)"
+    >>> split = split_samples(parse_collapsed(f"{loop} 7\\nmain;f (a.py:1) 3\\n 1\\n"))
+    >>> split.python_samples, split.waiting_samples, split.no_frame
+    (3, 7, 1)
+    """
+    python: Stacks = Counter()
+    waiting: Stacks = Counter()
+    no_frame = 0
+    for stack, weight in stacks.items():
+        if not stack or stack == (NO_PYTHON_FRAME,):
+            no_frame += weight
+        elif is_waiting_frame(stack[-1]):
+            waiting[stack] += weight
+        else:
+            python[stack] += weight
+    return SampleSplit(python, waiting, no_frame)

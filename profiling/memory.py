@@ -75,8 +75,9 @@ def render_flamegraph(
     capture: Path, output: Path, children: Children, *, temporary: bool
 ) -> FlamegraphRender:
     """Start memray's HTML flamegraph of ``capture``: memory held at the peak, or with ``temporary``
-    the short-lived allocations (a request's churn)."""
-    argv = [sys.executable, "-m", "memray", "flamegraph", "--force", "--output", str(output)]
+    the short-lived allocations (a request's churn). ``--no-web`` puts the page's scripts and styles in
+    the page (about 4 MB), which otherwise come from a CDN: the page then works without a network."""
+    argv = [sys.executable, "-m", "memray", "flamegraph", "--force", "--no-web", "--output", str(output)]
     if temporary:
         argv.append("--temporary-allocations")
     log = output.with_name(output.name + ".log")

@@ -11,9 +11,10 @@ process cannot be sampled every way at once:
                              allocations made during the load as collapsed stacks
 
 Every phase resets each node's event-loop lag window (/v0/stats?reset=1) as its load starts and reads
-it when the load ends. The memray cluster is a second cluster on the plain cluster's data directories,
-so a GET run reads the keys filled once. Everything a run writes, and which phase it came from, is
-listed in ``run.json``.
+it when the load ends, and reads each node's CPU time from /proc before and after the load: the CPU
+per request the report sets next to the sample counts. The memray cluster is a second cluster on the
+plain cluster's data directories, so a GET run reads the keys filled once. Everything a run writes,
+and which phase it came from, is listed in ``run.json``.
 """
 
 from __future__ import annotations
@@ -55,7 +56,6 @@ class RunSpec:
     keys: int
     value_size: int
     all_nodes: bool = False
-    memray_peak: bool = True  # also render memray's peak-memory flamegraph (a few seconds of CPU)
 
     @property
     def name(self) -> str:
@@ -75,6 +75,7 @@ def record_run(
         "run": spec.name,
         "spec": asdict(spec),
         "python": sys.version.split()[0],
+        "sample_rate_hz": pyspy.SAMPLE_RATE,
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "phases": [],
     }
@@ -184,12 +185,14 @@ def _load_phase(
     children: Children,
     during_load: Callable[[], None],
 ) -> dict[str, Any]:
-    """Reset loop lag, run the load (``during_load`` runs beside it), read loop lag: the phase record."""
+    """Reset loop lag, run the load (``during_load`` runs beside it), read loop lag and each node's CPU
+    time over the load window (from /proc): the phase record."""
     for node in cluster.nodes:
         loop_lag(node.url, reset=True)
     result_path = out / f"load-{phase}.json"
     log = out / "logs" / f"load-{phase}.log"
     started = time.time()
+    cpu_before = cluster.cpu_seconds()
     process = start_rate(cluster.coordinator.url, spec.load, result_path, children, log)
     beside = threading.Thread(target=during_load, name=f"{phase}-beside-load", daemon=True)
     beside.start()
@@ -197,6 +200,7 @@ def _load_phase(
         load = wait_rate(process, spec.load, result_path, children, log)
     finally:
         beside.join(timeout=60.0)
+    cpu_after = cluster.cpu_seconds()
     ended = time.time()
     lag = {node.name: loop_lag(node.url) for node in cluster.nodes}
     return {
@@ -205,6 +209,7 @@ def _load_phase(
         "load": load,
         "load_json": result_path.relative_to(out).as_posix(),
         "window_s": round(ended - started, 3),
+        "cpu_s": {name: round(cpu_after[name] - cpu_before[name], 3) for name in cpu_before},
         "loop_lag_ms": lag,
     }
 
@@ -224,12 +229,11 @@ def _memray_artifacts(
             "path": capture.relative_to(out).as_posix(),
         }
     ]
-    flavours = {"temporary": True, "peak": False} if spec.memray_peak else {"temporary": True}
     renders = {
         flavour: memory.render_flamegraph(
             capture, out / node.name / f"memray-{flavour}.html", children, temporary=temporary
         )
-        for flavour, temporary in flavours.items()
+        for flavour, temporary in (("temporary", True), ("peak", False))
     }
     allocations = memory.load_window_allocations(capture)  # while memray renders beside it
     for flavour, render in renders.items():

@@ -1,5 +1,6 @@
-"""report.md: the runs' load figures, then per operation and profile kind the top frames of each mode
-side by side (computed from the raw/collapsed stacks), with links to every flamegraph and dump."""
+"""report.md: a conclusion drawn from the runs, CPU per request from /proc next to py-spy's samples, the
+load figures, then per operation and profile kind the top frames of each mode side by side (computed
+from the raw/collapsed stacks), with links to every flamegraph and dump."""
 
 from __future__ import annotations
 
@@ -10,7 +11,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from profiling.collapsed import FrameShare, Stacks, parse_collapsed, top_frames, trunk
+from profiling.collapsed import (
+    FrameShare,
+    SampleSplit,
+    Stacks,
+    parse_collapsed,
+    split_samples,
+    top_frames,
+    trunk,
+)
+from profiling.cpu import DIFFERENCE, conclusion, cpu_table, plot_cpu, run_cpu
 
 __all__ = ["TOP", "load_runs", "write_report"]
 
@@ -19,12 +29,15 @@ _MODE_ORDER = {"async": 0, "sync": 1}
 
 # (artifact kind, heading, what one unit of weight is, phase it comes from)
 _SECTIONS = [
-    ("cpu", "CPU: `py-spy record` (on-CPU samples)", "samples", "cpu"),
+    ("cpu", "CPU: `py-spy record`, samples in Python code", "samples", "cpu"),
     ("idle", "Waits: `py-spy record --idle` (every sample, waiting included)", "samples", "idle"),
-    ("gil", "GIL: `py-spy record --gil` (samples of the thread holding the GIL)", "samples", "gil"),
+    ("gil", "GIL: `py-spy record --gil`, Python samples of the thread holding the GIL", "samples", "gil"),
     ("alloc-count", "Allocations by count: memray, during the load", "allocations", "memray"),
     ("alloc-bytes", "Allocations by bytes: memray, during the load", "bytes", "memray"),
 ]
+# Kinds whose tables rank only samples in Python code: a waiting sample there is not CPU work.
+_SPLIT_KINDS = ("cpu", "gil")
+CPU_PLOT = "cpu-per-request.png"
 
 
 def load_runs(run_dirs: Sequence[Path]) -> list[tuple[Path, dict[str, Any]]]:
@@ -40,26 +53,51 @@ def load_runs(run_dirs: Sequence[Path]) -> list[tuple[Path, dict[str, Any]]]:
 
 
 def write_report(out: Path, run_dirs: Sequence[Path], command: str) -> Path:
-    """Write ``out/report.md`` for the runs in ``run_dirs``; its path."""
+    """Write ``out/report.md`` (and its plot) for the runs in ``run_dirs``; its path."""
     runs = load_runs(run_dirs)
+    cpu = [run_cpu(run_dir, manifest) for run_dir, manifest in runs]
     lines = [
         "# kvnode profiles",
         "",
         f"Written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `{command}`",
         f"on {os.cpu_count()} CPU(s), Python {runs[0][1]['python'] if runs else '?'}.",
         "",
+        "## Conclusion",
+        "",
+        "Drawn from the figures below; a statement about CPU is made only where the nodes' CPU time",
+        f"(/proc) and py-spy's samples agree (a difference counts from {DIFFERENCE - 1:.0%}).",
+        "",
+        *conclusion(cpu),
+        "",
+        "## CPU per request: /proc next to the samples",
+        "",
+        "CPU per request is each node's user + system CPU time over the `cpu` phase's load window (from",
+        "`/proc/PID/stat`) divided by the requests answered: everything the process ran, Python, C and",
+        "kernel. n1's py-spy samples of the same phase are split by their innermost frame: *in Python*",
+        "code (the CPU and GIL tables below rank only these), the *loop's own frame* (`Runner.run` under",
+        "uvloop, `_run_once` or `select` under asyncio, or a threading wait: the loop's poll, or uvloop's",
+        "C code, which has no frame of its own), and *no Python frame*. py-spy leaves out a thread the OS",
+        "reports sleeping, yet where the loop's own frame holds more samples than /proc has CPU time for,",
+        "they are waiting, not CPU. A sample says where a thread was, not that it had a core: on shared",
+        "cores a thread waiting for one is sampled too. *Python time* is the samples in Python code times",
+        "the sampling interval, per request.",
+        "",
+        *cpu_table(cpu),
+    ]
+    if plot_cpu(out / CPU_PLOT, cpu):
+        lines += [f"![CPU per request by node, and n1's sampled Python time]({CPU_PLOT})", ""]
+    lines += [
+        "## How the runs were made",
+        "",
         "Each run is one fan-out mode and one operation on a fresh 3-node loopback cluster; the load goes",
         "to the coordinator n1. A run is four load phases of the same rate and duration: `cpu`, `idle`",
         "and `gil` (py-spy, one after another, on the plain cluster; `py-spy dump` of every node halfway",
         "through `cpu`) and `memray` (the cluster restarted with the profiled node(s) under `memray run`,",
-        "which slows them down). Shares are of all samples (or allocations, or bytes) of that profile;",
+        "which slows them down). Shares are of the samples (or allocations, or bytes) a table ranks;",
         "*self* counts a frame where it is innermost, *total* wherever it is on the stack (once per stack).",
         "Total tables leave out the trunk, the entry path every request runs under (runpy, main, down to",
         "the event loop's run). py-spy samples without stopping the node (`--nonblocking`), so a few",
         "stacks are torn and start mid-way; they count by their innermost frame like any other.",
-        "No native frames are sampled, so time in uvloop/libuv and other C code called",
-        "straight from the loop shows as self time of `Runner.run`; in the idle profile that is mostly the",
-        "loop waiting in epoll.",
         "",
         *_load_table(runs, out),
     ]
@@ -128,22 +166,42 @@ def _op_section(op: str, runs: list[tuple[Path, dict[str, Any]]], out: Path) -> 
                 continue
             role = "coordinator" if node == "n1" else "replica"
             lines += [f"### {heading}, {node} ({role}), phase `{phase}`", ""]
+            ranked = []  # (mode, the stacks the tables rank)
             for mode, stacks, artifacts, run_dir in columns:
                 links = [
                     _link(a["format"], run_dir / a["path"], out) for a in artifacts if a["format"] != "raw"
                 ]
                 links += [_link("raw", run_dir / a["path"], out) for a in artifacts if a["format"] == "raw"]
                 weight = sum(stacks.values())
-                extra = _memray_extra(kind, weight, run_dir, _manifest_for(runs, run_dir))
                 errors = next((a.get("errors") for a in artifacts if a.get("errors") is not None), None)
                 error_note = f", {errors} sampling errors" if errors else ""
+                if kind in _SPLIT_KINDS:
+                    split = split_samples(stacks)
+                    extra = _split_note(split)
+                    ranked.append((mode, split.python))
+                else:
+                    extra = _memray_extra(kind, weight, run_dir, _manifest_for(runs, run_dir))
+                    extra += _waiting_note(split_samples(stacks)) if kind == "idle" else ""
+                    ranked.append((mode, stacks))
                 lines.append(f"- **{mode}**: {weight:,} {unit}{error_note}{extra}; {' · '.join(links)}")
             lines.append("")
             lines += _side_by_side(
-                "self", [(mode, top_frames(stacks, by="self", limit=TOP)) for mode, stacks, *_ in columns]
+                "self", [(mode, top_frames(stacks, by="self", limit=TOP)) for mode, stacks in ranked]
             )
-            lines += _side_by_side("total", [(mode, _top_total(stacks)) for mode, stacks, *_ in columns])
+            lines += _side_by_side("total", [(mode, _top_total(stacks)) for mode, stacks in ranked])
     return lines
+
+
+def _split_note(split: SampleSplit) -> str:
+    return (
+        f": {split.python_samples:,} in Python code (the tables rank these), {split.waiting_samples:,} "
+        f"in the loop's own frame, {split.no_frame:,} without a Python frame"
+    )
+
+
+def _waiting_note(split: SampleSplit) -> str:
+    share = split.waiting_samples / split.total if split.total else 0.0
+    return f", {share:.0%} of them in the loop's own frame (waiting)"
 
 
 def _shown_with(artifact: dict[str, Any], kind: str) -> bool:

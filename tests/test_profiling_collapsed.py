@@ -9,8 +9,10 @@ from profiling.collapsed import (
     CollapsedFormatError,
     FrameShare,
     format_collapsed,
+    is_waiting_frame,
     merge,
     parse_collapsed,
+    split_samples,
     top_frames,
     trunk,
 )
@@ -111,3 +113,32 @@ def test_format_round_trips_and_merge_adds() -> None:
     stacks = parse_collapsed(PY_SPY_RAW)
     assert parse_collapsed(format_collapsed(stacks)) == stacks
     assert sum(merge([stacks, stacks]).values()) == 200
+
+
+@pytest.mark.parametrize(
+    ("frame", "waiting"),
+    [
+        ("Runner.run (asyncio/runners.py:86)", True),  # uvloop's poll and C code, below asyncio.run
+        ("run (uvloop/__init__.py:38)", True),
+        ("BaseEventLoop._run_once (asyncio/base_events.py:1845)", True),  # the default loop
+        ("BaseSelector.select (selectors.py:451)", True),
+        ("EpollSelector.select (selectors.py:451)", True),
+        ("Condition.wait (threading.py:295)", True),
+        ("run (asyncio/runners.py)", True),  # memray's frames name no line
+        ("put_entity (kvnode/http_api.py:54)", False),
+        ("run (kvnode/node.py:12)", False),  # the name alone is not enough
+        ("select (kvnode/selectors_of_mine.py:3)", False),
+        (NO_PYTHON_FRAME, False),
+    ],
+)
+def test_waiting_frames(frame: str, waiting: bool) -> None:
+    assert is_waiting_frame(frame) is waiting
+
+
+def test_split_samples_by_innermost_frame() -> None:
+    split = split_samples(parse_collapsed(PY_SPY_RAW))
+    assert (split.python_samples, split.waiting_samples, split.no_frame) == (35, 60, 5)
+    assert split.total == 100
+    # A waiting frame further out does not make a sample waiting: only the innermost frame counts.
+    assert all(not is_waiting_frame(stack[-1]) for stack in split.python)
+    assert sum(split.python.values()) == sum(top.self_weight for top in top_frames(split.python, by="self"))

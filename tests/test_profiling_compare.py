@@ -1,4 +1,5 @@
-"""``python -m profiling``: compare --quick end to end, a denied ptrace, and Ctrl-C."""
+"""``python -m profiling``: compare --quick end to end (its report, and every page rendered offline in
+headless Chromium where it is installed), a denied ptrace, and Ctrl-C."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from profiling.render_check import find_chromium
+
 RUNS = ("async-put", "sync-put", "async-get", "sync-get")
 NODE_ONE_FILES = (
     "cpu.svg",
@@ -25,6 +28,7 @@ NODE_ONE_FILES = (
     "gil.collapsed.txt",
     "memray.bin",
     "memray-temporary.html",
+    "memray-peak.html",  # quick mode too: the README promises it
     "alloc-count.collapsed.txt",
     "alloc-bytes.collapsed.txt",
 )
@@ -64,6 +68,8 @@ def test_every_artifact_exists(compare_quick: tuple[Path, subprocess.CompletedPr
             assert phase["load"]["requests"] > 0
             assert phase["loop_lag_ms"]["n1"]["samples"] > 0
             assert (out / run / phase["load_json"]).exists()
+            assert set(phase["cpu_s"]) == {"n1", "n2", "n3"}  # CPU time over the load window, /proc
+            assert phase["cpu_s"]["n1"] > 0
 
 
 def test_svgs_are_flamegraphs_with_samples(
@@ -85,6 +91,16 @@ def test_report_has_both_modes_and_working_links(
 ) -> None:
     out, _ = compare_quick
     report = (out / "report.md").read_text()
+    sections = re.findall(r"^## (.+)$", report, re.M)
+    assert sections[:2] == ["Conclusion", "CPU per request: /proc next to the samples"]
+    opening = report.partition("## Conclusion")[2].partition("\n## ")[0]
+    assert re.search(r"^- \*\*PUT: .*/proc \d[\d,]* µs vs \d[\d,]* µs", opening, re.M)
+    assert re.search(r"^- \*\*GET: ", opening, re.M)
+    for run in RUNS:  # /proc CPU per request next to the sample counts, for every run
+        assert re.search(
+            rf"^\| {run} \| [\d,]+ \| [\d,]+ µs \| [\d,]+ µs \| [\d,]+ µs \| [\d,]+ µs \| \d", report, re.M
+        )
+    assert "(cpu-per-request.png)" in report
     for run in RUNS:
         for phase in ("cpu", "idle", "gil", "memray"):
             assert f"| {run} | {phase} |" in report
@@ -96,6 +112,22 @@ def test_report_has_both_modes_and_working_links(
     assert any(link.endswith(".svg") for link in links) and any(link.endswith(".html") for link in links)
     for link in links:
         assert (out / link).exists(), link
+
+
+@pytest.mark.skipif(
+    find_chromium() is None, reason="Debian's chromium is not installed (apt-get install chromium)"
+)
+def test_every_page_renders_offline(compare_quick: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    out, _ = compare_quick
+    checked = subprocess.run(
+        [sys.executable, "-m", "profiling.render_check", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert checked.returncode == 0, checked.stderr[-3000:]
+    pages = len(RUNS) * (3 + 2)  # per run: cpu, idle, gil flamegraphs; memray temporary and peak
+    assert f"{pages} of {pages} pages drew offline" in checked.stdout
 
 
 def test_no_ptrace_rights_is_exit_2_with_advice(tmp_path: Path) -> None:

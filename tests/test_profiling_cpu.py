@@ -1,0 +1,113 @@
+"""The report's conclusion and CPU figures (profiling.cpu) on fixed runs: it says only what /proc and
+the samples both show."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from profiling.collapsed import parse_collapsed, split_samples
+from profiling.cpu import RunCpu, conclusion, cpu_table, plot_cpu
+
+LOOP = "main;Runner.run (asyncio/runners.py:86)"
+HANDLER = f"{LOOP};put_entity (kvnode/http_api.py:54)"
+
+
+def run(mode: str, proc_s: float, python_samples: int, loop_samples: int = 0, op: str = "put") -> RunCpu:
+    """1,000 requests in a 10 s window, sampled at 100 Hz: one Python sample is 10 µs per request."""
+    samples = split_samples(parse_collapsed(f"{HANDLER} {python_samples}\n{LOOP} {loop_samples}\n"))
+    idle = split_samples(parse_collapsed(f"{HANDLER} {python_samples}\n{LOOP} 900\n"))
+    return RunCpu(
+        run=f"{mode}-{op}",
+        mode=mode,
+        op=op,
+        requests=1000,
+        window_s=10.0,
+        cpu_s={"n1": proc_s, "n2": 0.05, "n3": 0.05},
+        sample_rate=100,
+        samples=samples,
+        idle=idle,
+    )
+
+
+def test_figures_per_request() -> None:
+    figures = run("async", proc_s=0.3, python_samples=20, loop_samples=80)
+    assert figures.proc_us() == pytest.approx(300)
+    assert figures.cluster_us == pytest.approx(400)
+    assert figures.sampled_us == pytest.approx(200)  # 20 samples x 10 ms / 1,000 requests
+    assert figures.all_sampled_us == pytest.approx(1000)
+    assert figures.busy_share == pytest.approx(0.03)
+    assert figures.waiting_share == pytest.approx(900 / 920)
+
+
+def test_a_difference_both_measures_show_is_stated() -> None:
+    lines = conclusion([run("async", 0.4, 30), run("sync", 0.3, 20)])
+    assert lines[0].startswith("- **PUT: async costs the coordinator more CPU per request than sync**")
+    assert "400 µs vs 300 µs" in lines[0] and "1.33x" in lines[0] and "1.50x" in lines[0]
+
+
+def test_the_other_way_round_too() -> None:
+    assert "sync costs the coordinator more" in conclusion([run("async", 0.3, 20), run("sync", 0.4, 30)])[0]
+
+
+@pytest.mark.parametrize(
+    ("async_proc", "async_samples"),
+    [
+        (0.4, 20),  # /proc shows a difference, the samples do not
+        (0.3, 30),  # the samples show one, /proc does not
+        (0.4, 15),  # they point opposite ways
+    ],
+)
+def test_no_difference_is_claimed_unless_both_show_it(async_proc: float, async_samples: int) -> None:
+    line = conclusion([run("async", async_proc, async_samples), run("sync", 0.3, 20)])[0]
+    assert "no difference between async and sync that both measures show" in line
+    assert "costs the coordinator more" not in line
+
+
+def test_without_proc_figures_nothing_is_concluded_on_the_modes() -> None:
+    old = RunCpu(
+        "async-put", "async", "put", 1000, 10.0, {}, 100, split_samples(parse_collapsed(f"{HANDLER} 5")), None
+    )
+    lines = conclusion([old, run("sync", 0.3, 20)])
+    assert lines[0].startswith("- **PUT: no conclusion on async vs sync**")
+
+
+def test_waiting_and_sample_excess_are_stated_from_both_measures() -> None:
+    lines = conclusion([run("async", 0.3, 20, loop_samples=80), run("sync", 0.3, 20, loop_samples=10)])
+    assert any(line.startswith("- **The coordinator mostly waited**") for line in lines)
+    excess = next(line for line in lines if "more samples than n1 had CPU" in line)
+    assert "in async-put" in excess and "1,000 µs per request against 300 µs" in excess
+    assert "fit within n1's CPU time" in excess  # Python samples (200 µs) < /proc (300 µs)
+
+
+def test_python_samples_above_proc_are_called_out() -> None:
+    lines = conclusion([run("async", 0.1, 30)])
+    assert any("Even the samples in Python code come to up to 3.0x" in line for line in lines)
+
+
+def test_nothing_to_conclude_says_so() -> None:
+    assert conclusion([]) == ["- No run has both CPU figures from /proc and samples: nothing to conclude."]
+
+
+def test_table_has_a_row_per_run() -> None:
+    table = cpu_table([run("async", 0.3, 20, 80), run("sync", 0.25, 18, 30)])
+    assert table[2] == "| async-put | 1,000 | 300 µs | 50 µs | 50 µs | 400 µs | 100 | 20 | 80 | 0 | 200 µs |"
+    assert table[3].startswith("| sync-put | 1,000 | 250 µs |")
+
+
+def test_plot_is_written_only_with_proc_figures(tmp_path: Path) -> None:
+    assert plot_cpu(tmp_path / "cpu.png", [run("async", 0.3, 20, 80), run("sync", 0.25, 18, 30)])
+    assert (tmp_path / "cpu.png").stat().st_size > 0
+    old = RunCpu("async-put", "async", "put", 1000, 10.0, {}, 100, None, None)
+    assert not plot_cpu(tmp_path / "none.png", [old])
+    assert not (tmp_path / "none.png").exists()
+
+
+def test_every_bar_segment_looks_different() -> None:
+    from profiling.cpu import _PROC_BARS, _SAMPLE_BARS
+
+    styles = [style[-2:] for style in (*_PROC_BARS, *_SAMPLE_BARS)]
+    assert len(set(styles)) == len(styles)
+    assert len({color for color, _ in styles}) == len(styles)
+    assert len({hatch for _, hatch in styles}) == len(styles)  # told apart in grey print too

@@ -1,0 +1,176 @@
+"""The README's tour runs as written: its shell and Python examples, in order, against a live 3-node
+cluster, each answering what its comment says.
+
+The examples name ports 8080-8082 (``make run``'s cluster); only those are rewritten, to the test
+cluster's. A comment states a checkable claim when it starts with one of:
+
+    # 201 Created ...        the HTTP status in curl -i's output (", body: TEXT" also checks the body)
+    # prints: TEXT           the command's whole output
+    # JSON ...               the output parses as JSON
+
+A ``text`` block right after a shell block shows its last command's output: its status line, every
+header line it lists, and its body must match. A Python block ending in ``# prints:`` and comment lines
+must print those lines. Other comments are explanations.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ClusterFactory
+
+README = Path(__file__).parent.parent / "README.md"
+# The sections whose examples run, in order: the tour, then operating a cluster (metrics and admin).
+SECTIONS = ("## A short tour", "## Operating a cluster")
+README_PORTS = {"8080": 0, "8081": 1, "8082": 2}  # the README's node -> index in the test cluster
+
+
+@dataclass
+class Block:
+    language: str
+    text: str
+    shown_output: str | None = None  # the ``text`` block that follows a shell block
+
+
+def tour_blocks(markdown: str) -> list[Block]:
+    sections = []
+    for heading in SECTIONS:
+        start = markdown.index(heading)
+        sections.append(markdown[start : markdown.index("\n## ", start + len(heading))])
+    blocks: list[Block] = []
+    for language, text in re.findall(r"^```(\w+)\n(.*?)^```$", "\n".join(sections), re.M | re.S):
+        if language == "text" and blocks and blocks[-1].language == "sh":
+            blocks[-1].shown_output = text
+        else:
+            blocks.append(Block(language, text))
+    return blocks
+
+
+def split_comment(line: str) -> tuple[str, str]:
+    """The command and its comment: the comment starts at the first `` # `` (the examples quote no #)."""
+    command, _, comment = line.partition(" # ")
+    return command.strip(), comment.strip()
+
+
+def logical_lines(text: str) -> list[str]:
+    return [line for line in re.sub(r"\\\n\s*", " ", text).splitlines() if line.strip()]
+
+
+def runnable(block: Block) -> bool:
+    """Shell blocks with a curl example run against the cluster (the block that starts servers does not);
+    Python blocks run too."""
+    if block.language == "python":
+        return True
+    return block.language == "sh" and any(line.startswith("curl ") for line in logical_lines(block.text))
+
+
+def rewrite_ports(text: str, urls: list[str]) -> str:
+    return re.sub(r"http://127\.0\.0\.1:(808[0-2])\b", lambda found: urls[README_PORTS[found.group(1)]], text)
+
+
+@dataclass
+class Reply:
+    status_line: str
+    headers: list[str]
+    body: bytes
+
+
+def parse_curl_i(output: bytes) -> Reply:
+    head, _, body = output.partition(b"\r\n\r\n")
+    status_line, *headers = head.decode("latin-1").split("\r\n")
+    return Reply(status_line, headers, body)
+
+
+def check_claim(command: str, comment: str, output: bytes) -> None:
+    where = f"README example `{command}` (# {comment})"
+    status = re.match(r"(\d{3})\b", comment)
+    if status:
+        assert command.startswith("curl -i"), f"{where}: claims a status, but only curl -i shows one"
+        reply = parse_curl_i(output)
+        assert reply.status_line.split()[1] == status.group(1), f"{where}: answered {reply.status_line!r}"
+        body = re.search(r"\bbody: (.+)$", comment)
+        if body:
+            assert reply.body.decode() == body.group(1), f"{where}: body {reply.body[:200]!r}"
+    elif comment.startswith("prints: "):
+        assert output.decode().strip() == comment.removeprefix("prints: "), f"{where}: printed {output!r}"
+    elif comment.startswith("JSON"):
+        json.loads(output)
+
+
+def check_shown_output(shown: str, output: bytes) -> None:
+    """The output block as the README shows it: status line, the headers listed, then the body."""
+    shown_head, _, shown_body = shown.partition("\n\n")
+    reply = parse_curl_i(output)
+    status_line, *headers = shown_head.splitlines()
+    assert reply.status_line == status_line
+    for header in headers:
+        assert header == "..." or header in reply.headers, f"{header!r} not in {reply.headers}"
+    assert reply.body.decode().replace("\r\n", "\n").strip() == shown_body.strip()
+
+
+def test_every_curl_example_is_in_a_block_the_tour_test_runs() -> None:
+    markdown = README.read_text()
+    run = [line for block in tour_blocks(markdown) if runnable(block) for line in logical_lines(block.text)]
+    everywhere = [
+        line
+        for text in re.findall(r"^```\w*\n(.*?)^```$", markdown, re.M | re.S)
+        for line in logical_lines(text)
+        if line.lstrip().startswith("curl ")
+    ]
+    assert everywhere, "the README has curl examples"
+    assert [line for line in everywhere if line not in run] == []
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed (apt-get install curl)")
+def test_tour_runs_as_written(start_cluster: ClusterFactory, tmp_path: Path) -> None:
+    urls = start_cluster(3).urls
+    blocks = [block for block in tour_blocks(README.read_text()) if runnable(block)]
+    assert [block.language for block in blocks].count("sh") >= 2
+    checked = 0
+    for block in blocks:
+        if block.language == "python":
+            run_python(block.text, urls, tmp_path)
+            continue
+        output = b""
+        for line in logical_lines(block.text):
+            command, comment = split_comment(line)
+            finished = subprocess.run(
+                ["bash", "-c", rewrite_ports(command, urls)], cwd=tmp_path, capture_output=True, timeout=30
+            )
+            assert finished.returncode == 0, f"`{command}` exited {finished.returncode}: {finished.stderr!r}"
+            # curl warns and goes on, e.g. with an empty body for a missing @file.
+            assert b"Warning" not in finished.stderr, f"`{command}`: {finished.stderr.decode()}"
+            output = finished.stdout
+            check_claim(command, comment, output)
+            checked += bool(comment)
+        if block.shown_output is not None:
+            check_shown_output(block.shown_output, output)
+    assert checked >= 15
+
+
+def run_python(source: str, urls: list[str], cwd: Path) -> None:
+    expected = source.partition("# prints:\n")[2]
+    assert expected, "a Python example ends with what it prints"
+    python = [sys.executable, "-c", rewrite_ports(source, urls)]
+    finished = subprocess.run(python, cwd=cwd, capture_output=True, text=True, timeout=30)
+    assert finished.returncode == 0, finished.stderr
+    assert finished.stdout.splitlines() == [line.removeprefix("# ") for line in expected.splitlines()]
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("curl -i 'http://127.0.0.1:8080/x'   # 200 OK", ("curl -i 'http://127.0.0.1:8080/x'", "200 OK")),
+        ("head -c 10 /dev/urandom > f", ("head -c 10 /dev/urandom > f", "")),
+    ],
+)
+def test_split_comment(line: str, expected: tuple[str, str]) -> None:
+    assert split_comment(line) == expected
