@@ -24,11 +24,11 @@ $(DEV_STAMP): pyproject.toml | $(VENV)/bin/python
 run: $(RUN_STAMP)
 	$(PY) -m kvnode
 
-## test: ruff, mypy and the whole pytest suite (about 7 minutes on 2 cores, plus a first install)
+## test: ruff, mypy and the whole pytest suite (about 10 minutes on 2 cores, plus a first install)
 test: test-duration lint typecheck pytest
 
 test-duration:
-	@echo "make test: ruff, mypy, then the whole pytest suite: about 7 minutes on 2 cores (plus about a minute to install dependencies the first time)"
+	@echo "make test: ruff, mypy, then the whole pytest suite: about 10 minutes on 2 cores (plus about a minute to install dependencies the first time)"
 
 lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check .
