@@ -16,7 +16,7 @@ from kvnode.fanout import FANOUTS
 from loadtest import interruptible
 from loadtest.openloop import RateResult, fill, run_rate
 from loadtest.scenarios import SCENARIOS
-from loadtest.workload import OPS, Op, Workload
+from loadtest.workload import ENTITY_PATH, OPS, Op, Workload
 
 T = TypeVar("T")
 
@@ -46,6 +46,9 @@ def _parser() -> argparse.ArgumentParser:
     rate.add_argument("--connections", type=positive_int, default=64, help="keep-alive connections, in total")
     rate.add_argument(
         "--workers", type=positive_int, default=1, help="generator processes sharing the rate (default: 1)"
+    )
+    rate.add_argument(
+        "--path", default=ENTITY_PATH, help="request path (default: %(default)s; / for loadtest.hello)"
     )
     rate.add_argument("--json", type=Path, help="write the summary as JSON here")
     rate.add_argument("--hdr", type=Path, help="write the latency histogram (HdrHistogram base64) here")
@@ -94,7 +97,9 @@ def _parser() -> argparse.ArgumentParser:
     selfbench.add_argument(
         "--workers", type=_comma_list(positive_int), default=[1, 2], help="worker counts (default: 1,2)"
     )
-    selfbench.add_argument("--connections", type=positive_int, default=64, help="keep-alive connections")
+    selfbench.add_argument(
+        "--connections", type=positive_int, default=256, help="keep-alive connections (default: 256)"
+    )
 
     ui = commands.add_parser("ui", help="a fresh filled 3-node cluster and Locust's web UI pointed at it")
     ui.add_argument("--web-port", type=int, default=8089, help="Locust UI port on 127.0.0.1")
@@ -140,8 +145,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from loadtest.ui import run_ui
 
         return run_ui(args.web_port, args.keys, args.fanout)
-    op: Op = args.op if args.command == "rate" else "put"
-    workload = Workload(op, args.keys, args.value_size, args.ack, args.from_)
+    rate = args.command == "rate"
+    op: Op = args.op if rate else "put"
+    path = args.path if rate else ENTITY_PATH
+    workload = Workload(op, args.keys, args.value_size, args.ack, args.from_, path=path)
     if args.command == "fill":
         written, failures = interruptible.run(fill(args.url, workload, args.concurrency))
         print(f"filled {written} of {args.keys} keys ({args.value_size}-byte values) on {','.join(args.url)}")
