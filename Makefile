@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: run test test-duration lint typecheck pytest bench compare loadtest-ui loadtest profile clean
+.PHONY: run test test-duration lint typecheck pytest bench genbench compare loadtest-ui loadtest profile clean
 
 $(VENV)/bin/python:
 	@echo "Creating $(VENV) and installing kvnode's dependencies into it (once; about a minute)"
@@ -43,6 +43,11 @@ pytest: $(DEV_STAMP)
 ## bench: sync vs async 3-node cluster under wrk, next to an aiohttp hello-world
 bench: $(DEV_STAMP)
 	$(PY) -m loadtest.bench $(BENCH_ARGS)
+
+## genbench: the load generator's own capacity against a hello-world app: rate asked/achieved, lateness,
+##           generator CPU per request, VALID/INVALID (about a minute; GENBENCH_ARGS=--rates 5000,10000 ...)
+genbench: $(DEV_STAMP)
+	$(PY) -m loadtest selfbench $(GENBENCH_ARGS)
 
 ## compare: sync vs async on fresh 3-node clusters (healthy, slow-replica, replica-down): latency at fixed
 ##          rates and the highest rate each sustains; writes out/compare/report.md (COMPARE_ARGS=--quick: ~2 min)

@@ -1,8 +1,9 @@
-"""Load testing for kvnode: Locust users, open-loop constant-rate load, and the sync-vs-async report.
+"""Load testing for kvnode: Locust users, open-loop constant-rate load, and the fan-out comparison.
 
-    python -m loadtest rate --url URL[,URL...] --op put|get|delete|mixed --rate R --duration S
+    python -m loadtest rate --url URL[,URL...] --op put|get|delete|mixed --rate R --duration S [--workers N]
     python -m loadtest fill --url URL --keys N
     python -m loadtest compare [--quick] [--out DIR]
+    python -m loadtest selfbench
     python -m loadtest ui
     python -m loadtest locust [--duration 30] [--out out/loadtest]
     locust -f loadtest/locustfile.py --host URL
@@ -11,14 +12,17 @@ Modules, one job each:
 
     interruptible uvloop.run that Ctrl-C and SIGTERM stop at once
     workload      keys, values and the request of each operation (shared by all generators)
-    openloop      the constant-rate scheduler and its latency accounting
+    httpclient    the generator's lean keep-alive HTTP/1.1 connection (asyncio.Protocol)
+    openloop      the constant-rate scheduler, its latency accounting and validity rule
+    workers       one run spread over several generator processes, results merged
+    selfbench     the generator's own capacity against the hello-world app (``make genbench``)
     fill          the filler every command uses: each key PUT once, failed PUTs sent again
     locustfile    the Locust user and its workloads (closed loop: for the UI and everyday load, not for
                   latency figures)
     scenarios     fresh 3-node clusters: healthy, slow-replica, replica-down
     delay_proxy   the TCP proxy that makes a replica slow
-    compare       the pipeline: every scenario and mode, fixed rates, the max-rate search
-    report        report.md and the plots
+    compare       the pipeline: every scenario and mode, common rates, the capacity search
+    report        report.md, its conclusion and the plots
     locust_cluster  a filled local cluster under Locust: its web UI, or a headless run with reports
     bench, hello  wrk against the cluster next to an aiohttp hello-world (``make bench``)
     wrk           running wrk: install, Lua script, output parsing, runs at once merged

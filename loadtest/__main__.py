@@ -1,39 +1,58 @@
-"""``python -m loadtest rate|fill|compare|ui|locust``: constant-rate load, filling a store, the sync-vs-async
-report, and Locust on a fresh local cluster (its web UI, or a bounded headless run with reports)."""
+"""``python -m loadtest rate|fill|compare|selfbench|ui|locust``: constant-rate load, filling a store, the
+fan-out comparison, the load generator's own benchmark, and Locust on a fresh local cluster (its web UI,
+or a bounded headless run with reports)."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import get_args
+from typing import TypeVar
 
 from kvnode.argtypes import choices, http_urls, positive_float, positive_int
-from kvnode.config import FanoutMode
+from kvnode.fanout import FANOUTS
 from loadtest import interruptible
 from loadtest.fill import fill
-from loadtest.openloop import run_rate
+from loadtest.openloop import RateResult, run_rate
 from loadtest.scenarios import SCENARIOS
-from loadtest.workload import OPS, Op, Workload
+from loadtest.workload import ENTITY_PATH, OPS, Op, Workload
+
+T = TypeVar("T")
 
 
-def _rates(text: str) -> list[float]:
-    return [positive_float(part) for part in text.split(",") if part.strip()]
+def _comma_list(item: Callable[[str], T]) -> Callable[[str], list[T]]:
+    """An argparse type: a comma-separated list of ``item``s."""
+
+    def parse(text: str) -> list[T]:
+        values = [item(part) for part in text.split(",") if part.strip()]
+        if not values:
+            raise argparse.ArgumentTypeError("the list is empty")
+        return values
+
+    return parse
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m loadtest", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
+    modes = list(FANOUTS)
 
     rate = commands.add_parser("rate", help="open-loop constant-rate load, latency from intended send time")
     rate.add_argument("--url", type=http_urls, required=True, help="node URLs, comma-separated; round-robin")
     rate.add_argument("--op", choices=OPS, required=True)
     rate.add_argument("--rate", type=positive_float, required=True, help="requests per second, in total")
     rate.add_argument("--duration", type=positive_float, required=True, help="seconds of sending")
-    rate.add_argument("--connections", type=int, default=64, help="keep-alive connections, in total")
+    rate.add_argument("--connections", type=positive_int, default=64, help="keep-alive connections, in total")
+    rate.add_argument(
+        "--workers", type=positive_int, default=1, help="generator processes sharing the rate (default: 1)"
+    )
+    rate.add_argument(
+        "--path", default=ENTITY_PATH, help="request path (default: %(default)s; / for loadtest.hello)"
+    )
     rate.add_argument("--json", type=Path, help="write the summary as JSON here")
     rate.add_argument("--hdr", type=Path, help="write the latency histogram (HdrHistogram base64) here")
 
@@ -47,14 +66,43 @@ def _parser() -> argparse.ArgumentParser:
         command.add_argument("--ack", type=int, help="replicas that must answer (default: the node's)")
         command.add_argument("--from", dest="from_", type=int, help="replicas asked (default: all)")
 
-    compare = commands.add_parser("compare", help="sync vs async fan-out on fresh 3-node clusters")
-    compare.add_argument("--rates", type=_rates, help="comma-separated request rates to measure")
-    compare.add_argument("--duration", type=positive_float, help="seconds per rate")
+    compare = commands.add_parser("compare", help="the fan-out modes on fresh 3-node clusters, to capacity")
+    compare.add_argument("--rates", type=_comma_list(positive_float), help="common rates, comma-separated")
+    compare.add_argument("--duration", type=positive_float, help="seconds per common rate")
     compare.add_argument("--slo-ms", type=positive_float, default=50.0, help="p99 latency objective")
     compare.add_argument("--scenarios", type=choices(SCENARIOS), help=",".join(SCENARIOS))
-    compare.add_argument("--modes", type=choices(get_args(FanoutMode)), help="async,sync")
-    compare.add_argument("--quick", action="store_true", help="small settings: the whole run in ~2 minutes")
+    compare.add_argument("--modes", type=choices(modes), help=",".join(modes))
+    compare.add_argument("--search-duration", type=positive_float, help="seconds per capacity-search step")
+    compare.add_argument(
+        "--repeats", type=_at_least(3), default=3, help="steps per searched rate, median decides (≥ 3)"
+    )
+    compare.add_argument("--search-budget", type=positive_int, help="rates a capacity search may try")
+    compare.add_argument(
+        "--workers",
+        type=positive_int,
+        default=os.cpu_count() or 1,
+        help="generator processes (default: cores)",
+    )
+    compare.add_argument("--connections", type=positive_int, default=256, help="keep-alive connections")
+    compare.add_argument("--quick", action="store_true", help="small settings: the whole run in ~4 minutes")
     compare.add_argument("--out", type=Path, default=Path("out/compare"), help="report directory")
+
+    selfbench = commands.add_parser(
+        "selfbench", help="the generator's own capacity, against a hello-world app"
+    )
+    selfbench.add_argument(
+        "--rates", type=_comma_list(positive_float), default=[2000.0, 5000.0, 10000.0, 12500.0],
+        help="asked rates, comma-separated (default: 2000,5000,10000,12500)",
+    )  # fmt: skip
+    selfbench.add_argument(
+        "--duration", type=positive_float, default=5.0, help="seconds per row (default: 5)"
+    )
+    selfbench.add_argument(
+        "--workers", type=_comma_list(positive_int), default=[1, 2], help="worker counts (default: 1,2)"
+    )
+    selfbench.add_argument(
+        "--connections", type=positive_int, default=256, help="keep-alive connections (default: 256)"
+    )
 
     ui = commands.add_parser("ui", help="a fresh filled 3-node cluster and Locust's web UI pointed at it")
     ui.add_argument("--web-port", type=int, default=8089, help="Locust UI port on 127.0.0.1")
@@ -66,13 +114,23 @@ def _parser() -> argparse.ArgumentParser:
     locust.add_argument("--out", type=Path, default=Path("out/loadtest"), help="report directory")
     for command in (ui, locust):
         command.add_argument("--keys", type=positive_int, default=10_000, help="keys filled = Locust's keys")
-        command.add_argument("--fanout", choices=("async", "sync"), default="async", help="nodes' fan-out")
+        command.add_argument("--fanout", choices=modes, default="async", help="nodes' fan-out")
     return parser
 
 
+def _at_least(minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        number = positive_int(text)
+        if number < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {text!r}")
+        return number
+
+    return parse
+
+
 def _stop_on_signals() -> None:
-    """Ctrl-C and SIGTERM stop compare, ui and locust, which then stop every process they started. SIGINT is
-    set explicitly: a process started in the background by a shell inherits it ignored."""
+    """Ctrl-C and SIGTERM stop the command, which then stops every process it started. SIGINT is set
+    explicitly: a process started in the background by a shell inherits it ignored."""
 
     def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
@@ -83,12 +141,16 @@ def _stop_on_signals() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.command in ("compare", "ui", "locust"):
-        _stop_on_signals()
+    _stop_on_signals()
     if args.command == "compare":
         from loadtest.compare import CompareSettings, run_compare
 
         return run_compare(CompareSettings.from_args(args))
+    if args.command == "selfbench":
+        from loadtest.selfbench import run_selfbench
+
+        print(run_selfbench(args.rates, args.duration, args.workers, args.connections))
+        return 0
     if args.command == "ui":
         from loadtest.locust_cluster import run_ui
 
@@ -99,8 +161,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = HeadlessSettings(args.out, args.duration, args.users, args.keys, args.fanout)
         command = shlex.join(["python", "-m", "loadtest", *(sys.argv[1:] if argv is None else argv)])
         return run_headless(settings, command)
-    op: Op = args.op if args.command == "rate" else "put"
-    workload = Workload(op, args.keys, args.value_size, args.ack, args.from_)
+    rate = args.command == "rate"
+    op: Op = args.op if rate else "put"
+    path = args.path if rate else ENTITY_PATH
+    workload = Workload(op, args.keys, args.value_size, args.ack, args.from_, path=path)
     if args.command == "fill":
         written, failures = interruptible.run(fill(args.url, workload, args.concurrency))
         print(f"filled {written} of {args.keys} keys ({args.value_size}-byte values) on {','.join(args.url)}")
@@ -108,7 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"failed PUTs by status: {dict(failures)}", file=sys.stderr)
             return 1
         return 0
-    result = interruptible.run(run_rate(args.url, workload, args.rate, args.duration, args.connections))
+    result = _rate(args, workload)
     print(result.wrk2_text())
     if args.json:
         result.write_json(args.json)
@@ -117,9 +181,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _rate(args: argparse.Namespace, workload: Workload) -> RateResult:
+    """One worker runs in this process; more are processes of their own (loadtest.workers)."""
+    if args.workers == 1:
+        return interruptible.run(run_rate(args.url, workload, args.rate, args.duration, args.connections))
+    from loadtest.workers import GeneratorPool
+
+    with GeneratorPool(args.workers) as pool:
+        return pool.run(args.url, workload, args.rate, args.duration, args.connections)
+
+
 if __name__ == "__main__":
     try:
         sys.exit(main())
-    except KeyboardInterrupt:  # fill or rate stopped by Ctrl-C or SIGTERM: no traceback
+    except KeyboardInterrupt:  # stopped by Ctrl-C or SIGTERM: no traceback
         print("loadtest: interrupted", file=sys.stderr)
         sys.exit(130)
+    except RuntimeError as error:  # a generator worker that failed, a server that did not start
+        print(f"loadtest: {error}", file=sys.stderr)
+        sys.exit(1)

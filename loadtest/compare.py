@@ -1,9 +1,20 @@
-"""``python -m loadtest compare``: sync vs async fan-out, scenario by scenario, on fresh 3-node clusters.
+"""``python -m loadtest compare``: the fan-out modes side by side, scenario by scenario, on fresh clusters.
 
-For every scenario and mode: start a fresh cluster (:mod:`loadtest.scenarios`), fill the key space,
-break the replica the scenario is about, then PUT and GET at each asked rate for a fixed time
-(:func:`loadtest.openloop.run_rate`), then search for the highest rate that meets the SLO. Results,
-histograms and the report (:mod:`loadtest.report`) go to ``--out``.
+For every scenario and every mode of kvnode's registry (:data:`kvnode.fanout.FANOUTS`, so a new mode
+shows up here by itself): start a fresh 3-node cluster (:mod:`loadtest.scenarios`), fill the key space,
+break the replica the scenario is about, then for PUT and GET:
+
+- measure each common rate once (the latency comparison at equal load);
+- search for the mode's capacity, the highest rate that meets the objective: each rate is measured
+  ``repeats`` times and the median decides (:func:`judge`); rates double until one fails, then bisect
+  until the bracket is within 10 % or the step budget is used (:func:`search_capacity`). There is no
+  other cap, and the report says where each search stopped and why.
+
+Every run also records the replica calls the coordinators made per client request, read from the nodes'
+``kvnode_replica_calls_total`` counters before and after it (:func:`replica_calls`), and the generator's
+own figures (CPU per request, lateness, VALID/INVALID). The load comes from a pool of generator
+processes (:mod:`loadtest.workers`) kept for the whole comparison. Results, histograms and the report
+(:mod:`loadtest.report`) go to ``--out``.
 """
 
 from __future__ import annotations
@@ -11,112 +22,217 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import statistics
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
+from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
+from prometheus_client.parser import text_string_to_metric_families
+
 import kvnode
-from kvnode.config import FanoutMode
+from kvnode.config import FanoutMode, node_url
+from kvnode.fanout import FANOUTS
+from kvnode.local_cluster import NodeProcess
 from loadtest import interruptible
 from loadtest.fill import fill
-from loadtest.openloop import REQUEST_TIMEOUT, RateResult, run_rate
+from loadtest.openloop import REQUEST_TIMEOUT, RateResult
 from loadtest.report import Run, write_report
 from loadtest.scenarios import SCENARIOS, SLOW_REPLICA_DELAY_MS, ScenarioCluster, start_scenario
+from loadtest.workers import GeneratorPool
 from loadtest.workload import Op, Workload
 
-__all__ = ["CompareSettings", "run_compare", "sustains"]
+__all__ = [
+    "MODES",
+    "CompareSettings",
+    "Search",
+    "Verdict",
+    "judge",
+    "replica_calls",
+    "run_compare",
+    "search_capacity",
+]
 
-MODES: tuple[FanoutMode, ...] = ("async", "sync")
+MODES: tuple[str, ...] = tuple(FANOUTS)
 OPS: tuple[Op, ...] = ("put", "get")
-_CLUSTER_OVERHEAD_S = 5.0  # a guess at start + fill + stop, for the time-left estimate only
+REPLICA_CALLS = "kvnode_replica_calls_total"
+PRECISION = 0.1  # the search stops once the highest passing and lowest failing rates are this close
+MIN_RATE = 10.0  # below this a search gives up: the mode sustains nothing worth measuring
+_CLUSTER_OVERHEAD_S = 6.0  # a guess at start + fill + stop, for the time-left estimate only
+_SCRAPE_TIMEOUT_S = 2.0
 
 
 @dataclass(frozen=True)
 class CompareSettings:
-    rates: list[float]
-    duration: float
+    rates: list[float]  # the common rates, measured once in every mode
+    duration: float  # seconds per common rate
     slo_ms: float
     scenarios: list[str]
-    modes: list[FanoutMode]
+    modes: list[str]
     out: Path
     keys: int
     value_size: int
-    search_duration: float  # seconds per step of the max-rate search
-    search_steps: int  # steps per scenario/mode/op beyond the fixed rates
+    search_duration: float  # seconds per search step
+    repeats: int  # search steps per rate; their median decides
+    search_budget: int  # rates the search may try per scenario, mode and op
+    workers: int  # generator processes
+    connections: int  # keep-alive connections, over all workers
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> CompareSettings:
         quick = bool(args.quick)
-        modes = args.modes or list(MODES)  # argparse has checked the names (kvnode.argtypes.choices)
-        scenarios = args.scenarios or list(SCENARIOS)
         return cls(
-            rates=args.rates or ([100.0, 300.0] if quick else [250.0, 500.0, 1000.0, 1500.0]),
-            duration=args.duration or (1.5 if quick else 10.0),
+            rates=args.rates or ([500.0, 1500.0] if quick else [500.0, 1000.0, 2000.0, 4000.0]),
+            duration=args.duration or (1.0 if quick else 10.0),
             slo_ms=args.slo_ms,
-            scenarios=scenarios,
-            modes=cast(list[FanoutMode], modes),
+            scenarios=args.scenarios or list(SCENARIOS),  # names checked by argparse
+            modes=args.modes or list(MODES),
             out=args.out,
             keys=500 if quick else 10_000,
             value_size=100,
-            search_duration=1.5 if quick else 5.0,
-            search_steps=2 if quick else 6,
+            search_duration=args.search_duration or (0.6 if quick else 4.0),
+            repeats=args.repeats,
+            search_budget=args.search_budget or (4 if quick else 7),
+            workers=args.workers,
+            connections=args.connections,
         )
 
     @property
     def planned_seconds(self) -> float:
-        per_cluster = len(OPS) * (len(self.rates) * self.duration + self.search_steps * self.search_duration)
+        """The longest the run can take (every search using its whole budget), for progress lines."""
+        search = self.search_budget * self.repeats * self.search_duration
+        per_cluster = len(OPS) * (len(self.rates) * self.duration + search)
         return len(self.scenarios) * len(self.modes) * (per_cluster + _CLUSTER_OVERHEAD_S)
 
 
-def sustains(result: RateResult, slo_ms: float) -> bool:
-    """Met the SLO: p99 within it, at least 95% of the asked rate achieved, at most 1% errors."""
-    errors = sum(result.errors.values())
-    return (
-        result.latency.percentile_ms(99) <= slo_ms
-        and result.achieved_rate >= 0.95 * result.asked_rate
-        and errors <= 0.01 * max(1, result.requests)
-    )
+# --- judging a rate and searching for the capacity (pure logic) ----------------------------------------
 
 
-def search_max_rate(
-    measure: Callable[[float], RateResult], tried: Sequence[RateResult], slo_ms: float, steps: int
-) -> float | None:
-    """The highest rate found to meet the SLO, refining from the rates already ``tried``.
+@dataclass(frozen=True)
+class Verdict:
+    """A rate's verdict from its repeated steps: passed, and if not, why (in words)."""
 
-    Doubles above the best passing rate until one fails, then bisects between the two; stops after
-    ``steps`` measurements or once the bracket is within 10%.
-    """
-    passed = [r.asked_rate for r in tried if sustains(r, slo_ms)]
-    failed = [r.asked_rate for r in tried if not sustains(r, slo_ms)]
-    low = max(passed, default=0.0)
-    high = min((rate for rate in failed if rate > low), default=None)
-    for _ in range(steps):
-        if high is not None and low and high / low <= 1.1:
-            break
+    rate: float
+    passed: bool
+    reason: str = ""
+
+
+def judge(rate: float, steps: Sequence[RateResult], slo_ms: float) -> Verdict:
+    """Pass when the medians over the steps meet the objective: p99 within ``slo_ms``, at least 95 % of
+    the asked rate achieved, at most 1 % errors; and most steps were VALID (where the generator set the
+    pace the figures say nothing sure about the server, so the rate counts as not sustained, and the
+    reason says so beside any the server's figures give)."""
+    p99 = statistics.median(step.latency.percentile_ms(99) for step in steps)
+    achieved = statistics.median(step.achieved_rate / step.asked_rate for step in steps)
+    errors = statistics.median(sum(step.errors.values()) / max(1, step.requests) for step in steps)
+    reasons = []
+    if p99 > slo_ms:
+        reasons.append(f"SLO missed (median p99 {p99:.1f} ms > {slo_ms:g} ms)")
+    if errors > 0.01:
+        reasons.append(f"errors (median {errors:.1%} of requests)")
+    if achieved < 0.95:
+        reasons.append(f"achieved only {achieved:.0%} of the asked rate (median)")
+    # Reported beside the server's figures: a saturated server also exhausts the generator's
+    # connections, and the reader should see both.
+    invalid = [step for step in steps if not step.valid]
+    if len(invalid) * 2 > len(steps):
+        reasons.append("generator invalid (" + "; ".join(invalid[0].invalid_reasons) + ")")
+    return Verdict(rate, not reasons, "; ".join(reasons))
+
+
+@dataclass
+class Search:
+    """Where a capacity search ended: the highest rate sustained and the lowest that failed (None: no
+    such rate), why it stopped, and every rate it judged, in order."""
+
+    sustained: float | None
+    lowest_failed: float | None
+    stopped: str
+    verdicts: list[Verdict] = field(default_factory=list)
+
+
+def search_capacity(judge_rate: Callable[[float], Verdict], start: float, budget: int) -> Search:
+    """The highest rate ``judge_rate`` passes: from ``start``, double until a rate fails, then bisect
+    between the highest pass and the lowest failure until they are within PRECISION of each other.
+    At most ``budget`` rates are judged; the search never stops at a rate limit of its own."""
+    verdicts: list[Verdict] = []
+    low: Verdict | None = None  # the highest rate that passed
+    high: Verdict | None = None  # the lowest rate that failed
+    rate = float(round(start))
+    while len(verdicts) < budget:
+        verdict = judge_rate(rate)
+        verdicts.append(verdict)
+        if verdict.passed:
+            low = verdict if low is None or rate > low.rate else low
+        else:
+            high = verdict if high is None or rate < high.rate else high
+        if low and high and high.rate <= low.rate * (1 + PRECISION):
+            return Search(low.rate, high.rate, f"{_failed(high)}, within {PRECISION:.0%} of it", verdicts)
         if high is None:
-            rate = low * 2
-        elif low:
-            rate = (low + high) / 2
+            assert low is not None  # a rate was judged, and it passed
+            rate = low.rate * 2
         else:
-            rate = high / 2
-        rate = float(round(rate))
-        if rate < 1:
-            break
-        if sustains(measure(rate), slo_ms):
-            low = rate
-        else:
-            high = rate
-    return low or None
+            rate = float(round((low.rate + high.rate) / 2 if low else high.rate / 2))
+        if rate < MIN_RATE:
+            assert high is not None
+            return Search(
+                None, high.rate, f"nothing sustained down to {MIN_RATE:g}/s: {_failed(high)}", verdicts
+            )
+    tail = f"; {_failed(high)}" if high else f"; no rate failed up to {low.rate:g}/s" if low else ""
+    stopped = f"step budget of {budget} rates used up{tail}"
+    return Search(low.rate if low else None, high.rate if high else None, stopped, verdicts)
+
+
+def _failed(verdict: Verdict) -> str:
+    return f"{verdict.rate:g}/s failed: {verdict.reason}"
+
+
+# --- the nodes' replica-call counters ------------------------------------------------------------------
+
+
+def replica_calls(urls: Sequence[str]) -> Counter[str] | None:
+    """The ``kvnode_replica_calls_total`` counters summed over the nodes that answer, by outcome label;
+    None when no node exposes them (no /metrics, or no such counter), so the report shows "n/a"."""
+    totals: Counter[str] = Counter()
+    found = False
+    for url in urls:
+        try:
+            with urllib.request.urlopen(url + "/metrics", timeout=_SCRAPE_TIMEOUT_S) as response:
+                text = response.read().decode()
+        except (urllib.error.URLError, OSError, ValueError):
+            continue  # a node that is down (replica-down) or has no /metrics
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == REPLICA_CALLS:
+                    found = True
+                    totals[sample.labels.get("outcome", "")] += int(sample.value)
+    return totals if found else None
+
+
+def calls_made(
+    before: Counter[str] | None, after: Counter[str] | None, requests: int
+) -> dict[str, Any] | None:
+    """The replica calls a run made, per client request and by outcome, from two counter readings."""
+    if before is None or after is None or not requests:
+        return None
+    by_outcome = {outcome: after[outcome] - before.get(outcome, 0) for outcome in after}
+    total = sum(by_outcome.values())
+    return {"total": total, "per_request": round(total / requests, 3), "by_outcome": by_outcome}
+
+
+# --- the pipeline ---------------------------------------------------------------------------------------
 
 
 class _Progress:
-    """Progress lines on stderr: where the run is and an estimate of the time left."""
+    """Progress lines on stderr: where the run is and an estimate of the time left at most."""
 
     def __init__(self, planned: float) -> None:
         self.started = time.monotonic()
@@ -126,12 +242,16 @@ class _Progress:
     def advance(self, planned_seconds: float) -> None:
         self.done += planned_seconds
 
+    def skip(self, planned_seconds: float) -> None:
+        """Drop planned work that will not be done (a search that stopped before its budget)."""
+        self.planned -= planned_seconds
+
     def say(self, message: str) -> None:
         elapsed = time.monotonic() - self.started
         # Scale what is left of the plan by how the plan has held up so far.
         pace = elapsed / self.done if self.done else 1.0
         left = max(0.0, (self.planned - self.done) * pace)
-        print(f"[compare {elapsed:5.0f}s, ~{left:.0f}s left] {message}", file=sys.stderr, flush=True)
+        print(f"[compare {elapsed:5.0f}s, ≤{left:.0f}s left] {message}", file=sys.stderr, flush=True)
 
 
 def run_compare(settings: CompareSettings) -> int:
@@ -140,97 +260,159 @@ def run_compare(settings: CompareSettings) -> int:
     (out / "histograms").mkdir(parents=True, exist_ok=True)
     progress = _Progress(settings.planned_seconds)
     runs: list[Run] = []
-    sustained: list[Run] = []
+    searches: list[Run] = []
     try:
-        with tempfile.TemporaryDirectory(prefix="kvnode-compare-") as data:
+        with (
+            GeneratorPool(settings.workers) as pool,
+            tempfile.TemporaryDirectory(prefix="kvnode-compare-") as data,
+        ):
             for scenario in settings.scenarios:
                 for mode in settings.modes:
                     progress.say(f"{scenario}/{mode}: starting a fresh 3-node cluster")
-                    cluster = start_scenario(scenario, mode, Path(data) / f"{scenario}-{mode}")
+                    cluster = start_scenario(
+                        scenario, cast(FanoutMode, mode), Path(data) / f"{scenario}-{mode}"
+                    )
                     try:
-                        _measure_cluster(cluster, settings, progress, runs, sustained)
+                        _Cluster(cluster, settings, pool, progress, runs).measure(searches)
                     finally:
                         cluster.stop()
     except KeyboardInterrupt:
         print("compare: interrupted; every process it started is stopped", file=sys.stderr)
         return 130
-    except RuntimeError as error:  # a cluster that did not start or fill
+    except RuntimeError as error:  # a cluster that did not start or fill, a generator worker that died
         print(f"compare: {error}", file=sys.stderr)
         return 1
-    (out / "results.json").write_text(json.dumps({"runs": runs, "sustained": sustained}, indent=1) + "\n")
-    report = write_report(out, runs, _header(settings), sustained, settings.slo_ms)
+    results = {"settings": _settings_json(settings), "runs": runs, "searches": searches}
+    (out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+    report = write_report(out, runs, _header(settings), searches, settings.slo_ms)
     progress.say(f"done: {report}")
     return 0
 
 
-def _measure_cluster(
-    cluster: ScenarioCluster,
-    settings: CompareSettings,
-    progress: _Progress,
-    runs: list[Run],
-    sustained: list[Run],
-) -> None:
-    scenario, mode = cluster.scenario, cluster.mode
-    progress.say(f"{scenario}/{mode}: filling {settings.keys} keys")
-    filler = Workload("put", settings.keys, settings.value_size)
-    _, failures = interruptible.run(fill(cluster.load_urls, filler))
-    if failures:
-        raise RuntimeError(
-            f"{scenario}/{mode}: the fill failed for {sum(failures.values())} keys: {failures}"
-        )
-    cluster.after_fill()
-    progress.advance(_CLUSTER_OVERHEAD_S)
-    for op in OPS:
-        workload = Workload(op, settings.keys, settings.value_size)
-        tried = [
-            _measure(cluster, workload, rate, "rate", settings.duration, settings.out, progress, runs)
-            for rate in settings.rates
+class _Cluster:
+    """One scenario/mode cluster under measurement: its runs go to ``runs``."""
+
+    def __init__(
+        self,
+        cluster: ScenarioCluster,
+        settings: CompareSettings,
+        pool: GeneratorPool,
+        progress: _Progress,
+        runs: list[Run],
+    ) -> None:
+        self.cluster = cluster
+        self.settings = settings
+        self.pool = pool
+        self.progress = progress
+        self.runs = runs
+        # Counters are read from every node directly (not through the slow replica's proxy).
+        self.node_urls = [
+            node_url(node.config.host, node.config.port)
+            for node in cluster.servers
+            if isinstance(node, NodeProcess)
         ]
-        best = search_max_rate(
-            partial(
-                _measure, cluster, workload, kind="search", duration=settings.search_duration,
-                out=settings.out, progress=progress, runs=runs,
-            ),
-            tried,
-            settings.slo_ms,
-            settings.search_steps,
-        )  # fmt: skip
-        sustained.append({"scenario": scenario, "op": op, "mode": mode, "rate": best})
+        self.name = f"{cluster.scenario}/{cluster.mode}"
+
+    def measure(self, searches: list[Run]) -> None:
+        settings = self.settings
+        self.progress.say(f"{self.name}: filling {settings.keys} keys")
+        _, failures = interruptible.run(
+            fill(self.cluster.load_urls, Workload("put", settings.keys, settings.value_size))
+        )
+        if failures:
+            raise RuntimeError(f"{self.name}: the fill failed for {sum(failures.values())} keys: {failures}")
+        self.cluster.after_fill()
+        self.progress.advance(_CLUSTER_OVERHEAD_S)
+        for op in OPS:
+            workload = Workload(op, settings.keys, settings.value_size)
+            fixed = [self.run(workload, rate, settings.duration, "rate") for rate in settings.rates]
+            passed = [
+                result.asked_rate
+                for result in fixed
+                if judge(result.asked_rate, [result], settings.slo_ms).passed
+            ]
+            # Start where the single runs left off: the highest common rate that passed, re-judged.
+            start = max(passed) if passed else min(settings.rates) / 2
+            search = search_capacity(partial(self.judge, workload), start, settings.search_budget)
+            unused = settings.search_budget - len(search.verdicts)
+            self.progress.skip(unused * settings.repeats * settings.search_duration)
+            self.progress.say(
+                f"{self.name}: {op.upper()} sustains {search.sustained or 0:g}/s ({search.stopped})"
+            )
+            searches.append(
+                {
+                    "scenario": self.cluster.scenario,
+                    "mode": self.cluster.mode,
+                    "op": op,
+                    "sustained": search.sustained,
+                    "lowest_failed": search.lowest_failed,
+                    "stopped": search.stopped,
+                    "verdicts": [asdict(verdict) for verdict in search.verdicts],
+                }
+            )
+
+    def judge(self, workload: Workload, rate: float) -> Verdict:
+        settings = self.settings
+        steps = [
+            self.run(workload, rate, settings.search_duration, "search", step)
+            for step in range(settings.repeats)
+        ]
+        verdict = judge(rate, steps, settings.slo_ms)
+        self.progress.say(
+            f"{self.name}: {workload.op.upper()} {rate:g}/s "
+            + ("passed" if verdict.passed else f"failed: {verdict.reason}")
+        )
+        return verdict
+
+    def run(self, workload: Workload, rate: float, duration: float, kind: str, step: int = 0) -> RateResult:
+        """One constant-rate run: its histogram written, its figures and replica calls appended to runs."""
+        cluster, settings = self.cluster, self.settings
+        self.progress.say(f"{self.name}: {workload.op.upper()} at {rate:g} req/s for {duration:g}s ({kind})")
+        before = replica_calls(self.node_urls)
+        result = self.pool.run(cluster.load_urls, workload, rate, duration, settings.connections)
+        after = replica_calls(self.node_urls)
+        self.progress.advance(duration)
+        suffix = f"_{step}" if kind == "search" else ""
+        hdr = (
+            Path("histograms")
+            / f"{cluster.scenario}_{cluster.mode}_{workload.op}_{kind}_{rate:g}{suffix}.hdr"
+        )
+        result.write_hdr(settings.out / hdr)
+        run: Run = {
+            "scenario": cluster.scenario,
+            "mode": cluster.mode,
+            "kind": kind,
+            "step": step,
+            "hdr": str(hdr),
+        }
+        run.update(result.to_json())
+        run["replica_calls"] = calls_made(before, after, result.requests)
+        self.runs.append(run)
+        return result
 
 
-def _measure(
-    cluster: ScenarioCluster,
-    workload: Workload,
-    rate: float,
-    kind: str,
-    duration: float,
-    out: Path,
-    progress: _Progress,
-    runs: list[Run],
-) -> RateResult:
-    """One constant-rate run, its histogram written and its figures appended to ``runs``."""
-    name = f"{cluster.scenario}/{cluster.mode}: {workload.op.upper()}"
-    progress.say(f"{name} at {rate:g} req/s for {duration:g}s ({kind})")
-    result = interruptible.run(run_rate(cluster.load_urls, workload, rate, duration))
-    progress.advance(duration)
-    hdr = Path("histograms") / f"{cluster.scenario}_{cluster.mode}_{workload.op}_{rate:g}.hdr"
-    result.write_hdr(out / hdr)
-    runs.append({"scenario": cluster.scenario, "mode": cluster.mode, "kind": kind, "hdr": str(hdr)})
-    runs[-1].update(result.to_json())
-    return result
+def _settings_json(settings: CompareSettings) -> dict[str, Any]:
+    return {**asdict(settings), "out": str(settings.out)}
 
 
 def _header(settings: CompareSettings) -> list[str]:
     command = shlex.join(["python", "-m", "loadtest", *sys.argv[1:]])
+    rates = ", ".join(f"{rate:g}" for rate in settings.rates)
     details: dict[str, Any] = {
         "command": f"`{command}`",
         "when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "kvnode": kvnode.__version__,
+        "modes": ", ".join(settings.modes) + " (kvnode.fanout.FANOUTS)",
         "cluster": "3 nodes on 127.0.0.1, fresh per scenario and mode, default ack=2 of from=3",
         "load": f"open loop, constant rate, round-robin over the loaded nodes, {settings.keys} keys of "
-        f"{settings.value_size} bytes (filled first), {settings.duration:g}s per rate, "
-        f"search steps of {settings.search_duration:g}s, request timeout {REQUEST_TIMEOUT:g}s",
+        f"{settings.value_size} bytes (filled first); common rates {rates}/s for {settings.duration:g}s "
+        f"each; request timeout {REQUEST_TIMEOUT:g}s",
+        "capacity search": f"each rate {settings.repeats} steps of {settings.search_duration:g}s, the median "
+        f"decides; doubling, then bisecting to {PRECISION:.0%}; at most {settings.search_budget} rates",
+        "generator": f"{settings.workers} worker processes, {settings.connections} keep-alive connections "
+        "(loadtest.openloop: a run is INVALID when the generator, not the server, set the pace)",
         "slow-replica": f"node C answers its peers {SLOW_REPLICA_DELAY_MS} ms late (delaying proxy)",
+        "replica calls": f"`{REPLICA_CALLS}` summed over the nodes, read before and after every run",
         "histograms": "`histograms/*.hdr` (HdrHistogram base64, microseconds); all figures in `results.json`",
     }
     return [f"- **{name}**: {value}" for name, value in details.items()]

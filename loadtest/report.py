@@ -1,13 +1,17 @@
-"""The compare report: ``report.md`` with one table per scenario and operation, and the PNG plots.
+"""The compare report: ``report.md``, opening with a conclusion drawn from the data, and its plots.
 
-Input is the list of runs :mod:`loadtest.compare` writes to ``results.json`` (one dict per run: scenario,
-mode, op, kind, the file of its histogram, and :meth:`RateResult.to_json`), so a report can be redrawn
-from a finished run's directory.
+Input is what :mod:`loadtest.compare` writes to ``results.json``: the runs (one dict per run: scenario,
+mode, kind "rate" or "search", step, the file of its histogram, :meth:`RateResult.to_json` and the
+replica calls it made) and the capacity searches (scenario, mode, op, the rate sustained, why the search
+stopped, the verdict at every rate it tried), so a report can be redrawn from a finished run's directory.
+
+Every mode keeps one colour, marker and line style in every plot, so no line hides another.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,157 +20,413 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only; never a window
 import matplotlib.pyplot as plt
-from matplotlib.ticker import FixedLocator, NullLocator
+from matplotlib.axes import Axes
+from matplotlib.ticker import FixedLocator, FuncFormatter, LogFormatter, NullLocator
 
 from kvnode.metrics import LatencyHistogram
 
-__all__ = ["Run", "write_report"]
+__all__ = ["Run", "conclusion", "write_report"]
 
 Run = dict[str, Any]
-_MODE_STYLE = {"async": "-", "sync": "--"}
-_MODE_MARKER = {"async": "o", "sync": "s"}
 _OPS = ("put", "get")
+_COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown")
+_MARKERS = ("o", "s", "^", "D", "v", "P")
+_LINESTYLES: tuple[Any, ...] = ("-", "--", "-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1)))
 
 
 def write_report(
-    out: Path, runs: Sequence[Run], header: Iterable[str], sustained: Sequence[Run], slo_ms: float
+    out: Path, runs: Sequence[Run], header: Iterable[str], searches: Sequence[Run], slo_ms: float
 ) -> Path:
-    """Write report.md and the plots into ``out``; the report's path.
-
-    ``sustained`` holds one dict per scenario/op/mode with the highest rate that met the p99 objective
-    ``slo_ms`` ("rate", None when no rate did).
-    """
+    """Write report.md and the plots into ``out``; the report's path."""
     plots = out / "plots"
     plots.mkdir(parents=True, exist_ok=True)
+    modes = list(dict.fromkeys(run["mode"] for run in runs))
     scenarios = list(dict.fromkeys(run["scenario"] for run in runs))
-    lines = ["# kvnode: async vs sync replica fan-out", "", *header, ""]
-    lines += _sustained_table(sustained, slo_ms)
-    rates_plot = plots / "achieved-vs-asked.png"
-    _plot_rates(rates_plot, runs, scenarios)
-    lines += ["", f"![achieved vs asked rate]({rates_plot.relative_to(out)})", ""]
+    lines = [f"# kvnode: replica fan-out modes compared ({', '.join(modes)})", ""]
+    lines += ["## Conclusion", "", *conclusion(runs, searches, slo_ms), ""]
+    lines += ["## How it was measured", "", *header, ""]
+    lines += _capacity_section(out, searches, runs, modes, slo_ms)
     for scenario in scenarios:
         lines += [f"## {scenario}", ""]
+        plot = plots / f"rate-{scenario}.png"
+        _plot_rates(
+            plot, [run for run in runs if run["scenario"] == scenario], searches, modes, scenario, slo_ms
+        )
+        lines += [f"![{scenario}: p99 and achieved rate by asked rate]({plot.relative_to(out)})", ""]
         for op in _OPS:
             mine = [run for run in runs if run["scenario"] == scenario and run["op"] == op]
             if not mine:
                 continue
-            lines += [f"### {op.upper()}", "", *_rate_table(mine), ""]
-            fixed = [run for run in mine if run["kind"] == "rate"]
-            if fixed:
-                plot = plots / f"latency-{scenario}-{op}.png"
-                title = f"{scenario}: {op.upper()} latency by percentile"
-                _plot_percentiles(plot, out, fixed, title, slo_ms)
-                lines += [f"![{scenario} {op} latency by percentile]({plot.relative_to(out)})", ""]
+            lines += [f"### {op.upper()}", "", *_run_table(mine), ""]
+            plot = plots / f"latency-{scenario}-{op}.png"
+            capacity = _capacity_runs(mine, searches)
+            _plot_spectra(plot, out, mine, capacity, modes, f"{scenario}: {op.upper()}", slo_ms)
+            lines += [f"![{scenario} {op} latency by percentile]({plot.relative_to(out)})", ""]
     report = out / "report.md"
     report.write_text("\n".join(lines) + "\n")
     return report
 
 
-def _sustained_table(sustained: Sequence[Run], slo: float) -> list[str]:
-    if not sustained:
-        return []
-    modes = list(dict.fromkeys(row["mode"] for row in sustained))
-    lines = [
-        f"## Highest rate sustained (p99 ≤ {slo:g} ms, achieved ≥ 95% of asked, errors ≤ 1%)",
-        "",
-        "| scenario | op | " + " | ".join(f"{mode} (req/s)" for mode in modes) + " |",
-        "|---|---|" + "---:|" * len(modes),
-    ]
-    keys = list(dict.fromkeys((row["scenario"], row["op"]) for row in sustained))
-    for scenario, op in keys:
-        by_mode = {
-            row["mode"]: row["rate"] for row in sustained if (row["scenario"], row["op"]) == (scenario, op)
-        }
-        cells = [f"{by_mode[mode]:g}" if by_mode.get(mode) else "none" for mode in modes]
-        lines.append(f"| {scenario} | {op.upper()} | " + " | ".join(cells) + " |")
+# --- words -------------------------------------------------------------------------------------------
+
+
+def conclusion(runs: Sequence[Run], searches: Sequence[Run], slo_ms: float) -> list[str]:
+    """Bullets drawn from the data: per scenario and op, which mode sustains the most and by how much,
+    the latency of each mode at the highest common rate they all sustained, and the replica calls
+    each made per request; then how many runs the generator invalidated."""
+    lines = []
+    for scenario, op in dict.fromkeys((row["scenario"], row["op"]) for row in searches):
+        rows = [row for row in searches if (row["scenario"], row["op"]) == (scenario, op)]
+        mine = [run for run in runs if (run["scenario"], run["op"]) == (scenario, op)]
+        lines.append(f"- **{scenario}, {op.upper()}**: " + " ".join(_scenario_sentences(rows, mine, slo_ms)))
+    if runs:
+        lines.append("- " + _generator_sentence(runs))
     return lines
 
 
-def _rate_table(runs: Sequence[Run]) -> list[str]:
-    lines = [
-        "| asked (req/s) | mode | achieved | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | errors | run |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---|---|",
+def _generator_sentence(runs: Sequence[Run]) -> str:
+    requests = sum(run["requests"] for run in runs)
+    cpu = sum(run["generator"]["cpu_us_per_request"] * run["requests"] for run in runs) / max(1, requests)
+    lateness = statistics.median(run["generator"]["lateness_ms"]["p99"] for run in runs)
+    figures = f"{cpu:.0f} µs of its CPU per request over all runs, median lateness p99 {lateness:.2f} ms"
+    invalid = [run for run in runs if not run["generator"]["valid"]]
+    if not invalid:
+        return f"The generator kept to its schedule in every one of the {len(runs)} runs ({figures})."
+    return (
+        f"The generator was INVALID in {len(invalid)} of {len(runs)} runs ({figures}); the tables say why "
+        "(usually a saturated cluster that held every connection, or CPU shared with the nodes): their "
+        "figures describe the generator as much as the cluster."
+    )
+
+
+def _scenario_sentences(rows: Sequence[Run], runs: Sequence[Run], slo_ms: float) -> list[str]:
+    by_mode = {row["mode"]: row["sustained"] for row in rows}
+    shown = {row["mode"]: _sustained(row) for row in rows}
+    ranked = sorted(by_mode, key=lambda mode: by_mode[mode] or 0.0, reverse=True)
+    best = ranked[0]
+    if not by_mode[best]:
+        sentences = [f"no mode met the objective (p99 ≤ {slo_ms:g} ms) at any rate tried."]
+    else:
+        others = [
+            f"{mode} {shown[mode]} ({_change(by_mode[mode] or 0.0, by_mode[best])})" for mode in ranked[1:]
+        ]
+        sentences = [
+            f"{best} sustains the most, {shown[best]}" + (f"; {', '.join(others)}." if others else ".")
+        ]
+    common = _highest_common_rate(runs, list(by_mode), slo_ms)
+    if common is not None:
+        at_rate = {run["mode"]: run for run in runs if run["kind"] == "rate" and run["asked_rate"] == common}
+        figures = ", ".join(
+            f"{mode} {at_rate[mode]['latency_ms']['p50']:.1f} / {at_rate[mode]['latency_ms']['p99']:.1f} ms"
+            for mode in by_mode
+        )
+        sentences.append(f"At {_rate(common)}, the highest common rate all sustained, p50 / p99: {figures}.")
+    else:
+        sentences.append("No common rate was sustained by every mode.")
+    calls = {mode: _median_calls(runs, mode) for mode in by_mode}
+    if any(value is not None for value in calls.values()):
+        figures = ", ".join(f"{mode} {_calls(value)}" for mode, value in calls.items())
+        sentences.append(f"Replica calls per request: {figures}.")
+    return sentences
+
+
+def _highest_common_rate(runs: Sequence[Run], modes: Sequence[str], slo_ms: float) -> float | None:
+    """The highest common ("rate") rate at which every mode met the objective in its single run."""
+    fixed = [run for run in runs if run["kind"] == "rate"]
+    good: dict[float, set[str]] = {}
+    for run in fixed:
+        ok = run["generator"]["valid"] and run["latency_ms"]["p99"] <= slo_ms
+        ok = ok and not sum(run["errors"].values()) > 0.01 * max(1, run["requests"])
+        if ok:
+            good.setdefault(run["asked_rate"], set()).add(run["mode"])
+    rates = [rate for rate, passed in good.items() if passed >= set(modes)]
+    return max(rates) if rates else None
+
+
+def _median_calls(runs: Sequence[Run], mode: str) -> float | None:
+    values = [
+        run["replica_calls"]["per_request"] for run in runs if run["mode"] == mode and run["replica_calls"]
     ]
-    for run in sorted(runs, key=lambda run: (run["asked_rate"], run["mode"])):
-        latency = run["latency_ms"]
+    return statistics.median(values) if values else None
+
+
+def _rate(rate: float | None) -> str:
+    return f"{rate:,.0f}/s" if rate else "nothing"
+
+
+def _sustained(search: Run) -> str:
+    """The rate a search sustained; "≥" when no higher rate failed (its budget ran out first)."""
+    bound = "≥ " if search["sustained"] and search.get("lowest_failed") is None else ""
+    return bound + _rate(search["sustained"])
+
+
+def _change(value: float, reference: float | None) -> str:
+    if not reference:
+        return "n/a"
+    return f"{(value - reference) / reference:+.0%}"
+
+
+def _calls(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+# --- tables --------------------------------------------------------------------------------------------
+
+
+def _capacity_section(
+    out: Path, searches: Sequence[Run], runs: Sequence[Run], modes: Sequence[str], slo_ms: float
+) -> list[str]:
+    if not searches:
+        return []
+    plot = out / "plots" / "capacity.png"
+    _plot_capacity(plot, searches, modes)
+    lines = [
+        f"## Capacity: the highest rate each mode sustains (p99 ≤ {slo_ms:g} ms, ≥ 95 % of the asked rate, "
+        "≤ 1 % errors; median of the steps at a rate; a rate where the generator was INVALID counts as not "
+        "sustained)",
+        "",
+        "| scenario | op | mode | sustained | lowest rate failed | replica calls / request "
+        "| where the search stopped, and why |",
+        "|---|---|---|---:|---:|---:|---|",
+    ]
+    for row in searches:
+        mine = [run for run in runs if (run["scenario"], run["op"]) == (row["scenario"], row["op"])]
+        calls = _calls(_median_calls(mine, row["mode"]))
+        failed = _rate(row["lowest_failed"]) if row.get("lowest_failed") else "none"
+        lines.append(
+            f"| {row['scenario']} | {row['op'].upper()} | {row['mode']} | {_sustained(row)} | {failed} | "
+            f"{calls} | {row['stopped']} |"
+        )
+    return [*lines, "", f"![capacity by scenario, op and mode]({plot.relative_to(out)})", ""]
+
+
+def _run_table(runs: Sequence[Run]) -> list[str]:
+    lines = [
+        "| asked/s | mode | run | achieved/s | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | errors "
+        "| replica calls / req | generator µs CPU / req | lateness p99 ms | generator |",
+        "|---:|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|",
+    ]
+    for run in sorted(runs, key=lambda run: (run["asked_rate"], run["mode"], run["kind"], run["step"])):
+        latency, generator = run["latency_ms"], run["generator"]
         errors = ", ".join(f"{status}: {count}" for status, count in run["errors"].items()) or "0"
-        notes = [run["kind"]] + (["generator behind"] if run["generator_fell_behind"] else [])
+        calls = run["replica_calls"]
+        kind = "common rate" if run["kind"] == "rate" else f"search step {run['step'] + 1}"
+        verdict = "VALID" if generator["valid"] else "INVALID: " + "; ".join(generator["invalid_reasons"])
         cells = [
             f"{run['asked_rate']:g}",
             run["mode"],
+            kind,
             f"{run['achieved_rate']:.0f}",
             *(f"{latency[p]:.2f}" for p in ("p50", "p90", "p99", "p99.9", "max")),
             errors,
-            ", ".join(notes),
+            _calls(calls["per_request"] if calls else None),
+            f"{generator['cpu_us_per_request']:.1f}",
+            f"{generator['lateness_ms']['p99']:.2f}",
+            verdict,
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
-def _plot_percentiles(path: Path, out: Path, runs: Sequence[Run], title: str, slo_ms: float) -> None:
-    """Latency by percentile on HdrHistogram's axis, x = 1/(1-p): 90%, 99%, 99.9% evenly spaced."""
-    figure, axes = plt.subplots(figsize=(9, 5.5))
-    rates = sorted({run["asked_rate"] for run in runs})
-    colors = plt.get_cmap("viridis")([index / max(1, len(rates) - 1) * 0.85 for index in range(len(rates))])
-    nines = 1
-    for run in sorted(runs, key=lambda run: (run["asked_rate"], run["mode"])):
-        histogram = LatencyHistogram.decode((out / run["hdr"]).read_text().strip())
-        if not histogram.count:
-            continue
-        # Beyond 1 - 1/count every percentile is the maximum: stop the curve there.
-        top = math.log10(histogram.count)
-        nines = max(nines, math.ceil(top))
-        exponents = [top * step / 200 for step in range(201)]
-        xs = [10**exponent for exponent in exponents]
-        ys = [histogram.percentile_ms(100 * (1 - 10**-exponent)) for exponent in exponents]
-        color = colors[rates.index(run["asked_rate"])]
-        label = f"{run['mode']} @ {run['asked_rate']:g}/s"
-        axes.plot(xs, ys, _MODE_STYLE.get(run["mode"], ":"), color=color, label=label, linewidth=1.6)
-    axes.axhline(slo_ms, color="tab:red", linestyle=":", linewidth=1, label=f"SLO {slo_ms:g} ms")
-    axes.set_xscale("log")
-    axes.set_xlim(1, 10**nines)
-    ticks = [10**k for k in range(nines + 1)]
-    axes.xaxis.set_major_locator(FixedLocator(ticks))
-    axes.xaxis.set_minor_locator(NullLocator())
-    axes.set_xticklabels([_percentile_label(k) for k in range(nines + 1)])
-    axes.set_yscale("log")
-    axes.set_xlabel("percentile")
-    axes.set_ylabel("latency (ms, from intended send time)")
-    axes.set_title(title + "  (solid: async, dashed: sync)")
-    axes.grid(True, which="both", alpha=0.3)
-    axes.legend(fontsize=8, ncol=2)
+# --- plots ---------------------------------------------------------------------------------------------
+
+
+def _style(modes: Sequence[str], mode: str) -> dict[str, Any]:
+    """The mode's colour, marker and line style, the same in every plot."""
+    index = modes.index(mode) if mode in modes else len(modes)
+    return {
+        "color": _COLOURS[index % len(_COLOURS)],
+        "marker": _MARKERS[index % len(_MARKERS)],
+        "linestyle": _LINESTYLES[index % len(_LINESTYLES)],
+    }
+
+
+def _plot_capacity(path: Path, searches: Sequence[Run], modes: Sequence[str]) -> None:
+    groups = list(dict.fromkeys((row["scenario"], row["op"]) for row in searches))
+    figure, axes = plt.subplots(figsize=(max(6.0, 1.6 * len(groups) * max(1, len(modes)) / 2), 4.5))
+    width = 0.8 / max(1, len(modes))
+    for index, mode in enumerate(modes):
+        style = _style(modes, mode)
+        heights = [(_search(searches, *group, mode) or {}).get("sustained") or 0 for group in groups]
+        xs = [position + (index - (len(modes) - 1) / 2) * width for position in range(len(groups))]
+        hatch = ("", "//", "..", "xx", "\\\\", "++")[index % 6]
+        bars = axes.bar(xs, heights, width, color=style["color"], hatch=hatch, edgecolor="black", label=mode)
+        rows = [_search(searches, *group, mode) for group in groups]
+        axes.bar_label(
+            bars, [_sustained(row) if row else "" for row in rows], fontsize=7, rotation=90, padding=2
+        )
+    axes.set_xticks(range(len(groups)))
+    axes.set_xticklabels([f"{scenario}\n{op.upper()}" for scenario, op in groups], fontsize=8)
+    axes.set_ylabel("highest rate sustained (requests/s)")
+    axes.set_title("Capacity by scenario and op")
+    axes.grid(True, axis="y", alpha=0.3)
+    axes.legend(fontsize=8)
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
+
+
+def _plot_rates(
+    path: Path,
+    runs: Sequence[Run],
+    searches: Sequence[Run],
+    modes: Sequence[str],
+    scenario: str,
+    slo_ms: float,
+) -> None:
+    """p99 (top) and achieved share of the asked rate (bottom) against the asked rate, PUT and GET side by
+    side: every run as a marker (hollow: INVALID), each mode's median per rate as a line, and a dotted
+    vertical line at the rate each mode sustained."""
+    figure, grid = plt.subplots(2, len(_OPS), figsize=(6 * len(_OPS), 8), squeeze=False, sharex="col")
+    for column, op in enumerate(_OPS):
+        top, bottom = grid[0][column], grid[1][column]
+        for mode in modes:
+            mine = [run for run in runs if run["op"] == op and run["mode"] == mode]
+            if not mine:
+                continue
+            style = _style(modes, mode)
+            for axes, value in (
+                (top, lambda run: max(run["latency_ms"]["p99"], 0.001)),
+                (bottom, lambda run: 100 * run["achieved_rate"] / run["asked_rate"]),
+            ):
+                _plot_mode(axes, mine, value, mode, style)
+            sustained = (_search(searches, scenario, op, mode) or {}).get("sustained")
+            if sustained:
+                for axes in (top, bottom):
+                    axes.axvline(sustained, color=style["color"], linestyle=":", linewidth=1)
+        top.axhline(slo_ms, color="black", linestyle=":", linewidth=1, label=f"SLO {slo_ms:g} ms")
+        top.set_yscale("log")
+        _plain_ticks(top)
+        top.set_ylabel("p99 latency (ms, from intended send time)")
+        top.set_title(f"{scenario}: {op.upper()}  (dotted verticals: rate sustained)")
+        bottom.axhline(95, color="black", linestyle=":", linewidth=1, label="95 % of asked")
+        bottom.set_ylabel("achieved, % of the asked rate")
+        bottom.set_xlabel("asked rate (requests/s)")
+        for axes in (top, bottom):
+            axes.grid(True, which="both", alpha=0.3)
+            axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def _plot_mode(axes: Axes, runs: Sequence[Run], value: Any, mode: str, style: dict[str, Any]) -> None:
+    """One mode's runs as markers (filled VALID, hollow INVALID) and its median per rate as a line."""
+    by_rate: dict[float, list[float]] = {}
+    for run in runs:
+        by_rate.setdefault(run["asked_rate"], []).append(value(run))
+        face = style["color"] if run["generator"]["valid"] else "none"
+        axes.plot(
+            [run["asked_rate"]],
+            [value(run)],
+            style["marker"],
+            color=style["color"],
+            markerfacecolor=face,
+            alpha=0.6,
+        )
+    rates = sorted(by_rate)
+    axes.plot(
+        rates,
+        [statistics.median(by_rate[rate]) for rate in rates],
+        color=style["color"],
+        linestyle=style["linestyle"],
+        marker=style["marker"],
+        linewidth=1.6,
+        label=mode,
+    )
+
+
+def _search(searches: Sequence[Run], scenario: str, op: str, mode: str) -> Run | None:
+    return next(
+        (row for row in searches if (row["scenario"], row["op"], row["mode"]) == (scenario, op, mode)), None
+    )
+
+
+def _capacity_runs(runs: Sequence[Run], searches: Sequence[Run]) -> list[Run]:
+    """Per mode, the search step at its sustained rate with the median p99: its latency at capacity."""
+    chosen = []
+    for row in searches:
+        steps = [
+            run
+            for run in runs
+            if run["kind"] == "search"
+            and (run["scenario"], run["op"], run["mode"]) == (row["scenario"], row["op"], row["mode"])
+            and run["asked_rate"] == row["sustained"]
+        ]
+        if steps:
+            chosen.append(sorted(steps, key=lambda run: run["latency_ms"]["p99"])[len(steps) // 2])
+    return chosen
+
+
+def _plot_spectra(
+    path: Path,
+    out: Path,
+    runs: Sequence[Run],
+    capacity: Sequence[Run],
+    modes: Sequence[str],
+    title: str,
+    slo_ms: float,
+) -> None:
+    """Latency by percentile, one panel per common rate and one at each mode's capacity, modes side by
+    side in each; on HdrHistogram's axis, x = 1/(1-p): 90 %, 99 %, 99.9 % evenly spaced."""
+    rates = sorted({run["asked_rate"] for run in runs if run["kind"] == "rate"})
+    panels: list[tuple[str, list[Run]]] = [
+        (f"{rate:g}/s", [run for run in runs if run["kind"] == "rate" and run["asked_rate"] == rate])
+        for rate in rates
+    ]
+    if capacity:
+        panels.append(("at each mode's capacity", list(capacity)))
+    columns = min(3, len(panels))
+    rows = math.ceil(len(panels) / columns)
+    figure, grid = plt.subplots(rows, columns, figsize=(5.5 * columns, 4.2 * rows), squeeze=False)
+    for index, (name, mine) in enumerate(panels):
+        axes = grid[index // columns][index % columns]
+        nines = 1
+        for run in sorted(mine, key=lambda run: modes.index(run["mode"]) if run["mode"] in modes else 0):
+            histogram = LatencyHistogram.decode((out / run["hdr"]).read_text().strip())
+            if not histogram.count:
+                continue
+            # Beyond 1 - 1/count every percentile is the maximum: stop the curve there.
+            top = math.log10(histogram.count)
+            nines = max(nines, math.ceil(top))
+            exponents = [top * step / 100 for step in range(101)]
+            style = _style(modes, run["mode"])
+            label = run["mode"] + (f" @ {run['asked_rate']:g}/s" if run["kind"] == "search" else "")
+            axes.plot(
+                [10**exponent for exponent in exponents],
+                [histogram.percentile_ms(100 * (1 - 10**-exponent)) for exponent in exponents],
+                color=style["color"],
+                linestyle=style["linestyle"],
+                marker=style["marker"],
+                markevery=20,
+                linewidth=1.6,
+                label=label,
+            )
+        axes.axhline(slo_ms, color="black", linestyle=":", linewidth=1, label=f"SLO {slo_ms:g} ms")
+        axes.set_xscale("log")
+        axes.set_xlim(1, 10**nines)
+        axes.xaxis.set_major_locator(FixedLocator([10**k for k in range(nines + 1)]))
+        axes.xaxis.set_minor_locator(NullLocator())
+        axes.set_xticklabels([_percentile_label(k) for k in range(nines + 1)])
+        axes.set_yscale("log")
+        _plain_ticks(axes)
+        axes.set_xlabel("percentile")
+        axes.set_ylabel("latency (ms)")
+        axes.set_title(f"{title} {name}", fontsize=10)
+        axes.grid(True, which="both", alpha=0.3)
+        axes.legend(fontsize=7)
+    for index in range(len(panels), rows * columns):
+        grid[index // columns][index % columns].axis("off")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
+def _plain_ticks(axes: Axes) -> None:
+    """Log-scale y labels as plain numbers (2, 5, 10, 50), not powers of ten."""
+    axes.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    axes.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.4)))
 
 
 def _percentile_label(nines: int) -> str:
     return "0%" if nines == 0 else f"{100 * (1 - 10**-nines):.{max(0, nines - 2)}f}%"
-
-
-def _plot_rates(path: Path, runs: Sequence[Run], scenarios: Sequence[str]) -> None:
-    figure, all_axes = plt.subplots(1, len(scenarios), figsize=(5 * len(scenarios), 4.5), squeeze=False)
-    for axes, scenario in zip(all_axes[0], scenarios, strict=True):
-        mine = [run for run in runs if run["scenario"] == scenario]
-        top = max(run["asked_rate"] for run in mine)
-        axes.plot([0, top], [0, top], ":", color="grey", label="achieved = asked")
-        for op, color in zip(_OPS, ("tab:blue", "tab:orange"), strict=True):
-            for mode in _MODE_STYLE:
-                points = sorted(
-                    (run["asked_rate"], run["achieved_rate"])
-                    for run in mine
-                    if run["op"] == op and run["mode"] == mode
-                )
-                if points:
-                    xs, ys = zip(*points, strict=True)
-                    axes.plot(
-                        xs, ys, _MODE_STYLE[mode], marker="o", color=color, label=f"{op.upper()} {mode}"
-                    )
-        axes.set_title(scenario)
-        axes.set_xlabel("asked (requests/s)")
-        axes.set_ylabel("achieved (requests/s)")
-        axes.grid(True, alpha=0.3)
-        axes.legend(fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)

@@ -13,13 +13,14 @@ import random
 from dataclasses import dataclass, field
 from typing import Literal
 
-__all__ = ["ENTITY_PATH", "OPS", "Op", "Request", "Workload", "key_name"]
+__all__ = ["ENTITY_PATH", "OPS", "Op", "Request", "Workload", "accepted_statuses", "key_name"]
 
 ENTITY_PATH = "/v0/entity"
 Op = Literal["put", "get", "delete", "mixed"]
 OPS: tuple[Op, ...] = ("put", "get", "delete", "mixed")
 # The mixed workload: mostly reads, as in a cache-like service; deletes are rare.
-_MIXED = (("get", 0.7), ("put", 0.25), ("delete", 0.05))
+_MIXED_OPS = ("get", "put", "delete")
+_MIXED_WEIGHTS = (0.7, 0.25, 0.05)
 _METHODS = {"get": "GET", "put": "PUT", "delete": "DELETE"}
 _SUCCESS = {"GET": 200, "PUT": 201, "DELETE": 202}
 
@@ -37,11 +38,15 @@ class Request:
     body: bytes | None
 
     def is_error(self, status: int, mixed: bool) -> bool:
-        """Whether an answer counts as an error: anything but the operation's success status, except
-        that a GET of a key the mixed workload deleted (404) is a normal answer there."""
-        if status == _SUCCESS[self.method]:
-            return False
-        return not (mixed and self.method == "GET" and status == 404)
+        return status not in accepted_statuses(self.method, mixed)
+
+
+def accepted_statuses(method: str, mixed: bool) -> frozenset[int]:
+    """The answers that are not errors: the operation's success status, and in the mixed workload also
+    404 for a GET (of a key the mix deleted)."""
+    if mixed and method == "GET":
+        return frozenset((_SUCCESS[method], 404))
+    return frozenset((_SUCCESS[method],))
 
 
 @dataclass
@@ -54,8 +59,9 @@ class Workload:
     ack: int | None = None
     from_: int | None = None
     seed: int = 1
+    path: str = ENTITY_PATH  # loadtest.selfbench points the generator at the hello-world app's "/"
     _rng: random.Random = field(init=False, repr=False)
-    _value: bytes = field(init=False, repr=False)
+    value: bytes = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.op not in OPS:
@@ -64,7 +70,7 @@ class Workload:
             raise ValueError("keys must be positive and value_size not negative")
         self._rng = random.Random(self.seed)
         # One value reused by every PUT: generating bytes per request would load the generator, not the store.
-        self._value = random.Random(self.seed).randbytes(self.value_size)
+        self.value = random.Random(self.seed).randbytes(self.value_size)
 
     def key(self, index: int) -> str:
         return key_name(index)
@@ -76,14 +82,17 @@ class Workload:
         """The next request of this workload, on a random key."""
         return self.request(self.random_key())
 
+    def next_method(self) -> str:
+        """The HTTP method of the next request: the op's own, or drawn from the mixed workload's mix."""
+        if self.op == "mixed":
+            return _METHODS[self._rng.choices(_MIXED_OPS, _MIXED_WEIGHTS)[0]]
+        return _METHODS[self.op]
+
+    def quorum_params(self) -> dict[str, str]:
+        """The ack and from query parameters this workload sets (none: the node's defaults)."""
+        given = {"ack": self.ack, "from": self.from_}
+        return {name: str(value) for name, value in given.items() if value is not None}
+
     def request(self, key: str) -> Request:
-        op: str = self.op
-        if op == "mixed":
-            op = self._rng.choices([name for name, _ in _MIXED], [weight for _, weight in _MIXED])[0]
-        method = _METHODS[op]
-        params = {"id": key}
-        if self.ack is not None:
-            params["ack"] = str(self.ack)
-        if self.from_ is not None:
-            params["from"] = str(self.from_)
-        return Request(method, params, self._value if method == "PUT" else None)
+        method = self.next_method()
+        return Request(method, {"id": key, **self.quorum_params()}, self.value if method == "PUT" else None)

@@ -1,75 +1,208 @@
-"""loadtest.compare: the max-rate search on made-up results, and ``compare --quick`` end to end."""
+"""loadtest.compare: judging a rate, the capacity search on made-up servers, reading the nodes' replica
+counters, the written conclusion, and ``compare --quick`` end to end."""
 
 from __future__ import annotations
 
+import http.server
 import json
 import subprocess
 import sys
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from loadtest.compare import search_max_rate, sustains
+import pytest
+from prometheus_client import CollectorRegistry, Counter, generate_latest
+
+from kvnode.fanout import FANOUTS
+from loadtest.compare import PRECISION, Verdict, calls_made, judge, replica_calls, search_capacity
 from loadtest.openloop import RateResult
-from loadtest.scenarios import SCENARIOS
+from loadtest.report import conclusion
 
 
-def _result(rate: float, p99_ms: float, achieved_share: float = 1.0) -> RateResult:
+def _result(rate: float, p99_ms: float, achieved_share: float = 1.0, lateness_ms: float = 0.1) -> RateResult:
     result = RateResult("put", ["http://127.0.0.1:1"], rate, duration_s=1.0, elapsed_s=1.0)
-    result.requests = round(rate * achieved_share)
+    result.requests = result.sent = round(rate * achieved_share)
     for _ in range(result.requests):
         result.latency.record_us(p99_ms * 1000)
+        result.lateness.record_us(lateness_ms * 1000)
     return result
 
 
-def test_sustains_needs_p99_rate_and_few_errors() -> None:
-    assert sustains(_result(100, 10), slo_ms=50)
-    assert not sustains(_result(100, 60), slo_ms=50)
-    assert not sustains(_result(100, 10, achieved_share=0.9), slo_ms=50)
+def test_judge_takes_the_median_of_the_steps() -> None:
+    assert judge(100, [_result(100, 10), _result(100, 60), _result(100, 20)], slo_ms=50).passed
+    missed = judge(100, [_result(100, 60), _result(100, 10), _result(100, 70)], slo_ms=50)
+    assert not missed.passed and missed.reason == "SLO missed (median p99 60.0 ms > 50 ms)"
+    short = judge(100, [_result(100, 10, achieved_share=0.9)] * 3, slo_ms=50)
+    assert short.reason == "achieved only 90% of the asked rate (median)"
     failing = _result(100, 10)
     failing.errors["504"] = 2
-    assert not sustains(failing, slo_ms=50)
+    assert judge(100, [failing] * 3, slo_ms=50).reason == "errors (median 2.0% of requests)"
 
 
-def test_search_brackets_the_limit_within_the_step_budget() -> None:
-    limit = 730.0  # the made-up server meets a 50 ms p99 up to this rate
-    measured: list[float] = []
+def test_judge_fails_a_rate_where_most_steps_were_invalid() -> None:
+    late = _result(100, 10, lateness_ms=5)  # 5 ms late, over the 3 ms floor and a tenth of 10 ms
+    assert not late.valid
+    verdict = judge(100, [late, late, _result(100, 10)], slo_ms=50)
+    assert not verdict.passed and verdict.reason == "generator invalid (lateness p99 5.00 ms > 3.00 ms)"
+    assert judge(100, [late, _result(100, 10), _result(100, 10)], slo_ms=50).passed  # one in three
+    saturated = _result(100, 80)
+    saturated.connection_waits = 50  # a saturated server holds every connection: both reasons are given
+    assert judge(100, [saturated] * 3, slo_ms=50).reason == (
+        "SLO missed (median p99 80.1 ms > 50 ms); generator invalid (50 requests (50.0%) waited for one "
+        "of the 0 connections)"
+    )
 
-    def measure(rate: float) -> RateResult:
-        measured.append(rate)
-        return _result(rate, 10 if rate <= limit else 80)
 
-    tried = [measure(rate) for rate in (100, 300)]
-    best = search_max_rate(measure, tried, slo_ms=50, steps=8)
-    assert best is not None and 0.9 * limit <= best <= limit
-    assert len(measured) <= 2 + 8
+def _server(capacity: float, judged: list[float]) -> Callable[[float], Verdict]:
+    def judge_rate(rate: float) -> Verdict:
+        judged.append(rate)
+        return Verdict(rate, rate <= capacity, "" if rate <= capacity else "SLO missed")
+
+    return judge_rate
 
 
-def test_search_reports_none_when_nothing_meets_the_slo() -> None:
-    assert search_max_rate(lambda rate: _result(rate, 500), [_result(100, 500)], slo_ms=50, steps=3) is None
+@pytest.mark.parametrize("capacity", [730.0, 9_000.0, 41_000.0])
+def test_search_finds_the_capacity_with_no_cap_of_its_own(capacity: float) -> None:
+    judged: list[float] = []
+    search = search_capacity(_server(capacity, judged), start=500, budget=20)
+    assert search.sustained is not None
+    assert capacity / (1 + PRECISION) <= search.sustained <= capacity
+    assert search.stopped.endswith(f"failed: SLO missed, within {PRECISION:.0%} of it")
+    assert [verdict.rate for verdict in search.verdicts] == judged
+
+
+def test_search_says_when_its_budget_ran_out() -> None:
+    search = search_capacity(_server(1e9, []), start=500, budget=3)
+    assert search.sustained == 2000
+    assert search.stopped == "step budget of 3 rates used up; no rate failed up to 2000/s"
+    halfway = search_capacity(_server(1100, []), start=500, budget=3)
+    assert halfway.sustained == 1000
+    assert halfway.stopped == "step budget of 3 rates used up; 2000/s failed: SLO missed"
+
+
+def test_search_reports_none_when_nothing_is_sustained() -> None:
+    search = search_capacity(_server(0, []), start=500, budget=20)
+    assert search.sustained is None
+    assert search.stopped.startswith("nothing sustained down to 10/s: ")
+
+
+@pytest.fixture
+def metrics_server() -> Iterator[tuple[Callable[[str, str, float], None], str]]:
+    """A /metrics endpoint rendered by prometheus_client, as a node's is: (add(peer, outcome, n), url)."""
+    registry = CollectorRegistry()
+    calls = Counter("kvnode_replica_calls", "replica calls", ["peer", "op", "outcome"], registry=registry)
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = generate_latest(registry)
+            self.send_response(200 if self.path == "/metrics" else 404)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield (
+            lambda peer, outcome, n: calls.labels(peer=peer, op="put", outcome=outcome).inc(n),
+            f"http://127.0.0.1:{server.server_address[1]}",
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_replica_calls_are_read_from_the_counters_and_differenced(
+    metrics_server: tuple[Callable[[str, str, float], None], str],
+) -> None:
+    add, url = metrics_server
+    add("a", "ok", 5)
+    before = replica_calls([url, "http://127.0.0.1:9"])  # a node that is down is skipped
+    add("a", "ok", 200)
+    add("b", "ok", 95)
+    add("c", "timeout", 5)
+    after = replica_calls([url])
+    assert before == {"ok": 5}
+    assert calls_made(before, after, requests=100) == {
+        "total": 300,
+        "per_request": 3.0,
+        "by_outcome": {"ok": 295, "timeout": 5},
+    }
+
+
+def test_replica_calls_are_none_where_no_node_exposes_them() -> None:
+    assert replica_calls(["http://127.0.0.1:9"]) is None
+    assert calls_made(None, None, requests=100) is None
+
+
+def _run(mode: str, rate: float, p99: float, calls: float | None) -> dict[str, object]:
+    return {
+        "scenario": "healthy",
+        "op": "put",
+        "mode": mode,
+        "kind": "rate",
+        "asked_rate": rate,
+        "latency_ms": {"p50": p99 / 4, "p99": p99},
+        "errors": {},
+        "requests": 1000,
+        "replica_calls": {"per_request": calls} if calls is not None else None,
+        "generator": {"valid": True, "lateness_ms": {"p99": 0.8}, "cpu_us_per_request": 24.0},
+    }
+
+
+def test_conclusion_names_the_winner_the_margin_and_the_latency_at_common_rates() -> None:
+    runs = [_run("async", 1000, 4, 3.0), _run("sync", 1000, 8, 3.0), _run("async", 2000, 5, 3.0)]
+    runs.append(_run("sync", 2000, 80, 3.0))  # over the objective: not a common rate
+    searches = [
+        {"scenario": "healthy", "op": "put", "mode": "async", "sustained": 5000.0, "lowest_failed": 5400.0},
+        {"scenario": "healthy", "op": "put", "mode": "sync", "sustained": 4000.0, "lowest_failed": None},
+    ]
+    text = "\n".join(conclusion(runs, searches, slo_ms=50))
+    assert "**healthy, PUT**: async sustains the most, 5,000/s; sync ≥ 4,000/s (-20%)." in text
+    assert "At 1,000/s, the highest common rate all sustained, p50 / p99: async 1.0 / 4.0 ms, sync" in text
+    assert "Replica calls per request: async 3.00, sync 3.00." in text
+    assert "The generator kept to its schedule in every one of the 4 runs (24 µs of its CPU" in text
 
 
 def test_compare_quick_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "report"
+    argv = ["compare", "--quick", "--scenarios", "healthy,replica-down", "--search-budget", "2"]
     finished = subprocess.run(
-        [sys.executable, "-m", "loadtest", "compare", "--quick", "--out", str(out)],
+        [sys.executable, "-m", "loadtest", *argv, "--out", str(out)],
         capture_output=True,
         text=True,
-        timeout=280,
+        timeout=400,
     )
     assert finished.returncode == 0, finished.stderr[-3000:]
     assert "left]" in finished.stderr  # progress lines
 
     report = (out / "report.md").read_text()
     results = json.loads((out / "results.json").read_text())
-    modes = ("async", "sync")
-    for scenario in SCENARIOS:
+    modes = list(FANOUTS)  # every registered mode, without being told
+    assert (
+        report.index("## Conclusion") < report.index("## How it was measured") < report.index("## Capacity")
+    )
+    for scenario in ("healthy", "replica-down"):
         section = report.split(f"## {scenario}\n", 1)[1].split("\n## ", 1)[0]
         for mode in modes:
-            assert f"| {mode} |" in section, (scenario, mode)
+            assert f"| {mode} | common rate |" in section, (scenario, mode)
+            assert f"| {mode} | search step 3 |" in section, (scenario, mode)
         for op in ("put", "get"):
             assert (out / "plots" / f"latency-{scenario}-{op}.png").stat().st_size > 10_000
+        assert (out / "plots" / f"rate-{scenario}.png").stat().st_size > 10_000
         assert {run["mode"] for run in results["runs"] if run["scenario"] == scenario} == set(modes)
-        assert {row["mode"] for row in results["sustained"] if row["scenario"] == scenario} == set(modes)
-    assert (out / "plots" / "achieved-vs-asked.png").stat().st_size > 10_000
+        searched = [row for row in results["searches"] if row["scenario"] == scenario]
+        assert {row["mode"] for row in searched} == set(modes)
+        for row in searched:
+            assert row["stopped"] and len(row["verdicts"]) <= 2
+    assert (out / "plots" / "capacity.png").stat().st_size > 10_000
     for run in results["runs"]:
         assert (out / run["hdr"]).read_text().startswith("HISTF")
         assert run["requests"] > 0
+        assert {"valid", "cpu_us_per_request", "lateness_ms"} <= set(run["generator"])
+        assert "replica_calls" in run  # None where the nodes expose no counters: "n/a" in the report

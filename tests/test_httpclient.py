@@ -1,0 +1,121 @@
+"""loadtest.httpclient through the generator, against raw TCP servers that answer in awkward ways:
+split into pieces, closing after each answer, garbage, no length, never."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import pytest
+
+from loadtest.httpclient import RequestEncoder
+from loadtest.openloop import run_rate
+from loadtest.workload import Workload
+
+Answer = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+OK = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\nhello"
+
+
+@pytest.fixture
+async def raw_server() -> AsyncIterator[Callable[[Answer], Awaitable[str]]]:
+    """raw_server(answer) -> URL of a server calling ``answer`` per request read (its head)."""
+    servers: list[asyncio.Server] = []
+
+    async def start(answer: Answer) -> str:
+        async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            try:
+                while await _read_request(reader):
+                    await answer(reader, writer)
+                    if writer.is_closing():
+                        return
+            except (ConnectionError, asyncio.IncompleteReadError):
+                pass
+            finally:
+                writer.close()
+
+        server = await asyncio.start_server(connection, "127.0.0.1", 0)
+        servers.append(server)
+        return f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+
+    yield start
+    for server in servers:
+        server.close()
+        await server.wait_closed()
+
+
+async def _read_request(reader: asyncio.StreamReader) -> bool:
+    head = await reader.readuntil(b"\r\n\r\n")
+    for line in head.split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            await reader.readexactly(int(line.split(b":")[1]))
+    return bool(head)
+
+
+def test_requests_are_encoded_once_with_the_query_headers_and_body() -> None:
+    encoder = RequestEncoder(Workload("put", keys=1, value_size=3, ack=1, from_=2), "http://127.0.0.1:8080")
+    payload, method = encoder.next()
+    value = Workload("put", keys=1, value_size=3).value
+    assert method == "PUT"
+    assert payload == (
+        b"PUT /v0/entity?id=key-00000000&ack=1&from=2 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n"
+        b"Content-Length: 3\r\n\r\n" + value
+    )
+    get, _ = RequestEncoder(Workload("get", keys=1, path="/"), "http://localhost:9").next()
+    assert get == b"GET /?id=key-00000000 HTTP/1.1\r\nHost: localhost:9\r\n\r\n"
+
+
+async def test_an_answer_in_pieces_is_put_together(raw_server: Callable[[Answer], Awaitable[str]]) -> None:
+    async def in_pieces(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        for piece in (OK[:10], OK[10:40], OK[40:-2], OK[-2:]):
+            writer.write(piece)
+            await writer.drain()
+            await asyncio.sleep(0.002)
+
+    url = await raw_server(in_pieces)
+    result = await run_rate([url], Workload("get", keys=10), 100, 0.5, connections=8)
+    assert result.requests == 50 and not result.errors
+
+
+async def test_a_server_that_closes_after_each_answer_is_reconnected(
+    raw_server: Callable[[Answer], Awaitable[str]],
+) -> None:
+    async def then_close(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(OK.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n", 1))
+        await writer.drain()
+        writer.close()
+
+    url = await raw_server(then_close)
+    result = await run_rate([url], Workload("get", keys=10), 100, 0.5, connections=2)
+    assert result.requests == 50 and not result.errors
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"garbage that is not HTTP\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nno length",
+        b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n",
+        OK + b"and bytes nobody asked for",
+    ],
+)
+async def test_an_answer_that_cannot_be_read_is_a_bad_response(
+    raw_server: Callable[[Answer], Awaitable[str]], answer: bytes
+) -> None:
+    async def bad(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(answer)
+        await writer.drain()
+
+    url = await raw_server(bad)
+    result = await run_rate([url], Workload("get", keys=10), 50, 0.4, connections=4)
+    assert result.requests == 20
+    assert set(result.errors) <= {"bad-response", "connection"} and result.errors["bad-response"] > 0
+
+
+async def test_a_server_that_never_answers_times_out(raw_server: Callable[[Answer], Awaitable[str]]) -> None:
+    async def never(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(60)
+
+    url = await raw_server(never)
+    result = await run_rate([url], Workload("get", keys=10), 20, 0.5, connections=20, request_timeout=0.3)
+    assert result.errors == {"timeout": 10}
+    assert result.latency.count == 10 and result.latency.percentile_ms(50) >= 300  # at least the timeout
