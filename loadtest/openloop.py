@@ -44,8 +44,8 @@ REQUEST_TIMEOUT = 10.0  # seconds; a request still unanswered then counts as a "
 # cannot take more than 3,200 req/s whatever its capacity). The rule:
 # - lateness p99 over max(LATENESS_FLOOR_MS, LATENESS_SHARE x latency p99). Below the share, at most a
 #   tenth of the reported p99 can be the generator's own delay. The floor is what the event loop's timers
-#   cost even on an idle machine (libuv's tick in whole milliseconds, as wrk2's do, and truncate the
-#   start time to one: a request can leave up to 2 ms late), plus 1 ms of scheduling on shared cores;
+#   cost even on an idle machine (libuv's timers tick in whole milliseconds, as wrk2's do, and truncate
+#   their start to one: a request can leave up to 2 ms late), plus 1 ms of scheduling on shared cores;
 #   without it a millisecond server would be unmeasurable, though 3 ms is far below any objective we
 #   judge by.
 # - more than WAIT_SHARE_LIMIT of the requests waited for a connection. With at most 0.5 % held back,
@@ -54,7 +54,7 @@ REQUEST_TIMEOUT = 10.0  # seconds; a request still unanswered then counts as a "
 LATENESS_FLOOR_MS = 3.0
 LATENESS_SHARE = 0.1
 WAIT_SHARE_LIMIT = 0.005
-_TICK_S = 0.001  # shortest timer sleep: uvloop turns anything below 1 ms into a busy loop (call_soon)
+_TICK_S = 0.001  # shortest timer sleep: uvloop runs a delay that rounds to 0 ms at once (a busy loop)
 _SWEEP_S = 0.5  # how often requests in flight are checked against the request timeout
 _START_DELAY_S = 0.05  # the schedule starts this long after the connections are up
 # time.monotonic is CLOCK_MONOTONIC: one clock for every worker process, and not uvloop's loop.time(),
@@ -249,7 +249,7 @@ async def run_rate(
     pool = [scheduler.connection(url) for url in targets for _ in range(per_url)]
     # A connection that does not open now is retried by the request that gets it (and fails it if
     # the server is down): a down server is a result to report, not a reason to stop.
-    await asyncio.gather(*(connection.connect() for connection in pool), return_exceptions=True)
+    await asyncio.gather(*(scheduler.connect(connection) for connection in pool))
     # The cyclic collector stays off during the run: the hot path makes no reference cycles (refcounting
     # frees everything), and a collection, which walks every object, would be a pause in the schedule.
     gc.collect()
@@ -398,16 +398,22 @@ class _Scheduler:
         self.in_flight.add(connection)
         connection.send(payload)
 
-    async def _connect_and_write(self, connection: HttpConnection, payload: bytes) -> None:
+    async def connect(self, connection: HttpConnection) -> bool:
+        """Open a connection within the request timeout; False if the server could not be reached."""
         try:
             async with asyncio.timeout(self.timeout):
                 await connection.connect()
         except (OSError, TimeoutError):
-            self.finished += 1
-            self.errors[CONNECTION_ERROR] += 1
-            self._release(connection)
+            return False
+        return True
+
+    async def _connect_and_write(self, connection: HttpConnection, payload: bytes) -> None:
+        if await self.connect(connection):
+            self._write(connection, payload)
             return
-        self._write(connection, payload)
+        self.finished += 1
+        self.errors[CONNECTION_ERROR] += 1
+        self._release(connection)
 
     def _finished(self, connection: HttpConnection, outcome: str) -> None:
         """HttpConnection's on_done: an answer ("200", "504") or a failure ("timeout", "connection")."""

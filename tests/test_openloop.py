@@ -71,26 +71,32 @@ def test_percentiles_of_a_fixed_delay_server_are_that_delay() -> None:
     assert result.lateness.count == result.sent
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-def test_a_stall_shows_in_every_request_queued_behind_it(workers: int) -> None:
+@pytest.mark.parametrize(("workers", "connections"), [(1, 400), (2, 400), (1, 64)])
+def test_a_stall_shows_in_every_request_queued_behind_it(workers: int, connections: int) -> None:
     """No coordinated omission: a 300 ms stall at 1,000 req/s holds back the ~300 requests due during it,
     the first by ~300 ms, the last by ~0, so about rate x stall / 2 = 150 of them take over 150 ms, as
-    wrk2's corrected latencies show. A closed-loop client would see one slow request per connection."""
+    wrk2's corrected latencies show. With 400 connections they wait in the server; with 64, most wait
+    inside the generator for a connection (the run is then INVALID) and still count from their intended
+    time: a generator timing from its actual send would see at most 64 slow requests."""
     rate, stall_ms = 1000, 300.0
     with known_delay_server(0, stall_after_s=1.0, stall_ms=stall_ms) as url:
         workload = Workload("get", keys=100)
         if workers == 1:
-            result = uvloop.run(run_rate([url], workload, rate, 3.0, connections=400))
+            result = uvloop.run(run_rate([url], workload, rate, 3.0, connections))
         else:
             with GeneratorPool(workers) as pool:
-                result = pool.run([url], workload, rate, 3.0, connections=400)
+                result = pool.run([url], workload, rate, 3.0, connections)
     assert result.workers == workers
     assert result.requests == result.sent == 3 * rate and not result.errors
     assert result.latency.max_ms >= 0.9 * stall_ms
     expected = rate * stall_ms / 1000 / 2
-    assert 0.7 * expected <= count_above(result.latency, stall_ms / 2) <= 1.3 * expected
+    # Above: the server also takes a while to drain the ~300 requests that piled up, more on a busy machine.
+    assert 0.7 * expected <= count_above(result.latency, stall_ms / 2) <= 2 * expected
     assert result.latency.percentile_ms(50) < 10  # the other requests were fast
-    assert result.connection_waits == 0  # the stall was the server's: nothing waited in the generator
+    if connections == 64:
+        assert result.connection_waits > 100 and not result.valid
+    else:  # the stall was the server's: nothing waited in the generator
+        assert result.connection_waits == 0
 
 
 def test_a_run_short_of_connections_is_invalid() -> None:
