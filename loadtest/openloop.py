@@ -27,11 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
 from kvnode.metrics import PERCENTILES, LatencyHistogram
 from loadtest.httpclient import CONNECTION_ERROR, HttpConnection, RequestEncoder, host_port
-from loadtest.workload import ENTITY_PATH, Request, Workload, accepted_statuses
+from loadtest.workload import Workload, accepted_statuses
 
 __all__ = ["REQUEST_TIMEOUT", "RateResult", "Share", "run_rate"]
 
@@ -447,19 +445,3 @@ class _Scheduler:
             if now - connection.sent_at > self.timeout:
                 connection.time_out()
         self.sweeper = asyncio.get_running_loop().call_later(_SWEEP_S, self._sweep)
-
-
-async def _call(session: aiohttp.ClientSession, url: str, request: Request) -> str:
-    """The answer's status as text, or the kind of failure: "timeout", "connection" or "client-error"."""
-    try:
-        async with session.request(
-            request.method, url + ENTITY_PATH, params=request.params, data=request.body
-        ) as response:
-            await response.read()
-            return str(response.status)
-    except TimeoutError:
-        return "timeout"
-    except aiohttp.ClientConnectionError:
-        return "connection"
-    except aiohttp.ClientError:
-        return "client-error"
