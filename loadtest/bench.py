@@ -311,7 +311,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--connections", type=positive_int, default=64, help="wrk connections in all (default: 64)"
     )
     parser.add_argument(
-        "--modes", type=choices(MODES), default=list(MODES), help="fan-out modes (default: async,sync)"
+        "--modes",
+        type=choices(MODES),
+        default=list(MODES),
+        help=f"fan-out modes (default: {','.join(MODES)})",
     )
     parser.add_argument("--ops", type=choices(OPS), default=list(OPS), help="operations (default: get,put)")
     parser.add_argument(
