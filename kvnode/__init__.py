@@ -2,14 +2,18 @@
 
 The request path, top to bottom:
 
+    admission     requests in progress; 503 beyond --max-inflight
     http_api      HTTP handlers: parse and validate, then hand over to
-    coordinator   placement, timestamps, read merge; runs a fan-out strategy from
-    fanout        async (parallel) and sync (sequential) side by side, counting with quorum
-    transport     replica calls: local storage directly, peers over a multiplexed WebSocket (wire)
-    storage       LevelDB through plyvel, one versioned record per key (records)
+    coordinator   placement, hybrid-clock timestamps, read merge (read_repair), hints for missed writes;
+                  runs a fan-out strategy from
+    fanout        async, sync and speculative side by side, counting with quorum
+    replica       replica calls: local storage directly, peers over an authenticated, multiplexed
+                  WebSocket (peer, channel, server, auth, wire); hinted handoff (hints)
+    storage       LevelDB through plyvel, one versioned record per key (records), and the node's own state
 
 Around it: cli and config (flags and environment), node (one process's lifecycle), local_cluster
-(several nodes on one machine), placement and clock (pure), metrics (latency histograms).
+(several nodes on one machine), placement and clock (pure), metrics and observe (histograms, /metrics),
+admin (an operator's view).
 """
 
 __version__ = "0.1.0"

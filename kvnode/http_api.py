@@ -1,23 +1,21 @@
 """The client-facing HTTP API (see CONTRACT.md): request parsing and validation, then the coordinator.
 
 Every rejection is a 4xx with a one-line plain-text reason, decided before anything is written.
-Admission control: beyond ``--max-inflight`` /v0/entity requests in progress, a new one is answered 503
-with Retry-After at once, before its body is read (so a shed request writes nothing); the other paths are
-not counted. A PUT body that has not all arrived within ``--body-timeout-s`` is answered 408.
+/v0/entity requests pass admission control first (kvnode.admission); the other paths are not counted.
+A PUT body that has not all arrived within ``--body-timeout-s`` is answered 408.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import os
 import urllib.parse
-from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 from prometheus_client.aiohttp import make_aiohttp_handler
 
+from kvnode.admission import Admission
 from kvnode.clock import HybridClock
 from kvnode.config import NodeConfig
 from kvnode.coordinator import Coordinator
@@ -45,7 +43,6 @@ __all__ = [
     "PEER_SOCKETS",
     "STORAGE",
     "UPLOADS",
-    "Admission",
     "Uploads",
     "add_routes",
 ]
@@ -60,42 +57,7 @@ PEER_SOCKETS = web.AppKey("peer_sockets", set[web.WebSocketResponse])
 LOOP_LAG = web.AppKey("loop_lag", LoopLagMonitor)
 METRICS = web.AppKey("metrics", NodeMetrics)
 PEER_GATE = web.AppKey("peer_gate", PeerGate)
-
-
-class Admission:
-    """/v0/entity requests in progress (a plain counter: no task or middleware per request), and how many
-    were shed because ``limit`` were already in progress."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.inflight = 0
-        self.shed = 0
-
-
 ADMISSION = web.AppKey("admission", Admission)
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def admitted(handler: Handler) -> Handler:
-    """The handler, counted in flight from its start to its answer, or shed with 503 beyond the limit."""
-
-    @functools.wraps(handler)
-    async def counted(request: web.Request) -> web.StreamResponse:
-        admission = request.app[ADMISSION]
-        if admission.inflight >= admission.limit:
-            admission.shed += 1
-            return web.Response(
-                status=503,
-                text=f"overloaded: {admission.inflight} requests in progress; retry\n",
-                headers={"Retry-After": "1"},
-            )
-        admission.inflight += 1
-        try:
-            return await handler(request)
-        finally:
-            admission.inflight -= 1
-
-    return counted
 
 
 class Uploads:
@@ -129,7 +91,7 @@ _SCAN_YIELD_EVERY = 256  # records streamed between yields to the loop, so a lon
 
 
 def add_routes(app: web.Application) -> None:
-    metrics = app[METRICS]
+    metrics, admitted = app[METRICS], app[ADMISSION].admitted
     app.router.add_get("/v0/entity", metrics.timed("get", admitted(get_entity)), allow_head=False)
     app.router.add_put("/v0/entity", metrics.timed("put", admitted(put_entity)))
     app.router.add_delete("/v0/entity", metrics.timed("delete", admitted(delete_entity)))

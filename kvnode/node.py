@@ -19,6 +19,7 @@ import aiohttp
 import uvloop
 from aiohttp import web
 
+from kvnode.admission import Admission
 from kvnode.clock import HybridClock, wall_clock_us
 from kvnode.config import NodeConfig
 from kvnode.coordinator import Coordinator
@@ -36,7 +37,6 @@ from kvnode.http_api import (
     PEERS,
     STORAGE,
     UPLOADS,
-    Admission,
     Uploads,
     add_routes,
 )
@@ -112,7 +112,7 @@ async def _node_resources(app: web.Application) -> AsyncIterator[None]:
     app[COORDINATOR] = Coordinator(
         Placement(config.members), replicas, FANOUTS[config.fanout], clock, hints, local
     )
-    metrics.watch(NodeState(app[COORDINATOR], hints, peers, clock, lag))
+    metrics.watch(NodeState(app[COORDINATOR], hints, peers, clock, lag, app[ADMISSION]))
     lag.start()
     for delivery in deliveries:
         delivery.start()

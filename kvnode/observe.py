@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +27,7 @@ from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from kvnode.admission import Admission, Handler
 from kvnode.clock import HybridClock
 from kvnode.coordinator import Coordinator
 from kvnode.metrics import LATENCY_BUCKETS_S, FixedBuckets, LoopLagMonitor
@@ -45,7 +46,6 @@ from kvnode.replica.peer import PeerReplica
 
 __all__ = ["MeteredReplica", "NodeMetrics", "NodeState", "cluster_view"]
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 PEER_STATES = ("connected", "connecting", "suspect", "idle")
 # The outcome label of a replica call, by the exception it ended in.
@@ -111,6 +111,7 @@ class NodeState:
     peers: Sequence[PeerReplica]
     clock: HybridClock
     loop_lag: LoopLagMonitor
+    admission: Admission
 
 
 class NodeMetrics(Collector):
@@ -118,7 +119,6 @@ class NodeMetrics(Collector):
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
-        self.inflight = 0  # client entity requests between arrival and answer
         self._requests: dict[tuple[str, int], FixedBuckets] = {}
         self._replicas: list[MeteredReplica] = []
         self._state: NodeState | None = None
@@ -126,11 +126,10 @@ class NodeMetrics(Collector):
         ProcessCollector(registry=self.registry)  # CPU seconds, memory, open fds: process_*
 
     def timed(self, op: str, handler: Handler) -> Handler:
-        """``handler`` counted and timed by (op, status), and counted in flight while it runs."""
+        """``handler`` counted and timed by (op, status)."""
         requests = self._requests
 
         async def timed_handler(request: web.Request) -> web.StreamResponse:
-            self.inflight += 1
             start = time.perf_counter()
             status = 500
             try:
@@ -141,7 +140,6 @@ class NodeMetrics(Collector):
                 status = error.status
                 raise
             finally:
-                self.inflight -= 1
                 buckets = requests.get((op, status))
                 if buckets is None:
                     buckets = requests[op, status] = FixedBuckets()
@@ -180,9 +178,6 @@ class NodeMetrics(Collector):
             _add_histogram(duration, labels, buckets)
         yield count
         yield duration
-        yield GaugeMetricFamily(
-            "kvnode_inflight_requests", "Client entity requests between arrival and answer", self.inflight
-        )
 
     def _replica_metrics(self) -> Iterator[Metric]:
         calls = CounterMetricFamily(
@@ -230,6 +225,11 @@ def _state_metrics(state: NodeState) -> Iterator[Metric]:
             peer_state.add_metric([url, name], 1 if name == current else 0)
         down.add_metric([url], peer.down_for())
     yield from (pending, kept, delivered, peer_state, down)
+    yield GaugeMetricFamily(
+        "kvnode_inflight_requests",
+        "Client entity requests between arrival and answer",
+        state.admission.inflight,
+    )
     dropped = CounterMetricFamily(
         "kvnode_hints_dropped",
         "Hints not kept or dropped undelivered: window (target down too long, or expired), full, "
