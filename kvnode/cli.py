@@ -18,7 +18,7 @@ from typing import Any, NoReturn, get_args
 
 from kvnode.argtypes import host, http_urls, integer, port, positive_int
 from kvnode.config import ClusterConfig, FanoutMode, NodeConfig
-from kvnode.replica.auth import MIN_SECRET_BYTES, load_or_create_secret
+from kvnode.replica.auth import MIN_SECRET_BYTES, create_secret_file
 
 __all__ = ["SECRET_ENV", "main", "node_argv", "node_env", "parse_args", "unknown_variables"]
 
@@ -293,7 +293,8 @@ def _cluster_secret(path: Path | None, env: Mapping[str, str]) -> bytes:
         if not secret:
             return b""
     if len(secret) < MIN_SECRET_BYTES:
-        raise ValueError(f"the cluster secret must be at least {MIN_SECRET_BYTES} bytes long")
+        where = SECRET_ENV if path is None else str(path)
+        raise ValueError(f"the cluster secret in {where} must be at least {MIN_SECRET_BYTES} bytes long")
     return secret
 
 
@@ -351,17 +352,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     secret_path = None
     if not config.node.cluster_secret:
-        secret_path = path = config.node.data_dir / "cluster.secret"
+        # A cluster started without a secret keeps one of its own, the same on every start.
+        secret_path = config.node.data_dir / "cluster.secret"
         try:
-            secret = load_or_create_secret(path)
+            create_secret_file(secret_path)
+            secret = _cluster_secret(secret_path, {})
         except OSError as error:
-            print(f"kvnode: cannot keep the cluster secret in {path}: {error.strerror}", file=sys.stderr)
-            return 2
-        if len(secret) < MIN_SECRET_BYTES:
             print(
-                f"kvnode: the cluster secret in {path} is shorter than {MIN_SECRET_BYTES} bytes",
-                file=sys.stderr,
+                f"kvnode: cannot keep the cluster secret in {secret_path}: {error.strerror}", file=sys.stderr
             )
+            return 2
+        except ValueError as error:  # unreadable, or too short: the same checks as --cluster-secret-file
+            print(f"kvnode: {error}", file=sys.stderr)
             return 2
         config = dataclasses.replace(config, node=dataclasses.replace(config.node, cluster_secret=secret))
     return run_cluster(config, secret_path)

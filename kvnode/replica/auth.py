@@ -38,7 +38,7 @@ __all__ = [
     "ClusterAuth",
     "RateLimitedLog",
     "cluster_id",
-    "load_or_create_secret",
+    "create_secret_file",
     "server_proof_ok",
 ]
 
@@ -173,13 +173,11 @@ class RateLimitedLog:
         self._next, self._held = now + self._interval, 0
 
 
-def load_or_create_secret(path: Path) -> bytes:
-    """The secret in ``path``, or a new random one written there readable by this user only."""
+def create_secret_file(path: Path) -> None:
+    """Write a new random secret to ``path``, readable by this user only, unless the file exists."""
     if path.exists():
-        return path.read_bytes().strip()
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
-    secret = secrets.token_hex(32).encode()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as file:
-        file.write(secret + b"\n")
-    return secret
+        file.write(secrets.token_hex(32).encode() + b"\n")
