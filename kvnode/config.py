@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["ClusterConfig", "FanoutMode", "NodeConfig", "node_url"]
+__all__ = ["ClusterConfig", "FanoutMode", "NodeConfig", "cluster_configs", "node_url"]
 
 FanoutMode = Literal["async", "sync", "speculative"]
 
@@ -84,10 +85,18 @@ class ClusterConfig:
             raise ValueError(f"ports {self.node.port}..{self.node.port + self.nodes - 1} run past 65535")
 
     def node_configs(self) -> list[NodeConfig]:
-        base = self.node
-        ports = range(base.port, base.port + self.nodes)
-        urls = tuple(node_url(base.host, port) for port in ports)
-        return [
-            dataclasses.replace(base, port=port, data_dir=base.data_dir / f"node-{port}", cluster=urls)
-            for port in ports
-        ]
+        return cluster_configs(self.node, range(self.node.port, self.node.port + self.nodes))
+
+
+def cluster_configs(
+    base: NodeConfig, ports: Sequence[int], data_dirs: Sequence[Path] | None = None
+) -> list[NodeConfig]:
+    """The nodes of one cluster on ``ports`` (any ports; ClusterConfig's are consecutive): every node is
+    given the same list, in the order of ``ports``; node i keeps its data in ``data_dirs[i]``, by default
+    ``base.data_dir / node-PORT``."""
+    urls = tuple(node_url(base.host, port) for port in ports)
+    dirs = data_dirs or [base.data_dir / f"node-{port}" for port in ports]
+    return [
+        dataclasses.replace(base, port=port, data_dir=data_dir, cluster=urls)
+        for port, data_dir in zip(ports, dirs, strict=True)
+    ]

@@ -4,7 +4,7 @@ and stopped together; and the ``cluster`` command, which runs a local cluster.
 Everything that starts a node uses this module: the ``cluster`` command, the test harness, the load
 tester's scenarios and benchmark, and the profiler.
 
->>> configs = cluster_configs(NodeConfig(data_dir=tmp), free_ports(3))         # doctest: +SKIP
+>>> configs = config.cluster_configs(NodeConfig(data_dir=tmp), free_ports(3))  # doctest: +SKIP
 >>> nodes = LocalCluster(NodeProcess(config) for config in configs)            # doctest: +SKIP
 >>> nodes.start()  # each node serves as itself, or all stopped + NodeStartError  # doctest: +SKIP
 >>> nodes.stop()   # SIGTERM, then SIGKILL after a deadline                     # doctest: +SKIP
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import dataclasses
 import http.client
 import json
 import os
@@ -30,14 +29,13 @@ from pathlib import Path
 from typing import IO, Generic, TypeVar
 
 from kvnode.cli import node_argv, node_env, unknown_variables
-from kvnode.config import ClusterConfig, NodeConfig, node_url
+from kvnode.config import ClusterConfig, NodeConfig
 
 __all__ = [
     "LocalCluster",
     "NodeProcess",
     "NodeStartError",
     "ServerProcess",
-    "cluster_configs",
     "cpu_seconds",
     "die_with_parent",
     "free_ports",
@@ -84,20 +82,6 @@ def free_ports(count: int) -> list[int]:
     finally:
         for sock in sockets:
             sock.close()
-
-
-def cluster_configs(
-    base: NodeConfig, ports: Sequence[int], data_dirs: Sequence[Path] | None = None
-) -> list[NodeConfig]:
-    """The nodes of one cluster on ``ports`` (any ports; ClusterConfig's are consecutive): every node is
-    given the same list, in the order of ``ports``; node i keeps its data in ``data_dirs[i]``, by default
-    ``base.data_dir / node-PORT``."""
-    urls = tuple(node_url(base.host, port) for port in ports)
-    dirs = data_dirs or [base.data_dir / f"node-{port}" for port in ports]
-    return [
-        dataclasses.replace(base, port=port, data_dir=data_dir, cluster=urls)
-        for port, data_dir in zip(ports, dirs, strict=True)
-    ]
 
 
 class NodeStartError(RuntimeError):

@@ -28,13 +28,12 @@ from types import FrameType
 from typing import cast, get_args
 
 from kvnode.argtypes import choices, non_negative_int, positive_int
-from kvnode.config import FanoutMode, NodeConfig
+from kvnode.config import FanoutMode, NodeConfig, cluster_configs
 from kvnode.local_cluster import (
     LocalCluster,
     NodeProcess,
     NodeStartError,
     ServerProcess,
-    cluster_configs,
     start_on_free_ports,
 )
 from loadtest import interruptible

@@ -13,12 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from kvnode.cli import node_argv
-from kvnode.config import FanoutMode, NodeConfig
+from kvnode.config import FanoutMode, NodeConfig, cluster_configs
 from kvnode.local_cluster import (
     LocalCluster,
     NodeProcess,
     NodeStartError,
-    cluster_configs,
     cpu_seconds,
     start_on_free_ports,
 )

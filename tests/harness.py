@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvnode.config import FanoutMode, NodeConfig
-from kvnode.local_cluster import LocalCluster, NodeProcess, cluster_configs, start_on_free_ports
+from kvnode.config import FanoutMode, NodeConfig, cluster_configs
+from kvnode.local_cluster import LocalCluster, NodeProcess, start_on_free_ports
 
 
 @dataclass

@@ -9,12 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from kvnode.config import NodeConfig
+from kvnode.config import NodeConfig, cluster_configs
 from kvnode.local_cluster import (
     LocalCluster,
     NodeProcess,
     NodeStartError,
-    cluster_configs,
     free_ports,
     start_on_free_ports,
 )
