@@ -71,6 +71,8 @@ class Uploads:
         self._none.set()
 
     async def read(self, request: web.Request) -> bytes:
+        if request.content.is_eof():  # the whole body came with the headers: nothing to wait for
+            return await request.read()
         self._reading += 1
         self._none.clear()
         try:

@@ -1,13 +1,15 @@
 """Latency histograms shared by the node's stats, the load generator and the reports.
 
 :class:`LatencyHistogram` (HdrHistogram) records microseconds and reports milliseconds;
-:class:`FixedBuckets` counts seconds in the fixed buckets a Prometheus histogram exports.
+:class:`FixedBuckets` counts seconds in the fixed buckets a Prometheus histogram exports;
+:class:`CallMeter` is a replica's calls counted by outcome and timed in such buckets.
 """
 
 from __future__ import annotations
 
 import asyncio
 import bisect
+import collections
 import contextlib
 import time
 from collections.abc import Iterable
@@ -17,6 +19,7 @@ from hdrh.histogram import HdrHistogram
 __all__ = [
     "LATENCY_BUCKETS_S",
     "PERCENTILES",
+    "CallMeter",
     "FixedBuckets",
     "LatencyHistogram",
     "LoopLagMonitor",
@@ -152,6 +155,26 @@ class FixedBuckets:
             running += count
             result.append(running)
         return result
+
+
+class CallMeter:
+    """One replica's calls by (op, outcome) and their durations, fed where the replica settles each call
+    (no callback of its own) and read when Prometheus scrapes.
+
+    >>> meter = CallMeter()
+    >>> meter.ended("read", "ok", 0.002); meter.calls["read", "ok"], meter.latency.count
+    (1, 1)
+    """
+
+    __slots__ = ("calls", "latency")
+
+    def __init__(self) -> None:
+        self.calls: collections.Counter[tuple[str, str]] = collections.Counter()
+        self.latency = FixedBuckets()
+
+    def ended(self, op: str, outcome: str, seconds: float) -> None:
+        self.calls[op, outcome] += 1
+        self.latency.observe(seconds)
 
 
 class LoopLagMonitor:

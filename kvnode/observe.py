@@ -2,21 +2,18 @@
 (``GET /v0/cluster``, which ``python -m kvnode admin`` reads).
 
 The hot path only adds to plain counters: each client request to one :class:`FixedBuckets` per
-(operation, status), each replica call to its :class:`MeteredReplica`. Everything else the node already
+(operation, status) (the handler wrapper costs ~0.8 µs), each replica call to its replica's
+:class:`~kvnode.metrics.CallMeter`, where the replica settles the call (no callback of its own: a
+done-callback per call cost ~1.5 µs, most of it asyncio scheduling it). Everything else the node already
 counts (hints, coordinator stats, the clock, peer states, loop lag) is read when Prometheus scrapes, by
 :class:`NodeMetrics`, a collector in the node's own registry (one per process, never the global one).
-Cost on the hot path, measured by timing a loop of requests through a no-op handler and three fake
-replicas (one answering at once, two one loop turn later), with and without the metering, on a shared
-2-core machine (noisy): the handler wrapper adds ~0.8 µs, a local replica call ~0.5 µs, a remote one
-~1.5 µs (most of it asyncio scheduling the done-callback); a 3-replica write ~4-5 µs in all. Counting with
-prometheus_client's own Counter and Histogram children instead costs ~2 µs more per request and per
-call. A scrape takes ~0.6 ms.
+Counting with prometheus_client's own Counter and Histogram children instead costs ~2 µs more per request
+and per call. A scrape takes ~0.6 ms.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -31,75 +28,15 @@ from kvnode.admission import Admission, Handler
 from kvnode.clock import HybridClock
 from kvnode.coordinator import Coordinator
 from kvnode.metrics import LATENCY_BUCKETS_S, FixedBuckets, LoopLagMonitor
-from kvnode.records import Record
-from kvnode.replica import Replica
-from kvnode.replica.errors import (
-    ReplicaOverloaded,
-    ReplicaProtocolError,
-    ReplicaRejected,
-    ReplicaSkewRefused,
-    ReplicaTimeout,
-    ReplicaUnavailable,
-)
 from kvnode.replica.hints import HintStore
+from kvnode.replica.local import LocalReplica
 from kvnode.replica.peer import PeerReplica
 
-__all__ = ["MeteredReplica", "NodeMetrics", "NodeState", "cluster_view"]
+__all__ = ["NodeMetrics", "NodeState", "cluster_view"]
 
 
 PEER_STATES = ("connected", "connecting", "suspect", "idle")
-# The outcome label of a replica call, by the exception it ended in.
-_OUTCOMES: dict[type[BaseException], str] = {
-    ReplicaTimeout: "timeout",
-    ReplicaUnavailable: "unavailable",
-    ReplicaOverloaded: "overloaded",
-    ReplicaProtocolError: "protocol_error",
-    ReplicaRejected: "rejected",
-    ReplicaSkewRefused: "skew_refused",
-}
 _BOUNDS = [repr(bound) for bound in LATENCY_BUCKETS_S] + ["+Inf"]  # the le label values
-
-
-class MeteredReplica:
-    """A replica whose calls are counted by (op, outcome) and timed, for the coordinator's metrics."""
-
-    def __init__(self, replica: Replica) -> None:
-        self.url = replica.url
-        self.replica = replica
-        self.calls: collections.Counter[tuple[str, str]] = collections.Counter()
-        self.latency = FixedBuckets()
-
-    @property
-    def connected(self) -> bool:
-        return self.replica.connected
-
-    def down_for(self) -> float:
-        return self.replica.down_for()
-
-    def speculative_delay(self) -> float:
-        return self.replica.speculative_delay()
-
-    def read(self, key: bytes) -> asyncio.Future[Record | None]:
-        return self._watch("read", time.perf_counter(), self.replica.read(key))
-
-    def write(self, key: bytes, record: Record) -> asyncio.Future[int | None]:
-        return self._watch("write", time.perf_counter(), self.replica.write(key, record))
-
-    def _watch(self, op: str, start: float, future: asyncio.Future[Any]) -> asyncio.Future[Any]:
-        if future.done():  # the local replica answers at once: count it now, not one loop turn later
-            self._ended(op, start, future)
-        else:
-            future.add_done_callback(lambda done: self._ended(op, start, done))
-        return future
-
-    def _ended(self, op: str, start: float, future: asyncio.Future[Any]) -> None:
-        self.latency.observe(time.perf_counter() - start)
-        if future.cancelled():
-            outcome = "cancelled"
-        else:
-            error = future.exception()
-            outcome = "ok" if error is None else _OUTCOMES.get(type(error), "error")
-        self.calls[op, outcome] += 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +45,7 @@ class NodeState:
 
     coordinator: Coordinator
     hints: HintStore
+    local: LocalReplica
     peers: Sequence[PeerReplica]
     clock: HybridClock
     loop_lag: LoopLagMonitor
@@ -120,7 +58,6 @@ class NodeMetrics(Collector):
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self._requests: dict[tuple[str, int], FixedBuckets] = {}
-        self._replicas: list[MeteredReplica] = []
         self._state: NodeState | None = None
         self.registry.register(self)
         ProcessCollector(registry=self.registry)  # CPU seconds, memory, open fds: process_*
@@ -147,18 +84,13 @@ class NodeMetrics(Collector):
 
         return timed_handler
 
-    def metered(self, replica: Replica) -> MeteredReplica:
-        metered = MeteredReplica(replica)
-        self._replicas.append(metered)
-        return metered
-
     def watch(self, state: NodeState) -> None:
         self._state = state
 
     def collect(self) -> Iterator[Metric]:
         yield from self._request_metrics()
-        yield from self._replica_metrics()
         if self._state is not None:
+            yield from _replica_metrics(self._state)
             yield from _state_metrics(self._state)
 
     def _request_metrics(self) -> Iterator[Metric]:
@@ -179,24 +111,28 @@ class NodeMetrics(Collector):
         yield count
         yield duration
 
-    def _replica_metrics(self) -> Iterator[Metric]:
-        calls = CounterMetricFamily(
-            "kvnode_replica_calls",
-            "Replica calls this node made as coordinator (its own storage included), by replica, "
-            "operation (read/write) and outcome (ok, timeout, unavailable, overloaded, rejected, ...)",
-            labels=["peer", "op", "outcome"],
-        )
-        duration = HistogramMetricFamily(
-            "kvnode_replica_call_duration_seconds",
-            "Replica calls from start to answer or failure, by replica",
-            labels=["peer"],
-        )
-        for replica in self._replicas:
-            for (op, outcome), value in sorted(replica.calls.items()):
-                calls.add_metric([replica.url, op, outcome], value)
-            _add_histogram(duration, [replica.url], replica.latency)
-        yield calls
-        yield duration
+
+def _replica_metrics(state: NodeState) -> Iterator[Metric]:
+    calls = CounterMetricFamily(
+        "kvnode_replica_calls",
+        "Replica calls this node made (its own storage included), by replica, operation (read and write "
+        "as coordinator and for read repair; hint: a hinted write delivered) and outcome (ok, timeout, "
+        "unavailable, overloaded, rejected, ...)",
+        labels=["peer", "op", "outcome"],
+    )
+    duration = HistogramMetricFamily(
+        "kvnode_replica_call_duration_seconds",
+        "Replica calls from start to answer or failure, by replica",
+        labels=["peer"],
+    )
+    replicas: list[LocalReplica | PeerReplica] = [state.local, *state.peers]
+    for replica in replicas:
+        meter = replica.meter
+        for (op, outcome), value in sorted(meter.calls.items()):
+            calls.add_metric([replica.url, op, outcome], value)
+        _add_histogram(duration, [replica.url], meter.latency)
+    yield calls
+    yield duration
 
 
 def _state_metrics(state: NodeState) -> Iterator[Metric]:

@@ -1,8 +1,9 @@
 """The benchmark's reference point: an aiohttp hello-world on uvloop, served the way kvnode serves.
 
 ``python -m loadtest.hello --port P`` answers GET and PUT on ``/`` with a tiny body and nothing else.
-It uses the same server stack as a kvnode node (AppRunner, TCPSite, backlog 1024, no access log, uvloop),
-so the gap between the two is kvnode's own work: parsing, placement, replica calls, LevelDB.
+It uses the same server stack as a kvnode node (AppRunner, TCPSite, backlog 1024, no access log, uvloop,
+the same garbage-collector settings), so the gap between the two is kvnode's own work: parsing,
+placement, replica calls, LevelDB.
 """
 
 from __future__ import annotations

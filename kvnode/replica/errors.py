@@ -12,6 +12,7 @@ __all__ = [
     "ReplicaSkewRefused",
     "ReplicaTimeout",
     "ReplicaUnavailable",
+    "outcome",
 ]
 
 
@@ -46,3 +47,22 @@ class ReplicaSkewRefused(ReplicaRejected):
 # A write that failed this way is kept as a hint for the replica; a refusal for skew is not (it would be
 # refused again), and neither is a protocol error (the peer is not speaking our protocol).
 HINTED_FAILURES: tuple[type[ReplicaError], ...] = (ReplicaUnavailable, ReplicaTimeout, ReplicaOverloaded)
+
+
+_OUTCOMES: dict[type[BaseException], str] = {
+    ReplicaTimeout: "timeout",
+    ReplicaUnavailable: "unavailable",
+    ReplicaOverloaded: "overloaded",
+    ReplicaProtocolError: "protocol_error",
+    ReplicaRejected: "rejected",
+    ReplicaSkewRefused: "skew_refused",
+}
+
+
+def outcome(error: BaseException | None) -> str:
+    """A call's outcome as a metric label: ok, timeout, unavailable, overloaded, protocol_error, ...
+
+    >>> outcome(None), outcome(ReplicaTimeout("slow"))
+    ('ok', 'timeout')
+    """
+    return "ok" if error is None else _OUTCOMES.get(type(error), "error")

@@ -187,7 +187,7 @@ class HintDelivery:
             store.dropped["expired"] += len(expired)
         live = [hint for hint in hints if not store.expired(hint)]
         outcomes = await asyncio.gather(
-            *(self._peer.write(hint.key, hint.record) for hint in live), return_exceptions=True
+            *(self._peer.deliver_hint(hint.key, hint.record) for hint in live), return_exceptions=True
         )
         done, failed = [], 0
         for hint, outcome in zip(live, outcomes, strict=True):

@@ -30,7 +30,7 @@ import itertools
 import logging
 import urllib.parse
 
-from kvnode.metrics import RecentLatency
+from kvnode.metrics import CallMeter, RecentLatency
 from kvnode.records import CorruptRecord, Record, decode, encode
 from kvnode.replica import wire
 from kvnode.replica.auth import ClusterAuth, RateLimitedLog
@@ -43,6 +43,7 @@ from kvnode.replica.errors import (
     ReplicaSkewRefused,
     ReplicaTimeout,
     ReplicaUnavailable,
+    outcome,
 )
 from kvnode.replica.websocket import WebSocketError
 
@@ -52,6 +53,13 @@ log = logging.getLogger(__name__)
 
 MAX_CALLS_IN_FLIGHT = 4096
 _MIN_BYTES_IN_FLIGHT = 16 * 1024 * 1024
+# A quiet connection is pinged at every beat, several beats per timeout, so a healthy one always answers
+# within a timeout. (Beats every half timeout, pinging at half a timeout of quiet, let an answered ping
+# be followed by a beat that found 0.499 s of quiet and skipped its ping, then by one that found 1.001 s:
+# healthy idle channels were dropped as silent under load.)
+_BEATS_PER_TIMEOUT = 4
+# A call in flight: its future, op, label (read, write, hint), bytes, and when it was sent (loop time).
+_InFlight = tuple[asyncio.Future[object], wire.Op, str, int, float]
 
 
 class PeerReplica:
@@ -80,6 +88,7 @@ class PeerReplica:
         self._timeout = timeout
         self._speculative_ceiling = timeout if speculative_ceiling is None else speculative_ceiling
         self._latency = RecentLatency(99.0)  # Cassandra's speculative_retry = 99PERCENTILE
+        self.meter = CallMeter()  # every call's outcome and duration, counted where it is settled
         self._channel: ClientChannel | None = None
         self._connecting: asyncio.Task[None] | None = None
         self._suspect = False
@@ -89,8 +98,7 @@ class PeerReplica:
         self.unreachable_since: float | None = None  # loop time of the first failure since it answered
         self.became_connected = asyncio.Event()
         self._next_id = 0
-        # future, op, bytes, sent (loop time)
-        self._calls: dict[int, tuple[asyncio.Future[object], wire.Op, int, float]] = {}
+        self._calls: dict[int, _InFlight] = {}
         # Every call has the same timeout, so deadlines arrive in call order: one queue and one timer
         # per peer replace a timer per call. Entries of calls already answered are skipped.
         self._deadlines: collections.deque[tuple[float, int]] = collections.deque()
@@ -107,10 +115,14 @@ class PeerReplica:
         return self._channel is not None
 
     def read(self, key: bytes) -> asyncio.Future[Record | None]:
-        return self._call(wire.Op.READ, key, b"")  # type: ignore[return-value]
+        return self._call(wire.Op.READ, key, b"", "read")  # type: ignore[return-value]
 
     def write(self, key: bytes, record: Record) -> asyncio.Future[int | None]:
-        return self._call(wire.Op.WRITE, key, encode(record))  # type: ignore[return-value]
+        return self._call(wire.Op.WRITE, key, encode(record), "write")  # type: ignore[return-value]
+
+    def deliver_hint(self, key: bytes, record: Record) -> asyncio.Future[int | None]:
+        """A write, counted apart from the coordinator's (op="hint" in kvnode_replica_calls_total)."""
+        return self._call(wire.Op.WRITE, key, encode(record), "hint")  # type: ignore[return-value]
 
     # --- for operators and the hint delivery ----------------------------------------------------------
 
@@ -155,17 +167,16 @@ class PeerReplica:
 
     # --- calls ----------------------------------------------------------------------------------------
 
-    def _call(self, op: wire.Op, key: bytes, record: bytes) -> asyncio.Future[object]:
+    def _call(self, op: wire.Op, key: bytes, record: bytes, label: str) -> asyncio.Future[object]:
+        """Start a call; ``label`` names it in the call counts (read, write, hint)."""
         loop = self._loop
         future: asyncio.Future[object] = loop.create_future()
         if self._channel is None:
             if self._closed:
-                future.set_exception(ReplicaUnavailable(f"{self.url}: transport closed"))
-                return future
+                return self._refuse(future, label, ReplicaUnavailable(f"{self.url}: transport closed"))
             self.probe()
             if self._suspect:
-                future.set_exception(ReplicaUnavailable(f"{self.url} is not answering"))
-                return future
+                return self._refuse(future, label, ReplicaUnavailable(f"{self.url} is not answering"))
         self._next_id = call_id = (self._next_id + 1) & 0xFFFFFFFF
         message = wire.encode_call(call_id, op, key, record)
         size = len(message)
@@ -173,14 +184,12 @@ class PeerReplica:
             len(self._calls) >= self.max_calls_in_flight
             or self._bytes_in_flight + size > self.max_bytes_in_flight
         ):
-            future.set_exception(
-                ReplicaOverloaded(
-                    f"{self.url}: {len(self._calls)} calls, {self._bytes_in_flight} bytes already in flight"
-                )
+            overloaded = (
+                f"{self.url}: {len(self._calls)} calls, {self._bytes_in_flight} bytes already in flight"
             )
-            return future
+            return self._refuse(future, label, ReplicaOverloaded(overloaded))
         now = loop.time()
-        self._calls[call_id] = (future, op, size, now)
+        self._calls[call_id] = (future, op, label, size, now)
         self._bytes_in_flight += size
         self._deadlines.append((now + self._timeout, call_id))
         if self._sweep_timer is None:
@@ -190,6 +199,28 @@ class PeerReplica:
             self._flush_scheduled = True
             loop.call_soon(self._flush)
         return future
+
+    def _refuse(
+        self, future: asyncio.Future[object], label: str, error: ReplicaError
+    ) -> asyncio.Future[object]:
+        """Fail a call that was never sent."""
+        future.set_exception(error)
+        self.meter.ended(label, outcome(error), 0.0)
+        return future
+
+    def _settle(self, entry: _InFlight, error: BaseException | None, answer: object = None) -> None:
+        """End a sent call with its answer or ``error``, and count it."""
+        future, _, label, _, sent = entry
+        if future.cancelled():
+            self.meter.ended(label, "cancelled", self._loop.time() - sent)
+            return
+        if future.done():
+            return
+        self.meter.ended(label, outcome(error), self._loop.time() - sent)
+        if error is None:
+            future.set_result(answer)
+        else:
+            future.set_exception(error)
 
     def _flush(self) -> None:
         """Send what the outbox holds, until the transport's buffer is full: a frame of small calls, then
@@ -219,12 +250,12 @@ class PeerReplica:
         if channel is self._channel:
             self._flush()
 
-    def _forget(self, call_id: int) -> tuple[asyncio.Future[object], wire.Op, int, float] | None:
+    def _forget(self, call_id: int) -> _InFlight | None:
         """Take a call out of flight (answered or timed out); its entry, or None if gone."""
         entry = self._calls.pop(call_id, None)
         if entry is None:
             return None
-        self._bytes_in_flight -= entry[2]
+        self._bytes_in_flight -= entry[3]
         self._small.pop(call_id, None)
         self._large.pop(call_id, None)
         return entry
@@ -237,7 +268,7 @@ class PeerReplica:
         while deadlines and deadlines[0][0] <= now:
             entry = self._forget(deadlines.popleft()[1])
             if entry is not None and not entry[0].done():
-                entry[0].set_exception(ReplicaTimeout(f"{self.url} did not answer within {self._timeout:g}s"))
+                self._settle(entry, ReplicaTimeout(f"{self.url} did not answer within {self._timeout:g}s"))
                 self._mark_unreachable()
         if deadlines:
             self._sweep_timer = self._loop.call_at(deadlines[0][0], self._sweep)
@@ -277,7 +308,7 @@ class PeerReplica:
             return
         self._channel, self._suspect, self.unreachable_since = channel, False, None
         self._last_heard = self._loop.time()
-        self._heartbeat = self._loop.call_later(self._timeout / 2, self._beat)
+        self._heartbeat = self._loop.call_later(self._timeout / _BEATS_PER_TIMEOUT, self._beat)
         self.became_connected.set()
         self._flush()
         log.info("replica channel to %s connected", self.url)
@@ -302,9 +333,10 @@ class PeerReplica:
             self.drop(channel, ReplicaUnavailable(f"{self.url} is silent: no answer for {quiet:.1f}s"))
             self.probe()
             return
-        if quiet >= self._timeout / 2:
+        interval = self._timeout / _BEATS_PER_TIMEOUT
+        if quiet >= interval / 2:
             channel.ping()
-        self._heartbeat = self._loop.call_later(self._timeout / 2, self._beat)
+        self._heartbeat = self._loop.call_later(interval, self._beat)
 
     def heard_from(self, channel: ClientChannel) -> None:
         """Bytes arrived on ``channel``: the peer is alive (replies and pongs alike)."""
@@ -325,18 +357,17 @@ class PeerReplica:
         entry = self._forget(reply.call_id)
         if entry is None:
             return  # the call already timed out
-        future, op, _, sent = entry
-        if future.done():
-            return
-        self._latency.record(self._loop.time() - sent)
+        self._latency.record(self._loop.time() - entry[4])
         try:
-            future.set_result(_answer_of(op, reply))
+            answer = _answer_of(entry[1], reply)
         except CorruptRecord as error:
-            future.set_exception(ReplicaProtocolError(f"{self.url}: malformed record in reply: {error}"))
+            self._settle(entry, ReplicaProtocolError(f"{self.url}: malformed record in reply: {error}"))
         except wire.WireError as error:
-            future.set_exception(ReplicaProtocolError(f"{self.url}: {error}"))
+            self._settle(entry, ReplicaProtocolError(f"{self.url}: {error}"))
         except ReplicaRejected as error:
-            future.set_exception(type(error)(f"{self.url}: {error}"))
+            self._settle(entry, type(error)(f"{self.url}: {error}"))
+        else:
+            self._settle(entry, None, answer)
 
     def drop(self, channel: ClientChannel, error: ReplicaError, level: int = logging.WARNING) -> None:
         """Give up a channel: fail its calls, close it; the next call connects again."""
@@ -363,9 +394,8 @@ class PeerReplica:
             self._sweep_timer = None
         if calls:
             self._mark_unreachable()
-        for future, *_ in calls.values():
-            if not future.done():
-                future.set_exception(error)
+        for entry in calls.values():
+            self._settle(entry, error)
 
     def _mark_unreachable(self) -> None:
         if self.unreachable_since is None:
