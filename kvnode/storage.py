@@ -21,7 +21,7 @@ import plyvel
 
 from kvnode.records import CorruptRecord, Record, decode, encode
 
-__all__ = ["Storage", "StorageError", "StorageUnavailable"]
+__all__ = ["Storage", "StorageError", "StorageUnavailable", "WriteBatch"]
 
 log = logging.getLogger(__name__)
 
@@ -68,25 +68,42 @@ class Storage:
         Read and write run with no await between them, so on the node's single event loop the pair is
         atomic. A corrupt stored record loses to any write: the new version heals it.
         """
-        try:
-            raw = self._db.get(key)
-        except plyvel.Error as error:
-            raise StorageError(_reason(error)) from error
-        if raw is not None:
-            try:
-                current = decode(raw)
-            except CorruptRecord:
-                log.warning("overwriting corrupt record for key %r", key)
-            else:
-                if current >= record:
-                    return current
+        current = self._current(key)
+        if current is not None and current >= record:
+            return current
         try:
             # sync=False still hands the write to the OS before returning (LevelDB's log is written with
-            # write(2) per record), so an acknowledged write survives kill -9; sync=True also fsyncs.
+            # write(2) per write), so an acknowledged write survives kill -9; sync=True also fsyncs.
             self._db.put(key, encode(record), sync=self.fsync)
         except plyvel.Error as error:
             raise StorageError(_reason(error)) from error
         return record
+
+    def batch(self) -> WriteBatch:
+        """Many reads and applies, their writes stored together by one LevelDB write (see WriteBatch)."""
+        return WriteBatch(self)
+
+    def _current(self, key: bytes) -> Record | None:
+        """The stored version a write competes with; a corrupt one counts as none (the write heals it)."""
+        try:
+            raw = self._db.get(key)
+        except plyvel.Error as error:
+            raise StorageError(_reason(error)) from error
+        if raw is None:
+            return None
+        try:
+            return decode(raw)
+        except CorruptRecord:
+            log.warning("overwriting corrupt record for key %r", key)
+            return None
+
+    def _write_all(self, records: dict[bytes, Record]) -> None:
+        try:
+            with self._db.write_batch(sync=self.fsync) as batch:
+                for key, record in records.items():
+                    batch.put(key, encode(record))
+        except plyvel.Error as error:
+            raise StorageError(_reason(error)) from error
 
     def scan_live(self, start: bytes, stop: bytes | None) -> Iterator[tuple[bytes, bytes]]:
         """(key, value) of live records with start <= key < stop in key byte order, from one snapshot.
@@ -118,3 +135,34 @@ def _reason(error: plyvel.Error) -> str:
     """plyvel carries LevelDB's message as bytes; make it a readable line."""
     message = error.args[0] if error.args else error
     return message.decode("utf-8", "replace") if isinstance(message, bytes) else str(message)
+
+
+class WriteBatch:
+    """Reads and applies like Storage's, whose writes reach LevelDB together at ``commit``: one log write
+    (one write(2)) for the lot instead of one per record, which was a third of a replica's CPU under
+    PUT load. Its reads see its own pending writes. Nothing is stored, and nothing may be acknowledged,
+    before ``commit`` returns; if it raises, none of the writes was stored.
+    """
+
+    __slots__ = ("_pending", "_storage")
+
+    def __init__(self, storage: Storage) -> None:
+        self._storage = storage
+        self._pending: dict[bytes, Record] = {}
+
+    def read(self, key: bytes) -> Record | None:
+        pending = self._pending.get(key)
+        return pending if pending is not None else self._storage.read(key)
+
+    def apply(self, key: bytes, record: Record) -> Record:
+        current = self._pending.get(key)
+        if current is None:
+            current = self._storage._current(key)
+        if current is not None and current >= record:
+            return current
+        self._pending[key] = record
+        return record
+
+    def commit(self) -> None:
+        if self._pending:
+            self._storage._write_all(self._pending)

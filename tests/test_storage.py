@@ -256,3 +256,17 @@ def test_a_data_dir_open_in_another_storage_is_unavailable(tmp_path: Path) -> No
         assert second.read(b"k") == Record.put(1, b"v")
     finally:
         second.close()
+
+
+def test_a_batch_stores_nothing_before_commit_and_its_reads_see_its_own_writes(store: Storage) -> None:
+    store.apply(b"old", Record.put(5, b"stored"))
+    batch = store.batch()
+    assert batch.apply(b"new", Record.put(1, b"a")) == Record.put(1, b"a")
+    assert batch.apply(b"new", Record.put(2, b"b")) == Record.put(2, b"b")  # a later version in the batch
+    assert batch.apply(b"new", Record.put(1, b"c")) == Record.put(2, b"b")  # loses to the batch's own
+    assert batch.apply(b"old", Record.put(4, b"older")) == Record.put(5, b"stored")  # loses to the store
+    assert batch.read(b"new") == Record.put(2, b"b")
+    assert store.read(b"new") is None
+    batch.commit()
+    assert store.read(b"new") == Record.put(2, b"b")
+    assert store.read(b"old") == Record.put(5, b"stored")

@@ -21,9 +21,9 @@ from kvnode.clock import HybridClock
 from kvnode.records import CorruptRecord, decode, encode
 from kvnode.replica import wire
 from kvnode.replica.auth import PROOF_HEADER, AuthError, ClusterAuth, RateLimitedLog
-from kvnode.storage import Storage, StorageError
+from kvnode.storage import Storage, StorageError, WriteBatch
 
-__all__ = ["PeerGate", "answer_call", "answer_challenge", "serve_peer"]
+__all__ = ["PeerGate", "answer_call", "answer_calls", "answer_challenge", "serve_peer"]
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +44,21 @@ def answer_challenge(gate: PeerGate) -> web.Response:
     return web.Response(text=gate.auth.issue_nonce())
 
 
-def answer_call(storage: Storage, clock: HybridClock, call: wire.ReplicaCall) -> bytes:
-    """Run one peer call against local storage and encode the reply."""
+def answer_calls(storage: Storage, clock: HybridClock, calls: list[wire.ReplicaCall]) -> list[bytes]:
+    """The replies to one frame's calls, in order, once their writes are stored: together, in one
+    LevelDB write. If that write fails, every call of the frame is answered FAILED."""
+    batch = storage.batch()
+    replies = [answer_call(batch, clock, call) for call in calls]
+    try:
+        batch.commit()
+    except StorageError as error:
+        reason = str(error).encode()
+        return [wire.encode_reply(call.call_id, wire.Status.FAILED, reason) for call in calls]
+    return replies
+
+
+def answer_call(storage: Storage | WriteBatch, clock: HybridClock, call: wire.ReplicaCall) -> bytes:
+    """Run one peer call against local storage (or a batch of its writes) and encode the reply."""
     try:
         if call.op is wire.Op.READ:
             found = storage.read(call.key)
@@ -107,13 +120,13 @@ async def serve_peer(
 async def _reply(
     ws: web.WebSocketResponse, storage: Storage, clock: HybridClock, calls: list[wire.ReplicaCall]
 ) -> None:
-    replies: list[bytes] = []
+    frame: list[bytes] = []
     size = 0
-    for call in calls:
-        replies.append(answer_call(storage, clock, call))
-        size += len(replies[-1])
+    for reply in answer_calls(storage, clock, calls):
+        frame.append(reply)
+        size += len(reply)
         if size >= wire.FRAME_TARGET:
-            await ws.send_bytes(b"".join(replies))
-            replies, size = [], 0
-    if replies:
-        await ws.send_bytes(b"".join(replies))
+            await ws.send_bytes(b"".join(frame))
+            frame, size = [], 0
+    if frame:
+        await ws.send_bytes(b"".join(frame))

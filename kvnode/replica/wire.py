@@ -102,6 +102,11 @@ class Status(enum.IntEnum):
     REFUSED = 6
 
 
+# By wire value: a dict lookup costs a tenth of calling the enum class.
+_OPS = {int(op): op for op in Op}
+_STATUSES = {int(status): status for status in Status}
+
+
 class ReplicaCall(NamedTuple):
     call_id: int
     op: Op
@@ -150,10 +155,9 @@ def decode_calls(frame: bytes, limits: Limits | None = None) -> list[ReplicaCall
                 raise WireError(f"key of {key_len} bytes (1 to {MAX_KEY_BYTES} allowed)")
             if end - key_end > limits.max_record:
                 raise WireError(f"record of {end - key_end} bytes, more than {limits.max_record}")
-        try:
-            kind = Op(op)
-        except ValueError:
-            raise WireError(f"unknown op {op}") from None
+        kind = _OPS.get(op)
+        if kind is None:
+            raise WireError(f"unknown op {op}")
         calls.append(ReplicaCall(call_id, kind, frame[start + _CALL.size : key_end], frame[key_end:end]))
     return calls
 
@@ -162,10 +166,9 @@ def decode_replies(frame: bytes) -> list[ReplicaReply]:
     replies = []
     for start, end in _messages(frame, _REPLY.size):
         _, call_id, status = _REPLY.unpack_from(frame, start)
-        try:
-            kind = Status(status)
-        except ValueError:
-            raise WireError(f"unknown status {status}") from None
+        kind = _STATUSES.get(status)
+        if kind is None:
+            raise WireError(f"unknown status {status}")
         replies.append(ReplicaReply(call_id, kind, frame[start + _REPLY.size : end]))
     return replies
 
