@@ -53,10 +53,8 @@ log = logging.getLogger(__name__)
 
 MAX_CALLS_IN_FLIGHT = 4096
 _MIN_BYTES_IN_FLIGHT = 16 * 1024 * 1024
-# A quiet connection is pinged at every beat, several beats per timeout, so a healthy one always answers
-# within a timeout. (Beats every half timeout, pinging at half a timeout of quiet, let an answered ping
-# be followed by a beat that found 0.499 s of quiet and skipped its ping, then by one that found 1.001 s:
-# healthy idle channels were dropped as silent under load.)
+# A quiet connection is pinged at every beat, several beats per timeout, so a healthy one is heard from
+# well within a timeout. With one beat per half timeout, timer jitter alone dropped idle channels.
 _BEATS_PER_TIMEOUT = 4
 # A call in flight: its future, op, label (read, write, hint), bytes, and when it was sent (loop time).
 _InFlight = tuple[asyncio.Future[object], wire.Op, str, int, float]
@@ -267,9 +265,11 @@ class PeerReplica:
         deadlines = self._deadlines
         while deadlines and deadlines[0][0] <= now:
             entry = self._forget(deadlines.popleft()[1])
-            if entry is not None and not entry[0].done():
-                self._settle(entry, ReplicaTimeout(f"{self.url} did not answer within {self._timeout:g}s"))
+            if entry is None:
+                continue  # answered in time
+            if not entry[0].done():
                 self._mark_unreachable()
+            self._settle(entry, ReplicaTimeout(f"{self.url} did not answer within {self._timeout:g}s"))
         if deadlines:
             self._sweep_timer = self._loop.call_at(deadlines[0][0], self._sweep)
 
