@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from kvnode.clock import HybridClock
 from kvnode.fanout import Fanout
@@ -27,12 +27,17 @@ from kvnode.replica import Replica
 from kvnode.replica.errors import HINTED_FAILURES, ReplicaSkewRefused
 from kvnode.replica.hints import HintStore
 
-__all__ = ["Coordinator", "CoordinatorStats"]
+__all__ = ["Coordinator", "CoordinatorStats", "nearest_first"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _SKEW_LOG_EVERY_S = 10.0
+# A remote replica is slow when its recent p99 is over twice the fastest remote's, plus a millisecond so
+# that noise between healthy peers reorders nothing: Cassandra's dynamic snitch with a badness threshold.
+# Replicas about as fast as the fastest keep placement order, so their read load stays spread.
+_SLOW_FACTOR = 2.0
+_SLOW_MARGIN_S = 0.001
 
 
 @dataclass(slots=True)
@@ -69,9 +74,8 @@ class Coordinator:
         """The newest version among ack replicas (a tombstone included); None where none holds the key."""
         read = ReadRound(key, self._clock.observe, self._count_repair)
         replicas = self._replicas_for(key, quorum)
-        if self._fanout.local_first and self._local in replicas:
-            replicas.remove(self._local)
-            replicas.insert(0, self._local)
+        if self._fanout.nearest_first:
+            replicas = nearest_first(replicas, self._local)
         try:
             answers = await self._fanout.read([_Call(partial(read.ask, r), r) for r in replicas], quorum)
         finally:
@@ -152,6 +156,29 @@ class Coordinator:
 
     def _replicas_for(self, key: bytes, quorum: Quorum) -> list[Replica]:
         return [self._replicas[url] for url in self.placement.replicas_for(key, quorum.replicas)]
+
+
+class _Timed(Protocol):
+    def speculative_delay(self) -> float: ...
+
+
+R = TypeVar("R", bound=_Timed)
+
+
+def nearest_first(replicas: list[R], local: R) -> list[R]:
+    """The order a speculative read asks a key's replicas in: this node's own first, then the remote ones
+    in placement order, except that a clearly slow one (recent p99, see ``_SLOW_FACTOR``) goes last.
+
+    A slow replica asked last still sees writes and speculative retries, which keep its p99 current, so
+    it moves forward again once it is fast again."""
+    remote = [(replica.speculative_delay(), replica) for replica in replicas if replica is not local]
+    if not remote:
+        return replicas
+    slow_above = min(delay for delay, _ in remote) * _SLOW_FACTOR + _SLOW_MARGIN_S
+    ordered = [local] if local in replicas else []
+    ordered += [replica for delay, replica in remote if delay <= slow_above]
+    ordered += [replica for delay, replica in remote if delay > slow_above]
+    return ordered
 
 
 class _Call(Generic[T]):

@@ -62,7 +62,7 @@ class Strategy(Protocol):
 class Fanout:
     read: Strategy
     write: Strategy
-    local_first: bool = False  # reads take this node's own replica first, then placement order
+    nearest_first: bool = False  # reads ask this node's own replica first, a slow one last (coordinator)
 
 
 async def parallel(calls: Sequence[ReplicaCall[T]], quorum: Quorum) -> list[T]:
@@ -184,5 +184,5 @@ def _retrieve(future: asyncio.Future[T]) -> None:
 FANOUTS: dict[str, Fanout] = {
     "async": Fanout(read=parallel, write=parallel),
     "sync": Fanout(read=sequential, write=partial(sequential, ask_all=True)),
-    "speculative": Fanout(read=speculative, write=parallel, local_first=True),
+    "speculative": Fanout(read=speculative, write=parallel, nearest_first=True),
 }

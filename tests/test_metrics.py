@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from kvnode.local_cluster import ServerProcess
 from kvnode.metrics import FixedBuckets
 from tests.conftest import ClusterFactory
 from tests.harness import Node, request
@@ -14,7 +15,7 @@ from tests.test_replication import wait_for
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
-def scrape(node: Node) -> Samples:
+def scrape(node: ServerProcess) -> Samples:
     response = request(node.url, "GET", "/metrics")
     assert response.status == 200
     assert response.headers["content-type"].startswith("text/plain")
