@@ -77,7 +77,7 @@ class Coordinator:
         if self._fanout.nearest_first:
             replicas = nearest_first(replicas, self._local)
         try:
-            answers = await self._fanout.read([_Call(partial(read.ask, r), r) for r in replicas], quorum)
+            answers = await self._fanout.read([_Call(read.ask, r) for r in replicas], quorum)
         finally:
             read.close()
         return newest(answers)
@@ -104,10 +104,10 @@ class Coordinator:
     async def _write_to(
         self, replicas: list[Replica], key: bytes, record: Record, quorum: Quorum
     ) -> list[int | None]:
-        calls = [_Call(partial(self._send_write, r, key, record), r) for r in replicas]
-        return await self._fanout.write(calls, quorum)
+        send = partial(self._send_write, key=key, record=record)
+        return await self._fanout.write([_Call(send, r) for r in replicas], quorum)
 
-    def _send_write(self, replica: Replica, key: bytes, record: Record) -> asyncio.Future[int | None]:
+    def _send_write(self, replica: Replica, *, key: bytes, record: Record) -> asyncio.Future[int | None]:
         """Start one replica's write. A replica not connected now gets its hint before the client is
         answered (so it survives a crash of this node); one that fails later is hinted then."""
         hint = None  # None: no hint asked for; 0: asked for but not kept; else its sequence number
@@ -182,16 +182,17 @@ def nearest_first(replicas: list[R], local: R) -> list[R]:
 
 
 class _Call(Generic[T]):
-    """One replica call for a fan-out strategy: starts it, and knows the replica's patience."""
+    """One replica call for a fan-out strategy: starts it, and knows the replica's patience. ``start``
+    takes the replica, so one function serves a whole fan-out (no partial per call)."""
 
     __slots__ = ("_replica", "_start")
 
-    def __init__(self, start: Callable[[], asyncio.Future[T]], replica: Replica) -> None:
+    def __init__(self, start: Callable[[Replica], asyncio.Future[T]], replica: Replica) -> None:
         self._start = start
         self._replica = replica
 
     def __call__(self) -> asyncio.Future[T]:
-        return self._start()
+        return self._start(self._replica)
 
     @property
     def patience(self) -> float:
