@@ -15,7 +15,7 @@ import struct
 from collections.abc import Iterable
 from typing import NamedTuple
 
-__all__ = ["CorruptRecord", "Record", "decode", "encode", "newest"]
+__all__ = ["CorruptRecord", "Record", "check", "decode", "encode", "newest"]
 
 # timestamp (u64 microseconds, big-endian) + flags (u8); the value bytes follow.
 _HEADER = struct.Struct(">QB")
@@ -45,14 +45,21 @@ def encode(record: Record) -> bytes:
 
 
 def decode(data: bytes) -> Record:
+    timestamp, flags = _HEADER.unpack_from(check(data))
+    return Record(timestamp, bool(flags), data[_HEADER.size :])
+
+
+def check(data: bytes) -> bytes:
+    """``data`` itself if it is an encoded record, else CorruptRecord: decode's checks without building
+    the Record, for bytes passed on as they are (a replica answering a read)."""
     if len(data) < _HEADER.size:
         raise CorruptRecord(f"record is {len(data)} bytes, shorter than its {_HEADER.size}-byte header")
-    timestamp, flags = _HEADER.unpack_from(data)
+    flags = data[_HEADER.size - 1]
     if flags & ~_TOMBSTONE:
         raise CorruptRecord(f"record has unknown flags 0x{flags:02x}")
     if flags and len(data) != _HEADER.size:
         raise CorruptRecord("tombstone record carries a value")
-    return Record(timestamp, bool(flags), data[_HEADER.size :])
+    return data
 
 
 def newest(records: Iterable[Record | None]) -> Record | None:

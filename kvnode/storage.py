@@ -19,7 +19,7 @@ from pathlib import Path
 
 import plyvel
 
-from kvnode.records import CorruptRecord, Record, decode, encode
+from kvnode.records import CorruptRecord, Record, check, decode, encode
 
 __all__ = ["Storage", "StorageError", "StorageUnavailable", "WriteBatch"]
 
@@ -56,11 +56,14 @@ class Storage:
 
     def read(self, key: bytes) -> Record | None:
         """The stored version of key, tombstones included; raises CorruptRecord for unreadable bytes."""
-        try:
-            raw = self._db.get(key)
-        except plyvel.Error as error:
-            raise StorageError(_reason(error)) from error
+        raw = self._get(key)
         return None if raw is None else decode(raw)
+
+    def read_encoded(self, key: bytes) -> bytes | None:
+        """The stored version of key as its record bytes (records.encode's), checked but not decoded: a
+        replica answers a read with them as they are. Raises CorruptRecord for unreadable bytes."""
+        raw = self._get(key)
+        return None if raw is None else check(raw)
 
     def apply(self, key: bytes, record: Record) -> Record:
         """Store record unless the stored version wins over it; return the version stored afterwards.
@@ -83,12 +86,16 @@ class Storage:
         """Many reads and applies, their writes stored together by one LevelDB write (see WriteBatch)."""
         return WriteBatch(self)
 
-    def _current(self, key: bytes) -> Record | None:
-        """The stored version a write competes with; a corrupt one counts as none (the write heals it)."""
+    def _get(self, key: bytes) -> bytes | None:
         try:
-            raw = self._db.get(key)
+            raw: bytes | None = self._db.get(key)
         except plyvel.Error as error:
             raise StorageError(_reason(error)) from error
+        return raw
+
+    def _current(self, key: bytes) -> Record | None:
+        """The stored version a write competes with; a corrupt one counts as none (the write heals it)."""
+        raw = self._get(key)
         if raw is None:
             return None
         try:
@@ -151,9 +158,9 @@ class WriteBatch:
         self._storage = storage
         self._pending: dict[bytes, Record] = {}
 
-    def read(self, key: bytes) -> Record | None:
+    def read_encoded(self, key: bytes) -> bytes | None:
         pending = self._pending.get(key)
-        return pending if pending is not None else self._storage.read(key)
+        return encode(pending) if pending is not None else self._storage.read_encoded(key)
 
     def apply(self, key: bytes, record: Record) -> Record:
         current = self._pending.get(key)

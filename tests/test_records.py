@@ -11,7 +11,7 @@ import struct
 
 import pytest
 
-from kvnode.records import CorruptRecord, Record, decode, encode, newest
+from kvnode.records import CorruptRecord, Record, check, decode, encode, newest
 from kvnode.replica import wire
 from kvnode.replica.wire import Op, ReplicaCall, ReplicaReply, Status, WireError
 
@@ -177,9 +177,12 @@ def test_garbage_decodes_or_raises_corrupt_record_only() -> None:
             record = decode(data)
         except CorruptRecord:
             corrupt += 1
+            with pytest.raises(CorruptRecord):
+                check(data)  # check refuses exactly what decode refuses
         else:
             decoded += 1
             assert encode(record) == data  # whatever decodes is exactly what the codec writes
+            assert check(data) is data
     assert decoded > 0 and corrupt > 0
 
 

@@ -191,8 +191,11 @@ def test_corrupt_record_fails_only_its_own_key(tmp_path: Path) -> None:
         for key in GARBAGE:
             with pytest.raises(CorruptRecord):
                 storage.read(key)
+            with pytest.raises(CorruptRecord):
+                storage.read_encoded(key)  # passed on unchanged to a peer, so checked all the same
         for key in (b"a", b"m", b"z"):
             assert storage.read(key) == Record.put(1, b"good-" + key)
+            assert storage.read_encoded(key) == encode(Record.put(1, b"good-" + key))
         # scans skip the corrupt records and go on past them
         assert list(storage.scan_live(b"\x00", None)) == [
             (b"a", b"good-a"),
@@ -265,7 +268,8 @@ def test_a_batch_stores_nothing_before_commit_and_its_reads_see_its_own_writes(s
     assert batch.apply(b"new", Record.put(2, b"b")) == Record.put(2, b"b")  # a later version in the batch
     assert batch.apply(b"new", Record.put(1, b"c")) == Record.put(2, b"b")  # loses to the batch's own
     assert batch.apply(b"old", Record.put(4, b"older")) == Record.put(5, b"stored")  # loses to the store
-    assert batch.read(b"new") == Record.put(2, b"b")
+    assert batch.read_encoded(b"new") == encode(Record.put(2, b"b"))
+    assert batch.read_encoded(b"old") == encode(Record.put(5, b"stored"))
     assert store.read(b"new") is None
     batch.commit()
     assert store.read(b"new") == Record.put(2, b"b")

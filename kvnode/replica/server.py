@@ -18,7 +18,7 @@ import aiohttp
 from aiohttp import WSMsgType, web
 
 from kvnode.clock import HybridClock
-from kvnode.records import CorruptRecord, decode, encode
+from kvnode.records import CorruptRecord, decode
 from kvnode.replica import wire
 from kvnode.replica.auth import PROOF_HEADER, AuthError, ClusterAuth, RateLimitedLog
 from kvnode.storage import Storage, StorageError, WriteBatch
@@ -61,10 +61,10 @@ def answer_call(storage: Storage | WriteBatch, clock: HybridClock, call: wire.Re
     """Run one peer call against local storage (or a batch of its writes) and encode the reply."""
     try:
         if call.op is wire.Op.READ:
-            found = storage.read(call.key)
+            found = storage.read_encoded(call.key)
             if found is None:
                 return wire.encode_reply(call.call_id, wire.Status.ABSENT)
-            return wire.encode_reply(call.call_id, wire.Status.FOUND, encode(found))
+            return wire.encode_reply(call.call_id, wire.Status.FOUND, found)
         record = decode(call.record)
         if not clock.observe(record.timestamp):
             reason = f"record stamped {record.timestamp} is beyond the maximum clock skew ahead of this node"
