@@ -182,8 +182,8 @@ def _capacity_section(
     _plot_capacity(plot, searches, modes)
     lines = [
         f"## Capacity: the highest rate each mode sustains (p99 ≤ {slo_ms:g} ms, ≥ 95 % of the asked rate, "
-        "≤ 1 % errors; median of the steps at a rate; a rate where the generator was INVALID counts as not "
-        "sustained)",
+        "≤ 1 % errors; median of the steps at a rate; a generator that was INVALID, and so made the "
+        "figures look worse, does not fail a rate by itself)",
         "",
         "| scenario | op | mode | sustained | lowest rate failed | replica calls / request "
         "| where the search stopped, and why |",

@@ -40,12 +40,14 @@ def test_judge_takes_the_median_of_the_steps() -> None:
     assert judge(100, [failing] * 3, slo_ms=50).reason == "errors (median 2.0% of requests)"
 
 
-def test_judge_fails_a_rate_where_most_steps_were_invalid() -> None:
+def test_judge_passes_a_rate_met_despite_a_late_generator_and_says_so() -> None:
     late = _result(100, 10, lateness_ms=5)  # 5 ms late, over the 3 ms floor and a tenth of 10 ms
     assert not late.valid
+    # Its lateness is inside the 10 ms it measured: the server met the objective all the same.
     verdict = judge(100, [late, late, _result(100, 10)], slo_ms=50)
-    assert not verdict.passed and verdict.reason == "generator invalid (lateness p99 5.00 ms > 3.00 ms)"
-    assert judge(100, [late, _result(100, 10), _result(100, 10)], slo_ms=50).passed  # one in three
+    assert verdict.passed and verdict.reason == "generator invalid (lateness p99 5.00 ms > 3.00 ms)"
+    one_in_three = judge(100, [late, _result(100, 10), _result(100, 10)], slo_ms=50)
+    assert one_in_three.passed and one_in_three.reason == ""
     saturated = _result(100, 80)
     saturated.connection_waits = 50  # a saturated server holds every connection: both reasons are given
     assert judge(100, [saturated] * 3, slo_ms=50).reason == (
