@@ -93,14 +93,28 @@ class RecentLatency:
 
     An HdrHistogram of 2 significant digits up to 10 s records in ~1.3 µs here (the full-range one above
     takes ~6.5 µs). The percentile is recomputed at most every ``refresh_s`` (a query walks the buckets,
-    ~80 µs), and the window starts afresh after ``window`` samples, so it follows the peer's present.
+    ~80 µs). The window starts afresh after ``window`` samples or ``window_s`` seconds, whichever comes
+    first, so it follows the peer's present: counted in samples alone, a window filled during a burst
+    outlived it by tens of seconds at a low rate (a slow peer then looked no slower than the rest).
+
+    >>> recent = RecentLatency(99.0, window_s=1.0, refresh_s=0.0)
+    >>> for _ in range(100): recent.record(0.050)
+    >>> round(recent.value_s(now=10.0), 3)   # the burst's samples, and the window starts afresh
+    0.05
+    >>> for _ in range(100): recent.record(0.002)
+    >>> round(recent.value_s(now=10.5), 3)
+    0.002
     """
 
-    def __init__(self, percentile: float, *, window: int = 5000, refresh_s: float = 0.25) -> None:
+    def __init__(
+        self, percentile: float, *, window: int = 5000, window_s: float = 1.0, refresh_s: float = 0.25
+    ) -> None:
         self.percentile = percentile
         self._window = window
+        self._window_s = window_s
         self._refresh_s = refresh_s
         self._hdr = HdrHistogram(1, 10_000_000, 2)
+        self._window_start = 0.0
         self._value_s: float | None = None
         self._computed_at = 0.0
 
@@ -116,6 +130,9 @@ class RecentLatency:
         if now - self._computed_at >= self._refresh_s and self._hdr.total_count:
             self._computed_at = now
             self._compute()
+            if now - self._window_start >= self._window_s:
+                self._window_start = now
+                self._hdr = HdrHistogram(1, 10_000_000, 2)
         return self._value_s
 
     def _compute(self) -> None:
