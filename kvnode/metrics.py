@@ -123,7 +123,7 @@ class RecentLatency:
         hdr.record_value(min(max(int(seconds * 1e6), 1), 10_000_000))
         if hdr.total_count >= self._window:
             self._compute()
-            self._hdr = HdrHistogram(1, 10_000_000, 2)
+            hdr.reset()
 
     def value_s(self, now: float) -> float | None:
         """The percentile in seconds (None before any sample); ``now`` is a monotonic time."""
@@ -132,7 +132,7 @@ class RecentLatency:
             self._compute()
             if now - self._window_start >= self._window_s:
                 self._window_start = now
-                self._hdr = HdrHistogram(1, 10_000_000, 2)
+                self._hdr.reset()
         return self._value_s
 
     def _compute(self) -> None:
