@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 import http.client
+import shutil
 import socket
 import urllib.parse
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,6 +106,26 @@ class Cluster(LocalCluster[Node]):
 
     def by_url(self, url: str) -> Node:
         return next(node for node in self.nodes if node.url == url)
+
+    def running(self) -> list[Node]:
+        return [node for node in self.nodes if node.running]
+
+
+def miss_while_restored(node: Node, change: Callable[[], bool]) -> None:
+    """Make ``node`` a stale replica of what ``change`` writes, deterministically: a copy of its data dir
+    is taken while it is stopped, ``change`` runs with every node up (it must write to every replica
+    with ack = from, and return whether it was acknowledged), then the copy is put back, as if the node's
+    disk had been restored from a backup. No hint or repair can race the scenario: no write was missed."""
+    data_dir = node.config.data_dir
+    copy = data_dir.with_name(data_dir.name + "-before")
+    node.stop()
+    shutil.copytree(data_dir, copy)
+    node.start()
+    assert change(), "the change every replica takes was not acknowledged"
+    node.stop()
+    shutil.rmtree(data_dir)
+    copy.rename(data_dir)
+    node.start()
 
 
 def launch_cluster(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from typing import get_args
 
@@ -13,7 +13,7 @@ import pytest
 from kvnode.config import FanoutMode
 from kvnode.placement import Placement
 from tests.conftest import ClusterFactory
-from tests.harness import Cluster, Response, launch_cluster, request
+from tests.harness import Cluster, Node, Response, launch_cluster, miss_while_restored, request
 
 FANOUTS: tuple[FanoutMode, ...] = get_args(FanoutMode)
 SharedClusters = Callable[[int, FanoutMode], Cluster]
@@ -50,10 +50,10 @@ def key_where(cluster: Cluster, label: str, wanted: Callable[[list[str]], bool])
     raise AssertionError(f"no key found for {label}")
 
 
-def values_held(cluster: Cluster, key: str) -> dict[str, bytes]:
+def values_held(nodes: Iterable[Node], key: str) -> dict[str, bytes]:
     """{node URL: value} of the nodes whose own range scan holds key as a live record."""
     found: dict[str, bytes] = {}
-    for node in cluster:
+    for node in nodes:
         for held_key, value in node.scan(key, key + "\x00"):  # [key, key + NUL) holds key only
             assert held_key == key.encode(), held_key
             found[node.url] = value
@@ -204,22 +204,26 @@ def test_get_2_of_3_sees_put_and_delete_2_of_3_with_a_node_down(
     order = [cluster.by_url(url) for url in Placement(cluster.urls).order(key.encode())]
     a, b, c = order  # a is the key's primary: a sync coordinator asks it first
 
+    # Every write is coordinated by a node that is stopped before the replica it hinted comes back, so
+    # no hint can reach that replica while the step runs: each stale replica is stale by construction.
     a.kill()
-    assert b.put(key, b"value", ack=2, from_=3).status == 201  # on b and c
+    assert c.put(key, b"value", ack=2, from_=3).status == 201  # on b and c; c keeps a's hint
     for node in (b, c):
         answer = node.get(key, ack=2, from_=3)
         assert (answer.status, answer.body) == (200, b"value"), node.url
 
+    c.kill()  # with a's hint on its disk
     a.restart()  # a never saw the PUT
-    c.kill()
+    assert values_held(cluster.running(), key) == {b.url: b"value"}, "the scenario needs a stale replica"
     for node in (a, b):  # reads {a, b}: only b has the value
         answer = poll(partial(node.get, key, ack=2, from_=3), not_504)
         assert (answer.status, answer.body) == (200, b"value"), node.url
 
-    answer = poll(partial(a.delete, key, ack=2, from_=3), not_504)  # tombstone on a and b
+    answer = poll(partial(b.delete, key, ack=2, from_=3), not_504)  # tombstone on a and b; b keeps c's hint
     assert answer.status == 202, answer
+    b.kill()  # with c's hint on its disk
     c.restart()  # c still holds the value
-    b.kill()
+    assert values_held(cluster.running(), key) == {c.url: b"value"}, "the scenario needs a stale replica"
     for node in (a, c):  # reads {a, c}: a's tombstone is newer than c's value
         answer = poll(partial(node.get, key, ack=2, from_=3), not_504)
         assert answer.status == 404, (node.url, answer)
@@ -234,9 +238,7 @@ def test_stale_replica_does_not_win_over_a_newer_tombstone(
     stale = cluster.by_url(Placement(cluster.urls).order(key.encode())[0])  # asked first by sync
     others = [node for node in cluster if node is not stale]
     assert others[0].put(key, b"doomed", ack=3, from_=3).status == 201
-    stale.kill()
-    assert others[1].delete(key, ack=2, from_=3).status == 202
-    stale.restart()
+    miss_while_restored(stale, lambda: others[1].delete(key, ack=3, from_=3).status == 202)
     assert values_held(cluster, key) == {stale.url: b"doomed"}, "the scenario needs a stale replica"
     for node in cluster:
         answer = poll(partial(node.get, key, ack=3, from_=3), not_504)
@@ -254,9 +256,8 @@ def test_stale_replica_does_not_win_over_a_newer_value(
     stale = cluster.by_url(Placement(cluster.urls).order(key.encode())[0])
     others = [node for node in cluster if node is not stale]
     assert others[0].put(key, b"old", ack=3, from_=3).status == 201
-    stale.kill()
-    assert others[1].put(key, b"new", ack=2, from_=3).status == 201
-    stale.restart()
+    miss_while_restored(stale, lambda: others[1].put(key, b"new", ack=3, from_=3).status == 201)
+    assert values_held(cluster, key) == {node.url: b"new" if node in others else b"old" for node in cluster}
     for node in cluster:
         for ack in (3, 2):
             answer = poll(partial(node.get, key, ack=ack, from_=3), not_504)
