@@ -165,6 +165,28 @@ async def test_a_killed_member_is_routed_around(start_cluster: ClusterFactory) -
         assert sorted(scanned) == sorted(KEYS)
 
 
+async def test_failures_refresh_the_view_at_most_once_a_second(start_cluster: ClusterFactory) -> None:
+    cluster = start_cluster(3, access_log=True)
+    dead = cluster[2]
+    keys = [key for key in KEYS if Placement(cluster.urls).order(key.encode())[0] == dead.url]
+    async with Client(cluster[0].url) as kv:  # its first view
+        for key in keys:
+            await kv.put(key, b"v", ack=3)
+        dead.kill()
+        await asyncio.sleep(1.0)  # not synchronisation: the rate bound counts from the first view
+        started = time.monotonic()
+        # Every read's first try fails at once, together: many failures, one refresh.
+        assert await asyncio.gather(*(kv.get(key) for key in keys)) == [b"v"] * len(keys)
+        burst_s = time.monotonic() - started
+        await until(lambda: views_served(cluster) >= 2)
+    assert 2 <= views_served(cluster) <= 2 + int(burst_s)
+
+
+def views_served(cluster: Cluster) -> int:
+    """``GET /v0/cluster`` requests in the nodes' access logs."""
+    return sum(node.log_path.read_text().count("GET /v0/cluster ") for node in cluster)
+
+
 async def test_a_504_is_not_retried(start_cluster: ClusterFactory) -> None:
     cluster = start_cluster(3)
     async with Client(cluster[0].url) as kv:
