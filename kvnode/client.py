@@ -248,7 +248,11 @@ class Client:
             if answer.status != 200:
                 error = Unreachable(url, f"/v0/cluster answered {answer.status}")
                 continue
-            self._learn(json.loads(answer.body))
+            try:
+                self._learn(json.loads(answer.body))
+            except (ValueError, KeyError, TypeError) as garbage:  # not a kvnode node, or not one of ours
+                error = Unreachable(url, f"/v0/cluster did not answer a cluster view: {garbage!r}")
+                continue
             return
         raise error
 
@@ -379,20 +383,18 @@ class Client:
             self._refresh = None
 
     def _learn(self, view: dict[str, Any]) -> None:
+        """Take a ``/v0/cluster`` view: read it whole first, so that a bad one changes nothing."""
         members = [str(url) for url in view["cluster"]]
-        old = self._members
-        if old is None or old.placement.nodes != tuple(members):
-            self._members = _Members(members)
-            if old is not None:  # what the client learnt of members still in the cluster stays
-                self._members.demoted_until = {
-                    url: until for url, until in old.demoted_until.items() if url in members
-                }
-                self._members.resting_until = {
-                    url: until for url, until in old.resting_until.items() if url in members
-                }
-        for member in view["members"]:
-            if not member["reachable"]:
-                self._routing().demote(member["url"])
+        unreachable = [str(member["url"]) for member in view["members"] if not member["reachable"]]
+        routing = self._members
+        if routing is None or routing.placement.nodes != tuple(members):
+            fresh = _Members(members)
+            if routing is not None:  # what the client learnt of members still in the cluster stays
+                fresh.demoted_until = {url: t for url, t in routing.demoted_until.items() if url in members}
+                fresh.resting_until = {url: t for url, t in routing.resting_until.items() if url in members}
+            routing = self._members = fresh
+        for url in unreachable:
+            routing.demote(url)
 
     def _routing(self) -> _Members:
         if self._members is None:

@@ -4,9 +4,10 @@ node's /metrics), a killed or frozen member routed around, and a 503's Retry-Aft
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 
 import pytest
 from aiohttp import web
@@ -88,10 +89,14 @@ async def test_bad_requests_and_server_answers_are_typed_errors(start_cluster: C
     assert sum(coordinated(cluster, "get", "400").values()) == 1
 
 
-async def test_any_other_status_is_a_server_error() -> None:
-    """A storage error (500) cannot be caused on a real node at will: a stub node answers it."""
+@contextlib.asynccontextmanager
+async def stub_node(view: bool) -> AsyncIterator[str]:
+    """What a real node cannot be made to answer at will: a 500 storage error on every entity request,
+    behind a one-member cluster view (or, ``view=False``, a page that is not one)."""
 
     async def cluster_view(request: web.Request) -> web.Response:
+        if not view:
+            return web.Response(text="<html>not kvnode</html>")
         url = f"http://{request.host}"
         member = {"url": url, "self": True, "state": "self", "reachable": True, "down_for_s": 0.0}
         return web.json_response({"node": url, "cluster": [url], "members": [member]})
@@ -108,19 +113,28 @@ async def test_any_other_status_is_a_server_error() -> None:
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
         host, port = runner.addresses[0][:2]
-        async with Client(f"http://{host}:{port}") as kv:
-            with pytest.raises(ServerError) as error:
-                await kv.put("k", b"v")
-        assert error.value.status == 500 and error.value.reason == "storage error: disk on fire"
+        yield f"http://{host}:{port}"
     finally:
         await runner.cleanup()
 
 
-async def test_a_seed_that_does_not_answer_is_unreachable() -> None:
-    with pytest.raises(Unreachable) as error:
+async def test_any_other_status_is_a_server_error() -> None:
+    async with stub_node(view=True) as url, Client(url) as kv:
+        with pytest.raises(ServerError) as error:
+            await kv.put("k", b"v")
+    assert error.value.status == 500 and error.value.reason == "storage error: disk on fire"
+
+
+async def test_a_seed_that_does_not_answer_a_cluster_view_is_unreachable() -> None:
+    with pytest.raises(Unreachable) as refused:
         async with Client("http://127.0.0.1:9", connect_timeout=1.0):
             pass
-    assert error.value.url == "http://127.0.0.1:9" and not error.value.maybe_applied
+    assert refused.value.url == "http://127.0.0.1:9" and not refused.value.maybe_applied
+    async with stub_node(view=False) as url:
+        with pytest.raises(Unreachable) as garbage:
+            async with Client(url):
+                pass
+    assert "did not answer a cluster view" in garbage.value.reason
 
 
 async def test_each_request_goes_to_a_replica_of_its_key(start_cluster: ClusterFactory) -> None:
@@ -208,7 +222,7 @@ async def test_a_frozen_member_fails_a_write_that_may_have_applied_but_not_a_rea
     cluster = start_cluster(3)
     frozen = cluster[2]
     key = next(key for key in KEYS if Placement(cluster.urls).order(key.encode())[0] == frozen.url)
-    async with Client(cluster[0].url, timeout=1.0) as kv:
+    async with Client(cluster[0].url, timeout=2.0) as kv:
         await kv.put(key, b"before", ack=3)
         frozen.freeze()
         try:
