@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from kvnode.argtypes import choices, http_urls, positive_float, positive_int
+from kvnode.client import Client
 from kvnode.fanout import FANOUTS
 from loadtest import interruptible
 from loadtest.fill import fill
@@ -52,6 +53,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     rate.add_argument(
         "--path", default=ENTITY_PATH, help="request path (default: %(default)s; / for loadtest.hello)"
+    )
+    rate.add_argument(
+        "--token-aware",
+        action="store_true",
+        help="send each request to its key's first replica (as kvnode.client does) among the members the "
+        "first --url names in /v0/cluster, instead of round-robin over --url",
     )
     rate.add_argument("--json", type=Path, help="write the summary as JSON here")
     rate.add_argument("--hdr", type=Path, help="write the latency histogram (HdrHistogram base64) here")
@@ -172,6 +179,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"failed PUTs by status: {dict(failures)}", file=sys.stderr)
             return 1
         return 0
+    if args.token_aware:
+        args.url = interruptible.run(_members(args.url[0]))
+        print(f"token-aware: each request to its key's first replica of {','.join(args.url)}")
     result = _rate(args, workload)
     print(result.wrk2_text())
     if args.json:
@@ -181,14 +191,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+async def _members(url: str) -> list[str]:
+    """The cluster's members, as the node at ``url`` names them (placement hashes these exact URLs)."""
+    async with Client(url) as client:
+        return list(client.members)
+
+
 def _rate(args: argparse.Namespace, workload: Workload) -> RateResult:
     """One worker runs in this process; more are processes of their own (loadtest.workers)."""
     if args.workers == 1:
-        return interruptible.run(run_rate(args.url, workload, args.rate, args.duration, args.connections))
+        return interruptible.run(
+            run_rate(
+                args.url, workload, args.rate, args.duration, args.connections, token_aware=args.token_aware
+            )
+        )
     from loadtest.workers import GeneratorPool
 
     with GeneratorPool(args.workers) as pool:
-        return pool.run(args.url, workload, args.rate, args.duration, args.connections)
+        return pool.run(args.url, workload, args.rate, args.duration, args.connections, args.token_aware)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ text ("200", "504") or the kind of failure ("connection", "timeout", "bad-respon
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import cast
 from urllib.parse import urlsplit
 
@@ -41,11 +41,13 @@ class RequestEncoder:
 
     Keys come from :func:`loadtest.workload.key_name` (letters, digits and a dash), so they go into the
     query string as they are; the ack/from suffix, the headers and a PUT's body are encoded once.
+    ``keys``: the only keys sent to this server (default: any of the workload's).
     """
 
-    def __init__(self, workload: Workload, url: str) -> None:
+    def __init__(self, workload: Workload, url: str, keys: Sequence[str] | None = None) -> None:
         host, port = host_port(url)
         self.workload = workload
+        self.keys = keys
         query = "".join(f"&{name}={value}" for name, value in workload.quorum_params().items())
         target = f"{workload.path}?id=".encode()
         head_end = f"{query} HTTP/1.1\r\nHost: {host}:{port}\r\n".encode()
@@ -60,7 +62,7 @@ class RequestEncoder:
         """(request bytes, method) of the workload's next request."""
         method = self.workload.next_method()
         start, end = self._pieces[method]
-        return start + self.workload.random_key().encode() + end, method
+        return start + self.workload.random_key(self.keys).encode() + end, method
 
 
 class HttpConnection(asyncio.Protocol):

@@ -17,8 +17,11 @@ sending its :class:`Share` of the schedule.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import gc
+import itertools
 import json
+import random
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
@@ -27,8 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from kvnode.metrics import PERCENTILES, LatencyHistogram
+from kvnode.placement import Placement
 from loadtest.httpclient import CONNECTION_ERROR, HttpConnection, RequestEncoder, host_port
-from loadtest.workload import Workload, accepted_statuses
+from loadtest.workload import Workload, accepted_statuses, key_name
 
 __all__ = ["REQUEST_TIMEOUT", "RateResult", "Share", "run_rate"]
 
@@ -228,8 +232,11 @@ async def run_rate(
     share: Share = Share(),
     start: Callable[[], float] | None = None,
     request_timeout: float = REQUEST_TIMEOUT,
+    token_aware: bool = False,
 ) -> RateResult:
-    """Send this share of ``rate * duration`` requests at a constant rate, round-robin over ``urls``.
+    """Send this share of ``rate * duration`` requests at a constant rate, round-robin over ``urls``; or,
+    ``token_aware``, each to its key's first replica by :class:`kvnode.placement.Placement` over ``urls``,
+    which must then be the cluster's members, as :mod:`kvnode.client` routes.
 
     ``connections`` is the share's own, spread over the URLs it sends to (at least one each). Once they
     are open, ``start()`` gives the schedule's start on the ``time.monotonic`` clock (default: now), so
@@ -240,8 +247,10 @@ async def run_rate(
     if rate <= 0 or duration <= 0:
         raise ValueError("rate and duration must be positive")
     result = RateResult(workload.op, list(urls), rate, duration)
-    scheduler = _Scheduler(urls, workload, rate, max(1, round(rate * duration)), share, request_timeout)
-    targets = share.urls(len(urls))
+    total = max(1, round(rate * duration))
+    scheduler = _Scheduler(urls, workload, rate, total, share, request_timeout, token_aware)
+    # Token-aware, any request may go to any URL: a key's first replica decides.
+    targets = list(range(len(urls))) if token_aware else share.urls(len(urls))
     per_url = max(1, connections // len(targets))
     pool = [scheduler.connection(url) for url in targets for _ in range(per_url)]
     # A connection that does not open now is retried by the request that gets it (and fails it if
@@ -260,6 +269,16 @@ async def run_rate(
     scheduler.report(result)
     result.connections = len(pool)
     return result
+
+
+def _first_replica_keys(urls: Sequence[str], keys: int) -> dict[str, list[str]]:
+    """The workload's keys by their first replica among ``urls``."""
+    placement = Placement(urls)
+    by_url: dict[str, list[str]] = {url: [] for url in urls}
+    for index in range(keys):
+        key = key_name(index)
+        by_url[placement.order(key.encode())[0]].append(key)
+    return by_url
 
 
 def _cpu_seconds() -> float:
@@ -283,11 +302,27 @@ class _Scheduler:
     """
 
     def __init__(
-        self, urls: Sequence[str], workload: Workload, rate: float, total: int, share: Share, timeout: float
+        self,
+        urls: Sequence[str],
+        workload: Workload,
+        rate: float,
+        total: int,
+        share: Share,
+        timeout: float,
+        token_aware: bool,
     ) -> None:
         self.urls = urls
         self.timeout = timeout
-        self.encoders = [RequestEncoder(workload, url) for url in urls]
+        self.keys_ending: list[int] | None = None  # token-aware: cumulative count of keys per URL
+        if token_aware:
+            # Drawing a URL by its share of the keys, then a key among those it holds first, is drawing a
+            # key uniformly and sending it to its first replica, with the placement computed before the run.
+            keys = _first_replica_keys(urls, workload.keys)
+            self.encoders = [RequestEncoder(workload, url, keys[url]) for url in urls]
+            self.keys_ending = list(itertools.accumulate(len(keys[url]) for url in urls))
+        else:
+            self.encoders = [RequestEncoder(workload, url) for url in urls]
+        self.url_rng = random.Random(workload.seed)
         mixed = workload.op == "mixed"
         self.accepted = {
             method: frozenset(str(status) for status in accepted_statuses(method, mixed))
@@ -368,7 +403,10 @@ class _Scheduler:
             intended = self.t0 + self.next_index / self.rate
             if intended > now:
                 return
-            url = self.next_index % len(self.urls)
+            if self.keys_ending is None:
+                url = self.next_index % len(self.urls)
+            else:
+                url = bisect.bisect_right(self.keys_ending, self.url_rng.randrange(self.keys_ending[-1]))
             self.next_index += self.step
             idle = self.idle[url]
             if idle:

@@ -92,9 +92,16 @@ class GeneratorPool:
         self._processes, self._pipes = [], []
 
     def run(
-        self, urls: Sequence[str], workload: Workload, rate: float, duration: float, connections: int
+        self,
+        urls: Sequence[str],
+        workload: Workload,
+        rate: float,
+        duration: float,
+        connections: int,
+        token_aware: bool = False,
     ) -> RateResult:
-        """One run of ``rate * duration`` requests over every worker; ``connections`` in total."""
+        """One run of ``rate * duration`` requests over every worker; ``connections`` in total;
+        ``token_aware``: see :func:`~loadtest.openloop.run_rate`."""
         if not self._processes:
             raise RuntimeError("the pool is not started (use it in a with block)")
         per_worker = max(1, connections // self.workers)
@@ -107,6 +114,7 @@ class GeneratorPool:
                 "duration": duration,
                 "connections": per_worker,
                 "share": Share(index, self.workers),
+                "token_aware": token_aware,
             }
             pipe.send(job)
         self._collect("ready", deadline=time.monotonic() + REQUEST_TIMEOUT + 30)

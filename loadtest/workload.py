@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -75,8 +76,11 @@ class Workload:
     def key(self, index: int) -> str:
         return key_name(index)
 
-    def random_key(self) -> str:
-        return key_name(self._rng.randrange(self.keys))
+    def random_key(self, among: Sequence[str] | None = None) -> str:
+        """A key drawn uniformly: of the workload's, or of ``among`` (a part of them)."""
+        if among is None:
+            return key_name(self._rng.randrange(self.keys))
+        return among[self._rng.randrange(len(among))]
 
     def next_request(self) -> Request:
         """The next request of this workload, on a random key."""

@@ -1,6 +1,6 @@
 """loadtest.openloop and loadtest.workers: percentiles against servers of known latency (a fixed delay,
-a one-off stall) in processes of their own, errors and the CLI against an in-process stub, and the rule
-that marks a run INVALID."""
+a one-off stall) in processes of their own, errors and the CLI against an in-process stub, the rule
+that marks a run INVALID, and token-aware routing against a real cluster."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ from kvnode.metrics import LatencyHistogram
 from loadtest.openloop import LATENESS_FLOOR_MS, RateResult, run_rate
 from loadtest.workers import GeneratorPool
 from loadtest.workload import Workload, key_name
+from tests.conftest import ClusterFactory
+from tests.test_metrics import scrape, total
 
 
 @contextlib.contextmanager
@@ -261,3 +263,30 @@ async def test_rate_command_stops_at_once_on_ctrl_c_or_sigterm(
             await process.wait()
     assert process.returncode == 130, stderr.decode()
     assert b"Traceback" not in stderr
+
+
+async def test_token_aware_rate_sends_each_request_to_its_keys_first_replica(
+    start_cluster: ClusterFactory, tmp_path: Path
+) -> None:
+    """With from=1 a key has one replica: every PUT coordinated by it is written to its own storage only."""
+    cluster = start_cluster(3)
+    argv = ["-m", "loadtest", "rate", "--url", cluster[1].url, "--op", "put", "--rate", "100"]
+    argv += ["--duration", "1", "--keys", "60", "--ack", "1", "--from", "1", "--connections", "6"]
+    argv += ["--workers", "2", "--token-aware", "--json", str(tmp_path / "run.json")]
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    stdout, stderr = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 0, stderr.decode()
+    assert "token-aware: each request to its key's first replica" in stdout.decode()
+    summary = json.loads((tmp_path / "run.json").read_text())
+    assert sorted(summary["urls"]) == sorted(cluster.urls) and summary["requests"] == 100
+    assert summary["errors"] == {}
+    coordinated = []
+    for node in cluster:
+        samples = scrape(node)
+        puts = total(samples, "kvnode_requests_total", op="put", status="201")
+        assert total(samples, "kvnode_replica_calls_total", op="write", peer=node.url) == puts
+        assert total(samples, "kvnode_replica_calls_total", op="write") == puts  # none to a peer
+        coordinated.append(puts)
+    assert sum(coordinated) == 100 and all(coordinated)  # every node is the first replica of some keys

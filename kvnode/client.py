@@ -1,0 +1,443 @@
+"""An asyncio client for a kvnode cluster: get, put, delete and scan, each routed to a replica of its key.
+
+    async with Client("http://127.0.0.1:8080") as kv:
+        await kv.put("greeting", b"hello")
+        assert await kv.get("greeting") == b"hello"
+        await kv.delete("greeting", ack=3)
+
+**Routing (token-aware).** On entering, the client learns the cluster's members from ``GET /v0/cluster``
+of a seed and places keys with :class:`kvnode.placement.Placement`, the rule every node uses. A request
+goes to the first member in its key's placement order that the client has not found failing, so the
+coordinator is a replica and its own copy answers locally. A member that refused a connection, dropped
+one or did not answer in time is demoted (asked after every other member) for 5 s, and the client
+refreshes its view in the background, at most once a second, demoting the members the answering node
+cannot reach either. Requests share one ``aiohttp.ClientSession``, so connections are reused.
+
+**Retries: only what is safe, at most ``attempts`` requests per call.**
+
+- A GET is a read: after a connection failure, a timeout or a ``503`` it is sent to the next member.
+- A PUT or DELETE is retried only when it surely did not reach a node: the connection could not be
+  opened, or the node answered ``503`` (admission sheds before any work, so nothing was written). A
+  write whose connection failed after it was sent, or that timed out, raises :class:`Unreachable` with
+  ``maybe_applied`` set: it may have been applied, as after a ``504``. aiohttp's own resending of
+  idempotent methods on a dropped connection is turned off for the same reason.
+- A ``504`` is never retried: a write may have been applied, and a read would meet the same replicas.
+- A member that answered ``503`` is not asked again before its ``Retry-After`` (seconds) has passed;
+  when every member left to try is resting, the call waits for the first to be ready, unless that is
+  longer than ``max_retry_wait``, and then raises :class:`Overloaded`.
+- A member asked again within one call (every other one failed) is asked after 0.1 s.
+- A scan is a read: when no connection to its node can be opened it goes to the next member (unless
+  the call named the node); a stream that fails after it started raises :class:`Unreachable`.
+
+Errors are :class:`KvnodeError` subclasses: :class:`NotFound`, :class:`BadRequest`,
+:class:`QuorumNotReached`, :class:`Overloaded`, :class:`ServerError` and :class:`Unreachable`. When
+retries run out, the last one is raised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+import aiohttp
+
+from kvnode.placement import Placement
+
+__all__ = [
+    "BadRequest",
+    "Client",
+    "KvnodeError",
+    "NotFound",
+    "Overloaded",
+    "QuorumNotReached",
+    "ServerError",
+    "Unreachable",
+]
+
+_DEMOTED_S = 5.0  # a member that failed is tried last this long, then as its placement says again
+_REFRESH_EVERY_S = 1.0  # at most one view refresh this often, however many requests fail
+_BACKOFF_S = 0.1  # before asking a member again within one call
+_DEFAULT_RETRY_AFTER_S = 1.0  # a 503 without a usable Retry-After (the node always sends one)
+_ENTITY = "/v0/entity"
+
+
+class KvnodeError(Exception):
+    """A request that did not succeed: ``url`` is the node it went to last, ``reason`` why."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(f"{url}: {reason}")
+        self.url = url
+        self.reason = reason
+
+
+class NotFound(KvnodeError):
+    """A GET's ``404``: the key is absent, or its newest version is a delete."""
+
+
+class BadRequest(KvnodeError):
+    """A ``4xx`` other than a GET's 404 (a bad id or quorum, a body over the limit, ...): the request
+    itself is wrong, so it is never retried. ``reason`` is the node's one line."""
+
+    def __init__(self, url: str, reason: str, status: int) -> None:
+        super().__init__(url, f"{status} {reason}")
+        self.reason = reason
+        self.status = status
+
+
+class QuorumNotReached(KvnodeError):
+    """A ``504``: fewer than ``ack`` replicas answered. A write may still have been applied on some."""
+
+
+class Overloaded(KvnodeError):
+    """A ``503``: the node shed the request before doing any work; ``retry_after`` is its Retry-After."""
+
+    def __init__(self, url: str, reason: str, retry_after: float) -> None:
+        super().__init__(url, reason)
+        self.retry_after = retry_after
+
+
+class ServerError(KvnodeError):
+    """Any other answer that is not a success (a ``500`` storage error, ...), with its status."""
+
+    def __init__(self, url: str, reason: str, status: int) -> None:
+        super().__init__(url, f"{status} {reason}")
+        self.reason = reason
+        self.status = status
+
+
+class Unreachable(KvnodeError):
+    """No answer: the connection could not be opened, or failed or timed out before the answer.
+
+    ``maybe_applied`` is True for a write that was sent: like a 504, it may have been applied.
+    """
+
+    def __init__(self, url: str, reason: str, maybe_applied: bool = False) -> None:
+        super().__init__(url, reason)
+        self.maybe_applied = maybe_applied
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    url: str
+    status: int
+    body: bytes
+    headers: Mapping[str, str]
+
+
+class _Members:
+    """The cluster as the client sees it: the placement, and when each member may be asked again."""
+
+    def __init__(self, members: Sequence[str]) -> None:
+        self.placement = Placement(members)
+        self.demoted_until: dict[str, float] = {}  # failed: tried after the others until then
+        self.resting_until: dict[str, float] = {}  # answered 503: not asked before then
+
+    def order(self, key: str) -> list[str]:
+        """Every member for ``key``: its replicas first (placement order), demoted members last."""
+        return self.demoted_last(self.placement.order(key.encode("utf-8")))
+
+    def demoted_last(self, members: Sequence[str]) -> list[str]:
+        """``members`` in their order, except that those demoted now come after the others."""
+        now = time.monotonic()
+        return sorted(members, key=lambda url: self.demoted_until.get(url, 0.0) > now)
+
+    def demote(self, url: str) -> None:
+        self.demoted_until[url] = time.monotonic() + _DEMOTED_S
+
+    def rest(self, url: str, seconds: float) -> None:
+        self.resting_until[url] = max(self.resting_until.get(url, 0.0), time.monotonic() + seconds)
+
+    def next_for(self, order: Sequence[str], tried: Sequence[str]) -> tuple[str, float]:
+        """The member to ask next, and how long to wait first: the first of ``order`` not tried in this
+        call and not resting; else the one ready soonest. Once every member was tried, any of them."""
+        now = time.monotonic()
+        untried = [url for url in order if url not in tried]
+        for url in untried:
+            if self.resting_until.get(url, 0.0) <= now:
+                return url, 0.0
+        url = min(untried or order, key=lambda member: self.resting_until.get(member, 0.0))
+        wait = self.resting_until.get(url, 0.0) - now
+        return url, max(wait, 0.0 if untried else _BACKOFF_S)
+
+
+class Client:
+    """A cluster's client: token-aware routing, bounded safe retries, one connection pool.
+
+    ``seeds`` are nodes to learn the cluster from (the first that answers; later refreshes ask the
+    members too). ``timeout`` bounds each request (for a scan: each read of its stream), ``connect_timeout``
+    each connection attempt; ``attempts`` is the most requests one call sends.
+    """
+
+    def __init__(
+        self,
+        *seeds: str,
+        timeout: float = 10.0,
+        connect_timeout: float = 2.0,
+        attempts: int = 3,
+        max_retry_wait: float = 5.0,
+    ) -> None:
+        if not seeds:
+            raise ValueError("a client needs at least one seed URL")
+        if attempts < 1:
+            raise ValueError("attempts must be at least 1")
+        self.seeds = tuple(url.rstrip("/") for url in seeds)
+        self.attempts = attempts
+        self.max_retry_wait = max_retry_wait
+        self._timeout = aiohttp.ClientTimeout(total=timeout, sock_connect=connect_timeout)
+        self._scan_timeout = aiohttp.ClientTimeout(sock_connect=connect_timeout, sock_read=timeout)
+        self._session: aiohttp.ClientSession | None = None
+        self._members: _Members | None = None
+        self._refresh: asyncio.Task[None] | None = None
+        self._refreshed_at = float("-inf")
+
+    async def __aenter__(self) -> Client:
+        self._session = aiohttp.ClientSession(timeout=self._timeout)
+        # aiohttp sends an idempotent method again, once, when its connection drops; a write that may
+        # have been applied must not be, so this client decides every retry itself (see the module doc).
+        self._session._retry_connection = False
+        try:
+            await self.refresh()
+        except BaseException:
+            await self.close()
+            raise
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Stop a refresh under way and close every connection."""
+        if self._refresh is not None:
+            self._refresh.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._refresh
+            self._refresh = None
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    @property
+    def members(self) -> tuple[str, ...]:
+        """The cluster's members, as the last view said."""
+        return self._routing().placement.nodes
+
+    def route(self, key: str) -> list[str]:
+        """The members a request for ``key`` would be sent to, in order (its replicas first)."""
+        return self._routing().order(key)
+
+    async def refresh(self) -> None:
+        """Learn the members from ``GET /v0/cluster`` of the first node that answers (seeds first, then
+        the members known), and demote those it cannot reach. :class:`Unreachable` if none answers."""
+        self._refreshed_at = time.monotonic()
+        known = () if self._members is None else self._members.placement.nodes
+        error = Unreachable(self.seeds[0], "no node asked")
+        for url in dict.fromkeys([*self.seeds, *known]):
+            try:
+                answer = await self._send(url, "GET", "/v0/cluster")
+            except Unreachable as failure:
+                error = failure
+                continue
+            if answer.status != 200:
+                error = Unreachable(url, f"/v0/cluster answered {answer.status}")
+                continue
+            try:
+                self._learn(json.loads(answer.body))
+            except (ValueError, KeyError, TypeError) as garbage:  # not a kvnode node, or not one of ours
+                error = Unreachable(url, f"/v0/cluster did not answer a cluster view: {garbage!r}")
+                continue
+            return
+        raise error
+
+    async def get(self, key: str, *, ack: int | None = None, from_: int | None = None) -> bytes:
+        """The key's value. :class:`NotFound` if it is absent or deleted."""
+        answer = await self._entity("GET", key, ack, from_)
+        if answer.status != 200:
+            raise _error(answer, "GET")
+        return answer.body
+
+    async def put(self, key: str, value: bytes, *, ack: int | None = None, from_: int | None = None) -> None:
+        """Store ``value`` under ``key`` once ``ack`` of its ``from`` replicas have it (node defaults)."""
+        answer = await self._entity("PUT", key, ack, from_, value)
+        if answer.status != 201:
+            raise _error(answer, "PUT")
+
+    async def delete(self, key: str, *, ack: int | None = None, from_: int | None = None) -> None:
+        """Delete ``key`` (a tombstone) once ``ack`` of its ``from`` replicas have it."""
+        answer = await self._entity("DELETE", key, ack, from_)
+        if answer.status != 202:
+            raise _error(answer, "DELETE")
+
+    async def scan(
+        self, start: str, end: str | None = None, *, node: str | None = None
+    ) -> AsyncIterator[tuple[str, bytes]]:
+        """One node's live records with ``start <= key < end``, in key order, as (key, value), streamed.
+
+        A scan shows what that node holds: ``node``, else the first member in cluster order that the
+        client has not found failing (the next one when a connection cannot be opened). A key is split
+        from its value at the first newline. Leave the loop early inside ``contextlib.aclosing`` to
+        release the connection at once.
+        """
+        params = {"start": start} if end is None else {"start": start, "end": end}
+        members = self._routing()
+        candidates = [node] if node else members.demoted_last(members.placement.nodes)
+        session = self._open_session()
+        failure = Unreachable(candidates[0], "no node asked")
+        for url in candidates[: self.attempts]:
+            try:
+                response = await session.get(url + "/v0/entities", params=params, timeout=self._scan_timeout)
+            except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as error:
+                failure = self._failed(url, error, sent=False)
+                continue
+            except (aiohttp.ClientError, TimeoutError) as error:
+                raise self._failed(url, error, sent=True) from None
+            async with response:
+                if response.status != 200:
+                    answer = _Answer(url, response.status, await response.read(), response.headers)
+                    raise _error(answer, "GET")
+                try:
+                    async for record in _records(response):
+                        yield record
+                except (aiohttp.ClientError, TimeoutError) as error:
+                    raise self._failed(url, error, sent=True) from None
+            return
+        raise failure
+
+    async def _entity(
+        self, method: str, key: str, ack: int | None, from_: int | None, body: bytes | None = None
+    ) -> _Answer:
+        """The first answer that is not a 503, after the retries the module doc allows."""
+        params = {"id": key}
+        if ack is not None:
+            params["ack"] = str(ack)
+        if from_ is not None:
+            params["from"] = str(from_)
+        members = self._routing()
+        order = members.order(key)
+        tried: list[str] = []
+        last: KvnodeError | None = None
+        for _ in range(self.attempts):
+            url, wait = members.next_for(order, tried)
+            if wait > self.max_retry_wait:
+                raise last or Overloaded(url, f"answered 503 earlier; ready again in {wait:.1f} s", wait)
+            if wait > 0:
+                await asyncio.sleep(wait)
+            tried.append(url)
+            try:
+                answer = await self._send(url, method, _ENTITY, params, body)
+            except Unreachable as failure:
+                if failure.maybe_applied:
+                    raise
+                last = failure
+                continue
+            if answer.status != 503:
+                return answer
+            overloaded = _error(answer, method)
+            assert isinstance(overloaded, Overloaded)
+            members.rest(url, overloaded.retry_after)
+            last = overloaded
+        assert last is not None
+        raise last
+
+    async def _send(
+        self,
+        url: str,
+        method: str,
+        path: str,
+        params: Mapping[str, str] | None = None,
+        body: bytes | None = None,
+    ) -> _Answer:
+        """One request; :class:`Unreachable` without an answer (``maybe_applied``: a write was sent)."""
+        session = self._open_session()
+        try:
+            async with session.request(method, url + path, params=params, data=body) as response:
+                return _Answer(url, response.status, await response.read(), response.headers)
+        except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as error:
+            raise self._failed(url, error, sent=False) from None
+        except (aiohttp.ClientError, TimeoutError) as error:
+            raise self._failed(url, error, sent=True, write=method != "GET") from None
+
+    def _failed(self, url: str, error: BaseException, sent: bool, write: bool = False) -> Unreachable:
+        """Demote a member that did not answer, refresh the view (bounded in rate), say what happened."""
+        if self._members is not None:
+            self._members.demote(url)
+        if time.monotonic() - self._refreshed_at >= _REFRESH_EVERY_S and self._refresh is None:
+            self._refresh = asyncio.get_running_loop().create_task(self._refresh_in_background())
+        what = "no answer" if sent else "cannot connect"
+        reason = f"{what}: {type(error).__name__}" + (f": {error}" if str(error) else "")
+        return Unreachable(url, reason, maybe_applied=sent and write)
+
+    async def _refresh_in_background(self) -> None:
+        try:
+            await self.refresh()
+        except Unreachable:
+            pass  # the view stays as it was; the next failure after _REFRESH_EVERY_S tries again
+        finally:
+            self._refresh = None
+
+    def _learn(self, view: dict[str, Any]) -> None:
+        """Take a ``/v0/cluster`` view: read it whole first, so that a bad one changes nothing."""
+        members = [str(url) for url in view["cluster"]]
+        unreachable = [str(member["url"]) for member in view["members"] if not member["reachable"]]
+        routing = self._members
+        if routing is None or routing.placement.nodes != tuple(members):
+            fresh = _Members(members)
+            if routing is not None:  # what the client learnt of members still in the cluster stays
+                fresh.demoted_until = {url: t for url, t in routing.demoted_until.items() if url in members}
+                fresh.resting_until = {url: t for url, t in routing.resting_until.items() if url in members}
+            routing = self._members = fresh
+        for url in unreachable:
+            routing.demote(url)
+
+    def _routing(self) -> _Members:
+        if self._members is None:
+            raise RuntimeError("use the client in `async with Client(...) as client:`")
+        return self._members
+
+    def _open_session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            raise RuntimeError("use the client in `async with Client(...) as client:`")
+        return self._session
+
+
+async def _records(response: aiohttp.ClientResponse) -> AsyncIterator[tuple[str, bytes]]:
+    """The (key, value) of each HTTP chunk ``key\\nvalue`` of a ``/v0/entities`` stream."""
+    record = b""
+    async for data, end_of_chunk in response.content.iter_chunks():
+        record += data
+        # aiohttp may also report the stream's closing zero-length chunk, depending on how bytes arrived.
+        if end_of_chunk and record:
+            key, _, value = record.partition(b"\n")
+            yield key.decode("utf-8"), value
+            record = b""
+
+
+def _error(answer: _Answer, method: str) -> KvnodeError:
+    """The error an answer that is not a success stands for."""
+    reason = answer.body.decode("utf-8", errors="replace").strip() or f"status {answer.status}"
+    status = answer.status
+    if status == 404 and method == "GET":
+        return NotFound(answer.url, reason)
+    if status == 503:
+        return Overloaded(answer.url, reason, _retry_after(answer.headers.get("Retry-After")))
+    if status == 504:
+        return QuorumNotReached(answer.url, reason)
+    if 400 <= status < 500:
+        return BadRequest(answer.url, reason, status)
+    return ServerError(answer.url, reason, status)
+
+
+def _retry_after(header: str | None) -> float:
+    """Retry-After in seconds (the node sends whole seconds; an HTTP date is not expected)."""
+    try:
+        seconds = float(header) if header is not None else _DEFAULT_RETRY_AFTER_S
+    except ValueError:
+        return _DEFAULT_RETRY_AFTER_S
+    return max(seconds, 0.0)
