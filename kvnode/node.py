@@ -51,13 +51,13 @@ from kvnode.replica.local import LocalReplica
 from kvnode.replica.peer import PeerReplica
 from kvnode.replica.server import PeerGate
 from kvnode.storage import Storage, StorageUnavailable
+from kvnode.system_db import SystemDb
 
 __all__ = ["create_app", "run_node", "serve", "serve_until_signal"]
 
 log = logging.getLogger("kvnode")
 
 _SHUTDOWN_TIMEOUT = 10.0  # seconds a graceful stop waits for client requests in flight
-_CLOCK_FLOOR = b"clock/floor"
 
 
 def create_app(config: NodeConfig) -> web.Application:
@@ -83,9 +83,17 @@ def _cluster_auth(config: NodeConfig) -> ClusterAuth | None:
 async def _node_resources(app: web.Application) -> AsyncIterator[None]:
     config = app[CONFIG]
     storage = Storage.open(config.data_dir, fsync=config.fsync)
-    clock = _open_clock(storage, config)
+    try:
+        system = SystemDb.open(config.data_dir)
+    except StorageUnavailable:
+        storage.close()
+        raise
+    floor = system.clock_floor
+    clock = HybridClock(
+        wall_clock_us(config.clock_offset_ms), config.max_clock_skew_ms * 1000, floor.load(), floor.persist
+    )
     hints = HintStore(
-        storage.system,
+        system.hints,
         fsync=config.fsync,
         max_per_peer=config.max_hints_per_peer,
         window_s=config.hint_window_s,
@@ -123,19 +131,8 @@ async def _node_resources(app: web.Application) -> AsyncIterator[None]:
             await delivery.stop()
         for peer in peers:
             await peer.close()
+        system.close()
         storage.close()
-
-
-def _open_clock(storage: Storage, config: NodeConfig) -> HybridClock:
-    """The node's clock, starting from the floor its last run persisted, so it never goes backwards."""
-    raw = storage.system.get(_CLOCK_FLOOR)
-    floor = int.from_bytes(raw, "big") if raw else 0
-
-    def persist(new_floor: int) -> None:
-        # Synchronous and fsynced, but only once per lease (kvnode.clock.FLOOR_LEASE_US).
-        storage.system.put(_CLOCK_FLOOR, new_floor.to_bytes(8, "big"), sync=True)
-
-    return HybridClock(wall_clock_us(config.clock_offset_ms), config.max_clock_skew_ms * 1000, floor, persist)
 
 
 async def _close_peer_sockets(app: web.Application) -> None:
