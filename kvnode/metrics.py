@@ -165,6 +165,12 @@ class FixedBuckets:
     def count(self) -> int:
         return sum(self.counts)
 
+    def copy(self) -> FixedBuckets:
+        copied = FixedBuckets(self.bounds)
+        copied.counts = list(self.counts)
+        copied.sum = self.sum
+        return copied
+
     def cumulative(self) -> list[int]:
         """How many values are <= each bound, then the total (the +Inf bucket)."""
         running, result = 0, []
