@@ -7,12 +7,15 @@ replica settles the call (no callback of its own: asyncio would schedule one per
 own Counter and Histogram children lock on every observation, which costs more per request than the
 request's own bookkeeping. Everything else the node counts is read when Prometheus scrapes, from one
 :class:`~kvnode.snapshot.NodeSnapshot`. docs/node-internals.md has the costs and how to measure them.
+
+Every (operation, status) a handler is known to answer has its series from the start, at 0, so a dashboard
+or an alert sees a zero rather than nothing (Prometheus's guidance for known label sets).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Protocol
 
 from aiohttp import web
@@ -48,9 +51,12 @@ class NodeMetrics(Collector):
         self.registry.register(self)
         ProcessCollector(registry=self.registry)  # CPU seconds, memory, open fds: process_*
 
-    def timed(self, op: str, handler: Handler) -> Handler:
-        """``handler`` counted and timed by (op, status)."""
+    def timed(self, op: str, handler: Handler, statuses: Iterable[int]) -> Handler:
+        """``handler`` counted and timed by (op, status); ``statuses`` are those it is known to answer,
+        exported at 0 until they happen."""
         requests = self._requests
+        for status in statuses:
+            requests.setdefault((op, status), FixedBuckets())
 
         async def timed_handler(request: web.Request) -> web.StreamResponse:
             start = time.perf_counter()

@@ -1,7 +1,8 @@
 """The client-facing HTTP API (/v0/entity, /v0/entities, /v0/status): request parsing and validation,
 then the coordinator.
 
-Every rejection is a 4xx with a one-line plain-text reason, decided before anything is written.
+Every rejection is a 4xx with a one-line plain-text reason, decided before anything is written; a query
+parameter the path does not take is one (a misspelt ``ack`` must not pass for the default).
 /v0/entity requests pass admission control first (kvnode.admission); the other paths are not counted.
 A PUT body that has not all arrived within ``--body-timeout-s`` is answered 408.
 """
@@ -22,13 +23,19 @@ from kvnode.quorum import BadQuorum, Quorum
 __all__ = ["add_routes"]
 
 _SCAN_YIELD_EVERY = 256  # records streamed between yields to the loop, so a long scan starves nobody
+_ENTITY_PARAMS = ("id", "ack", "from")
+_ENTITIES_PARAMS = ("start", "end")
+# What each entity handler is known to answer (500 aside): their /metrics series exist from the start.
+_GET_STATUSES = (200, 400, 404, 503, 504)
+_PUT_STATUSES = (201, 400, 408, 413, 503, 504)
+_DELETE_STATUSES = (202, 400, 503, 504)
 
 
 def add_routes(app: web.Application, parts: NodeParts) -> None:
     timed, admitted = parts.metrics.timed, parts.admission.admitted
-    app.router.add_get("/v0/entity", timed("get", admitted(get_entity)), allow_head=False)
-    app.router.add_put("/v0/entity", timed("put", admitted(put_entity)))
-    app.router.add_delete("/v0/entity", timed("delete", admitted(delete_entity)))
+    app.router.add_get("/v0/entity", timed("get", admitted(get_entity), _GET_STATUSES), allow_head=False)
+    app.router.add_put("/v0/entity", timed("put", admitted(put_entity), _PUT_STATUSES))
+    app.router.add_delete("/v0/entity", timed("delete", admitted(delete_entity), _DELETE_STATUSES))
     app.router.add_get("/v0/entities", get_entities, allow_head=False)
     app.router.add_get("/v0/status", get_status, allow_head=False)
 
@@ -78,6 +85,7 @@ async def delete_entity(request: web.Request) -> web.Response:
 
 async def get_entities(request: web.Request) -> web.StreamResponse:
     """This node's live records with start <= key < end, one chunk ``key\\nvalue`` per record."""
+    _known_only(request, _ENTITIES_PARAMS)
     start = _utf8(request, "start")
     end_text = _single(request, "end")
     end = None if end_text is None else _utf8(request, "end", allow_empty=True)
@@ -101,6 +109,7 @@ async def get_status(request: web.Request) -> web.Response:
 
 
 def _entity_params(request: web.Request, cluster_size: int) -> tuple[bytes, Quorum]:
+    _known_only(request, _ENTITY_PARAMS)
     key = _utf8(request, "id")
     ack, from_ = _single(request, "ack"), _single(request, "from")
     try:
@@ -108,6 +117,15 @@ def _entity_params(request: web.Request, cluster_size: int) -> tuple[bytes, Quor
     except BadQuorum as error:
         raise _bad_request(str(error)) from None
     return key, quorum
+
+
+def _known_only(request: web.Request, known: tuple[str, ...]) -> None:
+    """400 for a query parameter the path does not take."""
+    for name in request.query:
+        if name not in known:
+            raise _bad_request(
+                f"unknown query parameter {name!r}: {request.path} takes {', '.join(map(repr, known))}"
+            )
 
 
 def _single(request: web.Request, name: str) -> str | None:
