@@ -139,10 +139,10 @@ def _reason(error: plyvel.Error) -> str:
 
 class WriteBatch:
     """Reads and applies like Storage's, whose writes reach LevelDB together at ``commit``: one log write
-    (one write(2)) for the lot instead of one per record (a replica's write syscalls per PUT fell from
-    1.06 to 0.09; its CPU per call barely moved, a page-cache write being cheap). Its reads see its own
-    pending writes. Nothing is stored, and nothing may be acknowledged, before ``commit`` returns; if it
-    raises, none of the writes was stored.
+    (one write(2)) for the lot instead of one per record, so a replica answering a frame of calls makes
+    one syscall, not one per call (docs/node-internals.md). Its reads see its own pending writes. Nothing
+    is stored, and nothing may be acknowledged, before ``commit`` returns; if it raises, none of the
+    writes was stored.
     """
 
     __slots__ = ("_pending", "_storage")
