@@ -3,7 +3,6 @@ what is kept, counted, listed, expired and forgotten, and what a restart finds."
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,38 +15,22 @@ B, C = "http://b:8080", "http://c:8080"
 WINDOW_S = 10.0
 
 
-class HandWall:
-    """A wall clock in milliseconds that moves only when the test moves it."""
-
-    def __init__(self, ms: int) -> None:
-        self.ms = ms
-
-    def __call__(self) -> int:
-        return self.ms
-
-
 @pytest.fixture
-def system(tmp_path: Path) -> Iterator[SystemDb]:
-    db = SystemDb.open(tmp_path / "node")
-    try:
-        yield db
-    finally:
-        db.close()
+def wall() -> list[int]:
+    """The wall clock in milliseconds, as the hint store reads it: wall[0], moved by the test alone."""
+    return [1_000_000]
 
 
-@pytest.fixture
-def wall() -> HandWall:
-    return HandWall(1_000_000)
+def hint_store(system: SystemDb, wall: list[int], max_per_peer: int = 100) -> HintStore:
+    return HintStore(
+        system.hints, fsync=False, max_per_peer=max_per_peer, window_s=WINDOW_S, wall_ms=lambda: wall[0]
+    )
 
 
-def hint_store(system: SystemDb, wall: HandWall, max_per_peer: int = 100) -> HintStore:
-    return HintStore(system.hints, fsync=False, max_per_peer=max_per_peer, window_s=WINDOW_S, wall_ms=wall)
-
-
-def test_hints_are_kept_in_order_per_target(system: SystemDb, wall: HandWall) -> None:
-    store = hint_store(system, wall)
+def test_hints_are_kept_in_order_per_target(system_db: SystemDb, wall: list[int]) -> None:
+    store = hint_store(system_db, wall)
     assert store.add(B, b"k1", Record.put(1, b"v1"), down_for=0.0) == 1
-    wall.ms += 5
+    wall[0] += 5
     assert store.add(C, b"k2", Record.put(2, b"v2"), down_for=0.0) == 2
     assert store.add(B, b"k3", Record.delete(3), down_for=0.0) == 3
     assert store.oldest(B, 10) == [
@@ -59,9 +42,9 @@ def test_hints_are_kept_in_order_per_target(system: SystemDb, wall: HandWall) ->
 
 
 def test_oldest_stops_at_the_limit_or_the_bytes_but_takes_one_hint_at_least(
-    system: SystemDb, wall: HandWall
+    system_db: SystemDb, wall: list[int]
 ) -> None:
-    store = hint_store(system, wall)
+    store = hint_store(system_db, wall)
     for n in range(5):
         store.add(B, b"k%d" % n, Record.put(n + 1, b"x" * 100), down_for=0.0)
     one_hint_bytes = 8 + 4 + len(b"k0") + len(encode(Record.put(1, b"x" * 100)))  # created | key length
@@ -71,8 +54,8 @@ def test_oldest_stops_at_the_limit_or_the_bytes_but_takes_one_hint_at_least(
     assert [hint.seq for hint in store.oldest(B, 10, max_bytes=2 * one_hint_bytes + 1)] == [1, 2, 3]
 
 
-def test_a_target_at_the_cap_gets_no_more_hints(system: SystemDb, wall: HandWall) -> None:
-    store = hint_store(system, wall, max_per_peer=2)
+def test_a_target_at_the_cap_gets_no_more_hints(system_db: SystemDb, wall: list[int]) -> None:
+    store = hint_store(system_db, wall, max_per_peer=2)
     assert store.add(B, b"k1", Record.put(1, b"v"), down_for=0.0)
     assert store.add(B, b"k2", Record.put(2, b"v"), down_for=0.0)
     assert store.add(B, b"k3", Record.put(3, b"v"), down_for=0.0) == 0
@@ -81,26 +64,26 @@ def test_a_target_at_the_cap_gets_no_more_hints(system: SystemDb, wall: HandWall
     assert store.dropped == {"full": 1}
 
 
-def test_a_target_down_longer_than_the_window_gets_no_hint(system: SystemDb, wall: HandWall) -> None:
-    store = hint_store(system, wall)
+def test_a_target_down_longer_than_the_window_gets_no_hint(system_db: SystemDb, wall: list[int]) -> None:
+    store = hint_store(system_db, wall)
     assert store.add(B, b"k", Record.put(1, b"v"), down_for=WINDOW_S + 0.001) == 0
     assert store.add(B, b"k", Record.put(1, b"v"), down_for=WINDOW_S) == 1
     assert store.dropped == {"window": 1}
     assert store.pending(B) == 1
 
 
-def test_a_hint_expires_once_older_than_the_window(system: SystemDb, wall: HandWall) -> None:
-    store = hint_store(system, wall)
+def test_a_hint_expires_once_older_than_the_window(system_db: SystemDb, wall: list[int]) -> None:
+    store = hint_store(system_db, wall)
     store.add(B, b"k", Record.put(1, b"v"), down_for=0.0)
     [hint] = store.oldest(B, 1)
-    wall.ms += int(WINDOW_S * 1000)
+    wall[0] += int(WINDOW_S * 1000)
     assert not store.expired(hint)
-    wall.ms += 1
+    wall[0] += 1
     assert store.expired(hint)
 
 
-def test_a_hint_removed_twice_is_counted_once(system: SystemDb, wall: HandWall) -> None:
-    store = hint_store(system, wall)
+def test_a_hint_removed_twice_is_counted_once(system_db: SystemDb, wall: list[int]) -> None:
+    store = hint_store(system_db, wall)
     first = store.add(B, b"k1", Record.put(1, b"v"), down_for=0.0)
     second = store.add(B, b"k2", Record.put(2, b"v"), down_for=0.0)
     store.remove(B, [first])
@@ -110,15 +93,15 @@ def test_a_hint_removed_twice_is_counted_once(system: SystemDb, wall: HandWall) 
     assert store.pending_by_target() == {}
 
 
-def test_pending_by_target_names_only_targets_with_hints(system: SystemDb, wall: HandWall) -> None:
-    store = hint_store(system, wall)
+def test_pending_by_target_names_only_targets_with_hints(system_db: SystemDb, wall: list[int]) -> None:
+    store = hint_store(system_db, wall)
     store.add(B, b"k", Record.put(1, b"v"), down_for=0.0)
     seq = store.add(C, b"k", Record.put(1, b"v"), down_for=0.0)
     store.remove(C, [seq])
     assert store.pending_by_target() == {B: 1}
 
 
-def test_a_restart_finds_the_hints_and_numbers_on_after_them(tmp_path: Path, wall: HandWall) -> None:
+def test_a_restart_finds_the_hints_and_numbers_on_after_them(tmp_path: Path, wall: list[int]) -> None:
     system = SystemDb.open(tmp_path / "node")
     store = hint_store(system, wall)
     for n in range(3):
@@ -137,9 +120,9 @@ def test_a_restart_finds_the_hints_and_numbers_on_after_them(tmp_path: Path, wal
         system.close()
 
 
-def test_hints_stay_in_their_part(system: SystemDb, wall: HandWall) -> None:
-    system.clock_floor.persist(123)
-    store = hint_store(system, wall)
+def test_hints_stay_in_their_part(system_db: SystemDb, wall: list[int]) -> None:
+    system_db.clock_floor.persist(123)
+    store = hint_store(system_db, wall)
     store.add(B, b"k", Record.put(1, b"v"), down_for=0.0)
-    assert system.clock_floor.load() == 123
+    assert system_db.clock_floor.load() == 123
     assert store.pending_by_target() == {B: 1}  # the floor is not taken for a hint

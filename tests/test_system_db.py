@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
 from pathlib import Path
 
 import plyvel
@@ -14,17 +13,8 @@ from kvnode.storage import Storage, StorageUnavailable
 from kvnode.system_db import PREFIXES, SystemDb
 
 
-@pytest.fixture
-def system(tmp_path: Path) -> Iterator[SystemDb]:
-    db = SystemDb.open(tmp_path / "node")
-    try:
-        yield db
-    finally:
-        db.close()
-
-
-def test_the_clock_floor_of_a_new_data_dir_is_zero(system: SystemDb) -> None:
-    assert system.clock_floor.load() == 0
+def test_the_clock_floor_of_a_new_data_dir_is_zero(system_db: SystemDb) -> None:
+    assert system_db.clock_floor.load() == 0
 
 
 def test_the_clock_floor_survives_close_and_reopen(tmp_path: Path) -> None:
@@ -60,11 +50,11 @@ def test_no_part_prefix_starts_another() -> None:
         assert not other.startswith(one), (one, other)
 
 
-def test_a_part_sees_only_its_own_keys(system: SystemDb) -> None:
-    system.clock_floor.persist(7)
-    system.hints.put(b"floor", b"not the clock's")
-    assert system.clock_floor.load() == 7
-    assert list(system.hints.iterator()) == [(b"floor", b"not the clock's")]
+def test_a_part_sees_only_its_own_keys(system_db: SystemDb) -> None:
+    system_db.clock_floor.persist(7)
+    system_db.hints.put(b"floor", b"not the clock's")
+    assert system_db.clock_floor.load() == 7
+    assert list(system_db.hints.iterator()) == [(b"floor", b"not the clock's")]
 
 
 def test_the_system_database_never_shows_in_the_client_keyspace(tmp_path: Path) -> None:
@@ -81,6 +71,6 @@ def test_the_system_database_never_shows_in_the_client_keyspace(tmp_path: Path) 
         storage.close()
 
 
-def test_a_system_database_open_elsewhere_is_unavailable(system: SystemDb, tmp_path: Path) -> None:
+def test_a_system_database_open_elsewhere_is_unavailable(system_db: SystemDb, tmp_path: Path) -> None:
     with pytest.raises(StorageUnavailable, match="cannot open data dir"):
         SystemDb.open(tmp_path / "node")
