@@ -38,20 +38,22 @@ def _answer_unrouted(app: web.Application) -> None:
     request for a route that exists never reaches them."""
     for resource in app.router.resources():
         if isinstance(resource, web.Resource):  # every one of ours: a plain path with its methods
-            resource.add_route("*", _method_not_allowed(sorted(route.method for route in resource)))
-    app.router.add_route("*", "/{path:.*}", _not_found)
+            methods = sorted(route.method for route in resource)
+            resource.add_route("*", _method_not_allowed(resource.canonical, methods))
+    app.router.add_route("*", r"/{path:[\s\S]*}", _not_found)  # any character, a newline too
 
 
-def _method_not_allowed(allowed: list[str]) -> Handler:
+def _method_not_allowed(path: str, allowed: list[str]) -> Handler:
     async def refuse(request: web.Request) -> web.StreamResponse:
         raise web.HTTPMethodNotAllowed(
             request.method,
             allowed,
-            text=f"{request.method} is not allowed on {request.path}; it takes {', '.join(allowed)}\n",
+            text=f"{request.method} is not allowed on {path}; it takes {', '.join(allowed)}\n",
         )
 
     return refuse
 
 
 async def _not_found(request: web.Request) -> web.StreamResponse:
-    raise web.HTTPNotFound(text=f"no such path: {request.path}\n")
+    # The raw path, percent-escapes kept, so that an escaped newline cannot break the answer's one line.
+    raise web.HTTPNotFound(text=f"no such path: {request.rel_url.raw_path}\n")

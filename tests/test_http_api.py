@@ -376,7 +376,7 @@ def test_other_methods_on_known_paths_are_405(shared: Node, ns: str) -> None:
 def test_unknown_paths_are_404(shared: Node) -> None:
     before = whole_store(shared)
     paths = ["/", "/v0", "/v0/", "/v0/entity/", "/v0/entityx?id=k", "/v0/entities/a", "/v1/entity?id=k"]
-    paths += ["/V0/ENTITY?id=k", "/nope", "/v0/entity/k"]
+    paths += ["/V0/ENTITY?id=k", "/nope", "/v0/entity/k", "/two%0Alines"]
     for path in paths:
         for method in ("GET", "PUT", "DELETE"):
             response = request(shared.url, method, path, body=b"v" if method == "PUT" else None)
