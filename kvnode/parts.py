@@ -38,6 +38,8 @@ __all__ = ["PARTS", "NodeParts", "open_parts"]
 
 @dataclass(frozen=True, slots=True)
 class NodeParts:
+    """Everything a node runs on, open; a handler reaches it by ``request.app[PARTS]``."""
+
     config: NodeConfig
     storage: Storage  # the client keyspace
     system: SystemDb  # the node's own state
