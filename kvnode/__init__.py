@@ -3,17 +3,19 @@
 The request path, top to bottom:
 
     admission     requests in progress; 503 beyond --max-inflight
-    http_api      HTTP handlers: parse and validate, then hand over to
+    http_api      client HTTP handlers: parse and validate, then hand over to
     coordinator   placement, hybrid-clock timestamps, read merge (read_repair), hints for missed writes;
                   runs a fan-out strategy from
     fanout        async, sync and speculative side by side, counting with quorum
     replica       replica calls: local storage directly, peers over an authenticated, multiplexed
                   WebSocket (peer, channel, server, auth, wire); hinted handoff (hints)
-    storage       LevelDB through plyvel, one versioned record per key (records), and the node's own state
+    storage       LevelDB through plyvel, one versioned record per key (records); the node's own state
+                  in system_db (the clock's floor, hints)
 
-Around it: cli and config (flags and environment), node (one process's lifecycle), local_cluster
-(several nodes on one machine), placement and clock (pure), metrics and observe (histograms, /metrics),
-admin (an operator's view).
+Around it: parts (a node's parts, opened and closed in one place), node (its aiohttp app), serving (one
+process until SIGTERM), cli and config (flags and environment), local_cluster (several nodes on one
+machine), placement and clock (pure), metrics (histograms), snapshot, observe and exporter (/v0/stats,
+/v0/cluster, /metrics), uploads (request bodies being read), admin (an operator's view).
 """
 
 __version__ = "0.1.0"

@@ -345,7 +345,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _warn_unknown_variables(os.environ)
     config = parse_args(args, os.environ)
     if isinstance(config, NodeConfig):
-        from kvnode.node import run_node
+        from kvnode.serving import run_node
 
         return run_node(config)
     from kvnode.local_cluster import run_cluster

@@ -91,11 +91,12 @@ class LatencyHistogram:
 class RecentLatency:
     """A percentile of recent latencies, cheap enough to feed on every replica reply.
 
-    An HdrHistogram of 2 significant digits up to 10 s records in ~1.3 µs here (the full-range one above
-    takes ~6.5 µs). The percentile is recomputed at most every ``refresh_s`` (a query walks the buckets,
-    ~80 µs). The window starts afresh after ``window`` samples or ``window_s`` seconds, whichever comes
-    first, so it follows the peer's present: counted in samples alone, a window filled during a burst
-    outlived it by tens of seconds at a low rate (a slow peer then looked no slower than the rest).
+    An HdrHistogram of 2 significant digits up to 10 s: smaller and cheaper than the full-range one above,
+    and precise enough to pick a speculative delay. The percentile is recomputed at most every
+    ``refresh_s``, because a query walks every bucket (docs/node-internals.md has both costs). The window
+    starts afresh after ``window`` samples or ``window_s`` seconds, whichever comes first, so it follows
+    the peer's present: counted in samples alone, a window filled during a burst outlived the burst at a
+    low rate, and a slow peer looked no slower than the rest.
 
     >>> recent = RecentLatency(99.0, window_s=1.0, refresh_s=0.0)
     >>> for _ in range(100): recent.record(0.050)
@@ -141,8 +142,8 @@ class RecentLatency:
 
 class FixedBuckets:
     """Counts of values (seconds) in fixed buckets since start, never reset: a Prometheus histogram's
-    data without prometheus_client's per-observation locks (about 0.2 µs a value against 1.7 µs for
-    ``Histogram.observe``); a collector exports it at scrape time.
+    data without prometheus_client's per-observation lock, cheap enough for every request and replica
+    call (docs/node-internals.md); a collector exports it at scrape time.
 
     >>> b = FixedBuckets((0.001, 0.01))
     >>> for seconds in (0.0005, 0.001, 0.002, 3.0): b.observe(seconds)
@@ -164,6 +165,12 @@ class FixedBuckets:
     @property
     def count(self) -> int:
         return sum(self.counts)
+
+    def copy(self) -> FixedBuckets:
+        copied = FixedBuckets(self.bounds)
+        copied.counts = list(self.counts)
+        copied.sum = self.sum
+        return copied
 
     def cumulative(self) -> list[int]:
         """How many values are <= each bound, then the total (the +Inf bucket)."""

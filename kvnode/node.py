@@ -1,226 +1,59 @@
-"""A node's lifecycle: the aiohttp application, its resources, and serving until SIGTERM/SIGINT.
+"""A node's aiohttp application, wired from its open parts (kvnode.parts): the client API, the operator's
+endpoints and the replica channel's routes, one-line answers for unknown paths and methods, and what its
+shutdown closes. kvnode.serving runs it.
 
-Resources (LevelDB, the clock, the peer channels, hint delivery, the loop-lag monitor) open and close
-in one ``cleanup_ctx``.
-Shutdown stops listening, waits for request bodies still arriving, closes peers' replica channels, lets
-the client requests in flight finish, then closes storage.
+Shutdown (kvnode.serving): stop listening, wait for request bodies still arriving, close peers' replica
+channels (here), let the client requests in flight finish, then close the parts.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import gc
-import logging
-import signal
-import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
-
-import aiohttp
-import uvloop
 from aiohttp import web
 
-from kvnode.admission import Admission
-from kvnode.clock import HybridClock, wall_clock_us
-from kvnode.config import NodeConfig
-from kvnode.coordinator import Coordinator
-from kvnode.fanout import FANOUTS
-from kvnode.http_api import (
-    ADMISSION,
-    CLOCK,
-    CONFIG,
-    COORDINATOR,
-    HINTS,
-    LOOP_LAG,
-    METRICS,
-    PEER_GATE,
-    PEER_SOCKETS,
-    PEERS,
-    STORAGE,
-    UPLOADS,
-    Uploads,
-    add_routes,
-)
-from kvnode.metrics import LoopLagMonitor
-from kvnode.observe import NodeMetrics, NodeState
-from kvnode.placement import Placement
-from kvnode.replica import Replica, wire
-from kvnode.replica.auth import ClusterAuth
-from kvnode.replica.hints import HintDelivery, HintStore
-from kvnode.replica.local import LocalReplica
-from kvnode.replica.peer import PeerReplica
-from kvnode.replica.server import PeerGate
-from kvnode.storage import Storage, StorageUnavailable
+from kvnode import http_api, observe
+from kvnode.admission import Handler
+from kvnode.parts import PARTS, NodeParts
 
-__all__ = ["create_app", "run_node", "serve", "serve_until_signal"]
-
-log = logging.getLogger("kvnode")
-
-_SHUTDOWN_TIMEOUT = 10.0  # seconds a graceful stop waits for client requests in flight
-_CLOCK_FLOOR = b"clock/floor"
+__all__ = ["create_app"]
 
 
-def create_app(config: NodeConfig) -> web.Application:
-    app = web.Application(client_max_size=config.max_body_bytes)
-    app[CONFIG] = config
-    app[UPLOADS] = Uploads(config.body_timeout_s)
-    app[ADMISSION] = Admission(config.max_inflight)
-    app[PEER_GATE] = PeerGate(_cluster_auth(config), wire.Limits.for_body(config.max_body_bytes))
-    app[PEER_SOCKETS] = set()
-    app[METRICS] = NodeMetrics()
-    add_routes(app)
-    app.cleanup_ctx.append(_node_resources)
-    app.on_shutdown.append(_close_peer_sockets)
+def create_app(parts: NodeParts) -> web.Application:
+    app = web.Application(client_max_size=parts.config.max_body_bytes)
+    app[PARTS] = parts
+    http_api.add_routes(app, parts)
+    observe.add_routes(app, parts)
+    parts.replica_server.add_routes(app)
+    _answer_unrouted(app)
+    app.on_shutdown.append(_close_replica_channels)
     return app
 
 
-def _cluster_auth(config: NodeConfig) -> ClusterAuth | None:
-    if not config.cluster_secret:
-        return None  # serve() says so, once listening
-    return ClusterAuth(config.cluster_secret, config.members, config.url)
+async def _close_replica_channels(app: web.Application) -> None:
+    await app[PARTS].replica_server.close_channels()
 
 
-async def _node_resources(app: web.Application) -> AsyncIterator[None]:
-    config = app[CONFIG]
-    storage = Storage.open(config.data_dir, fsync=config.fsync)
-    clock = _open_clock(storage, config)
-    hints = HintStore(
-        storage.system,
-        fsync=config.fsync,
-        max_per_peer=config.max_hints_per_peer,
-        window_s=config.hint_window_s,
-    )
-    gate = app[PEER_GATE]
-    peers = [
-        PeerReplica(
-            url,
-            config.timeout,
-            speculative_ceiling=config.speculative_ceiling_ms / 1000,
-            auth=gate.auth,
-            limits=gate.limits,
+def _answer_unrouted(app: web.Application) -> None:
+    """A method a path does not take is a 405 naming the ones it does; an unknown path is a 404: both one
+    line, as every other refusal (aiohttp's own bodies end without a newline). The routes go last, so a
+    request for a route that exists never reaches them."""
+    for resource in app.router.resources():
+        if isinstance(resource, web.Resource):  # every one of ours: a plain path with its methods
+            methods = sorted(route.method for route in resource)
+            resource.add_route("*", _method_not_allowed(resource.canonical, methods))
+    app.router.add_route("*", r"/{path:[\s\S]*}", _not_found)  # any character, a newline too
+
+
+def _method_not_allowed(path: str, allowed: list[str]) -> Handler:
+    async def refuse(request: web.Request) -> web.StreamResponse:
+        raise web.HTTPMethodNotAllowed(
+            request.method,
+            allowed,
+            text=f"{request.method} is not allowed on {path}; it takes {', '.join(allowed)}\n",
         )
-        for url in config.members
-        if url != config.url
-    ]
-    local = LocalReplica(config.url, storage)
-    replicas: dict[str, Replica] = {config.url: local}
-    replicas.update({peer.url: peer for peer in peers})
-    deliveries = [HintDelivery(hints, peer, config.hint_rate) for peer in peers]
-    lag = LoopLagMonitor()
-    app[STORAGE], app[CLOCK], app[HINTS], app[PEERS], app[LOOP_LAG] = storage, clock, hints, peers, lag
-    app[COORDINATOR] = Coordinator(
-        Placement(config.members), replicas, FANOUTS[config.fanout], clock, hints, local
-    )
-    app[METRICS].watch(NodeState(app[COORDINATOR], hints, local, peers, clock, lag, app[ADMISSION]))
-    lag.start()
-    for delivery in deliveries:
-        delivery.start()
-    try:
-        yield
-    finally:
-        await lag.stop()
-        for delivery in deliveries:
-            await delivery.stop()
-        for peer in peers:
-            await peer.close()
-        storage.close()
+
+    return refuse
 
 
-def _open_clock(storage: Storage, config: NodeConfig) -> HybridClock:
-    """The node's clock, starting from the floor its last run persisted, so it never goes backwards."""
-    raw = storage.system.get(_CLOCK_FLOOR)
-    floor = int.from_bytes(raw, "big") if raw else 0
-
-    def persist(new_floor: int) -> None:
-        # Synchronous and fsynced, but only once per lease (kvnode.clock.FLOOR_LEASE_US).
-        storage.system.put(_CLOCK_FLOOR, new_floor.to_bytes(8, "big"), sync=True)
-
-    return HybridClock(wall_clock_us(config.clock_offset_ms), config.max_clock_skew_ms * 1000, floor, persist)
-
-
-async def _close_peer_sockets(app: web.Application) -> None:
-    """Replica channels are long-lived requests: close them, or shutdown would wait for them."""
-    sockets: set[web.WebSocketResponse] = app[PEER_SOCKETS]
-    for ws in list(sockets):
-        await ws.close(code=aiohttp.WSCloseCode.GOING_AWAY, message=b"node shutting down")
-
-
-async def serve(config: NodeConfig) -> int:
-    """Serve until SIGTERM or SIGINT; the process exit status."""
-    runner = web.AppRunner(
-        create_app(config),
-        handle_signals=False,
-        access_log=logging.getLogger("kvnode.access") if config.access_log else None,
-        shutdown_timeout=_SHUTDOWN_TIMEOUT,
-    )
-    try:
-        await runner.setup()
-    except StorageUnavailable as error:
-        print(f"kvnode: {error}", file=sys.stderr)
-        return 2
-
-    async def finish_uploads() -> None:
-        # aiohttp's cleanup stops reading every connection at once, which would cut off a request whose
-        # body is still arriving; so wait for those bodies first. Cleanup waits for the handlers.
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(_SHUTDOWN_TIMEOUT):
-                await runner.app[UPLOADS].none_left()
-
-    description = f"cluster of {len(config.members)}, {config.fanout} fan-out, data in {config.data_dir}"
-    warning = (
-        ""
-        if config.cluster_secret
-        else "no cluster secret (--cluster-secret-file or KVNODE_CLUSTER_SECRET): the replica channel "
-        f"serves anyone who can reach {config.url}"
-    )
-    return await serve_until_signal(runner, config.host, config.port, description, finish_uploads, warning)
-
-
-def _tune_gc() -> None:
-    """Keep what startup made (modules, the app: some 40,000 objects that live as long as the
-    process) out of the garbage collector's scans. Every full collection walked them all: on a coordinator
-    under wrk (GET, 3 nodes, 2 shared cores) that was ~14 % of its CPU, and freezing them cut its CPU per
-    request by 10-20 % and p99 from 45-55 ms to ~19 ms (measured). The collection thresholds stay
-    CPython's: raising them saved no more here, and let cyclic garbage pin large request bodies longer."""
-    gc.collect()
-    gc.freeze()
-
-
-async def serve_until_signal(
-    runner: web.AppRunner,
-    host: str,
-    port: int,
-    description: str = "",
-    after_stop_listening: Callable[[], Awaitable[None]] | None = None,
-    warning: str = "",
-) -> int:
-    """Listen with a set-up runner (the garbage collector tuned for serving) until SIGTERM or SIGINT, then
-    stop gracefully: stop accepting, run ``after_stop_listening``, clean up. ``warning`` is logged once
-    listening. The exit status: 0, or 2 when the port cannot be had."""
-    site = web.TCPSite(runner, host, port, backlog=1024)
-    try:
-        await site.start()
-    except OSError as error:
-        print(f"kvnode: cannot listen on {host}:{port}: {error.strerror}", file=sys.stderr)
-        await runner.cleanup()
-        return 2
-    _tune_gc()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    log.info("serving on http://%s:%d %s", host, port, description)
-    if warning:
-        log.warning("%s", warning)
-    await stop.wait()
-    log.info("http://%s:%d stopping", host, port)
-    await site.stop()
-    if after_stop_listening is not None:
-        await after_stop_listening()
-    await runner.cleanup()
-    return 0
-
-
-def run_node(config: NodeConfig) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    return uvloop.run(serve(config))
+async def _not_found(request: web.Request) -> web.StreamResponse:
+    # The raw path, percent-escapes kept, so that an escaped newline cannot break the answer's one line.
+    raise web.HTTPNotFound(text=f"no such path: {request.rel_url.raw_path}\n")

@@ -1,8 +1,7 @@
 """Storage: one versioned record per key in LevelDB (through plyvel), written only if newer.
 
-A data dir holds two LevelDB databases: ``records`` (the client keyspace) and ``system`` (the node's own
-state: hints for peers, the clock's floor), so nothing of the node's own can ever show through the
-client API or a range scan.
+A data dir holds two LevelDB databases: ``records``, the client keyspace, here; and ``system``, the node's
+own state (kvnode.system_db).
 
 >>> store = Storage.open(Path(tmp) / "node", fsync=False)          # doctest: +SKIP
 >>> store.apply(b"k", Record.put(10, b"v1"))                        # doctest: +SKIP
@@ -21,7 +20,7 @@ import plyvel
 
 from kvnode.records import CorruptRecord, Record, check, decode, encode
 
-__all__ = ["Storage", "StorageError", "StorageUnavailable", "WriteBatch"]
+__all__ = ["Storage", "StorageError", "StorageUnavailable", "WriteBatch", "open_leveldb"]
 
 log = logging.getLogger(__name__)
 
@@ -35,24 +34,16 @@ class StorageUnavailable(StorageError):
 
 
 class Storage:
-    def __init__(self, db: plyvel.DB, system: plyvel.DB, *, fsync: bool) -> None:
+    def __init__(self, db: plyvel.DB, *, fsync: bool) -> None:
         self._db = db
-        self.system = system  # the node's own state (kvnode.replica.hints, kvnode.clock's floor)
         self.fsync = fsync
 
     @classmethod
     def open(cls, path: Path, *, fsync: bool) -> Storage:
-        db = _open_db(path, "records")
-        try:
-            system = _open_db(path, "system")
-        except StorageUnavailable:
-            db.close()
-            raise
-        return cls(db, system, fsync=fsync)
+        return cls(open_leveldb(path, "records"), fsync=fsync)
 
     def close(self) -> None:
         self._db.close()
-        self.system.close()
 
     def read(self, key: bytes) -> Record | None:
         """The stored version of key, tombstones included; raises CorruptRecord for unreadable bytes."""
@@ -128,7 +119,9 @@ class Storage:
                     yield key, record.value
 
 
-def _open_db(data_dir: Path, name: str) -> plyvel.DB:
+def open_leveldb(data_dir: Path, name: str) -> plyvel.DB:
+    """The LevelDB ``name`` in ``data_dir``, both made if missing; StorageUnavailable if it cannot be had
+    (another process holds it, the path is a file, no permission)."""
     try:
         data_dir.mkdir(parents=True, exist_ok=True)
         return plyvel.DB(str(data_dir / name), create_if_missing=True)
@@ -146,10 +139,10 @@ def _reason(error: plyvel.Error) -> str:
 
 class WriteBatch:
     """Reads and applies like Storage's, whose writes reach LevelDB together at ``commit``: one log write
-    (one write(2)) for the lot instead of one per record (a replica's write syscalls per PUT fell from
-    1.06 to 0.09; its CPU per call barely moved, a page-cache write being cheap). Its reads see its own
-    pending writes. Nothing is stored, and nothing may be acknowledged, before ``commit`` returns; if it
-    raises, none of the writes was stored.
+    (one write(2)) for the lot instead of one per record, so a replica answering a frame of calls makes
+    one syscall, not one per call (docs/node-internals.md). Its reads see its own pending writes. Nothing
+    is stored, and nothing may be acknowledged, before ``commit`` returns; if it raises, none of the
+    writes was stored.
     """
 
     __slots__ = ("_pending", "_storage")

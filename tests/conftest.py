@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from kvnode.system_db import SystemDb
 from tests.harness import Cluster, Node, launch_cluster
 
 ClusterFactory = Callable[..., Cluster]
@@ -34,3 +35,13 @@ def start_cluster(tmp_path: Path) -> Iterator[ClusterFactory]:
 def node(start_cluster: ClusterFactory) -> Node:
     """One node, a cluster of one."""
     return start_cluster(1)[0]
+
+
+@pytest.fixture
+def system_db(tmp_path: Path) -> Iterator[SystemDb]:
+    """A node's system database (kvnode.system_db) in a fresh data dir, in this process."""
+    db = SystemDb.open(tmp_path / "node")
+    try:
+        yield db
+    finally:
+        db.close()

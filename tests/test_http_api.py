@@ -1,5 +1,5 @@
 """The client-facing HTTP API of one node (a cluster of one), against a real node process: every status
-and body of CONTRACT.md's table and rejection rules, and range scans.
+and body the README documents, its rejection rules, and range scans.
 
 Node processes take a while to start on a busy machine, so most tests share one node per module and keep
 to their own key prefix (``ns``); tests that need an empty store or other options start their own.
@@ -314,6 +314,32 @@ def test_a_query_parameter_given_twice_is_400_and_nothing_is_written(
     assert whole_store(shared) == before
 
 
+@pytest.mark.parametrize(
+    ("path", "query", "unknown"),
+    [
+        (ENTITY, "id=k1&acks=3", "acks"),
+        (ENTITY, "id=k1&ack=1&form=1", "form"),
+        (ENTITY, "ID=k1", "ID"),
+        (ENTITY, "id=k1&", None),  # an empty pair is no parameter
+        (ENTITIES, "start=a&stop=b", "stop"),
+    ],
+)
+def test_an_unknown_query_parameter_is_400_naming_it_and_nothing_is_written(
+    shared: Node, ns: str, path: str, query: str, unknown: str | None
+) -> None:
+    before = whole_store(shared)
+    query = query.replace("k1", urllib.parse.quote(ns + "k1"))
+    for method in ("GET", "PUT", "DELETE") if path == ENTITY else ("GET",):
+        response = request(shared.url, method, f"{path}?{query}", body=b"v" if method == "PUT" else None)
+        if unknown is None:
+            assert response.status in (200, 201, 202, 404), (method, response.status, response.text)
+            continue
+        assert_reason(response, 400)
+        assert f"unknown query parameter {unknown!r}" in response.text, response.text
+    if unknown is not None:
+        assert whole_store(shared) == before
+
+
 def test_missing_or_empty_start_is_400(shared: Node) -> None:
     for bad in (
         ENTITIES,
@@ -334,10 +360,15 @@ def test_other_methods_on_known_paths_are_405(shared: Node, ns: str) -> None:
         target(ENTITIES, {"start": ns}): ["PUT", "POST", "DELETE", "PATCH", "HEAD"],
         "/v0/status": ["PUT", "POST", "DELETE", "PATCH"],
     }
+    allowed = {ENTITY: "DELETE,GET,PUT", ENTITIES: "GET", "/v0/status": "GET"}
     for path, methods in cases.items():
         for method in methods:
             response = request(shared.url, method, path, body=b"payload")
             assert response.status == 405, (method, path, response.status)
+            assert response.headers["allow"] == allowed[path.partition("?")[0]]
+            if method != "HEAD":  # a HEAD answer has no body
+                assert_reason(response, 405)
+                assert method in response.text
     assert shared.get(ns + "k").status == 404
     assert whole_store(shared) == before
 
@@ -345,11 +376,11 @@ def test_other_methods_on_known_paths_are_405(shared: Node, ns: str) -> None:
 def test_unknown_paths_are_404(shared: Node) -> None:
     before = whole_store(shared)
     paths = ["/", "/v0", "/v0/", "/v0/entity/", "/v0/entityx?id=k", "/v0/entities/a", "/v1/entity?id=k"]
-    paths += ["/V0/ENTITY?id=k", "/nope", "/v0/entity/k"]
+    paths += ["/V0/ENTITY?id=k", "/nope", "/v0/entity/k", "/two%0Alines"]
     for path in paths:
         for method in ("GET", "PUT", "DELETE"):
             response = request(shared.url, method, path, body=b"v" if method == "PUT" else None)
-            assert response.status == 404, (method, path, response.status)
+            assert_reason(response, 404)
     assert whole_store(shared) == before
 
 

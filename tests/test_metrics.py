@@ -1,6 +1,6 @@
-"""GET /metrics on real nodes (contract, "Observing a node"): Prometheus text that prometheus_client's own
-parser reads, requests by operation and status, every replica call a coordinator makes, hints pending for
-a stopped peer until it is back."""
+"""GET /metrics on real nodes: Prometheus text that prometheus_client's own parser reads, requests by
+operation and status (the known ones at 0 from the start), every replica call a coordinator makes, hints
+pending for a stopped peer until it is back."""
 
 from __future__ import annotations
 
@@ -56,6 +56,22 @@ def test_recent_latency_forgets_a_burst_once_its_time_window_has_passed() -> Non
     assert recent.value_s(now=100.1) == pytest.approx(0.060, rel=0.01)  # not yet refreshed
     # Past the refresh, the window holds only the replies since the burst's window was closed.
     assert recent.value_s(now=100.3) == pytest.approx(0.002, rel=0.01)
+
+
+def test_every_known_request_series_is_there_at_zero_before_the_first_request(node: Node) -> None:
+    samples = scrape(node)
+    known = {
+        "get": (200, 400, 404, 503, 504),
+        "put": (201, 400, 408, 413, 503, 504),
+        "delete": (202, 400, 503, 504),
+    }
+    for op, statuses in known.items():
+        for status in statuses:
+            labels = {"op": op, "status": str(status)}
+            assert ("kvnode_requests_total", frozenset(labels.items())) in samples, labels
+            assert value(samples, "kvnode_requests_total", **labels) == 0
+            assert value(samples, "kvnode_request_duration_seconds_bucket", le="+Inf", **labels) == 0
+    assert total(samples, "kvnode_requests_total") == 0
 
 
 def test_requests_are_counted_and_timed_by_operation_and_status(node: Node) -> None:

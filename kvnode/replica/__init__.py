@@ -7,7 +7,7 @@ or in one of the :mod:`~kvnode.replica.errors`; nothing else reaches the coordin
     local       this node's own storage as a replica
     peer        another node, over one persistent multiplexed channel (its state machine and calls)
     channel     the client end of that channel: an asyncio.Protocol speaking WebSocket (websocket)
-    server      the other end: answers a peer's calls from local storage
+    server      the other end: its routes, its open channels, answering a peer's calls from local storage
     wire        the replica protocol's messages (pure)
     hints       hinted handoff: writes a replica missed, kept durably and delivered when it is back
 """

@@ -1,11 +1,12 @@
 """Hinted handoff: writes a replica missed, kept durably by the coordinator and delivered when it is back.
 
-As in Cassandra: one ordered log per target node (here a key range of the node's ``system`` LevelDB,
-never the client keyspace), bounded per target, with a hint window: no new hints for a replica down
-longer than the window, and hints older than the window are dropped at delivery. One task per peer
-delivers its hints in order, a batch at a time, at a throttled rate, whenever the peer is reachable.
+As in Cassandra: one ordered log per target node (here in the hints part of the node's system database,
+kvnode.system_db, never the client keyspace), bounded per target, with a hint window: no new hints for a
+replica down longer than the window, and hints older than the window are dropped at delivery. One task
+per peer delivers its hints in order, a batch at a time, at a throttled rate, whenever the peer is
+reachable.
 
-    >>> store = HintStore(db, fsync=False, max_per_peer=1000, window_s=10800)   # doctest: +SKIP
+    >>> store = HintStore(system.hints, fsync=False, max_per_peer=1000, window_s=10800)   # doctest: +SKIP
     >>> store.add("http://b:8080", b"k", Record.put(7, b"v"), down_for=0.0)      # doctest: +SKIP
     1
     >>> store.pending("http://b:8080")                                          # doctest: +SKIP
@@ -49,14 +50,14 @@ class Hint(NamedTuple):
 class HintStore:
     def __init__(
         self,
-        db: plyvel.DB,
+        log: plyvel.DB,
         *,
         fsync: bool,
         max_per_peer: int,
         window_s: float,
         wall_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
     ) -> None:
-        self._db = db.prefixed_db(b"hints/")
+        self._db = log  # target | NUL | seq -> a hint; SystemDb.hints, whose prefix keeps it apart
         self._fsync = fsync
         self.max_per_peer = max_per_peer
         self.window_ms = int(window_s * 1000)

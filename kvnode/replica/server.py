@@ -1,4 +1,4 @@
-"""The server end of a replica channel: answers a peer's calls from this node's storage.
+"""The server end of a replica channel: its routes, and answering a peer's calls from this node's storage.
 
 Every record received moves this node's clock past its timestamp, unless it is stamped beyond the maximum
 skew ahead of this node's wall clock: such a record is refused (REFUSED), not stored.
@@ -20,10 +20,11 @@ from aiohttp import WSMsgType, web
 from kvnode.clock import HybridClock
 from kvnode.records import CorruptRecord, decode
 from kvnode.replica import wire
-from kvnode.replica.auth import PROOF_HEADER, AuthError, ClusterAuth, RateLimitedLog
+from kvnode.replica.auth import CHALLENGE_PATH, PROOF_HEADER, AuthError, ClusterAuth, RateLimitedLog
+from kvnode.replica.channel import PEER_PATH
 from kvnode.storage import Storage, StorageError, WriteBatch
 
-__all__ = ["PeerGate", "answer_call", "answer_calls", "answer_challenge", "serve_peer"]
+__all__ = ["PeerGate", "ReplicaServer", "answer_call", "answer_calls", "answer_challenge", "serve_peer"]
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,31 @@ class PeerGate:
     auth: ClusterAuth | None
     limits: wire.Limits
     refusals: RateLimitedLog = field(default_factory=lambda: RateLimitedLog(log))
+
+
+class ReplicaServer:
+    """This node's end of its peers' replica channels: their routes, and the channels open on them."""
+
+    def __init__(self, gate: PeerGate, storage: Storage, clock: HybridClock) -> None:
+        self.gate = gate
+        self._storage = storage
+        self._clock = clock
+        self._channels: set[web.WebSocketResponse] = set()
+
+    def add_routes(self, app: web.Application) -> None:
+        app.router.add_get(PEER_PATH, self._serve_channel, allow_head=False)
+        app.router.add_get(CHALLENGE_PATH, self._answer_challenge, allow_head=False)
+
+    async def close_channels(self) -> None:
+        """A channel is one long-lived request: close them all, or a graceful stop would wait for them."""
+        for ws in list(self._channels):
+            await ws.close(code=aiohttp.WSCloseCode.GOING_AWAY, message=b"node shutting down")
+
+    async def _serve_channel(self, request: web.Request) -> web.StreamResponse:
+        return await serve_peer(request, self.gate, self._storage, self._clock, self._channels)
+
+    async def _answer_challenge(self, request: web.Request) -> web.Response:
+        return answer_challenge(self.gate)
 
 
 def answer_challenge(gate: PeerGate) -> web.Response:

@@ -1,0 +1,197 @@
+"""The node's Prometheus metrics: one registry per process (never the global one) and the collector of
+every ``kvnode_*`` metric in it, rendered for ``GET /metrics``.
+
+The hot path only adds to plain counters: each client request to one :class:`~kvnode.metrics.FixedBuckets`
+per (operation, status), each replica call to its replica's :class:`~kvnode.metrics.CallMeter`, where the
+replica settles the call (no callback of its own: asyncio would schedule one per call). prometheus_client's
+own Counter and Histogram children lock on every observation, which costs more per request than the
+request's own bookkeeping. Everything else the node counts is read when Prometheus scrapes, from one
+:class:`~kvnode.snapshot.NodeSnapshot`. docs/node-internals.md has the costs and how to measure them.
+
+Every (operation, status) a handler is known to answer has its series from the start, at 0, so a dashboard
+or an alert sees a zero rather than nothing (Prometheus's guidance for known label sets).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Protocol
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, ProcessCollector
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from kvnode.admission import Handler
+from kvnode.metrics import LATENCY_BUCKETS_S, CallMeter, FixedBuckets
+from kvnode.snapshot import NodeSnapshot
+
+__all__ = ["PEER_STATES", "MeteredReplica", "NodeMetrics"]
+
+PEER_STATES = ("connected", "connecting", "suspect", "idle")
+_BOUNDS = [repr(bound) for bound in LATENCY_BUCKETS_S] + ["+Inf"]  # the le label values
+
+
+class MeteredReplica(Protocol):
+    """A replica whose calls are counted (kvnode.replica.local and .peer)."""
+
+    url: str
+    meter: CallMeter
+
+
+class NodeMetrics(Collector):
+    """The node's Prometheus registry and the collector of every ``kvnode_*`` metric in it."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self._requests: dict[tuple[str, int], FixedBuckets] = {}
+        self._snapshot: Callable[[], NodeSnapshot] | None = None
+        self._replicas: Sequence[MeteredReplica] = ()
+        self.registry.register(self)
+        ProcessCollector(registry=self.registry)  # CPU seconds, memory, open fds: process_*
+
+    def timed(self, op: str, handler: Handler, statuses: Iterable[int]) -> Handler:
+        """``handler`` counted and timed by (op, status); ``statuses`` are those it is known to answer,
+        exported at 0 until they happen."""
+        requests = self._requests
+        for status in statuses:
+            requests.setdefault((op, status), FixedBuckets())
+
+        async def timed_handler(request: web.Request) -> web.StreamResponse:
+            start = time.perf_counter()
+            status = 500
+            try:
+                response = await handler(request)
+                status = response.status
+                return response
+            except web.HTTPException as error:
+                status = error.status
+                raise
+            finally:
+                buckets = requests.get((op, status))
+                if buckets is None:
+                    buckets = requests[op, status] = FixedBuckets()
+                buckets.observe(time.perf_counter() - start)
+
+        return timed_handler
+
+    def watch(self, snapshot: Callable[[], NodeSnapshot], replicas: Sequence[MeteredReplica]) -> None:
+        """Read the node's state from ``snapshot`` and the replicas' meters at every scrape."""
+        self._snapshot = snapshot
+        self._replicas = replicas
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._request_metrics()
+        yield from _replica_metrics(self._replicas)
+        if self._snapshot is not None:
+            yield from _state_metrics(self._snapshot())
+
+    def _request_metrics(self) -> Iterator[Metric]:
+        count = CounterMetricFamily(
+            "kvnode_requests",
+            "Client entity requests answered, by operation and status",
+            labels=["op", "status"],
+        )
+        duration = HistogramMetricFamily(
+            "kvnode_request_duration_seconds",
+            "Client entity requests from arrival to answer, by operation and status",
+            labels=["op", "status"],
+        )
+        for (op, status), buckets in sorted(self._requests.items()):
+            labels = [op, str(status)]
+            count.add_metric(labels, buckets.count)
+            _add_histogram(duration, labels, buckets)
+        yield count
+        yield duration
+
+
+def _replica_metrics(replicas: Sequence[MeteredReplica]) -> Iterator[Metric]:
+    calls = CounterMetricFamily(
+        "kvnode_replica_calls",
+        "Replica calls this node made (its own storage included), by replica, operation (read and write "
+        "as coordinator and for read repair; hint: a hinted write delivered) and outcome (ok, timeout, "
+        "unavailable, overloaded, rejected, ...)",
+        labels=["peer", "op", "outcome"],
+    )
+    duration = HistogramMetricFamily(
+        "kvnode_replica_call_duration_seconds",
+        "Replica calls from start to answer or failure, by replica",
+        labels=["peer"],
+    )
+    for replica in replicas:
+        meter = replica.meter
+        for (op, outcome), value in sorted(meter.calls.items()):
+            calls.add_metric([replica.url, op, outcome], value)
+        _add_histogram(duration, [replica.url], meter.latency)
+    yield calls
+    yield duration
+
+
+def _state_metrics(snapshot: NodeSnapshot) -> Iterator[Metric]:
+    hints = snapshot.hints
+    pending = GaugeMetricFamily(
+        "kvnode_hints_pending", "Hints waiting for delivery, by target", labels=["peer"]
+    )
+    kept = CounterMetricFamily("kvnode_hints_kept", "Hints kept since start, by target", labels=["peer"])
+    delivered = CounterMetricFamily(
+        "kvnode_hints_delivered", "Hints delivered since start, by target", labels=["peer"]
+    )
+    peer_state = GaugeMetricFamily(
+        "kvnode_peer_state", "1 for the state each peer's replica channel is in", labels=["peer", "state"]
+    )
+    down = GaugeMetricFamily(
+        "kvnode_peer_down_seconds", "Seconds since a peer last failed with no answer since (0: it answers)",
+        labels=["peer"],
+    )  # fmt: skip
+    for peer in snapshot.peers:
+        url = peer.url
+        pending.add_metric([url], hints.pending.get(url, 0))
+        kept.add_metric([url], hints.kept.get(url, 0))
+        delivered.add_metric([url], hints.delivered.get(url, 0))
+        for name in PEER_STATES:
+            peer_state.add_metric([url, name], 1 if name == peer.state else 0)
+        down.add_metric([url], peer.down_for_s)
+    yield from (pending, kept, delivered, peer_state, down)
+    yield GaugeMetricFamily(
+        "kvnode_inflight_requests", "Client entity requests between arrival and answer", snapshot.inflight
+    )
+    dropped = CounterMetricFamily(
+        "kvnode_hints_dropped",
+        "Hints not kept or dropped undelivered: window (target down too long, or expired), full, "
+        "refused (for clock skew), storage",
+        labels=["reason"],
+    )
+    for reason, value in sorted(hints.dropped.items()):
+        dropped.add_metric([reason], value)
+    yield dropped
+    yield CounterMetricFamily(
+        "kvnode_read_repairs", "Repair writes sent to stale replicas", snapshot.read_repairs
+    )
+    yield CounterMetricFamily(
+        "kvnode_rewrites", "Writes stamped again because a replica held a newer version", snapshot.rewrites
+    )
+    yield CounterMetricFamily(
+        "kvnode_skew_refusals",
+        "Replica writes refused because this node's clock runs ahead",
+        snapshot.skew_refusals,
+    )
+    yield GaugeMetricFamily(
+        "kvnode_clock_lead_seconds",
+        "How far the hybrid clock runs ahead of the wall clock",
+        snapshot.clock_lead_us / 1e6,
+    )
+    yield CounterMetricFamily(
+        "kvnode_clock_ignored_timestamps",
+        "Timestamps seen beyond the maximum clock skew, ignored by the clock",
+        snapshot.clock_ignored,
+    )
+    lag = HistogramMetricFamily(
+        "kvnode_event_loop_lag_seconds", "How late the event loop runs a callback that is ready (sampled)"
+    )
+    _add_histogram(lag, [], snapshot.loop_lag_since_start)
+    yield lag
+
+
+def _add_histogram(family: HistogramMetricFamily, labels: list[str], buckets: FixedBuckets) -> None:
+    family.add_metric(labels, list(zip(_BOUNDS, buckets.cumulative(), strict=True)), buckets.sum)

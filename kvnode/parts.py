@@ -1,0 +1,153 @@
+"""A node's parts in one place: :class:`NodeParts`, the one AppKey the handlers read it by, and
+:func:`open_parts`, which opens them (storage, the system database, the peers' channels, the background
+tasks) and closes them in the reverse order.
+
+    >>> async with open_parts(config) as parts:                     # doctest: +SKIP
+    ...     app = kvnode.node.create_app(parts)
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from kvnode.admission import Admission
+from kvnode.clock import HybridClock, wall_clock_us
+from kvnode.config import NodeConfig
+from kvnode.coordinator import Coordinator
+from kvnode.exporter import NodeMetrics
+from kvnode.fanout import FANOUTS
+from kvnode.metrics import LoopLagMonitor
+from kvnode.placement import Placement
+from kvnode.replica import Replica, wire
+from kvnode.replica.auth import ClusterAuth
+from kvnode.replica.hints import HintDelivery, HintStore
+from kvnode.replica.local import LocalReplica
+from kvnode.replica.peer import PeerReplica
+from kvnode.replica.server import PeerGate, ReplicaServer
+from kvnode.snapshot import HintFigures, NodeSnapshot, PeerFigures
+from kvnode.storage import Storage
+from kvnode.system_db import SystemDb
+from kvnode.uploads import Uploads
+
+__all__ = ["PARTS", "NodeParts", "open_parts"]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeParts:
+    """Everything a node runs on, open; a handler reaches it by ``request.app[PARTS]``."""
+
+    config: NodeConfig
+    storage: Storage  # the client keyspace
+    system: SystemDb  # the node's own state
+    clock: HybridClock
+    hints: HintStore
+    coordinator: Coordinator
+    local: LocalReplica  # this node's storage as one of a key's replicas
+    peers: list[PeerReplica]  # every other member, in the cluster's order
+    admission: Admission
+    metrics: NodeMetrics
+    loop_lag: LoopLagMonitor
+    uploads: Uploads
+    replica_server: ReplicaServer
+
+    def snapshot(self) -> NodeSnapshot:
+        """What the node's counters say now: the one source of /v0/stats, /v0/cluster and /metrics."""
+        hints, stats, clock, lag = self.hints, self.coordinator.stats, self.clock, self.loop_lag
+        return NodeSnapshot(
+            peers=tuple(PeerFigures(peer.url, peer.state, peer.down_for()) for peer in self.peers),
+            hints=HintFigures(
+                pending=hints.pending_by_target(),
+                kept=dict(hints.kept),
+                delivered=dict(hints.delivered),
+                dropped=dict(hints.dropped),
+            ),
+            rewrites=stats.rewrites,
+            read_repairs=stats.read_repairs,
+            skew_refusals=stats.skew_refusals,
+            clock_lead_us=clock.lead_us,
+            clock_ignored=clock.ignored,
+            inflight=self.admission.inflight,
+            shed=self.admission.shed,
+            loop_lag_samples=lag.histogram.count,
+            loop_lag_ms=lag.histogram.summary_ms(),
+            loop_lag_since_start=lag.since_start.copy(),
+        )
+
+
+PARTS = web.AppKey("parts", NodeParts)
+
+
+@contextlib.asynccontextmanager
+async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
+    """The node's parts, open and running (hint delivery, the loop-lag monitor) until the block ends.
+
+    Raises kvnode.storage.StorageUnavailable when the data dir cannot be had. Call it inside the running
+    event loop (the replicas keep a reference to it).
+    """
+    async with contextlib.AsyncExitStack() as opened:
+        storage = Storage.open(config.data_dir, fsync=config.fsync)
+        opened.callback(storage.close)
+        system = SystemDb.open(config.data_dir)
+        opened.callback(system.close)
+        floor = system.clock_floor
+        wall = wall_clock_us(config.clock_offset_ms)
+        clock = HybridClock(wall, config.max_clock_skew_ms * 1000, floor.load(), floor.persist)
+        hints = HintStore(
+            system.hints,
+            fsync=config.fsync,
+            max_per_peer=config.max_hints_per_peer,
+            window_s=config.hint_window_s,
+        )
+        gate = PeerGate(_cluster_auth(config), wire.Limits.for_body(config.max_body_bytes))
+        peers = [
+            PeerReplica(
+                url,
+                config.timeout,
+                speculative_ceiling=config.speculative_ceiling_ms / 1000,
+                auth=gate.auth,
+                limits=gate.limits,
+            )
+            for url in config.members
+            if url != config.url
+        ]
+        for peer in peers:
+            opened.push_async_callback(peer.close)
+        local = LocalReplica(config.url, storage)
+        replicas: dict[str, Replica] = {config.url: local}
+        replicas.update({peer.url: peer for peer in peers})
+        coordinator = Coordinator(
+            Placement(config.members), replicas, FANOUTS[config.fanout], clock, hints, local
+        )
+        parts = NodeParts(
+            config=config,
+            storage=storage,
+            system=system,
+            clock=clock,
+            hints=hints,
+            coordinator=coordinator,
+            local=local,
+            peers=peers,
+            admission=Admission(config.max_inflight),
+            metrics=NodeMetrics(),
+            loop_lag=LoopLagMonitor(),
+            uploads=Uploads(config.body_timeout_s),
+            replica_server=ReplicaServer(gate, storage, clock),
+        )
+        parts.metrics.watch(parts.snapshot, [local, *peers])
+        for peer in peers:
+            delivery = HintDelivery(hints, peer, config.hint_rate)
+            delivery.start()
+            opened.push_async_callback(delivery.stop)
+        parts.loop_lag.start()
+        opened.push_async_callback(parts.loop_lag.stop)
+        yield parts
+
+
+def _cluster_auth(config: NodeConfig) -> ClusterAuth | None:
+    if not config.cluster_secret:
+        return None  # kvnode.serving says so, once listening
+    return ClusterAuth(config.cluster_secret, config.members, config.url)

@@ -1,0 +1,113 @@
+"""Serving a node until SIGTERM or SIGINT: open its parts, listen, stop gracefully; the exit status.
+
+``serve_until_signal`` is shared with any aiohttp app served the same way (loadtest.hello), so a
+comparison with a bare app measures kvnode and nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import logging
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+
+import uvloop
+from aiohttp import web
+
+from kvnode.config import NodeConfig
+from kvnode.node import create_app
+from kvnode.parts import open_parts
+from kvnode.storage import StorageUnavailable
+
+__all__ = ["run_node", "serve", "serve_until_signal"]
+
+log = logging.getLogger("kvnode")
+
+_SHUTDOWN_TIMEOUT = 10.0  # seconds a graceful stop waits for client requests in flight
+
+
+async def serve(config: NodeConfig) -> int:
+    """Serve until SIGTERM or SIGINT; the process exit status."""
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            parts = await stack.enter_async_context(open_parts(config))
+        except StorageUnavailable as error:
+            print(f"kvnode: {error}", file=sys.stderr)
+            return 2
+        runner = web.AppRunner(
+            create_app(parts),
+            handle_signals=False,
+            access_log=logging.getLogger("kvnode.access") if config.access_log else None,
+            shutdown_timeout=_SHUTDOWN_TIMEOUT,
+        )
+        await runner.setup()
+
+        async def finish_uploads() -> None:
+            # aiohttp's cleanup stops reading every connection at once, which would cut off a request
+            # whose body is still arriving; so wait for those bodies first. Cleanup waits for the handlers.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(_SHUTDOWN_TIMEOUT):
+                    await parts.uploads.none_left()
+
+        description = f"cluster of {len(config.members)}, {config.fanout} fan-out, data in {config.data_dir}"
+        warning = (
+            ""
+            if config.cluster_secret
+            else "no cluster secret (--cluster-secret-file or KVNODE_CLUSTER_SECRET): the replica channel "
+            f"serves anyone who can reach {config.url}"
+        )
+        return await serve_until_signal(
+            runner, config.host, config.port, description, finish_uploads, warning
+        )
+
+
+def _tune_gc() -> None:
+    """Keep what startup made (modules, the app, the node's parts: objects that live as long as the
+    process) out of the garbage collector's scans: every full collection would walk them all again, for
+    nothing, in the middle of serving. The collection thresholds stay CPython's: raising them let cyclic
+    garbage pin large request bodies longer. docs/node-internals.md has what this changed under load."""
+    gc.collect()
+    gc.freeze()
+
+
+async def serve_until_signal(
+    runner: web.AppRunner,
+    host: str,
+    port: int,
+    description: str = "",
+    after_stop_listening: Callable[[], Awaitable[None]] | None = None,
+    warning: str = "",
+) -> int:
+    """Listen with a set-up runner (the garbage collector tuned for serving) until SIGTERM or SIGINT, then
+    stop gracefully: stop accepting, run ``after_stop_listening``, clean up. ``warning`` is logged once
+    listening. The exit status: 0, or 2 when the port cannot be had."""
+    site = web.TCPSite(runner, host, port, backlog=1024)
+    try:
+        await site.start()
+    except OSError as error:
+        print(f"kvnode: cannot listen on {host}:{port}: {error.strerror}", file=sys.stderr)
+        await runner.cleanup()
+        return 2
+    _tune_gc()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    log.info("serving on http://%s:%d %s", host, port, description)
+    if warning:
+        log.warning("%s", warning)
+    await stop.wait()
+    log.info("http://%s:%d stopping", host, port)
+    await site.stop()
+    if after_stop_listening is not None:
+        await after_stop_listening()
+    await runner.cleanup()
+    return 0
+
+
+def run_node(config: NodeConfig) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    return uvloop.run(serve(config))

@@ -1,0 +1,42 @@
+"""One snapshot of a node's state: the figures that ``/v0/stats``, ``/v0/cluster`` and ``/metrics`` show,
+read at once into plain data (by kvnode.parts.NodeParts.snapshot), so the three cannot disagree on what a
+figure means."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvnode.metrics import FixedBuckets
+
+__all__ = ["HintFigures", "NodeSnapshot", "PeerFigures"]
+
+
+@dataclass(frozen=True, slots=True)
+class PeerFigures:
+    url: str
+    state: str  # its replica channel's: connected, connecting, suspect or idle
+    down_for_s: float  # since it last failed with no answer since; 0 while it answers
+
+
+@dataclass(frozen=True, slots=True)
+class HintFigures:
+    pending: dict[str, int]  # waiting for delivery, by target (only targets that have some)
+    kept: dict[str, int]  # by target, since start
+    delivered: dict[str, int]  # by target, since start
+    dropped: dict[str, int]  # not kept or dropped undelivered, by reason, since start
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSnapshot:
+    peers: tuple[PeerFigures, ...]  # in the cluster's order, this node left out
+    hints: HintFigures
+    rewrites: int  # writes stamped again because a replica held a newer version
+    read_repairs: int  # repair writes sent to stale replicas
+    skew_refusals: int  # replica writes refused because this node's clock runs ahead
+    clock_lead_us: int  # how far the hybrid clock runs ahead of the wall clock
+    clock_ignored: int  # timestamps seen beyond the maximum skew
+    inflight: int  # client entity requests between arrival and answer
+    shed: int  # client entity requests answered 503 since start
+    loop_lag_samples: int  # in the loop-lag window (since start or the last ``/v0/stats?reset=1``)
+    loop_lag_ms: dict[str, float]  # that window's percentiles ({"p50": ms, ..., "max": ms})
+    loop_lag_since_start: FixedBuckets  # every sample since start, in Prometheus's buckets

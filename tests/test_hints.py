@@ -1,0 +1,128 @@
+"""kvnode.replica.hints.HintStore on real LevelDB (the hints part of a SystemDb in a temporary directory):
+what is kept, counted, listed, expired and forgotten, and what a restart finds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kvnode.records import Record, encode
+from kvnode.replica.hints import Hint, HintStore
+from kvnode.system_db import SystemDb
+
+B, C = "http://b:8080", "http://c:8080"
+WINDOW_S = 10.0
+
+
+@pytest.fixture
+def wall() -> list[int]:
+    """The wall clock in milliseconds, as the hint store reads it: wall[0], moved by the test alone."""
+    return [1_000_000]
+
+
+def hint_store(system: SystemDb, wall: list[int], max_per_peer: int = 100) -> HintStore:
+    return HintStore(
+        system.hints, fsync=False, max_per_peer=max_per_peer, window_s=WINDOW_S, wall_ms=lambda: wall[0]
+    )
+
+
+def test_hints_are_kept_in_order_per_target(system_db: SystemDb, wall: list[int]) -> None:
+    store = hint_store(system_db, wall)
+    assert store.add(B, b"k1", Record.put(1, b"v1"), down_for=0.0) == 1
+    wall[0] += 5
+    assert store.add(C, b"k2", Record.put(2, b"v2"), down_for=0.0) == 2
+    assert store.add(B, b"k3", Record.delete(3), down_for=0.0) == 3
+    assert store.oldest(B, 10) == [
+        Hint(1, 1_000_000, b"k1", Record.put(1, b"v1")),
+        Hint(3, 1_000_005, b"k3", Record.delete(3)),
+    ]
+    assert (store.pending(B), store.pending(C)) == (2, 1)
+    assert store.kept == {B: 2, C: 1}
+
+
+def test_oldest_stops_at_the_limit_or_the_bytes_but_takes_one_hint_at_least(
+    system_db: SystemDb, wall: list[int]
+) -> None:
+    store = hint_store(system_db, wall)
+    for n in range(5):
+        store.add(B, b"k%d" % n, Record.put(n + 1, b"x" * 100), down_for=0.0)
+    one_hint_bytes = 8 + 4 + len(b"k0") + len(encode(Record.put(1, b"x" * 100)))  # created | key length
+    assert [hint.seq for hint in store.oldest(B, 3)] == [1, 2, 3]
+    assert [hint.seq for hint in store.oldest(B, 10, max_bytes=1)] == [1]
+    assert [hint.seq for hint in store.oldest(B, 10, max_bytes=2 * one_hint_bytes)] == [1, 2]
+    assert [hint.seq for hint in store.oldest(B, 10, max_bytes=2 * one_hint_bytes + 1)] == [1, 2, 3]
+
+
+def test_a_target_at_the_cap_gets_no_more_hints(system_db: SystemDb, wall: list[int]) -> None:
+    store = hint_store(system_db, wall, max_per_peer=2)
+    assert store.add(B, b"k1", Record.put(1, b"v"), down_for=0.0)
+    assert store.add(B, b"k2", Record.put(2, b"v"), down_for=0.0)
+    assert store.add(B, b"k3", Record.put(3, b"v"), down_for=0.0) == 0
+    assert store.add(C, b"k3", Record.put(3, b"v"), down_for=0.0)  # the cap is per target
+    assert store.pending(B) == 2
+    assert store.dropped == {"full": 1}
+
+
+def test_a_target_down_longer_than_the_window_gets_no_hint(system_db: SystemDb, wall: list[int]) -> None:
+    store = hint_store(system_db, wall)
+    assert store.add(B, b"k", Record.put(1, b"v"), down_for=WINDOW_S + 0.001) == 0
+    assert store.add(B, b"k", Record.put(1, b"v"), down_for=WINDOW_S) == 1
+    assert store.dropped == {"window": 1}
+    assert store.pending(B) == 1
+
+
+def test_a_hint_expires_once_older_than_the_window(system_db: SystemDb, wall: list[int]) -> None:
+    store = hint_store(system_db, wall)
+    store.add(B, b"k", Record.put(1, b"v"), down_for=0.0)
+    [hint] = store.oldest(B, 1)
+    wall[0] += int(WINDOW_S * 1000)
+    assert not store.expired(hint)
+    wall[0] += 1
+    assert store.expired(hint)
+
+
+def test_a_hint_removed_twice_is_counted_once(system_db: SystemDb, wall: list[int]) -> None:
+    store = hint_store(system_db, wall)
+    first = store.add(B, b"k1", Record.put(1, b"v"), down_for=0.0)
+    second = store.add(B, b"k2", Record.put(2, b"v"), down_for=0.0)
+    store.remove(B, [first])
+    store.remove(B, [first, second])
+    assert store.pending(B) == 0
+    assert store.oldest(B, 10) == []
+    assert store.pending_by_target() == {}
+
+
+def test_pending_by_target_names_only_targets_with_hints(system_db: SystemDb, wall: list[int]) -> None:
+    store = hint_store(system_db, wall)
+    store.add(B, b"k", Record.put(1, b"v"), down_for=0.0)
+    seq = store.add(C, b"k", Record.put(1, b"v"), down_for=0.0)
+    store.remove(C, [seq])
+    assert store.pending_by_target() == {B: 1}
+
+
+def test_a_restart_finds_the_hints_and_numbers_on_after_them(tmp_path: Path, wall: list[int]) -> None:
+    system = SystemDb.open(tmp_path / "node")
+    store = hint_store(system, wall)
+    for n in range(3):
+        store.add(B, b"k%d" % n, Record.put(n + 1, b"v"), down_for=0.0)
+    store.add(C, b"k", Record.put(9, b"v"), down_for=0.0)
+    system.close()
+
+    system = SystemDb.open(tmp_path / "node")
+    try:
+        restarted = hint_store(system, wall)
+        assert restarted.pending_by_target() == {B: 3, C: 1}
+        assert restarted.kept == {}  # counted since start
+        assert restarted.add(B, b"k", Record.put(10, b"v"), down_for=0.0) == 5
+        assert [hint.key for hint in restarted.oldest(B, 10)] == [b"k0", b"k1", b"k2", b"k"]
+    finally:
+        system.close()
+
+
+def test_hints_stay_in_their_part(system_db: SystemDb, wall: list[int]) -> None:
+    system_db.clock_floor.persist(123)
+    store = hint_store(system_db, wall)
+    store.add(B, b"k", Record.put(1, b"v"), down_for=0.0)
+    assert system_db.clock_floor.load() == 123
+    assert store.pending_by_target() == {B: 1}  # the floor is not taken for a hint
