@@ -11,9 +11,9 @@ The request path, top to bottom:
                   WebSocket (peer, channel, server, auth, wire); hinted handoff (hints)
     storage       LevelDB through plyvel, one versioned record per key (records), and the node's own state
 
-Around it: cli and config (flags and environment), node (one process's lifecycle), local_cluster
-(several nodes on one machine), placement and clock (pure), metrics and observe (histograms, /metrics),
-admin (an operator's view).
+Around it: config (a node's configuration), node (one process's lifecycle), placement and clock
+(pure), metrics and observe (histograms, /metrics). Below the server, never imported by it: ops (the
+command line and its flags, local processes and clusters, admin: an operator's view).
 """
 
 __version__ = "0.1.0"
