@@ -3,11 +3,14 @@ one line (exit 2), and node_argv, the command line back from a config. Real proc
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 from pathlib import Path
 
 import pytest
 
+from kvnode.config import NodeConfig
+from kvnode.ops.flags import node_argv, node_env, parse_args
 from kvnode.ops.processes import free_ports
 from tests.harness import (
     DEADLINE,
@@ -19,7 +22,51 @@ from tests.harness import (
     run_kvnode,
     serves,
     started,
+    write_secret_file,
 )
+
+SECRET = "a cluster secret of more than enough bytes"
+
+
+def test_node_argv_gives_back_a_config_with_every_field_set_away_from_its_default(tmp_path: Path) -> None:
+    members = ("http://[::1]:9001", "http://[::1]:9002", "http://proxy.example:9003")
+    config = NodeConfig(
+        host="::1",
+        port=9002,
+        data_dir=tmp_path / "data",
+        cluster=members,
+        fanout="speculative",
+        timeout_ms=1234,
+        speculative_ceiling_ms=77,
+        max_clock_skew_ms=4321,
+        clock_offset_ms=-250,
+        hint_window_s=60,
+        max_hints_per_peer=99,
+        hint_rate=5,
+        max_body_bytes=1000,
+        body_timeout_s=3,
+        max_inflight=7,
+        cluster_secret=SECRET.encode(),
+        cluster_secret_file=write_secret_file(tmp_path / "cluster.secret", SECRET),
+        fsync=True,
+        access_log=True,
+        advertise_url="http://proxy.example:9003",
+    )
+    defaults = NodeConfig()
+    unchanged = [
+        f.name for f in dataclasses.fields(NodeConfig) if getattr(config, f.name) == getattr(defaults, f.name)
+    ]
+    assert unchanged == [], "set every field away from its default, so node_argv is checked for it"
+    argv = node_argv(config)
+    assert argv[1:4] == ["-m", "kvnode", "node"]
+    assert parse_args(argv[3:], node_env(config)) == config
+
+
+def test_the_secret_travels_in_the_environment_when_no_file_holds_it(tmp_path: Path) -> None:
+    config = NodeConfig(data_dir=tmp_path, cluster_secret=SECRET.encode())
+    argv = node_argv(config)
+    assert SECRET not in " ".join(argv)
+    assert parse_args(argv[3:], node_env(config)) == config
 
 
 @pytest.mark.parametrize(

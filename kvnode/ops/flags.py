@@ -319,30 +319,14 @@ def node_env(config: NodeConfig) -> dict[str, str]:
 
 
 def node_argv(config: NodeConfig) -> list[str]:
-    """The command line that runs a node with this configuration (the local cluster's children)."""
-    argv = [
-        sys.executable, "-m", "kvnode", "node",
-        "--host", config.host,
-        "--port", str(config.port),
-        "--data-dir", str(config.data_dir),
-        "--cluster", ",".join(config.members),
-        "--fanout", config.fanout,
-        "--timeout-ms", str(config.timeout_ms),
-        "--speculative-ceiling-ms", str(config.speculative_ceiling_ms),
-        "--max-clock-skew-ms", str(config.max_clock_skew_ms),
-        "--hint-window-s", str(config.hint_window_s),
-        "--max-hints-per-peer", str(config.max_hints_per_peer),
-        "--hint-rate", str(config.hint_rate),
-        "--max-body-bytes", str(config.max_body_bytes),
-        "--body-timeout-s", str(config.body_timeout_s),
-        "--max-inflight", str(config.max_inflight),
-    ]  # fmt: skip
-    if config.cluster_secret_file is not None:
-        argv += ["--cluster-secret-file", str(config.cluster_secret_file)]
-    if config.clock_offset_ms:
-        argv += ["--clock-offset-ms", str(config.clock_offset_ms)]
-    if config.advertise_url:
-        argv += ["--advertise-url", config.advertise_url]
-    return argv + [
-        flag for flag, on in (("--fsync", config.fsync), ("--access-log", config.access_log)) if on
-    ]
+    """The command line that runs a node with this configuration: every node flag, its value read from
+    the NodeConfig field of the same name (so parse_args gives the config back). An unset value (None,
+    "", ()) and a switch that is off are left out."""
+    argv = [sys.executable, "-m", "kvnode", "node"]
+    for flag in _NODE:
+        value = getattr(config, flag.dest)
+        if flag.parse is None:
+            argv += [flag.name] if value else []
+        elif value not in (None, "", ()):
+            argv += [flag.name, ",".join(value) if isinstance(value, tuple) else str(value)]
+    return argv
