@@ -69,6 +69,24 @@ def test_the_secret_travels_in_the_environment_when_no_file_holds_it(tmp_path: P
     assert parse_args(argv[3:], node_env(config)) == config
 
 
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604, 0o620])
+def test_a_secret_file_open_to_group_or_others_is_refused_naming_the_fix(tmp_path: Path, mode: int) -> None:
+    secret_file = write_secret_file(tmp_path / "cluster.secret", SECRET)
+    secret_file.chmod(mode)
+    args = [
+        "node",
+        "--port",
+        str(free_ports(1)[0]),
+        "--data-dir",
+        "d",
+        "--cluster-secret-file",
+        str(secret_file),
+    ]
+    stderr = assert_exit_2_with_one_line(run_kvnode(args, tmp_path))
+    assert f"chmod 600 {secret_file}" in stderr and SECRET not in stderr, stderr
+    assert not (tmp_path / "d").exists()
+
+
 @pytest.mark.parametrize(
     "args",
     [

@@ -34,6 +34,7 @@ from tests.harness import (
     refuses_connections,
     request,
     run_kvnode,
+    write_secret_file,
 )
 
 
@@ -276,6 +277,20 @@ def test_cluster_refuses_data_dirs_locked_by_a_running_cluster(tmp_path: Path) -
             assert json.loads(request(url, "GET", "/v0/status").body)["pid"] == pid
             status, chunks = read_chunks(url, "/v0/entities", {"start": "\x00"})
             assert (status, chunks) == (200, [])
+
+
+def test_the_generated_secret_is_readable_by_its_owner_only(tmp_path: Path) -> None:
+    with launched_cluster(tmp_path, 1):
+        assert (tmp_path / "data" / "cluster.secret").stat().st_mode & 0o777 == 0o600
+
+
+def test_a_kept_secret_open_to_others_is_refused_naming_the_fix(tmp_path: Path) -> None:
+    secret = write_secret_file(tmp_path / "data" / "cluster.secret", "a secret of more than enough bytes")
+    secret.chmod(0o644)
+    launcher = run_launcher(["--port", str(consecutive_free_ports(3)), "--data-dir", "data"], tmp_path)
+    stderr = assert_exit_2_with_one_line(launcher.result)
+    assert "chmod 600 data/cluster.secret" in stderr, stderr
+    assert not launcher.node_pids
 
 
 # --- start_local_cluster ---------------------------------------------------------------------------------

@@ -3,7 +3,7 @@ variable (``--timeout-ms`` is ``KVNODE_TIMEOUT_MS``; the flag wins), parsed into
 ClusterConfig; and the reverse, :func:`node_argv`, the command line that runs a node with a given config.
 Bad input exits 2 with one line.
 
-The cluster secret is read from ``--cluster-secret-file`` or taken from
+The cluster secret is read from ``--cluster-secret-file`` (a file only its owner may read) or taken from
 ``KVNODE_CLUSTER_SECRET``, never from the command line (other local users can read a process's
 arguments)."""
 
@@ -297,9 +297,16 @@ def read_cluster_secret(path: Path | None, env: Mapping[str, str]) -> bytes:
     it is unusable. Errors never quote it."""
     if path is not None:
         try:
+            mode = path.stat().st_mode & 0o777
             secret = path.read_bytes().strip()
         except OSError as error:
             raise ValueError(f"cannot read the cluster secret file {path}: {error.strerror}") from None
+        if mode & 0o077:
+            # Whoever can read the file can join the cluster; as ssh does with a private key, refuse it.
+            raise ValueError(
+                f"the cluster secret file {path} is open to group or others (mode {mode:04o}): "
+                f"chmod 600 {path}"
+            )
     else:
         secret = env.get(SECRET_ENV, "").strip().encode()
         if not secret:
