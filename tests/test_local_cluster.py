@@ -259,24 +259,37 @@ def test_cluster_with_a_data_dir_that_is_a_file_says_so_once_and_exits_2(tmp_pat
     assert_no_node_left(launcher, data)
 
 
-def test_cluster_refuses_data_dirs_locked_by_a_running_cluster(tmp_path: Path) -> None:
+def test_a_second_cluster_on_a_running_clusters_data_dir_names_it_and_leaves_it_alone(tmp_path: Path) -> None:
     first = tmp_path / "first"
     first.mkdir()
+    data = first / "data"
     with launched_cluster(first, 2) as (running, urls, node_pids):
+        assert (data / "cluster.pid").read_text() == f"{running.pid}\n"
         base = int(urls[0].rpartition(":")[2])
         second = tmp_path / "second"
         second.mkdir()
-        # Same ports and data dirs, as a second `make run` has: the data dirs are locked first.
-        launcher = run_launcher(
-            ["--nodes", "2", "--port", str(base), "--data-dir", str(first / "data")], second
-        )
+        # Same ports and data dir, as a second `make run` has.
+        launcher = run_launcher(["--nodes", "2", "--port", str(base), "--data-dir", str(data)], second)
         stderr = assert_exit_2_with_one_line(launcher.result)
-        assert "cannot open data dir" in stderr and str(first / "data") in stderr, stderr
-        assert_no_node_left(launcher, first / "data", others=[running.pid, *node_pids])
+        assert f"a kvnode cluster is already running on {data} (pid {running.pid})" in stderr, stderr
+        assert f"kill {running.pid}" in stderr, stderr
+        assert not launcher.node_pids, "the second command started nodes"
         for url, pid in zip(urls, node_pids, strict=True):  # the running cluster is untouched
             assert json.loads(request(url, "GET", "/v0/status").body)["pid"] == pid
             status, chunks = read_chunks(url, "/v0/entities", {"start": "\x00"})
             assert (status, chunks) == (200, [])
+    assert not (data / "cluster.pid").exists(), "the pid file outlived its cluster"
+
+
+def test_a_cluster_on_a_data_dir_a_running_node_holds_names_that_node(node: Node, tmp_path: Path) -> None:
+    # No cluster runs there (its pid file is free), but a node has that node's data dir open.
+    data = node.config.data_dir.parent
+    args = ["--nodes", "1", "--port", str(node.config.port), "--data-dir", str(data)]
+    launcher = run_launcher(args, tmp_path)
+    stderr = assert_exit_2_with_one_line(launcher.result)
+    expected = f"data dir {node.config.data_dir} is in use by another kvnode process (pid {node.pid})"
+    assert expected in stderr, stderr
+    assert node.put("k", b"still fine").status == 201
 
 
 def test_the_generated_secret_is_readable_by_its_owner_only(tmp_path: Path) -> None:

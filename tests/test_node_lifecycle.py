@@ -1,5 +1,5 @@
-"""A node process's life: restarts keep data, signals stop it cleanly, a data dir or port in use ends it
-with one line. Real processes on loopback, ended by PID."""
+"""A node process's life: restarts keep data, signals stop it cleanly, a port in use ends it with one
+line. Real processes on loopback, ended by PID."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import signal
 import socket
 from pathlib import Path
 
-from kvnode.ops.processes import free_ports
 from tests.harness import (
     DEADLINE,
     Node,
@@ -123,14 +122,6 @@ def test_response_in_flight_at_sigterm_completes(node: Node) -> None:
             received += 1
         assert received == 2000
     assert node.process.wait(DEADLINE) == 0
-
-
-def test_data_dir_in_use_by_a_running_node_exits_2_with_one_line(node: Node, tmp_path: Path) -> None:
-    port = free_ports(1)[0]
-    args = ["node", "--port", str(port), "--data-dir", str(node.config.data_dir)]
-    stderr = assert_exit_2_with_one_line(run_kvnode(args, tmp_path))
-    assert str(node.config.data_dir) in stderr
-    assert node.put("k", b"still fine").status == 201  # the running node is unharmed
 
 
 def test_port_in_use_exits_2_with_one_line(node: Node, tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from kvnode.config import NodeConfig
+from kvnode.ops.data_dir import data_dir_holder
 from kvnode.ops.flags import parse_args, warn_unknown_variables
 
 __all__ = ["main"]
@@ -23,6 +24,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     warn_unknown_variables(os.environ)
     config = parse_args(args, os.environ)
     if isinstance(config, NodeConfig):
+        holder = data_dir_holder(config.data_dir)
+        if holder is not None:
+            print(
+                f"kvnode: data dir {config.data_dir} is in use by another kvnode process (pid {holder})",
+                file=sys.stderr,
+            )
+            return 2
         from kvnode.node import run_node
 
         return run_node(config)

@@ -20,6 +20,7 @@ from typing import Generic, TypeVar
 
 from kvnode.config import NodeConfig
 from kvnode.ops.cluster_config import ClusterConfig, cluster_configs
+from kvnode.ops.data_dir import ClusterPidFile, ClusterRunning
 from kvnode.ops.flags import read_cluster_secret, unknown_variables
 from kvnode.ops.processes import (
     READY_TIMEOUT,
@@ -118,24 +119,37 @@ def run_cluster(config: ClusterConfig) -> int:
     """The ``cluster`` command: start the nodes, report each one's URL and PID once every one serves as
     itself, and stop them all on Ctrl-C or SIGTERM. A node that cannot start (its port taken, its data
     dir locked or unusable) ends the command: the others are stopped, its one line is printed, and the
-    exit status is 2. Nothing is reported ready unless all of its own nodes are. Without a cluster
-    secret, it keeps one of its own in DATA_DIR/cluster.secret, the same on every start."""
+    exit status is 2. Nothing is reported ready unless all of its own nodes are. A second command on the
+    same data dir is refused, naming the first (DATA_DIR/cluster.pid). Without a cluster secret, it
+    keeps one of its own in DATA_DIR/cluster.secret, the same on every start."""
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     # main() has warned about them once; each node would warn again.
     for name in unknown_variables(os.environ):
         del os.environ[name]
-    secret_path = None
-    if not config.node.cluster_secret:
-        secret_path = config.node.data_dir / "cluster.secret"
-        try:
-            secret = _own_secret(secret_path)
-        except ValueError as error:
-            print(f"kvnode: {error}", file=sys.stderr)
-            return 2
-        config = dataclasses.replace(config, node=dataclasses.replace(config.node, cluster_secret=secret))
-    return _serve(config, secret_path, stop)
+    pid_file = ClusterPidFile(config.node.data_dir)
+    try:
+        pid_file.acquire()
+    except ClusterRunning as error:
+        print(f"kvnode: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        print(f"kvnode: cannot keep the pid file {pid_file.path}: {error.strerror}", file=sys.stderr)
+        return 2
+    try:
+        secret_path = None
+        if not config.node.cluster_secret:
+            secret_path = config.node.data_dir / "cluster.secret"
+            try:
+                secret = _own_secret(secret_path)
+            except ValueError as error:
+                print(f"kvnode: {error}", file=sys.stderr)
+                return 2
+            config = dataclasses.replace(config, node=dataclasses.replace(config.node, cluster_secret=secret))
+        return _serve(config, secret_path, stop)
+    finally:
+        pid_file.release()
 
 
 def _own_secret(path: Path) -> bytes:
