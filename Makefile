@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: run test test-duration lint typecheck pytest bench genbench compare loadtest-ui loadtest profile clean
+.PHONY: help run test test-duration lint typecheck pytest bench genbench compare loadtest-ui loadtest profile clean
 
 $(VENV)/bin/python:
 	@echo "Creating $(VENV) and installing kvnode's dependencies into it (once; about a minute)"
@@ -19,6 +19,10 @@ $(RUN_STAMP): pyproject.toml | $(VENV)/bin/python
 $(DEV_STAMP): pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install -e '.[dev]'
 	touch $@ $(RUN_STAMP)
+
+## help: this list of targets
+help:
+	@sed -n 's/^## //p' $(MAKEFILE_LIST)
 
 ## run: start a local 3-node cluster on 127.0.0.1:8080-8082 (Ctrl-C stops it)
 run: $(RUN_STAMP)
@@ -68,5 +72,6 @@ loadtest: $(DEV_STAMP)
 profile: $(DEV_STAMP)
 	$(PY) -m profiling compare --out out/profile $(PROFILE_ARGS)
 
+## clean: remove the virtual environment, data/ and the tools' caches
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache

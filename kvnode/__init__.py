@@ -13,9 +13,11 @@ The request path, top to bottom:
                   in system_db (the clock's floor, hints)
 
 Around it: parts (a node's parts, opened and closed in one place), node (its aiohttp app), serving (one
-process until SIGTERM), cli and config (flags and environment), local_cluster (several nodes on one
-machine), placement and clock (pure), metrics (histograms), snapshot, observe and exporter (/v0/stats,
-/v0/cluster, /metrics), uploads (request bodies being read), admin (an operator's view).
+process until SIGTERM), config (a node's configuration), placement and clock (pure), metrics
+(histograms), snapshot, observe and exporter (/v0/stats, /v0/cluster, /metrics), uploads (request bodies
+being read), client (a Python client that routes each request to a replica of its key). Below the
+server, never imported by it: ops (the command line and its flags, local processes and clusters, admin:
+an operator's view).
 """
 
 __version__ = "0.1.0"

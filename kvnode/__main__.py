@@ -1,7 +1,7 @@
-"""``python -m kvnode``: see kvnode.cli."""
+"""``python -m kvnode``: see kvnode.ops.cli."""
 
 import sys
 
-from kvnode.cli import main
+from kvnode.ops.cli import main
 
 sys.exit(main())

@@ -1,14 +1,12 @@
-"""Configuration: one frozen dataclass per process kind, built once by the CLI and passed down."""
+"""A node's configuration: one frozen dataclass, built once from the command line and passed down."""
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["ClusterConfig", "FanoutMode", "NodeConfig", "cluster_configs", "node_url"]
+__all__ = ["FanoutMode", "NodeConfig", "node_url"]
 
 FanoutMode = Literal["async", "sync", "speculative"]
 
@@ -69,34 +67,3 @@ class NodeConfig:
     def timeout(self) -> float:
         """The replica timeout in seconds."""
         return self.timeout_ms / 1000
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterConfig:
-    """A local cluster: ``nodes`` processes on consecutive ports from ``node.port``."""
-
-    nodes: int = 3
-    node: NodeConfig = NodeConfig()
-
-    def __post_init__(self) -> None:
-        if self.nodes < 1:
-            raise ValueError(f"a cluster needs at least one node, got {self.nodes}")
-        if self.node.port + self.nodes - 1 > 65535:
-            raise ValueError(f"ports {self.node.port}..{self.node.port + self.nodes - 1} run past 65535")
-
-    def node_configs(self) -> list[NodeConfig]:
-        return cluster_configs(self.node, range(self.node.port, self.node.port + self.nodes))
-
-
-def cluster_configs(
-    base: NodeConfig, ports: Sequence[int], data_dirs: Sequence[Path] | None = None
-) -> list[NodeConfig]:
-    """The nodes of one cluster on ``ports`` (any ports; ClusterConfig's are consecutive): every node is
-    given the same list, in the order of ``ports``; node i keeps its data in ``data_dirs[i]``, by default
-    ``base.data_dir / node-PORT``."""
-    urls = tuple(node_url(base.host, port) for port in ports)
-    dirs = data_dirs or [base.data_dir / f"node-{port}" for port in ports]
-    return [
-        dataclasses.replace(base, port=port, data_dir=data_dir, cluster=urls)
-        for port, data_dir in zip(ports, dirs, strict=True)
-    ]

@@ -13,9 +13,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from kvnode.argtypes import choices, http_urls, positive_float, positive_int
 from kvnode.client import Client
 from kvnode.fanout import FANOUTS
+from kvnode.ops.argtypes import choices, http_urls, positive_float, positive_int
 from loadtest import interruptible
 from loadtest.fill import fill
 from loadtest.openloop import RateResult, run_rate

@@ -1,7 +1,7 @@
 """``python -m loadtest.bench``: a fresh 3-node kvnode cluster per fan-out mode under wrk, next to an
 aiohttp hello-world (loadtest.hello) driven the same way, printed as one Markdown table.
 
-For each mode the cluster is started on free loopback ports (kvnode.local_cluster), filled with the GET
+For each mode the cluster is started on free loopback ports (kvnode.ops.local_cluster), filled with the GET
 key space (loadtest.fill), then driven by wrk (loadtest.wrk: GET and PUT on random keys of that space).
 One target runs at a time, so the only competition is the machine's other tenants. Every process
 started here is stopped by PID (SIGTERM, then SIGKILL after a deadline), also on Ctrl-C or SIGTERM, and
@@ -27,15 +27,10 @@ from pathlib import Path
 from types import FrameType
 from typing import cast, get_args
 
-from kvnode.argtypes import choices, non_negative_int, positive_int
-from kvnode.config import FanoutMode, NodeConfig, cluster_configs
-from kvnode.local_cluster import (
-    LocalCluster,
-    NodeProcess,
-    NodeStartError,
-    ServerProcess,
-    start_on_free_ports,
-)
+from kvnode.config import FanoutMode, NodeConfig
+from kvnode.ops.argtypes import choices, non_negative_int, positive_int
+from kvnode.ops.local_cluster import LocalCluster, start_local_cluster
+from kvnode.ops.processes import NodeProcess, NodeStartError, ServerProcess, start_on_free_ports
 from loadtest import interruptible
 from loadtest.fill import fill
 from loadtest.workload import Workload
@@ -82,14 +77,8 @@ def hello_world() -> Iterator[LocalCluster[ServerProcess]]:
 def kvnode_cluster(mode: FanoutMode, data_dir: Path) -> Iterator[LocalCluster[NodeProcess]]:
     """A fresh cluster of NODES with ``mode`` fan-out, data in ``data_dir``; stopped on exit."""
     base = NodeConfig(host=HOST, data_dir=data_dir, fanout=mode)
-
-    def start(ports: list[int]) -> LocalCluster[NodeProcess]:
-        nodes = LocalCluster(NodeProcess(config) for config in cluster_configs(base, ports))
-        nodes.start()
-        return nodes
-
     try:
-        nodes = start_on_free_ports(NODES, start)
+        nodes = start_local_cluster(base, NODES, NodeProcess)
     except NodeStartError as error:
         raise BenchError(f"a {mode} cluster of {NODES} did not start: {error}") from None
     try:

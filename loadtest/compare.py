@@ -41,7 +41,7 @@ from prometheus_client.parser import text_string_to_metric_families
 import kvnode
 from kvnode.config import FanoutMode, node_url
 from kvnode.fanout import FANOUTS
-from kvnode.local_cluster import NodeProcess
+from kvnode.ops.processes import NodeProcess
 from loadtest import interruptible
 from loadtest.fill import fill
 from loadtest.openloop import REQUEST_TIMEOUT, RateResult

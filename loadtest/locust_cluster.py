@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kvnode.config import FanoutMode
-from kvnode.local_cluster import stop_processes
+from kvnode.ops.processes import stop_processes
 from loadtest import interruptible
 from loadtest.fill import fill
 from loadtest.scenarios import ScenarioCluster, start_scenario

@@ -7,24 +7,21 @@
   B, so every request is coordinated by a healthy node that has C as one of its replicas for C's keys.
 - ``replica-down``: node C is SIGKILLed after the fill; the load goes to A and B.
 
-Every process is started and stopped by PID (SIGTERM, then SIGKILL) through :mod:`kvnode.local_cluster`.
+Every process is started and stopped by PID (SIGTERM, then SIGKILL) through :mod:`kvnode.ops.local_cluster`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
+import urllib.parse
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
 from kvnode.config import FanoutMode, NodeConfig
-from kvnode.local_cluster import (
-    LocalCluster,
-    NodeProcess,
-    NodeStartError,
-    ServerProcess,
-    start_on_free_ports,
-)
+from kvnode.ops.local_cluster import LocalCluster, start_local_cluster
+from kvnode.ops.processes import NodeProcess, NodeStartError, ServerProcess
 
 __all__ = ["SCENARIOS", "SLOW_REPLICA_DELAY_MS", "ScenarioCluster", "start_scenario"]
 
@@ -39,7 +36,7 @@ class ScenarioCluster:
 
     scenario: str
     mode: FanoutMode
-    servers: LocalCluster[ServerProcess]  # A, B, C, then the proxy in slow-replica
+    servers: LocalCluster[NodeProcess]  # A, B, C (and C's proxy, a helper, in slow-replica)
     load_urls: list[str]
 
     def after_fill(self) -> None:
@@ -60,44 +57,40 @@ def start_scenario(
     if scenario not in SCENARIOS:
         raise ValueError(f"scenario is one of {', '.join(SCENARIOS)}, got {scenario!r}")
     log_dir = data_dir / "logs"  # node output goes there, so the terminal shows only progress
-    ports = 4 if scenario == "slow-replica" else 3
+    base = NodeConfig(_HOST, data_dir=data_dir, fanout=mode, timeout_ms=timeout_ms)
+    slow = scenario == "slow-replica"
     try:
-        return start_on_free_ports(ports, partial(_start, scenario, mode, data_dir, log_dir, timeout_ms))
+        servers = start_local_cluster(
+            base,
+            3,
+            NodeProcess,
+            log_dir=log_dir,
+            spare_ports=1 if slow else 0,
+            configure=_behind_proxy if slow else None,
+            helpers=partial(_delay_proxy, log_dir) if slow else None,
+        )
     except NodeStartError as error:
         raise RuntimeError(f"{scenario}/{mode}: {error}\n{_log_tails(log_dir)}") from None
+    return ScenarioCluster(
+        scenario, mode, servers, servers.urls if scenario == "healthy" else servers.urls[:2]
+    )
 
 
-def _start(
-    scenario: str, mode: FanoutMode, data_dir: Path, log_dir: Path, timeout_ms: int, ports: list[int]
-) -> ScenarioCluster:
-    urls = [f"http://{_HOST}:{port}" for port in ports[:3]]  # node C's entry is the proxy when slow
+def _behind_proxy(index: int, config: NodeConfig, spare_ports: list[int]) -> NodeConfig:
+    """Node C listens on a spare port; the cluster (C included) knows it by its own URL, where the proxy
+    listens, so C is ready when it answers as itself through the proxy."""
+    if index != 2:
+        return config
+    return dataclasses.replace(config, port=spare_ports[0], advertise_url=config.url)
 
-    def node(port: int, advertise_url: str = "") -> NodeProcess:
-        config = NodeConfig(
-            _HOST,
-            port,
-            data_dir / f"node-{port}",
-            tuple(urls),
-            fanout=mode,
-            timeout_ms=timeout_ms,
-            advertise_url=advertise_url,
-        )
-        return NodeProcess(config, log_dir / f"node-{port}.log")
 
-    servers: list[ServerProcess]
-    if scenario != "slow-replica":
-        servers = [node(port) for port in ports]
-    else:
-        # C listens on ports[3]; the cluster (C included) knows it by the proxy's URL, urls[2], so C is
-        # ready when it answers as itself through the proxy.
-        proxy_port, node_c_port = ports[2], ports[3]
-        proxy = [sys.executable, "-m", "loadtest.delay_proxy", "--listen", f"{_HOST}:{proxy_port}"]
-        proxy += ["--target", f"{_HOST}:{node_c_port}", "--delay-ms", str(SLOW_REPLICA_DELAY_MS)]
-        servers = [node(ports[0]), node(ports[1]), node(node_c_port, urls[2])]
-        servers.append(ServerProcess(proxy, urls[2], log_dir / f"proxy-{proxy_port}.log"))
-    cluster = LocalCluster(servers)
-    cluster.start()
-    return ScenarioCluster(scenario, mode, cluster, urls if scenario == "healthy" else urls[:2])
+def _delay_proxy(log_dir: Path, configs: list[NodeConfig]) -> list[ServerProcess]:
+    """The delaying proxy in front of node C: on C's URL, to the port C listens on."""
+    node_c = configs[2]
+    listen = urllib.parse.urlsplit(node_c.url).port
+    proxy = [sys.executable, "-m", "loadtest.delay_proxy", "--listen", f"{_HOST}:{listen}"]
+    proxy += ["--target", f"{_HOST}:{node_c.port}", "--delay-ms", str(SLOW_REPLICA_DELAY_MS)]
+    return [ServerProcess(proxy, node_c.url, log_dir / f"proxy-{listen}.log")]
 
 
 def _log_tails(log_dir: Path, lines: int = 5) -> str:

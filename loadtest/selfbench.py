@@ -16,7 +16,7 @@ import shlex
 import sys
 from collections.abc import Sequence
 
-from kvnode.local_cluster import cpu_seconds
+from kvnode.ops.processes import cpu_seconds
 from loadtest.bench import BenchError, hello_world
 from loadtest.openloop import RateResult
 from loadtest.workers import GeneratorPool

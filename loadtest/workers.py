@@ -22,7 +22,7 @@ from multiprocessing.process import BaseProcess
 from types import TracebackType
 from typing import Any, cast
 
-from kvnode.local_cluster import die_with_parent
+from kvnode.ops.processes import die_with_parent
 from loadtest import interruptible
 from loadtest.openloop import REQUEST_TIMEOUT, RateResult, Share, run_rate
 from loadtest.workload import Workload

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvnode.local_cluster import cpu_seconds, die_with_parent, stop_processes
+from kvnode.ops.processes import cpu_seconds, die_with_parent, stop_processes
 
 __all__ = [
     "QUANTILE_STEPS",

@@ -4,7 +4,7 @@
 profiles sync and async x PUT and GET and writes report.md. The modules, in the order a run uses them:
 
     children   every process started, kept by PID, ended on stop or Ctrl-C
-    cluster    3 kvnode nodes on free loopback ports (kvnode.local_cluster), some under memray run
+    cluster    3 kvnode nodes on free loopback ports (kvnode.ops.local_cluster), some under memray run
     load       the load-testing pipeline's CLI (python -m loadtest fill|rate), bounded in time
     pyspy      py-spy: the ptrace check, recorders (CPU, --idle, --gil), dumps
     memory     memray captures: HTML flamegraphs, the allocations made during the load

@@ -17,7 +17,7 @@ from pathlib import Path
 from types import FrameType
 from typing import NoReturn
 
-from kvnode.argtypes import positive_float, positive_int
+from kvnode.ops.argtypes import positive_float, positive_int
 from profiling import pyspy
 from profiling.children import Children
 from profiling.cluster import ClusterError

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
-from kvnode.local_cluster import die_with_parent
+from kvnode.ops.processes import die_with_parent
 
 __all__ = ["Children"]
 

@@ -12,15 +12,10 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
-from kvnode.cli import node_argv
-from kvnode.config import FanoutMode, NodeConfig, cluster_configs
-from kvnode.local_cluster import (
-    LocalCluster,
-    NodeProcess,
-    NodeStartError,
-    cpu_seconds,
-    start_on_free_ports,
-)
+from kvnode.config import FanoutMode, NodeConfig
+from kvnode.ops.flags import node_argv
+from kvnode.ops.local_cluster import LocalCluster, start_local_cluster
+from kvnode.ops.processes import NodeProcess, NodeStartError, cpu_seconds
 
 __all__ = ["ClusterError", "ProfiledCluster", "ProfiledNode", "loop_lag", "memray_argv"]
 
@@ -45,18 +40,19 @@ def memray_argv(argv: Sequence[str], output: Path) -> list[str]:
 
 
 class ProfiledNode(NodeProcess):
-    """A node named n1, n2 or n3, perhaps run under memray (``memray_output`` is then its capture).
+    """A node named n1, n2 or n3 after its data dir, perhaps run under memray (``memray_output`` is then
+    its capture).
 
     It runs in a session of its own (a Ctrl-C reaches only the profiler, which stops its children in
-    order) and logs to ``LOG_DIR/NAME.log``.
+    order) and logs to ``log_path``.
     """
 
-    def __init__(self, name: str, config: NodeConfig, log_dir: Path, memray_output: Path | None) -> None:
+    def __init__(self, config: NodeConfig, log_path: Path | None, memray_output: Path | None) -> None:
         argv = node_argv(config)
         if memray_output is not None:
             argv = memray_argv(argv, memray_output)
-        super().__init__(config, log_dir / f"{name}.log", argv=argv, new_session=True)
-        self.name = name
+        super().__init__(config, log_path, argv=argv, new_session=True)
+        self.name = config.data_dir.name
         self.memray_output = memray_output
 
 
@@ -95,26 +91,21 @@ class ProfiledCluster(LocalCluster[ProfiledNode]):
         """Start the nodes (on fresh ports if another process takes one first) and wait until they
         serve; ClusterError with the failing node's last log lines if they do not."""
         names = [f"n{index}" for index in range(1, CLUSTER_SIZE + 1)]
-        base = NodeConfig(fanout=self.mode)
 
-        def start(ports: list[int]) -> None:
-            configs = cluster_configs(base, ports, [self.data_dir / name for name in names])
-            self.nodes = [
-                ProfiledNode(name, config, self.log_dir, self.memray_outputs.get(name))
-                for name, config in zip(names, configs, strict=True)
-            ]
-            self.start()
+        def node(config: NodeConfig, log_path: Path | None) -> ProfiledNode:
+            return ProfiledNode(config, log_path, self.memray_outputs.get(config.data_dir.name))
 
+        base = NodeConfig(fanout=self.mode, data_dir=self.data_dir)
         try:
-            start_on_free_ports(CLUSTER_SIZE, start)
+            started = start_local_cluster(base, CLUSTER_SIZE, node, names=names, log_dir=self.log_dir)
         except NodeStartError as error:
-            failed = next(node for node in self.nodes if node.url == error.url)
-            raise ClusterError(f"{error}\n{self._log_tail(failed)}") from None
+            raise ClusterError(f"{error}\n{_log_tail(error.log_path)}") from None
+        self.nodes = started.nodes
 
-    def _log_tail(self, node: ProfiledNode) -> str:
-        path = node.log_path
-        text = path.read_text(errors="replace") if path is not None and path.exists() else ""
-        return f"--- {path} (last lines)\n" + "\n".join(text.splitlines()[-15:])
+
+def _log_tail(path: Path | None) -> str:
+    text = path.read_text(errors="replace") if path is not None and path.exists() else ""
+    return f"--- {path} (last lines)\n" + "\n".join(text.splitlines()[-15:])
 
 
 def loop_lag(url: str, *, reset: bool = False) -> dict[str, Any]:

@@ -1,19 +1,28 @@
-"""Real node processes on loopback for tests (kvnode.local_cluster's, with HTTP shortcuts): start, stop,
-kill, freeze and restart them by PID."""
+"""Real node processes on loopback for tests (kvnode.ops's, with HTTP shortcuts): start, stop, kill,
+freeze and restart them by PID."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import http.client
+import json
+import os
 import shutil
+import signal
 import socket
+import subprocess
+import sys
+import time
 import urllib.parse
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from kvnode.config import FanoutMode, NodeConfig, cluster_configs
-from kvnode.local_cluster import LocalCluster, NodeProcess, start_on_free_ports
+from kvnode.config import FanoutMode, NodeConfig
+from kvnode.ops.local_cluster import LocalCluster, start_local_cluster
+from kvnode.ops.processes import NodeProcess
 
 
 @dataclass
@@ -51,7 +60,8 @@ def request(
 class Node(NodeProcess):
     """A node process (log in a file) with shortcuts for the HTTP API."""
 
-    def __init__(self, config: NodeConfig, log_path: Path) -> None:
+    def __init__(self, config: NodeConfig, log_path: Path | None) -> None:
+        assert log_path is not None, "a test node logs to a file"
         super().__init__(config, log_path)
         self.log_path: Path = log_path
 
@@ -102,7 +112,7 @@ def read_chunks(
 
 
 class Cluster(LocalCluster[Node]):
-    """Nodes started and stopped together (kvnode.local_cluster), found by URL."""
+    """Nodes started and stopped together (kvnode.ops.local_cluster), found by URL."""
 
     def by_url(self, url: str) -> Node:
         return next(node for node in self.nodes if node.url == url)
@@ -142,21 +152,108 @@ def launch_cluster(
     node's wall clock (KVNODE_CLOCK_OFFSET_MS); ``cluster_secret`` goes in a file in ``tmp_path`` that the
     nodes are given (--cluster-secret-file)."""
     if cluster_secret:
-        tmp_path.mkdir(parents=True, exist_ok=True)
-        secret_file = tmp_path / "cluster.secret"
-        secret_file.write_text(cluster_secret)
-        secret_file.chmod(0o600)
+        secret_file = write_secret_file(tmp_path / "cluster.secret", cluster_secret)
         options.update(cluster_secret=cluster_secret.encode(), cluster_secret_file=secret_file)
     base = NodeConfig(data_dir=tmp_path, fanout=fanout, timeout_ms=timeout_ms, **options)  # type: ignore[arg-type]
     offsets = list(clock_offsets_ms) or [0] * size
 
-    def start(ports: list[int]) -> Cluster:
-        configs = [
-            dataclasses.replace(config, clock_offset_ms=offset)
-            for config, offset in zip(cluster_configs(base, ports), offsets, strict=True)
-        ]
-        cluster = Cluster(Node(config, tmp_path / f"node-{config.port}.log") for config in configs)
-        cluster.start()
-        return cluster
+    def skew(index: int, config: NodeConfig, _: list[int]) -> NodeConfig:
+        return dataclasses.replace(config, clock_offset_ms=offsets[index])
 
-    return start_on_free_ports(size, start)
+    return Cluster(start_local_cluster(base, size, Node, log_dir=tmp_path, configure=skew).nodes)
+
+
+def write_secret_file(path: Path, secret: str) -> Path:
+    """A cluster secret file as kvnode accepts it: readable by its owner only (0600)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(secret)
+    path.chmod(0o600)
+    return path
+
+
+# --- python -m kvnode as a user runs it ----------------------------------------------------------------
+
+DEADLINE = 30.0  # generous: other test runs share this machine
+
+
+def poll(condition_name: str, check: object, timeout: float = DEADLINE) -> None:
+    """Call check() until it returns true; fail naming the condition after timeout seconds."""
+    assert callable(check)
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for: {condition_name}")
+        time.sleep(0.02)
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This process's environment without any KVNODE_* variable, plus extra."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith("KVNODE_")}
+    env.update(extra)
+    return env
+
+
+def run_kvnode(
+    args: Sequence[str], cwd: Path, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m kvnode ARGS`` to completion (for commands that must exit on their own)."""
+    return subprocess.run(
+        [sys.executable, "-m", "kvnode", *args],
+        cwd=cwd,
+        env=dict(env) if env is not None else clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+    )
+
+
+def assert_exit_2_with_one_line(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+    assert result.stderr.endswith("\n") and result.stderr.count("\n") == 1, repr(result.stderr)
+    assert result.stderr.strip()
+    assert result.stdout == ""
+    return result.stderr
+
+
+def refuses_connections(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            return False
+    except ConnectionRefusedError:
+        return True
+
+
+def serves(port: int) -> bool:
+    try:
+        return request(f"http://127.0.0.1:{port}", "GET", "/v0/status", timeout=5).status == 200
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def started(
+    args: Sequence[str], cwd: Path, env: Mapping[str, str], log: Path
+) -> Iterator[subprocess.Popen[bytes]]:
+    """A long-running ``python -m kvnode`` process, SIGTERMed (then SIGKILLed) by PID when done."""
+    with open(log, "ab") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "kvnode", *args], cwd=cwd, env=dict(env), stdout=out, stderr=out
+        )
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def stats(node: Node) -> dict[str, Any]:
+    """The node's ``GET /v0/stats``."""
+    response = request(node.url, "GET", "/v0/stats")
+    assert response.status == 200
+    result: dict[str, Any] = json.loads(response.body)
+    return result

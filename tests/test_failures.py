@@ -23,7 +23,7 @@ from typing import Literal, get_args
 import pytest
 
 from kvnode.config import FanoutMode, NodeConfig
-from kvnode.local_cluster import free_ports
+from kvnode.ops.processes import free_ports
 from kvnode.placement import Placement
 from kvnode.replica import wire
 from tests.conftest import ClusterFactory

@@ -1,79 +1,345 @@
-"""kvnode.local_cluster: a start that loses a port to another process is tried again on fresh ports, and
-a node is ready only when its /v0/status names it. Real node processes on loopback."""
+"""kvnode.ops.local_cluster: start_local_cluster's options, and the ``cluster`` command (``python -m
+kvnode`` without a command): it starts, serves and stops its nodes, refuses a second cluster on its data
+dir naming the first, and leaves nothing running when it cannot start. Real processes, ended by PID."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
+import os
+import queue
+import re
+import signal
 import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
-from kvnode.config import NodeConfig, cluster_configs
-from kvnode.local_cluster import (
-    LocalCluster,
-    NodeProcess,
-    NodeStartError,
-    free_ports,
-    start_on_free_ports,
+from kvnode.config import NodeConfig
+from kvnode.ops.local_cluster import start_local_cluster
+from kvnode.ops.processes import NodeProcess, ServerProcess, free_ports
+from tests.harness import (
+    DEADLINE,
+    Node,
+    assert_exit_2_with_one_line,
+    clean_env,
+    poll,
+    read_chunks,
+    refuses_connections,
+    request,
+    run_kvnode,
+    write_secret_file,
 )
-from tests.harness import Node
 
 
-def test_a_port_taken_before_the_nodes_bind_is_retried_on_fresh_ports(tmp_path: Path) -> None:
-    attempts: list[list[int]] = []
-    thief = socket.socket()  # plays another program that binds a port between free_ports() and the node
+def consecutive_free_ports(count: int) -> int:
+    """The first of count consecutive ports that are free right now."""
+    for _ in range(100):
+        base = free_ports(1)[0]
+        if base + count > 65536:
+            continue
+        sockets: list[socket.socket] = []
+        try:
+            for port in range(base, base + count):
+                sock = socket.socket()
+                sockets.append(sock)
+                sock.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for sock in sockets:
+                sock.close()
+    raise AssertionError(f"found no {count} consecutive free ports")
 
-    def start(ports: list[int]) -> LocalCluster[NodeProcess]:
-        attempts.append(ports)
-        if len(attempts) == 1:
-            thief.bind(("127.0.0.1", ports[1]))
-            thief.listen()
-        configs = cluster_configs(NodeConfig(data_dir=tmp_path), ports)
-        cluster = LocalCluster(
-            NodeProcess(config, tmp_path / f"node-{config.port}.log") for config in configs
-        )
-        cluster.start()
-        return cluster
 
-    with thief:
-        cluster = start_on_free_ports(3, start)
+def children(pid: int) -> list[int]:
+    """PIDs of the live processes whose parent is pid (from /proc/*/stat)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        state, ppid = stat.rpartition(")")[2].split()[:2]
+        if int(ppid) == pid and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def is_running(pid: int) -> bool:
+    """True while pid is a process that has not exited (a zombie has exited)."""
     try:
-        assert len(attempts) == 2
-        assert [node.config.port for node in cluster] == attempts[1]
-        assert all(node.config.cluster == tuple(cluster.urls) for node in cluster)  # the whole list changed
-        assert all(node.serves() for node in cluster)
-        first_try = tmp_path / f"node-{attempts[0][1]}.log"
-        assert "address already in use" in first_try.read_text().lower()
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def read_lines(stream: Iterator[bytes], into: queue.Queue[str | None]) -> None:
+    for line in stream:
+        into.put(line.decode())
+    into.put(None)
+
+
+NODE_LINE = re.compile(r"^  (http://[\w.]+:\d+)  pid (\d+)$")
+
+
+@contextlib.contextmanager
+def launched_cluster(
+    tmp_path: Path, nodes: int, env: Mapping[str, str] | None = None
+) -> Iterator[tuple[subprocess.Popen[bytes], list[str], list[int]]]:
+    """``python -m kvnode cluster``, up and serving: (launcher, URLs it printed, node PIDs it printed).
+    Its stderr goes to tmp_path/cluster.log."""
+    base = consecutive_free_ports(nodes)
+    args = ["cluster", "--nodes", str(nodes), "--port", str(base), "--data-dir", str(tmp_path / "data")]
+    log = tmp_path / "cluster.log"
+    with open(log, "ab") as err:
+        launcher = subprocess.Popen(
+            [sys.executable, "-m", "kvnode", *args],
+            cwd=tmp_path,
+            env=dict(env) if env is not None else clean_env(),
+            stdout=subprocess.PIPE,
+            stderr=err,
+        )
+    assert launcher.stdout is not None
+    lines: queue.Queue[str | None] = queue.Queue()
+    threading.Thread(target=read_lines, args=(launcher.stdout, lines), daemon=True).start()
+    node_pids: list[int] = []
+    try:
+        urls: list[str] = []
+        deadline = time.monotonic() + DEADLINE
+        while len(urls) < nodes:
+            line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            assert line is not None, f"the launcher ended its output early:\n{log.read_text()[-3000:]}"
+            if match := NODE_LINE.match(line.rstrip("\n")):
+                urls.append(match[1])
+                node_pids.append(int(match[2]))
+        assert sorted(node_pids) == sorted(children(launcher.pid)), "the PIDs printed are not its nodes"
+        yield launcher, urls, node_pids
+    finally:
+        if launcher.poll() is None:
+            launcher.send_signal(signal.SIGTERM)
+            try:
+                launcher.wait(DEADLINE)
+            except subprocess.TimeoutExpired:
+                launcher.kill()
+                launcher.wait()
+        for pid in node_pids:  # only the launcher's own children, by PID, should any be left
+            if is_running(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+
+def test_cluster_command_starts_serves_and_stops_on_sigint(tmp_path: Path) -> None:
+    with launched_cluster(tmp_path, 3) as (launcher, urls, node_pids):
+        base = int(urls[0].rpartition(":")[2])
+        assert urls == [f"http://127.0.0.1:{port}" for port in range(base, base + 3)]
+        assert len(node_pids) == 3, node_pids
+        for url, pid in zip(urls, node_pids, strict=True):
+            response = request(url, "GET", "/v0/status")
+            assert response.status == 200
+            assert json.loads(response.body) == {"url": url, "pid": pid, "cluster": urls}
+        assert request(urls[0], "PUT", "/v0/entity?id=k", body=b"cluster value").status == 201
+        for url in urls:  # from = 3, ack = 2 by default: every node reads it back
+            assert request(url, "GET", "/v0/entity?id=k").body == b"cluster value"
+        for port in range(base, base + 3):
+            assert (tmp_path / "data" / f"node-{port}" / "records" / "CURRENT").is_file()
+
+        launcher.send_signal(signal.SIGINT)
+        assert launcher.wait(DEADLINE) == 0
+        poll("every node process to exit", lambda: not any(is_running(pid) for pid in node_pids))
+        for port in range(base, base + 3):
+            assert refuses_connections(port)
+
+
+def test_cluster_nodes_do_not_outlive_a_killed_launcher(tmp_path: Path) -> None:
+    with launched_cluster(tmp_path, 2) as (launcher, urls, node_pids):
+        assert len(node_pids) == 2
+        assert all(request(url, "GET", "/v0/status").status == 200 for url in urls)
+        launcher.kill()
+        launcher.wait()
+        poll("the orphaned nodes to exit", lambda: not any(is_running(pid) for pid in node_pids))
+
+
+def test_cluster_started_with_a_misspelled_variable_warns_once(tmp_path: Path) -> None:
+    with launched_cluster(tmp_path, 2, clean_env(KVNODE_FANOTU="sync")) as (launcher, urls, _):
+        assert all(request(url, "GET", "/v0/status").status == 200 for url in urls)
+        launcher.send_signal(signal.SIGTERM)
+        assert launcher.wait(DEADLINE) == 0
+    warnings = [
+        line for line in (tmp_path / "cluster.log").read_text().splitlines() if "KVNODE_FANOTU" in line
+    ]
+    assert len(warnings) == 1 and "KVNODE_FANOUT" in warnings[0], warnings
+
+
+@dataclass
+class LauncherRun:
+    result: subprocess.CompletedProcess[str]
+    node_pids: set[int]  # every child PID seen while it ran
+
+
+def run_launcher(args: Sequence[str], cwd: Path) -> LauncherRun:
+    """``python -m kvnode cluster ARGS`` run until it exits on its own; its children's PIDs are noted."""
+    out, err = cwd / "launcher.out", cwd / "launcher.err"
+    with open(out, "wb") as stdout, open(err, "wb") as stderr:
+        launcher = subprocess.Popen(
+            [sys.executable, "-m", "kvnode", "cluster", *args],
+            cwd=cwd,
+            env=clean_env(),
+            stdout=stdout,
+            stderr=stderr,
+        )
+    seen: set[int] = set()
+    deadline = time.monotonic() + DEADLINE
+    try:
+        while launcher.poll() is None:
+            assert time.monotonic() < deadline, "the launcher did not exit"
+            seen.update(children(launcher.pid))
+            time.sleep(0.005)  # a sampling interval: node processes live for a second or more
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait()
+    result = subprocess.CompletedProcess(launcher.args, launcher.returncode, out.read_text(), err.read_text())
+    return LauncherRun(result, seen)
+
+
+def processes_naming(path: Path) -> list[int]:
+    """PIDs of live processes whose command line mentions path."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and is_running(int(entry.name)):
+            with contextlib.suppress(OSError):
+                if str(path).encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+    return found
+
+
+def assert_no_node_left(launcher: LauncherRun, data_dir: Path, others: Sequence[int] = ()) -> None:
+    """No process the launcher started is left, and of the processes naming data_dir only others run."""
+    assert launcher.node_pids, "no node process was seen: the check below would prove nothing"
+    assert not [pid for pid in launcher.node_pids if is_running(pid)], "a node outlived its launcher"
+    assert sorted(processes_naming(data_dir)) == sorted(others), "a node with that data dir is left"
+    assert "ready" not in launcher.result.stdout
+
+
+def test_cluster_refuses_a_port_held_by_another_node_and_leaves_it_alone(node: Node, tmp_path: Path) -> None:
+    data = tmp_path / "launcher-data"
+    launcher = run_launcher(["--port", str(node.config.port), "--data-dir", str(data)], tmp_path)
+    stderr = assert_exit_2_with_one_line(launcher.result)
+    assert "cannot listen on" in stderr and "address already in use" in stderr.lower(), stderr
+    assert_no_node_left(launcher, data)
+    assert node.running and node.scan("\x00") == [], "the launcher touched a node it does not own"
+    assert node.put("k", b"still fine").status == 201
+
+
+def test_cluster_with_a_data_dir_that_is_a_file_says_so_once_and_exits_2(tmp_path: Path) -> None:
+    regular_file = tmp_path / "a-file"
+    regular_file.write_text("not a directory\n")
+    base = consecutive_free_ports(3)
+    args = ["cluster", "--port", str(base), "--data-dir", str(regular_file)]
+    stderr = assert_exit_2_with_one_line(run_kvnode(args, tmp_path))
+    assert str(regular_file) in stderr and "is not a directory" in stderr, stderr
+    # One node's own data dir is a file: that node's line, once, and no node left running.
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / f"node-{base + 1}").write_text("in the way\n")
+    launcher = run_launcher(["--port", str(base), "--data-dir", str(data)], tmp_path)
+    stderr = assert_exit_2_with_one_line(launcher.result)
+    assert f"node-{base + 1}" in stderr and "is not a directory" in stderr, stderr
+    assert_no_node_left(launcher, data)
+
+
+def test_a_second_cluster_on_a_running_clusters_data_dir_names_it_and_leaves_it_alone(tmp_path: Path) -> None:
+    first = tmp_path / "first"
+    first.mkdir()
+    data = first / "data"
+    with launched_cluster(first, 2) as (running, urls, node_pids):
+        assert (data / "cluster.pid").read_text() == f"{running.pid}\n"
+        base = int(urls[0].rpartition(":")[2])
+        second = tmp_path / "second"
+        second.mkdir()
+        # Same ports and data dir, as a second `make run` has.
+        launcher = run_launcher(["--nodes", "2", "--port", str(base), "--data-dir", str(data)], second)
+        stderr = assert_exit_2_with_one_line(launcher.result)
+        assert f"a kvnode cluster is already running on {data} (pid {running.pid})" in stderr, stderr
+        assert f"kill {running.pid}" in stderr, stderr
+        assert not launcher.node_pids, "the second command started nodes"
+        for url, pid in zip(urls, node_pids, strict=True):  # the running cluster is untouched
+            assert json.loads(request(url, "GET", "/v0/status").body)["pid"] == pid
+            status, chunks = read_chunks(url, "/v0/entities", {"start": "\x00"})
+            assert (status, chunks) == (200, [])
+    assert not (data / "cluster.pid").exists(), "the pid file outlived its cluster"
+
+
+def test_a_cluster_on_a_data_dir_a_running_node_holds_names_that_node(node: Node, tmp_path: Path) -> None:
+    # No cluster runs there (its pid file is free), but a node has that node's data dir open.
+    data = node.config.data_dir.parent
+    args = ["--nodes", "1", "--port", str(node.config.port), "--data-dir", str(data)]
+    launcher = run_launcher(args, tmp_path)
+    stderr = assert_exit_2_with_one_line(launcher.result)
+    expected = f"data dir {node.config.data_dir} is in use by another kvnode process (pid {node.pid})"
+    assert expected in stderr, stderr
+    assert node.put("k", b"still fine").status == 201
+
+
+def test_the_generated_secret_is_readable_by_its_owner_only(tmp_path: Path) -> None:
+    with launched_cluster(tmp_path, 1):
+        assert (tmp_path / "data" / "cluster.secret").stat().st_mode & 0o777 == 0o600
+
+
+def test_a_kept_secret_open_to_others_is_refused_naming_the_fix(tmp_path: Path) -> None:
+    secret = write_secret_file(tmp_path / "data" / "cluster.secret", "a secret of more than enough bytes")
+    secret.chmod(0o644)
+    launcher = run_launcher(["--port", str(consecutive_free_ports(3)), "--data-dir", "data"], tmp_path)
+    stderr = assert_exit_2_with_one_line(launcher.result)
+    assert "chmod 600 data/cluster.secret" in stderr, stderr
+    assert not launcher.node_pids
+
+
+# --- start_local_cluster ---------------------------------------------------------------------------------
+
+
+def test_a_local_cluster_names_data_dirs_and_logs_and_runs_helpers(tmp_path: Path) -> None:
+    """Node b listens on a spare port behind a helper on its URL (the slow-replica scenario's shape)."""
+
+    def behind_helper(index: int, config: NodeConfig, spare: list[int]) -> NodeConfig:
+        return dataclasses.replace(config, port=spare[0], advertise_url=config.url) if index == 1 else config
+
+    def helper(configs: list[NodeConfig]) -> list[ServerProcess]:
+        listen = urllib.parse.urlsplit(configs[1].url).port
+        argv = [sys.executable, "-m", "loadtest.delay_proxy", "--listen", f"127.0.0.1:{listen}"]
+        argv += ["--target", f"127.0.0.1:{configs[1].port}", "--delay-ms", "0"]
+        return [ServerProcess(argv, configs[1].url, tmp_path / "logs" / "proxy.log")]
+
+    cluster = start_local_cluster(
+        NodeConfig(data_dir=tmp_path / "data"),
+        2,
+        NodeProcess,
+        names=["a", "b"],
+        log_dir=tmp_path / "logs",
+        spare_ports=1,
+        configure=behind_helper,
+        helpers=helper,
+    )
+    try:
+        assert [node.config.data_dir for node in cluster] == [tmp_path / "data" / name for name in "ab"]
+        assert [node.log_path for node in cluster] == [tmp_path / "logs" / f"{name}.log" for name in "ab"]
+        assert all(node.config.cluster == tuple(cluster.urls) for node in cluster)
+        node_b = cluster[1]
+        assert node_b.url != f"http://127.0.0.1:{node_b.config.port}"  # reached through the helper
+        assert all(node.serves() for node in cluster) and cluster.helpers[0].running
+        assert request(cluster.urls[0], "PUT", "/v0/entity", {"id": "k"}, b"v").status == 201
+        assert request(node_b.url, "GET", "/v0/entity", {"id": "k"}).body == b"v"
     finally:
         cluster.stop()
-
-
-def test_a_failure_other_than_a_taken_port_is_not_retried(tmp_path: Path) -> None:
-    calls = 0
-    (tmp_path / "blocker").write_text("a file where a data dir should be\n")
-
-    def start(ports: list[int]) -> None:
-        nonlocal calls
-        calls += 1
-        node = NodeProcess(NodeConfig(port=ports[0], data_dir=tmp_path / "blocker"), tmp_path / "node.log")
-        node.start()
-
-    with pytest.raises(NodeStartError) as failure:
-        start_on_free_ports(1, start)
-    assert calls == 1
-    assert not failure.value.port_taken
-    assert "is not a directory" in failure.value.reason
-
-
-def test_a_node_is_not_ready_while_another_process_answers_at_its_url(node: Node, tmp_path: Path) -> None:
-    """The node listens on its own port, but its URL names the other node's: never ready, and stopped."""
-    own_port = free_ports(1)[0]
-    config = NodeConfig(port=own_port, data_dir=tmp_path / "impostor", advertise_url=node.url)
-    impostor = NodeProcess(config, tmp_path / "impostor.log")
-    with pytest.raises(NodeStartError, match="did not serve in time"):
-        impostor.start(timeout=2.0)
-    assert not impostor.running
-    own = NodeProcess(dataclasses.replace(config, advertise_url=""), tmp_path / "own.log")
-    own.start()  # the same node at its own URL is ready
-    own.stop()
+    assert not any(server.running for server in [*cluster, *cluster.helpers])

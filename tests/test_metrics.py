@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from kvnode.local_cluster import ServerProcess
 from kvnode.metrics import FixedBuckets, RecentLatency
+from kvnode.ops.processes import ServerProcess
 from tests.conftest import ClusterFactory
 from tests.harness import Node, request
 from tests.test_replication import wait_for

@@ -36,9 +36,10 @@ from typing import TypeVar
 
 import pytest
 
-from kvnode.argtypes import host, http_url, http_urls
-from kvnode.config import ClusterConfig, NodeConfig, node_url
-from kvnode.local_cluster import die_with_parent, free_ports
+from kvnode.config import NodeConfig, node_url
+from kvnode.ops.argtypes import host, http_url, http_urls
+from kvnode.ops.cluster_config import ClusterConfig
+from kvnode.ops.processes import die_with_parent, free_ports
 from tests.harness import Cluster, Node, Response, request
 
 PREFIX = "kvmh-"

@@ -16,8 +16,8 @@ import pytest
 import uvloop
 from aiohttp import web
 
-from kvnode.local_cluster import ServerProcess, free_ports
 from kvnode.metrics import LatencyHistogram
+from kvnode.ops.processes import ServerProcess, free_ports
 from loadtest.openloop import LATENESS_FLOOR_MS, RateResult, run_rate
 from loadtest.workers import GeneratorPool
 from loadtest.workload import Workload, key_name

@@ -27,7 +27,7 @@ from kvnode.replica.errors import ReplicaUnavailable
 from kvnode.replica.peer import PeerReplica
 from kvnode.replica.websocket import FrameDecoder, WebSocketError
 from tests.conftest import ClusterFactory
-from tests.harness import Cluster, Node, request
+from tests.harness import Cluster, Node, request, write_secret_file
 
 SECRET = "s3cret-" * 6
 MEMBERS = ("http://a:1", "http://b:1", "http://c:1")
@@ -223,8 +223,7 @@ def start_rogue(cluster: Cluster, tmp_path: Path, secret: str) -> Node:
     victim.stop()
     secret_file = None
     if secret:
-        secret_file = tmp_path / "rogue.secret"
-        secret_file.write_text(secret)
+        secret_file = write_secret_file(tmp_path / "rogue.secret", secret)
     config = dataclasses.replace(
         victim.config,
         data_dir=tmp_path / "rogue",

@@ -1,31 +1,42 @@
-"""The command line: ``python -m kvnode [cluster|node] ...``. Every flag has a KVNODE_* environment
-variable (``--timeout-ms`` is ``KVNODE_TIMEOUT_MS``); the flag wins. Bad input exits 2 with one line.
+"""The command line's flags: one table for ``node`` and ``cluster``, each flag with a KVNODE_* environment
+variable (``--timeout-ms`` is ``KVNODE_TIMEOUT_MS``; the flag wins), parsed into a NodeConfig or a
+ClusterConfig; and the reverse, :func:`node_argv`, the command line that runs a node with a given config.
+Bad input exits 2 with one line.
 
-The cluster secret is read from ``--cluster-secret-file`` or taken from ``KVNODE_CLUSTER_SECRET``, never
-from the command line (other local users can read a process's arguments)."""
+The cluster secret is read from ``--cluster-secret-file`` (a file only its owner may read) or taken from
+``KVNODE_CLUSTER_SECRET``, never from the command line (other local users can read a process's
+arguments)."""
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import difflib
-import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn, get_args
 
-from kvnode.argtypes import host, http_urls, integer, port, positive_int
-from kvnode.config import ClusterConfig, FanoutMode, NodeConfig
-from kvnode.replica.auth import MIN_SECRET_BYTES, create_secret_file
+from kvnode.config import FanoutMode, NodeConfig
+from kvnode.ops.argtypes import host, http_urls, integer, port, positive_int
+from kvnode.ops.cluster_config import ClusterConfig
+from kvnode.replica.auth import MIN_SECRET_BYTES
 
-__all__ = ["SECRET_ENV", "main", "node_argv", "node_env", "parse_args", "unknown_variables"]
+__all__ = [
+    "SECRET_ENV",
+    "OneLineParser",
+    "node_argv",
+    "node_env",
+    "parse_args",
+    "read_cluster_secret",
+    "unknown_variables",
+    "warn_unknown_variables",
+]
 
 SECRET_ENV = "KVNODE_CLUSTER_SECRET"
 
 
-class _OneLineParser(argparse.ArgumentParser):
+class OneLineParser(argparse.ArgumentParser):
     """argparse, but an error is one line on stderr (no usage block) and exit status 2."""
 
     def error(self, message: str) -> NoReturn:
@@ -179,7 +190,7 @@ class _BadEnv:
     message: str
 
 
-def _add_flags(parser: _OneLineParser, flags: Sequence[_Flag], env: Mapping[str, str]) -> None:
+def _add_flags(parser: OneLineParser, flags: Sequence[_Flag], env: Mapping[str, str]) -> None:
     for flag in flags:
         default = flag.default
         if flag.env in env:
@@ -208,7 +219,7 @@ def parse_args(argv: Sequence[str], env: Mapping[str, str]) -> NodeConfig | Clus
     args = list(argv)
     if not args or (args[0].startswith("-") and args[0] not in ("-h", "--help")):
         args.insert(0, "cluster")
-    parser = _OneLineParser(
+    parser = OneLineParser(
         prog="python -m kvnode",
         description="kvnode: a small Dynamo-style key-value store. Without a command, starts a local "
         "3-node cluster (`cluster` with its defaults).",
@@ -220,7 +231,7 @@ def parse_args(argv: Sequence[str], env: Mapping[str, str]) -> NodeConfig | Clus
     }
     commands.add_parser(
         "admin", help="a running node's view of its cluster (see admin --help)"
-    )  # kvnode.admin
+    )  # kvnode.ops.admin
     _add_flags(subparsers["cluster"], _CLUSTER, env)
     _add_flags(subparsers["node"], _NODE, env)
     values = vars(parser.parse_args(args))
@@ -234,7 +245,7 @@ def parse_args(argv: Sequence[str], env: Mapping[str, str]) -> NodeConfig | Clus
         where = "" if in_the_way == values["data_dir"] else f": {in_the_way}"
         command.error(f"--data-dir {values['data_dir']}{where} exists and is not a directory")
     try:
-        values["cluster_secret"] = _cluster_secret(values["cluster_secret_file"], env)
+        values["cluster_secret"] = read_cluster_secret(values["cluster_secret_file"], env)
     except ValueError as error:
         command.error(str(error))
     try:
@@ -254,7 +265,7 @@ def _not_a_directory(path: Path) -> Path | None:
 
 
 # Variables read elsewhere than from a flag: the cluster secret, and admin's node URL.
-_OTHER_VARIABLES = ("KVNODE_CLUSTER_SECRET", "KVNODE_URL")
+_OTHER_VARIABLES = (SECRET_ENV, "KVNODE_URL")
 
 
 def _known_variables() -> list[str]:
@@ -267,7 +278,7 @@ def unknown_variables(env: Mapping[str, str]) -> list[str]:
     return sorted(name for name in env if name.startswith("KVNODE_") and name not in known)
 
 
-def _warn_unknown_variables(env: Mapping[str, str]) -> None:
+def warn_unknown_variables(env: Mapping[str, str]) -> None:
     """One line on stderr per unknown KVNODE_* variable, naming the closest known one.
 
     A warning, not an error: the environment is shared by every program a shell starts, and a stray
@@ -281,13 +292,21 @@ def _warn_unknown_variables(env: Mapping[str, str]) -> None:
         print(f"kvnode: warning: {name} is not a kvnode variable and is ignored{meant}", file=sys.stderr)
 
 
-def _cluster_secret(path: Path | None, env: Mapping[str, str]) -> bytes:
-    """The secret from the file, else from the environment, else b"" (none). Errors never quote it."""
+def read_cluster_secret(path: Path | None, env: Mapping[str, str]) -> bytes:
+    """The secret from the file, else from the environment, else b"" (none); ValueError with one line if
+    it is unusable. Errors never quote it."""
     if path is not None:
         try:
+            mode = path.stat().st_mode & 0o777
             secret = path.read_bytes().strip()
         except OSError as error:
             raise ValueError(f"cannot read the cluster secret file {path}: {error.strerror}") from None
+        if mode & 0o077:
+            # Whoever can read the file can join the cluster; as ssh does with a private key, refuse it.
+            raise ValueError(
+                f"the cluster secret file {path} is open to group or others (mode {mode:04o}): "
+                f"chmod 600 {path}"
+            )
     else:
         secret = env.get(SECRET_ENV, "").strip().encode()
         if not secret:
@@ -307,63 +326,14 @@ def node_env(config: NodeConfig) -> dict[str, str]:
 
 
 def node_argv(config: NodeConfig) -> list[str]:
-    """The command line that runs a node with this configuration (the local cluster's children)."""
-    argv = [
-        sys.executable, "-m", "kvnode", "node",
-        "--host", config.host,
-        "--port", str(config.port),
-        "--data-dir", str(config.data_dir),
-        "--cluster", ",".join(config.members),
-        "--fanout", config.fanout,
-        "--timeout-ms", str(config.timeout_ms),
-        "--speculative-ceiling-ms", str(config.speculative_ceiling_ms),
-        "--max-clock-skew-ms", str(config.max_clock_skew_ms),
-        "--hint-window-s", str(config.hint_window_s),
-        "--max-hints-per-peer", str(config.max_hints_per_peer),
-        "--hint-rate", str(config.hint_rate),
-        "--max-body-bytes", str(config.max_body_bytes),
-        "--body-timeout-s", str(config.body_timeout_s),
-        "--max-inflight", str(config.max_inflight),
-    ]  # fmt: skip
-    if config.cluster_secret_file is not None:
-        argv += ["--cluster-secret-file", str(config.cluster_secret_file)]
-    if config.clock_offset_ms:
-        argv += ["--clock-offset-ms", str(config.clock_offset_ms)]
-    if config.advertise_url:
-        argv += ["--advertise-url", config.advertise_url]
-    return argv + [
-        flag for flag, on in (("--fsync", config.fsync), ("--access-log", config.access_log)) if on
-    ]
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if args and args[0] == "admin":
-        from kvnode.admin import main as admin_main
-
-        return admin_main(args[1:])
-    _warn_unknown_variables(os.environ)
-    config = parse_args(args, os.environ)
-    if isinstance(config, NodeConfig):
-        from kvnode.serving import run_node
-
-        return run_node(config)
-    from kvnode.local_cluster import run_cluster
-
-    secret_path = None
-    if not config.node.cluster_secret:
-        # A cluster started without a secret keeps one of its own, the same on every start.
-        secret_path = config.node.data_dir / "cluster.secret"
-        try:
-            create_secret_file(secret_path)
-            secret = _cluster_secret(secret_path, {})
-        except OSError as error:
-            print(
-                f"kvnode: cannot keep the cluster secret in {secret_path}: {error.strerror}", file=sys.stderr
-            )
-            return 2
-        except ValueError as error:  # unreadable, or too short: the same checks as --cluster-secret-file
-            print(f"kvnode: {error}", file=sys.stderr)
-            return 2
-        config = dataclasses.replace(config, node=dataclasses.replace(config.node, cluster_secret=secret))
-    return run_cluster(config, secret_path)
+    """The command line that runs a node with this configuration: every node flag, its value read from
+    the NodeConfig field of the same name (so parse_args gives the config back). An unset value (None,
+    "", ()) and a switch that is off are left out."""
+    argv = [sys.executable, "-m", "kvnode", "node"]
+    for flag in _NODE:
+        value = getattr(config, flag.dest)
+        if flag.parse is None:
+            argv += [flag.name] if value else []
+        elif value not in (None, "", ()):
+            argv += [flag.name, ",".join(value) if isinstance(value, tuple) else str(value)]
+    return argv

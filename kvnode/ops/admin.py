@@ -23,8 +23,8 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kvnode.argtypes import http_url
-from kvnode.cli import _OneLineParser
+from kvnode.ops.argtypes import http_url
+from kvnode.ops.flags import OneLineParser
 from kvnode.placement import Placement
 
 __all__ = ["main"]
@@ -46,9 +46,7 @@ def main(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
 
 
 def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
-    parser = _OneLineParser(
-        prog="python -m kvnode admin", description="A running node's view of its cluster."
-    )
+    parser = OneLineParser(prog="python -m kvnode admin", description="A running node's view of its cluster.")
     default_url = env.get("KVNODE_URL", "http://127.0.0.1:8080")
     parser.add_argument(
         "--url",
@@ -59,7 +57,7 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     json_help = "print JSON for scripts instead of a table"
     parser.add_argument("--json", action="store_true", help=json_help)
     # --json after the command too; SUPPRESS keeps a subcommand from resetting one given before it.
-    after = _OneLineParser(add_help=False)
+    after = OneLineParser(add_help=False)
     after.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=json_help)
     commands = parser.add_subparsers(dest="command", required=True, metavar="{status,ring,locate,hints}")
     commands.add_parser("status", parents=[after], help="each member, and whether this node reaches it")

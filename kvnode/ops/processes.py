@@ -1,13 +1,9 @@
-"""Local server processes, by PID: kvnode nodes (and the load tools' helper servers) started, waited for
-and stopped together; and the ``cluster`` command, which runs a local cluster.
+"""Local server processes, by PID: a kvnode node (or one of the load tools' helper servers) started,
+waited for until it serves, and stopped with SIGTERM, then SIGKILL.
 
-Everything that starts a node uses this module: the ``cluster`` command, the test harness, the load
-tester's scenarios and benchmark, and the profiler.
-
->>> configs = config.cluster_configs(NodeConfig(data_dir=tmp), free_ports(3))  # doctest: +SKIP
->>> nodes = LocalCluster(NodeProcess(config) for config in configs)            # doctest: +SKIP
->>> nodes.start()  # each node serves as itself, or all stopped + NodeStartError  # doctest: +SKIP
->>> nodes.stop()   # SIGTERM, then SIGKILL after a deadline                     # doctest: +SKIP
+>>> node = NodeProcess(NodeConfig(port=free_ports(1)[0], data_dir=tmp))  # doctest: +SKIP
+>>> node.start()  # serves as itself, or stopped + NodeStartError          # doctest: +SKIP
+>>> node.stop()   # SIGTERM, then SIGKILL after a deadline                  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -24,24 +20,24 @@ import sys
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, Generic, TypeVar
+from typing import IO, TypeVar
 
-from kvnode.cli import node_argv, node_env, unknown_variables
-from kvnode.config import ClusterConfig, NodeConfig
+from kvnode.config import NodeConfig
+from kvnode.ops.flags import node_argv, node_env
 
 __all__ = [
-    "LocalCluster",
     "NodeProcess",
     "NodeStartError",
     "ServerProcess",
     "cpu_seconds",
     "die_with_parent",
     "free_ports",
-    "run_cluster",
     "start_on_free_ports",
+    "start_together",
     "stop_processes",
+    "stop_together",
 ]
 
 READY_TIMEOUT = 30.0  # seconds for a server to answer /v0/status
@@ -88,10 +84,11 @@ class NodeStartError(RuntimeError):
     """A server process did not come up. ``reason`` is one line: the process's own last line when it
     exited (a node says why it cannot start), else what was seen."""
 
-    def __init__(self, url: str, reason: str) -> None:
+    def __init__(self, url: str, reason: str, log_path: Path | None = None) -> None:
         super().__init__(f"{url}: {reason}")
         self.url = url
         self.reason = reason
+        self.log_path = log_path  # the server's output, if it went to a file
 
     @property
     def port_taken(self) -> bool:
@@ -211,14 +208,13 @@ class ServerProcess:
 
     def start(self, timeout: float = READY_TIMEOUT) -> None:
         """Start the process and wait until it serves; if it does not, stop it and raise NodeStartError."""
-        LocalCluster([self]).start(timeout)
+        start_together([self], timeout)
 
     def stop(self, timeout: float = STOP_TIMEOUT) -> int | None:
         """SIGTERM (after SIGCONT, should it be frozen), SIGKILL after ``timeout``; the exit status."""
         if self.process is None:
             return None
-        self.resume()
-        stop_processes([self.process], timeout)
+        stop_together([self], timeout)
         return self.process.returncode
 
     def kill(self) -> None:
@@ -284,7 +280,8 @@ class ServerProcess:
         """Why the exited process did not start: its own last line, or its exit status."""
         assert self.process is not None
         status = self.process.returncode
-        return NodeStartError(self.url, self.last_line() or f"kvnode: {self.url} exited with status {status}")
+        reason = self.last_line() or f"kvnode: {self.url} exited with status {status}"
+        return NodeStartError(self.url, reason, self.log_path)
 
 
 class NodeProcess(ServerProcess):
@@ -307,70 +304,48 @@ class NodeProcess(ServerProcess):
         self.config = config
 
 
-S = TypeVar("S", bound=ServerProcess)
+def start_together(
+    servers: Sequence[ServerProcess], timeout: float = READY_TIMEOUT, cancel: threading.Event | None = None
+) -> None:
+    """Start every server, then wait until each serves. If one exits first or the deadline passes, stop
+    them all and raise NodeStartError for the first found. Returns early once ``cancel`` is set (the
+    caller stops them)."""
+    try:
+        for server in servers:
+            server.spawn()
+        _wait_ready(servers, time.monotonic() + timeout, cancel or threading.Event())
+    except BaseException:
+        stop_together(servers)
+        raise
 
 
-class LocalCluster(Generic[S]):
-    """Server processes started and stopped together."""
+def _wait_ready(servers: Sequence[ServerProcess], deadline: float, cancel: threading.Event) -> None:
+    waiting = list(servers)
+    while not cancel.is_set():
+        # Every process, ready or not: a helper can answer for a moment and then die (a proxy whose
+        # port was taken lets the other owner of that port answer).
+        exited = next((server for server in servers if not server.running), None)
+        if exited is not None:
+            raise exited.exit_error()
+        waiting = [server for server in waiting if not server.serves()]
+        if not waiting:
+            for server in servers:
+                server.release_output()
+            return
+        if time.monotonic() > deadline:
+            late = waiting[0]
+            said = late.last_line()
+            last = f"; its last line: {said}" if said else ""
+            raise NodeStartError(late.url, f"kvnode: {late.url} did not serve in time{last}", late.log_path)
+        cancel.wait(_POLL_INTERVAL)
 
-    def __init__(self, nodes: Iterable[S] = ()) -> None:
-        self.nodes = list(nodes)
 
-    def __iter__(self) -> Iterator[S]:
-        return iter(self.nodes)
-
-    def __getitem__(self, index: int) -> S:
-        return self.nodes[index]
-
-    def __len__(self) -> int:
-        return len(self.nodes)
-
-    @property
-    def urls(self) -> list[str]:
-        return [node.url for node in self.nodes]
-
-    @property
-    def pids(self) -> list[int]:
-        return [node.pid for node in self.nodes]
-
-    def start(self, timeout: float = READY_TIMEOUT, cancel: threading.Event | None = None) -> None:
-        """Start every process, then wait until each serves. If one exits first or the deadline passes,
-        stop them all and raise NodeStartError for the first found. Returns early once ``cancel`` is set
-        (the caller stops the cluster)."""
-        try:
-            for node in self.nodes:
-                node.spawn()
-            self._wait_ready(time.monotonic() + timeout, cancel or threading.Event())
-        except BaseException:
-            self.stop()
-            raise
-
-    def _wait_ready(self, deadline: float, cancel: threading.Event) -> None:
-        waiting = list(self.nodes)
-        while not cancel.is_set():
-            # Every process, ready or not: a helper can answer for a moment and then die (a proxy whose
-            # port was taken lets the other owner of that port answer).
-            exited = next((node for node in self.nodes if not node.running), None)
-            if exited is not None:
-                raise exited.exit_error()
-            waiting = [node for node in waiting if not node.serves()]
-            if not waiting:
-                for node in self.nodes:
-                    node.release_output()
-                return
-            if time.monotonic() > deadline:
-                late = waiting[0]
-                said = late.last_line()
-                last = f"; its last line: {said}" if said else ""
-                raise NodeStartError(late.url, f"kvnode: {late.url} did not serve in time{last}")
-            cancel.wait(_POLL_INTERVAL)
-
-    def stop(self, timeout: float = STOP_TIMEOUT) -> None:
-        """SIGTERM every process still running (SIGCONT first if frozen), SIGKILL those left after
-        ``timeout``."""
-        for node in self.nodes:
-            node.resume()
-        stop_processes([node.process for node in self.nodes if node.process is not None], timeout)
+def stop_together(servers: Sequence[ServerProcess], timeout: float = STOP_TIMEOUT) -> None:
+    """SIGTERM every server still running (SIGCONT first if frozen), SIGKILL those left after
+    ``timeout``."""
+    for server in servers:
+        server.resume()
+    stop_processes([server.process for server in servers if server.process is not None], timeout)
 
 
 def stop_processes(processes: Sequence[subprocess.Popen[bytes]], timeout: float = STOP_TIMEOUT) -> None:
@@ -385,46 +360,3 @@ def stop_processes(processes: Sequence[subprocess.Popen[bytes]], timeout: float 
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-
-
-def run_cluster(config: ClusterConfig, secret_path: Path | None = None) -> int:
-    """The ``cluster`` command: start the nodes, report each one's URL and PID once every one serves as
-    itself, and stop them all on Ctrl-C or SIGTERM. A node that cannot start (its port taken, its data
-    dir locked or unusable) ends the command: the others are stopped, its one line is printed, and the
-    exit status is 2. Nothing is reported ready unless all of its own nodes are. ``secret_path``: where
-    the cluster secret it generated is kept, said once the cluster is ready."""
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
-    # main() has warned about them once; each node would warn again.
-    for name in unknown_variables(os.environ):
-        del os.environ[name]
-    nodes = LocalCluster(NodeProcess(node) for node in config.node_configs())
-    try:
-        try:
-            nodes.start(cancel=stop)
-        except NodeStartError as error:
-            print(error.reason, file=sys.stderr)
-            return 2
-        if stop.is_set():
-            return 0
-        print(f"kvnode cluster of {config.nodes} ready ({config.node.fanout} fan-out):", flush=True)
-        for node in nodes:
-            print(f"  {node.url}  pid {node.pid}", flush=True)
-        if secret_path is not None:
-            print(f"The cluster secret is in {secret_path} (nodes that join: --cluster-secret-file).")
-        print("Ctrl-C stops every node.", flush=True)
-        return _watch(nodes, stop)
-    finally:
-        nodes.stop()
-
-
-def _watch(nodes: LocalCluster[NodeProcess], stop: threading.Event) -> int:
-    """Until ``stop`` is set, say so when a node exits; 1 if every node has exited."""
-    running = list(nodes)
-    while running and not stop.wait(0.5):
-        for node in [node for node in running if not node.running]:
-            running.remove(node)
-            status = node.process.returncode if node.process is not None else None
-            print(f"kvnode: node {node.url} exited with status {status}", file=sys.stderr)
-    return 0 if running else 1
