@@ -11,30 +11,52 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, cast
+from typing import Protocol, cast
 
 from kvnode.replica import websocket
 from kvnode.replica.auth import CHALLENGE_PATH, ClusterAuth, server_proof_ok
 from kvnode.replica.errors import ReplicaError, ReplicaProtocolError, ReplicaUnavailable
 from kvnode.replica.websocket import HandshakeError, WebSocketError
 
-if TYPE_CHECKING:
-    from kvnode.replica.peer import PeerReplica
-
-__all__ = ["PEER_PATH", "ClientChannel"]
+__all__ = ["PEER_PATH", "ChannelListener", "ClientChannel"]
 
 PEER_PATH = "/v0/internal/replica"
 _MAX_HEAD = 16384  # bytes of an answer's headers (the challenge's or the upgrade's)
 _MAX_NONCE = 128  # bytes of a challenge's body
 
 
+class ChannelListener(Protocol):
+    """What a channel tells the one who owns it (the peer replica); each call names the channel, so a
+    listener can ignore one it has already given up."""
+
+    def heard_from(self, channel: ClientChannel) -> None:
+        """Bytes arrived: the peer is alive (replies and pongs alike)."""
+
+    def received(self, channel: ClientChannel, frame: bytes) -> None:
+        """A binary frame of replies arrived."""
+
+    def writable(self, channel: ClientChannel) -> None:
+        """The transport's write buffer drained below its low-water mark."""
+
+    def drop(self, channel: ClientChannel, error: ReplicaError, level: int = logging.WARNING) -> None:
+        """The channel failed or was closed: give it up with ``error``."""
+
+
 class ClientChannel(asyncio.Protocol):
-    """One connection to a peer: challenge and upgrade, then frames handed to the PeerReplica that owns it."""
+    """One connection to the peer at ``url``: challenge and upgrade, then frames handed to its listener."""
 
     transport: asyncio.Transport
 
-    def __init__(self, peer: PeerReplica, authority: str, auth: ClusterAuth | None, max_frame: int) -> None:
-        self._peer = peer
+    def __init__(
+        self,
+        listener: ChannelListener,
+        url: str,
+        authority: str,
+        auth: ClusterAuth | None,
+        max_frame: int,
+    ) -> None:
+        self._listener = listener
+        self._url = url
         self._authority = authority
         self._auth = auth
         self._max_frame = max_frame
@@ -67,7 +89,7 @@ class ClientChannel(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.paused = False
-        self._peer.writable(self)
+        self._listener.writable(self)
 
     def data_received(self, data: bytes) -> None:
         try:
@@ -77,21 +99,21 @@ class ClientChannel(asyncio.Protocol):
                     return
             messages = self._decoder.feed(data)
         except WebSocketError as error:
-            self._fail(ReplicaProtocolError(f"{self._peer.url}: {error}"))
+            self._fail(ReplicaProtocolError(f"{self._url}: {error}"))
             return
-        self._peer.heard_from(self)
+        self._listener.heard_from(self)
         for opcode, payload in messages:
             if opcode == websocket.OP_BINARY:
-                self._peer.received(self, payload)
+                self._listener.received(self, payload)
             elif opcode == websocket.OP_PING:
                 self.transport.write(websocket.encode_frame(websocket.OP_PONG, payload))
             elif opcode == websocket.OP_CLOSE:  # the peer is shutting down: expected, not a fault
-                self._peer.drop(
-                    self, ReplicaUnavailable(f"{self._peer.url} closed the replica channel"), logging.INFO
+                self._listener.drop(
+                    self, ReplicaUnavailable(f"{self._url} closed the replica channel"), logging.INFO
                 )
                 return
             elif opcode != websocket.OP_PONG:
-                self._fail(ReplicaProtocolError(f"{self._peer.url}: unexpected WebSocket opcode {opcode}"))
+                self._fail(ReplicaProtocolError(f"{self._url}: unexpected WebSocket opcode {opcode}"))
                 return
 
     def _handshake(self, data: bytes) -> bytes:
@@ -123,17 +145,17 @@ class ClientChannel(asyncio.Protocol):
             return b""  # the nonce has not all arrived
         nonce = rest[: int(length)].decode("latin-1").strip()
         self._head = b""
-        headers_out, self._server_proof = self._auth.upgrade_headers(self._peer.url, nonce)
+        headers_out, self._server_proof = self._auth.upgrade_headers(self._url, nonce)
         self._send_upgrade(headers_out)
         return b""
 
     def _fail(self, error: ReplicaError) -> None:
         if not self.upgraded.done():
             self.upgraded.set_exception(WebSocketError(str(error)))
-        self._peer.drop(self, error)
+        self._listener.drop(self, error)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        error = ReplicaUnavailable(f"{self._peer.url}: connection lost{f': {exc}' if exc else ''}")
+        error = ReplicaUnavailable(f"{self._url}: connection lost{f': {exc}' if exc else ''}")
         if not self.upgraded.done():
             self.upgraded.set_exception(WebSocketError(str(error)))
-        self._peer.drop(self, error)
+        self._listener.drop(self, error)

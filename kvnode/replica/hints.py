@@ -20,15 +20,14 @@ import logging
 import struct
 import time
 from collections.abc import Callable, Iterable
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import plyvel
 
 from kvnode.records import Record, decode, encode
 from kvnode.replica.errors import ReplicaError, ReplicaSkewRefused
-from kvnode.replica.peer import PeerReplica
 
-__all__ = ["Hint", "HintDelivery", "HintStore"]
+__all__ = ["Hint", "HintDelivery", "HintStore", "HintTarget"]
 
 log = logging.getLogger(__name__)
 
@@ -139,10 +138,25 @@ def _hint_key(target: str, seq: int) -> bytes:
     return target.encode() + b"\x00" + _SEQ.pack(seq)
 
 
+class HintTarget(Protocol):
+    """What hint delivery uses of a peer (kvnode.replica.peer.PeerReplica)."""
+
+    url: str
+    became_connected: asyncio.Event
+
+    @property
+    def connected(self) -> bool: ...
+
+    def probe(self) -> None:
+        """Start a connect attempt unless connected or one is under way."""
+
+    def deliver_hint(self, key: bytes, record: Record) -> asyncio.Future[int | None]: ...
+
+
 class HintDelivery:
     """Delivers one peer's hints in order, ``rate`` hints a second at most, whenever it is reachable."""
 
-    def __init__(self, store: HintStore, peer: PeerReplica, rate: float) -> None:
+    def __init__(self, store: HintStore, peer: HintTarget, rate: float) -> None:
         self._store = store
         self._peer = peer
         self._rate = rate

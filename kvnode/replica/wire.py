@@ -37,6 +37,7 @@ __all__ = [
     "ReplicaReply",
     "Status",
     "WireError",
+    "call_size",
     "decode_calls",
     "decode_replies",
     "decode_timestamp",
@@ -123,6 +124,15 @@ class ReplicaReply(NamedTuple):
 def encode_call(call_id: int, op: Op, key: bytes, record: bytes = b"") -> bytes:
     body_len = _CALL.size - 4 + len(key) + len(record)
     return _CALL.pack(body_len, call_id, op, len(key)) + key + record
+
+
+def call_size(key: bytes, record: bytes = b"") -> int:
+    """The bytes ``encode_call`` makes of a call, known before its id is.
+
+    >>> call_size(b"k", b"rec") == len(encode_call(7, Op.WRITE, b"k", b"rec"))
+    True
+    """
+    return _CALL.size + len(key) + len(record)
 
 
 def encode_reply(call_id: int, status: Status, payload: bytes = b"") -> bytes:
