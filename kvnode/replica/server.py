@@ -44,7 +44,7 @@ def answer_challenge(gate: PeerGate) -> web.Response:
     return web.Response(text=gate.auth.issue_nonce())
 
 
-def answer_calls(storage: Storage, clock: HybridClock, calls: list[wire.ReplicaCall]) -> list[bytes]:
+def answer_calls(storage: Storage, clock: HybridClock, calls: list[wire.CallRequest]) -> list[bytes]:
     """The replies to one frame's calls, in order, once their writes are stored: together, in one
     LevelDB write. If that write fails, every call of the frame is answered FAILED."""
     batch = storage.batch()
@@ -57,7 +57,7 @@ def answer_calls(storage: Storage, clock: HybridClock, calls: list[wire.ReplicaC
     return replies
 
 
-def answer_call(storage: Storage | WriteBatch, clock: HybridClock, call: wire.ReplicaCall) -> bytes:
+def answer_call(storage: Storage | WriteBatch, clock: HybridClock, call: wire.CallRequest) -> bytes:
     """Run one peer call against local storage (or a batch of its writes) and encode the reply."""
     try:
         if call.op is wire.Op.READ:
@@ -118,7 +118,7 @@ async def serve_peer(
 
 
 async def _reply(
-    ws: web.WebSocketResponse, storage: Storage, clock: HybridClock, calls: list[wire.ReplicaCall]
+    ws: web.WebSocketResponse, storage: Storage, clock: HybridClock, calls: list[wire.CallRequest]
 ) -> None:
     frame: list[bytes] = []
     size = 0

@@ -31,9 +31,9 @@ __all__ = [
     "LARGE_CALL",
     "MAX_CALLS_PER_FRAME",
     "MAX_KEY_BYTES",
+    "CallRequest",
     "Limits",
     "Op",
-    "ReplicaCall",
     "ReplicaReply",
     "Status",
     "WireError",
@@ -108,7 +108,9 @@ _OPS = {int(op): op for op in Op}
 _STATUSES = {int(status): status for status in Status}
 
 
-class ReplicaCall(NamedTuple):
+class CallRequest(NamedTuple):
+    """One call a peer asks this node to run, as decoded from a frame."""
+
     call_id: int
     op: Op
     key: bytes
@@ -149,7 +151,7 @@ def decode_timestamp(payload: bytes) -> int:
     return int(_TIMESTAMP.unpack(payload)[0])
 
 
-def decode_calls(frame: bytes, limits: Limits | None = None) -> list[ReplicaCall]:
+def decode_calls(frame: bytes, limits: Limits | None = None) -> list[CallRequest]:
     """The calls in a frame; with ``limits``, a frame breaking them raises WireError."""
     spans = _messages(frame, _CALL.size)
     if limits is not None and len(spans) > limits.max_calls:
@@ -168,7 +170,7 @@ def decode_calls(frame: bytes, limits: Limits | None = None) -> list[ReplicaCall
         kind = _OPS.get(op)
         if kind is None:
             raise WireError(f"unknown op {op}")
-        calls.append(ReplicaCall(call_id, kind, frame[start + _CALL.size : key_end], frame[key_end:end]))
+        calls.append(CallRequest(call_id, kind, frame[start + _CALL.size : key_end], frame[key_end:end]))
     return calls
 
 
