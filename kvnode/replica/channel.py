@@ -14,15 +14,25 @@ import logging
 from typing import Protocol, cast
 
 from kvnode.replica import websocket
-from kvnode.replica.auth import CHALLENGE_PATH, ClusterAuth, server_proof_ok
+from kvnode.replica.auth import CHALLENGE_PATH, SECRET_ADVICE, ClusterAuth, server_proof_ok
 from kvnode.replica.errors import ReplicaError, ReplicaProtocolError, ReplicaUnavailable
 from kvnode.replica.websocket import HandshakeError, WebSocketError
 
-__all__ = ["PEER_PATH", "ChannelListener", "ClientChannel"]
+__all__ = ["PEER_PATH", "ChannelListener", "ClientChannel", "HandshakeRefused"]
 
 PEER_PATH = "/v0/internal/replica"
 _MAX_HEAD = 16384  # bytes of an answer's headers (the challenge's or the upgrade's)
 _MAX_NONCE = 128  # bytes of a challenge's body
+_MAX_REASON = 300  # characters of a refusal's body quoted in the error
+
+
+class HandshakeRefused(HandshakeError):
+    """The peer refused this node's handshake, or failed to prove itself; ``cause`` says what it was
+    about: "secret" (one side lacks it, or they differ), "membership", or "handshake" (anything else)."""
+
+    def __init__(self, message: str, cause: str) -> None:
+        super().__init__(message)
+        self.cause = cause
 
 
 class ChannelListener(Protocol):
@@ -99,7 +109,7 @@ class ClientChannel(asyncio.Protocol):
                     return
             messages = self._decoder.feed(data)
         except WebSocketError as error:
-            self._fail(ReplicaProtocolError(f"{self._url}: {error}"))
+            self._fail(ReplicaProtocolError(f"{self._url}: {error}"), error)
             return
         self._listener.heard_from(self)
         for opcode, payload in messages:
@@ -127,9 +137,16 @@ class ClientChannel(asyncio.Protocol):
             return b""
         if self._auth is not None and not self._accept:
             return self._answer_challenge(head, rest)
+        status_line, _ = websocket.parse_head(head)
+        if status_line.split(" ", 2)[1:2] == ["403"]:
+            raise self._upgrade_refused(status_line, rest)
         headers = websocket.check_handshake(head, self._accept)
         if self._auth is not None and not server_proof_ok(headers, self._server_proof):
-            raise HandshakeError("the peer did not prove it holds this cluster's secret")
+            raise HandshakeRefused(
+                f"{self._url} did not prove it holds this node's cluster secret: it holds a different one; "
+                + SECRET_ADVICE,
+                "secret",
+            )
         self._decoder = websocket.FrameDecoder(self._max_frame)
         if not self.upgraded.done():
             self.upgraded.set_result(None)
@@ -139,6 +156,12 @@ class ClientChannel(asyncio.Protocol):
         assert self._auth is not None
         status_line, headers = websocket.parse_head(head)
         length = headers.get("content-length", "")
+        if status_line.split(" ", 2)[1:2] == ["404"]:
+            raise HandshakeRefused(
+                f"challenge refused ({status_line[:40]!r}): {self._url} runs without a cluster secret, and "
+                f"this node has one; {SECRET_ADVICE}",
+                "secret",
+            )
         if status_line.split(" ", 2)[1:2] != ["200"] or not length.isdigit() or int(length) > _MAX_NONCE:
             raise HandshakeError(f"challenge refused: {status_line[:80]!r}")
         if len(rest) < int(length):
@@ -149,9 +172,20 @@ class ClientChannel(asyncio.Protocol):
         self._send_upgrade(headers_out)
         return b""
 
-    def _fail(self, error: ReplicaError) -> None:
+    def _upgrade_refused(self, status_line: str, body: bytes) -> HandshakeRefused:
+        """Why the peer answered the upgrade 403: its body's reason, and which side lacks the secret."""
+        reason = " ".join(body.decode("utf-8", "replace").split())[:_MAX_REASON] or "no reason given"
+        refused = f"upgrade refused ({status_line[:40]!r})"
+        if self._auth is None:
+            message = f"{self._url} requires a cluster secret, and this node has none; {SECRET_ADVICE}"
+            return HandshakeRefused(f"{refused}: {message} ({reason})", "secret")
+        cause = "secret" if "secret" in reason else "membership" if "member" in reason else "handshake"
+        return HandshakeRefused(f"{refused}: {self._url} says: {reason}", cause)
+
+    def _fail(self, error: ReplicaError, raised: WebSocketError | None = None) -> None:
+        """Give the channel up; before the upgrade, ``raised`` (or ``error``) is the attempt's failure."""
         if not self.upgraded.done():
-            self.upgraded.set_exception(WebSocketError(str(error)))
+            self.upgraded.set_exception(raised or WebSocketError(str(error)))
         self._listener.drop(self, error)
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -27,7 +27,7 @@ from kvnode.metrics import CallMeter, RecentLatency
 from kvnode.records import CorruptRecord, Record, decode, encode
 from kvnode.replica import wire
 from kvnode.replica.auth import ClusterAuth, RateLimitedLog
-from kvnode.replica.channel import ClientChannel
+from kvnode.replica.channel import ClientChannel, HandshakeRefused
 from kvnode.replica.errors import (
     ReplicaError,
     ReplicaProtocolError,
@@ -38,7 +38,7 @@ from kvnode.replica.errors import (
 from kvnode.replica.inflight import CallsInFlight
 from kvnode.replica.outbox import Outbox
 from kvnode.replica.peer_state import AttemptFailure, PeerLife, PeerState
-from kvnode.replica.websocket import WebSocketError
+from kvnode.replica.websocket import HandshakeError, WebSocketError
 
 __all__ = ["MAX_CALLS_IN_FLIGHT", "PeerReplica"]
 
@@ -198,9 +198,13 @@ class PeerReplica:
             # the upgrade, so abort the half-open connection.
             self._attempt_failed(channel, AttemptFailure.NO_ANSWER, "no answer")
             return
-        except WebSocketError as error:
+        except HandshakeError as error:
             self._refusals.warning("replica channel to %s refused: %s", self.url, error)
-            self._attempt_failed(channel, AttemptFailure.DENIED, str(error))
+            cause = error.cause if isinstance(error, HandshakeRefused) else "handshake"
+            self._attempt_failed(channel, AttemptFailure.DENIED, str(error), refusal=cause)
+            return
+        except WebSocketError as error:  # the connection broke before the upgrade was answered
+            self._attempt_failed(channel, AttemptFailure.UNREACHABLE, str(error))
             return
         except OSError as error:
             self._attempt_failed(channel, AttemptFailure.UNREACHABLE, str(error) or type(error).__name__)
@@ -221,12 +225,14 @@ class PeerReplica:
         self._outbox.attach(channel)
         log.info("replica channel to %s connected", self.url)
 
-    def _attempt_failed(self, channel: ClientChannel | None, failure: AttemptFailure, reason: str) -> None:
+    def _attempt_failed(
+        self, channel: ClientChannel | None, failure: AttemptFailure, reason: str, *, refusal: str = ""
+    ) -> None:
         if channel is not None:
             channel.transport.abort()
         if failure is AttemptFailure.NO_ANSWER and self._life.state is not PeerState.SUSPECT:
             log.warning("replica %s is suspect: no answer within %gs", self.url, self._timeout)
-        self._life.attempt_failed(failure, now=self._loop.time())
+        self._life.attempt_failed(failure, now=self._loop.time(), refusal=refusal)
         self._disconnect(ReplicaUnavailable(f"{self.url} is unreachable: {reason}"))
 
     def _beat(self) -> None:

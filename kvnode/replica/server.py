@@ -20,7 +20,7 @@ from aiohttp import WSMsgType, web
 from kvnode.clock import HybridClock
 from kvnode.records import CorruptRecord, decode
 from kvnode.replica import wire
-from kvnode.replica.auth import PROOF_HEADER, AuthError, ClusterAuth, RateLimitedLog
+from kvnode.replica.auth import PROOF_HEADER, SECRET_ADVICE, AuthError, ClusterAuth, RateLimitedLog
 from kvnode.storage import Storage, StorageError, WriteBatch
 
 __all__ = ["PeerGate", "answer_call", "answer_calls", "answer_challenge", "serve_peer"]
@@ -40,6 +40,11 @@ class PeerGate:
 def answer_challenge(gate: PeerGate) -> web.Response:
     """A fresh nonce for a peer about to open a replica channel."""
     if gate.auth is None:
+        gate.refusals.warning(
+            "refused a replica channel challenge: this node runs without a cluster secret, and the peer "
+            "asking has one; %s",
+            SECRET_ADVICE,
+        )
         return web.Response(status=404, text="this node runs without a cluster secret\n")
     return web.Response(text=gate.auth.issue_nonce())
 
