@@ -90,7 +90,8 @@ async def parallel(calls: Sequence[CallStarter[Any, T]], quorum: Quorum) -> list
     goes on reaching more replicas) and their outcomes are consumed.
 
     This is ``asyncio.as_completed`` with the verdict taken inside the completion callbacks: the same
-    behaviour without as_completed's queue and per-call coroutines, which cost ~25 µs a request here.
+    behaviour without as_completed's queue and per-call coroutines, which are the costly part of it on
+    the request path (docs/replica-channel.md).
     """
     running = [call() for call in calls]
     # The loop from a call's future: asyncio.get_running_loop() makes a getpid() system call on Python 3.11.

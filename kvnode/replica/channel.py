@@ -1,10 +1,11 @@
 """The client end of one replica channel: an ``asyncio.Protocol`` that upgrades a TCP connection to a
-WebSocket and parses frames inside ``data_received``. Parsing there costs a few µs a call, where aiohttp's
-client WebSocket spent ~50 µs a call in tasks and queues on this machine (measured).
+WebSocket and parses frames inside ``data_received``, with no task or queue per call, which aiohttp's client
+WebSocket needs (docs/replica-channel.md).
 
 With a cluster secret, the connection first asks for a challenge and proves itself in the upgrade
 request, and the server's 101 must prove itself in turn (kvnode.replica.auth). The transport's write
-buffer is respected: while it is over its high-water mark the PeerReplica keeps calls in its outbox.
+buffer is respected: while it is over its high-water mark the calls wait in the outbox
+(kvnode.replica.outbox).
 """
 
 from __future__ import annotations

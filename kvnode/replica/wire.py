@@ -52,8 +52,8 @@ _TIMESTAMP = struct.Struct(">Q")
 _RECORD_HEADER = len(encode(Record.delete(0)))
 
 MAX_KEY_BYTES = 8192  # aiohttp refuses request lines over 8190 bytes, so no client key is longer
-# Calls one frame may carry: a frame is answered in one go on the event loop (~10 µs a call), so this
-# bounds how long one frame can hold the loop.
+# Calls one frame may carry: a frame is answered in one go on the event loop, so this bounds how long one
+# frame can hold the loop (docs/replica-channel.md).
 MAX_CALLS_PER_FRAME = 1024
 FRAME_TARGET = 256 * 1024  # a sender closes a frame of small calls at about this many bytes
 LARGE_CALL = 64 * 1024  # a call larger than this travels in a frame of its own
