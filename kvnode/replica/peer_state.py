@@ -139,18 +139,18 @@ class PeerLife:
 
     def lost(self, *, now: float) -> None:
         """The connection ended (the peer closed it, or it broke): the next call connects again."""
-        if self.state is PeerState.CLOSED:
-            return
-        self._require_connected("lost")
-        self.state = PeerState.DOWN
-        self.failed(now)
+        self._leave_connected("lost", PeerState.DOWN, now)
 
     def silent(self, *, now: float) -> None:
         """The heartbeat found the connection silent for a whole timeout: the peer is suspect."""
+        self._leave_connected("silent", PeerState.SUSPECT, now)
+
+    def _leave_connected(self, event: str, state: PeerState, now: float) -> None:
         if self.state is PeerState.CLOSED:
             return
-        self._require_connected("silent")
-        self.state = PeerState.SUSPECT
+        if self.state is not PeerState.CONNECTED:
+            raise InvalidTransition(f"{event} while {self.state.value}, not connected")
+        self.state = state
         self.failed(now)
 
     def failed(self, now: float) -> None:
@@ -176,7 +176,3 @@ class PeerLife:
     def _require_attempt(self, event: str) -> None:
         if not self.attempting:
             raise InvalidTransition(f"{event} with no connect attempt under way (state {self.state.value})")
-
-    def _require_connected(self, event: str) -> None:
-        if self.state is not PeerState.CONNECTED:
-            raise InvalidTransition(f"{event} while {self.state.value}, not connected")
