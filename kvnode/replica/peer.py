@@ -40,7 +40,7 @@ from kvnode.replica.outbox import Outbox
 from kvnode.replica.peer_state import AttemptFailure, PeerLife, PeerState
 from kvnode.replica.websocket import HandshakeError, WebSocketError
 
-__all__ = ["MAX_CALLS_IN_FLIGHT", "PeerReplica"]
+__all__ = ["PeerReplica"]
 
 log = logging.getLogger(__name__)
 
