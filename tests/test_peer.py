@@ -67,14 +67,14 @@ def test_a_stopped_peer_is_down_since_it_stopped_not_since_the_last_attempt(
     cluster = start_cluster(3)
     asked, stopped = cluster[0], cluster[2]
     assert asked.put("warm", b"v", ack=3).status == 201
+    stopped_at = time.monotonic()  # before: the channel may close while stop() waits for the exit
     stopped.stop()
-    stopped_at = time.monotonic()
     wait_for(lambda: peer_state(asked, stopped) == "down", "the stopped peer shown down")
     time.sleep(1.5)  # the time being measured, not synchronisation
     assert asked.put("while-down", b"v").status == 201  # its attempt to connect fails again
     view = member_view(asked, stopped)  # probes it once more
     assert view["state"] == "down" and not view["reachable"]
-    assert 1.5 <= view["down_for_s"] <= time.monotonic() - stopped_at + 0.5, view
+    assert 1.5 <= view["down_for_s"] <= time.monotonic() - stopped_at, view
     stopped.start()
     wait_for(lambda: member_view(asked, stopped)["state"] == "connected", "the peer back")
     assert member_view(asked, stopped)["down_for_s"] == 0
@@ -100,6 +100,7 @@ def test_a_member_started_without_the_secret_is_refused_and_both_ends_say_why(
     cluster = start_cluster(3, cluster_secret=SECRET)
     member = cluster[0]
     assert member.put("warm", b"v", ack=3).status == 201
+    started = time.monotonic()
     lacking = start_without_the_secret(cluster[2], tmp_path)
     try:
         # The member asks it for a challenge (it has none to give); it asks the member without credentials.
@@ -114,8 +115,9 @@ def test_a_member_started_without_the_secret_is_refused_and_both_ends_say_why(
         assert "refused a replica channel challenge: this node runs without a cluster secret" in lacking_log
         wait_for(lambda: peer_state(member, lacking) == "refused", "the member to show it refused")
         wait_for(lambda: peer_state(lacking, member) == "refused", "it to show the member refused")
-        # Rate-limited: one line per few seconds, however many attempts.
-        assert member_log.count(f"replica channel to {lacking.url} refused") <= 3
+        # Rate-limited: a line per 5 s at most (the first at once), however many attempts were refused.
+        lines = member.log_path.read_text().count(f"replica channel to {lacking.url} refused")
+        assert lines <= 1 + (time.monotonic() - started) / 5, lines
     finally:
         lacking.stop()
 
