@@ -12,13 +12,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import Generic, Protocol, TypeVar
+from typing import TypeVar
 
 from kvnode.clock import HybridClock
-from kvnode.fanout import Fanout
+from kvnode.fanout import CallStarter, Fanout, Patient
 from kvnode.placement import Placement
 from kvnode.quorum import Quorum
 from kvnode.read_repair import ReadRound
@@ -30,7 +30,6 @@ from kvnode.replica.hints import HintStore
 __all__ = ["Coordinator", "CoordinatorStats", "nearest_first"]
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 _SKEW_LOG_EVERY_S = 10.0
 # A remote replica is slow when its recent p99 is over twice the fastest remote's, plus a millisecond so
@@ -46,6 +45,19 @@ class CoordinatorStats:
     read_repairs: int = 0  # repair writes sent to stale replicas
     skew_refusals: int = 0  # replica writes refused because this node's clock runs too far ahead
     last_skew_log: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class _DispatchHint:
+    """What became of the hint for one replica's write when it was sent: ``asked`` when the replica was
+    not connected then (so a later failure keeps no second hint), and the kept hint's sequence number
+    (None when the store did not keep it: window or cap), to remove if the write succeeds after all."""
+
+    asked: bool
+    kept_seq: int | None
+
+
+_NOT_HINTED = _DispatchHint(asked=False, kept_seq=None)
 
 
 class Coordinator:
@@ -77,7 +89,7 @@ class Coordinator:
         if self._fanout.nearest_first:
             replicas = nearest_first(replicas, self._local)
         try:
-            answers = await self._fanout.read([_Call(read.ask, r) for r in replicas], quorum)
+            answers = await self._fanout.read([CallStarter(read.ask, r) for r in replicas], quorum)
         finally:
             read.close()
         return newest(answers)
@@ -95,7 +107,7 @@ class Coordinator:
         if held is None:
             return
         # A replica holds a newer version than this write: move past it and write again, once, to all
-        # `from` replicas (contract, "Time, versions and convergence"). That second write's answers decide;
+        # `from` replicas. That second write's answers decide;
         # a replica still holding a newer version then lost to a concurrent write, which LWW allows.
         self._clock.observe(held)
         self.stats.rewrites += 1
@@ -105,14 +117,15 @@ class Coordinator:
         self, replicas: list[Replica], key: bytes, record: Record, quorum: Quorum
     ) -> list[int | None]:
         send = partial(self._send_write, key=key, record=record)
-        return await self._fanout.write([_Call(send, r) for r in replicas], quorum)
+        return await self._fanout.write([CallStarter(send, r) for r in replicas], quorum)
 
     def _send_write(self, replica: Replica, *, key: bytes, record: Record) -> asyncio.Future[int | None]:
         """Start one replica's write. A replica not connected now gets its hint before the client is
         answered (so it survives a crash of this node); one that fails later is hinted then."""
-        hint = None  # None: no hint asked for; 0: asked for but not kept; else its sequence number
+        hint = _NOT_HINTED
         if not replica.connected:
-            hint = self._hints.add(replica.url, key, record, down_for=replica.down_for())
+            seq = self._hints.add(replica.url, key, record, down_for=replica.down_for())
+            hint = _DispatchHint(asked=True, kept_seq=seq or None)  # HintStore.add: 0 = not kept
         future = replica.write(key, record)
         future.add_done_callback(partial(self._write_done, replica, key, record, hint))
         return future
@@ -122,21 +135,21 @@ class Coordinator:
         replica: Replica,
         key: bytes,
         record: Record,
-        hint: int | None,
+        hint: _DispatchHint,
         future: asyncio.Future[int | None],
     ) -> None:
         if future.cancelled():
             return
         error = future.exception()
         if error is None:
-            if hint:  # delivered after all
-                self._hints.remove(replica.url, (hint,))
+            if hint.kept_seq is not None:  # delivered after all
+                self._hints.remove(replica.url, (hint.kept_seq,))
             held = future.result()
             if held is not None:
                 self._clock.observe(held)
         elif isinstance(error, ReplicaSkewRefused):
             self._skew_refused(replica, error)
-        elif hint is None and isinstance(error, HINTED_FAILURES):
+        elif not hint.asked and isinstance(error, HINTED_FAILURES):
             self._hints.add(replica.url, key, record, down_for=replica.down_for())
 
     def _skew_refused(self, replica: Replica, error: ReplicaSkewRefused) -> None:
@@ -158,11 +171,7 @@ class Coordinator:
         return [self._replicas[url] for url in self.placement.replicas_for(key, quorum.replicas)]
 
 
-class _Timed(Protocol):
-    def speculative_delay(self) -> float: ...
-
-
-R = TypeVar("R", bound=_Timed)
+R = TypeVar("R", bound=Patient)
 
 
 def nearest_first(replicas: list[R], local: R) -> list[R]:
@@ -179,21 +188,3 @@ def nearest_first(replicas: list[R], local: R) -> list[R]:
     ordered += [replica for delay, replica in remote if delay <= slow_above]
     ordered += [replica for delay, replica in remote if delay > slow_above]
     return ordered
-
-
-class _Call(Generic[T]):
-    """One replica call for a fan-out strategy: starts it, and knows the replica's patience. ``start``
-    takes the replica, so one function serves a whole fan-out (no partial per call)."""
-
-    __slots__ = ("_replica", "_start")
-
-    def __init__(self, start: Callable[[Replica], asyncio.Future[T]], replica: Replica) -> None:
-        self._start = start
-        self._replica = replica
-
-    def __call__(self) -> asyncio.Future[T]:
-        return self._start(self._replica)
-
-    @property
-    def patience(self) -> float:
-        return self._replica.speculative_delay()

@@ -25,11 +25,12 @@ from prometheus_client.registry import Collector
 
 from kvnode.admission import Handler
 from kvnode.metrics import LATENCY_BUCKETS_S, CallMeter, FixedBuckets
+from kvnode.replica.peer_state import PeerState
 from kvnode.snapshot import NodeSnapshot
 
 __all__ = ["PEER_STATES", "MeteredReplica", "NodeMetrics"]
 
-PEER_STATES = ("connected", "connecting", "suspect", "idle")
+PEER_STATES = tuple(state.value for state in PeerState)
 _BOUNDS = [repr(bound) for bound in LATENCY_BUCKETS_S] + ["+Inf"]  # the le label values
 
 

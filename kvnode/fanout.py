@@ -1,16 +1,16 @@
 """Fan-out strategies: how a coordinator asks a key's replicas, side by side behind one signature.
 
-Each takes the replica calls in order (each a function that starts one call) and the quorum, and
+Each takes the replica calls in order (each a :class:`CallStarter`, which starts one call) and the quorum, and
 returns the answers of the first ``ack`` replicas that succeeded, or raises :class:`QuorumFailed` once
 ``ack`` is out of reach. They differ only in how many calls are in flight. A :class:`Fanout` (one per
 ``--fanout`` mode) pairs a strategy for reads with one for writes; every mode's write asks all ``from``
-replicas (contract), and only reads may stop early.
+replicas, and only reads may stop early.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Generic, Protocol, TypeVar
@@ -20,9 +20,10 @@ from kvnode.replica.errors import ReplicaError
 
 __all__ = [
     "FANOUTS",
+    "CallStarter",
     "Fanout",
+    "Patient",
     "QuorumFailed",
-    "ReplicaCall",
     "Strategy",
     "parallel",
     "sequential",
@@ -32,15 +33,33 @@ __all__ = [
 T = TypeVar("T")
 
 
-class ReplicaCall(Protocol[T]):
-    """Starts one replica call: the future ends in the answer or a ReplicaError (see kvnode.replica)."""
+class Patient(Protocol):
+    """A replica as a speculative read sees it: how long to wait for it before asking one more."""
 
-    def __call__(self) -> asyncio.Future[T]: ...
+    def speculative_delay(self) -> float: ...
+
+
+R = TypeVar("R", bound=Patient)
+
+
+class CallStarter(Generic[R, T]):
+    """Starts one replica call for a fan-out: the future ends in the answer or a ReplicaError (see
+    kvnode.replica), and knows the replica's patience. ``start`` takes the replica, so one function
+    serves a whole fan-out (no partial per call)."""
+
+    __slots__ = ("_replica", "_start")
+
+    def __init__(self, start: Callable[[R], asyncio.Future[T]], replica: R) -> None:
+        self._start = start
+        self._replica = replica
+
+    def __call__(self) -> asyncio.Future[T]:
+        return self._start(self._replica)
 
     @property
     def patience(self) -> float:
         """Seconds a speculative read waits for this call's answer before it asks one more replica."""
-        ...
+        return self._replica.speculative_delay()
 
 
 class QuorumFailed(Exception):
@@ -55,7 +74,7 @@ class QuorumFailed(Exception):
 
 
 class Strategy(Protocol):
-    async def __call__(self, calls: Sequence[ReplicaCall[Any]], quorum: Quorum) -> list[Any]: ...
+    async def __call__(self, calls: Sequence[CallStarter[Any, Any]], quorum: Quorum) -> list[Any]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,13 +84,14 @@ class Fanout:
     nearest_first: bool = False  # reads ask this node's own replica first, a slow one last (coordinator)
 
 
-async def parallel(calls: Sequence[ReplicaCall[T]], quorum: Quorum) -> list[T]:
+async def parallel(calls: Sequence[CallStarter[Any, T]], quorum: Quorum) -> list[T]:
     """async: start every call at once, take answers in completion order, return on the ack-th success
     and fail on the failure that puts ack out of reach. Calls still running are left to finish (a write
     goes on reaching more replicas) and their outcomes are consumed.
 
     This is ``asyncio.as_completed`` with the verdict taken inside the completion callbacks: the same
-    behaviour without as_completed's queue and per-call coroutines, which cost ~25 µs a request here.
+    behaviour without as_completed's queue and per-call coroutines, which are the costly part of it on
+    the request path (docs/replica-channel.md).
     """
     running = [call() for call in calls]
     # The loop from a call's future: asyncio.get_running_loop() makes a getpid() system call on Python 3.11.
@@ -85,7 +105,9 @@ async def parallel(calls: Sequence[ReplicaCall[T]], quorum: Quorum) -> list[T]:
     return await verdict.future
 
 
-async def sequential(calls: Sequence[ReplicaCall[T]], quorum: Quorum, *, ask_all: bool = False) -> list[T]:
+async def sequential(
+    calls: Sequence[CallStarter[Any, T]], quorum: Quorum, *, ask_all: bool = False
+) -> list[T]:
     """sync: one replica after another, each awaited before the next is asked. The baseline. A read
     stops at the ack-th success; with ``ask_all`` (writes) every replica is asked, then the verdict."""
     tally = QuorumTally(quorum)
@@ -105,7 +127,7 @@ async def sequential(calls: Sequence[ReplicaCall[T]], quorum: Quorum, *, ask_all
     raise QuorumFailed(tally, errors)
 
 
-async def speculative(calls: Sequence[ReplicaCall[T]], quorum: Quorum) -> list[T]:
+async def speculative(calls: Sequence[CallStarter[Any, T]], quorum: Quorum) -> list[T]:
     """speculative (reads): ask the first ``ack`` replicas; each one that fails, or has not answered
     within its patience (a per-peer latency percentile, see PeerReplica.speculative_delay), brings in
     the next replica, once. Otherwise as ``parallel``: the ack-th success answers, and the failure that

@@ -84,6 +84,7 @@ def cluster_view(url: str, members: Sequence[str], snapshot: NodeSnapshot) -> di
                     "state": peer.state,
                     "reachable": peer.state == "connected",
                     "down_for_s": round(peer.down_for_s, 3),
+                    "refusal": peer.refusal,
                 }
             )
     hints = snapshot.hints

@@ -58,7 +58,9 @@ class NodeParts:
         """What the node's counters say now: the one source of /v0/stats, /v0/cluster and /metrics."""
         hints, stats, clock, lag = self.hints, self.coordinator.stats, self.clock, self.loop_lag
         return NodeSnapshot(
-            peers=tuple(PeerFigures(peer.url, peer.state, peer.down_for()) for peer in self.peers),
+            peers=tuple(
+                PeerFigures(peer.url, peer.state, peer.down_for(), peer.refusal) for peer in self.peers
+            ),
             hints=HintFigures(
                 pending=hints.pending_by_target(),
                 kept=dict(hints.kept),

@@ -14,8 +14,9 @@ __all__ = ["HintFigures", "NodeSnapshot", "PeerFigures"]
 @dataclass(frozen=True, slots=True)
 class PeerFigures:
     url: str
-    state: str  # its replica channel's: connected, connecting, suspect or idle
+    state: str  # its replica channel's (kvnode.replica.peer_state.PeerState's values)
     down_for_s: float  # since it last failed with no answer since; 0 while it answers
+    refusal: str  # while refused: what the handshake was refused for ("secret", ...); else ""
 
 
 @dataclass(frozen=True, slots=True)

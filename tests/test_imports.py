@@ -8,8 +8,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("kvnode", "loadtest", "profiling", "tests")
-# The peer's reshaping (issue 16) removes this one; until it is merged, it is the only circle allowed.
-BEING_REMOVED = [["kvnode.replica.channel", "kvnode.replica.peer"]]
 
 
 def module_name(path: Path) -> str:
@@ -71,7 +69,7 @@ def test_no_import_circle_among_the_projects_modules() -> None:
     modules = project_modules()
     graph = {name: imports(path, modules) for name, path in modules.items()}
     assert len(graph) > 50, "the project's modules were not found"
-    assert [circle for circle in circles(graph) if circle not in BEING_REMOVED] == []
+    assert circles(graph) == []
 
 
 def test_the_server_never_imports_the_tooling_below_it() -> None:

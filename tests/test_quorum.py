@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from kvnode.fanout import FANOUTS, QuorumFailed, ReplicaCall, parallel, sequential, speculative
+from kvnode.fanout import FANOUTS, CallStarter, QuorumFailed, parallel, sequential, speculative
 from kvnode.quorum import BadQuorum, Quorum, QuorumTally
 from kvnode.replica.errors import ReplicaError, ReplicaTimeout, ReplicaUnavailable
 
@@ -127,19 +127,26 @@ def test_tally_impossible_once_from_minus_failures_is_below_ack(
 # Fan-out strategies, driven by hand
 
 
-class HandCall:
-    """One replica call: starts (creates) its future through ``start``; ``patience`` as the test sets."""
+class PatientReplica:
+    """A replica as a fan-out sees it: only its patience, which the test sets."""
 
-    def __init__(self, start: Callable[[], asyncio.Future[str]], patience: float = 3600.0) -> None:
-        self._start = start
+    def __init__(self, patience: float) -> None:
         self.patience = patience
 
-    def __call__(self) -> asyncio.Future[str]:
-        return self._start()
+    def speculative_delay(self) -> float:
+        return self.patience
+
+
+HandCall = CallStarter[PatientReplica, str]
+
+
+def hand_call(start: Callable[[], asyncio.Future[str]], patience: float = 3600.0) -> HandCall:
+    """One replica call: starts (creates) its future through ``start``."""
+    return CallStarter(lambda _: start(), PatientReplica(patience))
 
 
 def returning(future: asyncio.Future[str]) -> HandCall:
-    return HandCall(lambda: future)
+    return hand_call(lambda: future)
 
 
 class HandCalls:
@@ -150,7 +157,7 @@ class HandCalls:
         self.patience = patience
 
     @property
-    def calls(self) -> list[ReplicaCall[str]]:
+    def calls(self) -> list[HandCall]:
         return [self._starter(index) for index in range(len(self.futures))]
 
     @property
@@ -168,14 +175,14 @@ class HandCalls:
     def fail(self, index: int, error: ReplicaError | None = None) -> None:
         self.future(index).set_exception(error or ReplicaUnavailable(f"replica {index} is down"))
 
-    def _starter(self, index: int) -> ReplicaCall[str]:
+    def _starter(self, index: int) -> HandCall:
         def start() -> asyncio.Future[str]:
             assert self.futures[index] is None, f"call {index} started twice"
             future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
             self.futures[index] = future
             return future
 
-        return HandCall(start, self.patience)
+        return hand_call(start, self.patience)
 
 
 async def settle(rounds: int = 10) -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from kvnode.records import CorruptRecord, Record, check, decode, encode, newest
 from kvnode.replica import wire
-from kvnode.replica.wire import Op, ReplicaCall, ReplicaReply, Status, WireError
+from kvnode.replica.wire import CallRequest, Op, ReplicaReply, Status, WireError
 
 ALL_BYTES = bytes(range(256))
 MAX_U64 = 2**64 - 1
@@ -190,12 +190,12 @@ def test_garbage_decodes_or_raises_corrupt_record_only() -> None:
 
 
 CALLS = [
-    ReplicaCall(0, Op.READ, b"k", b""),
-    ReplicaCall(1, Op.WRITE, b"key", encode(Record.put(5, b"value"))),
-    ReplicaCall(MAX_U32, Op.WRITE, ALL_BYTES, encode(Record.put(6, ALL_BYTES))),
-    ReplicaCall(17, Op.READ, b"", b""),
-    ReplicaCall(18, Op.WRITE, b"\n\x00", encode(Record.delete(9))),
-    ReplicaCall(19, Op.WRITE, b"k" * 70_000, b"r" * 100_000),
+    CallRequest(0, Op.READ, b"k", b""),
+    CallRequest(1, Op.WRITE, b"key", encode(Record.put(5, b"value"))),
+    CallRequest(MAX_U32, Op.WRITE, ALL_BYTES, encode(Record.put(6, ALL_BYTES))),
+    CallRequest(17, Op.READ, b"", b""),
+    CallRequest(18, Op.WRITE, b"\n\x00", encode(Record.delete(9))),
+    CallRequest(19, Op.WRITE, b"k" * 70_000, b"r" * 100_000),
 ]
 REPLIES = [
     ReplicaReply(0, Status.FOUND, encode(Record.put(5, ALL_BYTES))),
@@ -208,7 +208,7 @@ REPLIES = [
 ]
 
 
-def _call_bytes(call: ReplicaCall) -> bytes:
+def _call_bytes(call: CallRequest) -> bytes:
     return wire.encode_call(call.call_id, call.op, call.key, call.record)
 
 
@@ -217,7 +217,7 @@ def _reply_bytes(reply: ReplicaReply) -> bytes:
 
 
 @pytest.mark.parametrize("call", CALLS, ids=lambda call: f"{call.op.name}-{call.call_id}")
-def test_wire_call_roundtrip(call: ReplicaCall) -> None:
+def test_wire_call_roundtrip(call: CallRequest) -> None:
     assert wire.decode_calls(_call_bytes(call)) == [call]
 
 
@@ -227,7 +227,7 @@ def test_wire_reply_roundtrip(reply: ReplicaReply) -> None:
 
 
 def test_wire_read_call_without_a_record_argument() -> None:
-    assert wire.decode_calls(wire.encode_call(3, Op.READ, b"k")) == [ReplicaCall(3, Op.READ, b"k", b"")]
+    assert wire.decode_calls(wire.encode_call(3, Op.READ, b"k")) == [CallRequest(3, Op.READ, b"k", b"")]
     assert wire.decode_replies(wire.encode_reply(3, Status.ABSENT)) == [ReplicaReply(3, Status.ABSENT, b"")]
 
 
@@ -280,7 +280,7 @@ def test_wire_truncated_reply_frames_raise_wire_error() -> None:
 
 
 def test_wire_malformed_messages_raise_wire_error() -> None:
-    good_call = _call_bytes(ReplicaCall(1, Op.WRITE, b"key", b"rec"))
+    good_call = _call_bytes(CallRequest(1, Op.WRITE, b"key", b"rec"))
     bad_frames = [
         struct.pack(">IIBI", 9, 1, 3, 0),  # unknown op
         struct.pack(">IIBI", 9, 1, 0, 0),  # op 0

@@ -133,7 +133,7 @@ def _render(command: str, view: dict[str, Any], report: dict[str, Any]) -> str:
         rows = [
             [
                 m["url"],
-                m["state"],
+                f"{m['state']}: {m['refusal']}" if m.get("refusal") else m["state"],
                 _yes(m["reachable"]),
                 _down_for(m),
                 "-" if m["self"] else str(m["hints_pending"]),

@@ -5,7 +5,10 @@ or in one of the :mod:`~kvnode.replica.errors`; nothing else reaches the coordin
 
     errors      the named ways a call fails
     local       this node's own storage as a replica
-    peer        another node, over one persistent multiplexed channel (its state machine and calls)
+    peer        another node, over one persistent multiplexed channel: connect attempts, heartbeat, answers
+    peer_state  the peer's connection state and its named transitions (pure)
+    inflight    the calls to one peer in flight: ids, deadlines, bounds
+    outbox      the calls to one peer waiting to be sent, and their framing
     channel     the client end of that channel: an asyncio.Protocol speaking WebSocket (websocket)
     server      the other end: its routes, its open channels, answering a peer's calls from local storage
     wire        the replica protocol's messages (pure)

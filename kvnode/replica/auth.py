@@ -34,6 +34,7 @@ __all__ = [
     "CHALLENGE_PATH",
     "MIN_SECRET_BYTES",
     "PROOF_HEADER",
+    "SECRET_ADVICE",
     "AuthError",
     "ClusterAuth",
     "RateLimitedLog",
@@ -52,6 +53,11 @@ SERVER_NONCE_HEADER = "X-Kvnode-Server-Nonce"
 PROOF_HEADER = "X-Kvnode-Proof"
 NONCE_TTL_S = 10.0
 MAX_NONCES = 4096  # challenges outstanding at once; the oldest is forgotten beyond
+# How to fix a handshake refused for the secret, said by both ends.
+SECRET_ADVICE = (
+    "give every node the same secret with --cluster-secret-file FILE or KVNODE_CLUSTER_SECRET "
+    "(a cluster started by `python -m kvnode` keeps its secret in DATA_DIR/cluster.secret)"
+)
 
 
 class AuthError(Exception):
@@ -134,7 +140,10 @@ class ClusterAuth:
         )
         proof = headers.get(PROOF_HEADER, "")
         if not (client and server and client_nonce and server_nonce and proof):
-            raise AuthError("no cluster credentials")
+            raise AuthError(
+                "no cluster credentials: the connecting node runs without a cluster secret, and this node "
+                f"has one; {SECRET_ADVICE}"
+            )
         if client not in self._members or client == self.own_url:
             raise AuthError(f"{client[:100]!r} is not another member of this cluster")
         if server != self.own_url:
@@ -144,7 +153,10 @@ class ClusterAuth:
             raise AuthError("unknown, used or expired challenge")
         args = (client, server, client_nonce, server_nonce)
         if not hmac.compare_digest(proof, self._proof("client", *args)):
-            raise AuthError("wrong proof: not this cluster's secret")
+            raise AuthError(
+                "wrong proof: the connecting node holds a different cluster secret than this node (or "
+                f"another member list); {SECRET_ADVICE}"
+            )
         return self._proof("server", *args)
 
 

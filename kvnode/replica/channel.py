@@ -1,40 +1,73 @@
 """The client end of one replica channel: an ``asyncio.Protocol`` that upgrades a TCP connection to a
-WebSocket and parses frames inside ``data_received``. Parsing there costs a few µs a call, where aiohttp's
-client WebSocket spent ~50 µs a call in tasks and queues on this machine (measured).
+WebSocket and parses frames inside ``data_received``, with no task or queue per call, which aiohttp's client
+WebSocket needs (docs/replica-channel.md).
 
 With a cluster secret, the connection first asks for a challenge and proves itself in the upgrade
 request, and the server's 101 must prove itself in turn (kvnode.replica.auth). The transport's write
-buffer is respected: while it is over its high-water mark the PeerReplica keeps calls in its outbox.
+buffer is respected: while it is over its high-water mark the calls wait in the outbox
+(kvnode.replica.outbox).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, cast
+from typing import Protocol, cast
 
 from kvnode.replica import websocket
-from kvnode.replica.auth import CHALLENGE_PATH, ClusterAuth, server_proof_ok
+from kvnode.replica.auth import CHALLENGE_PATH, SECRET_ADVICE, ClusterAuth, server_proof_ok
 from kvnode.replica.errors import ReplicaError, ReplicaProtocolError, ReplicaUnavailable
 from kvnode.replica.websocket import HandshakeError, WebSocketError
 
-if TYPE_CHECKING:
-    from kvnode.replica.peer import PeerReplica
-
-__all__ = ["PEER_PATH", "ClientChannel"]
+__all__ = ["PEER_PATH", "ChannelListener", "ClientChannel", "HandshakeRefused"]
 
 PEER_PATH = "/v0/internal/replica"
 _MAX_HEAD = 16384  # bytes of an answer's headers (the challenge's or the upgrade's)
 _MAX_NONCE = 128  # bytes of a challenge's body
+_MAX_REASON = 300  # characters of a refusal's body quoted in the error
+
+
+class HandshakeRefused(HandshakeError):
+    """The peer refused this node's handshake, or failed to prove itself; ``cause`` says what it was
+    about: "secret" (one side lacks it, or they differ), "membership", or "handshake" (anything else)."""
+
+    def __init__(self, message: str, cause: str) -> None:
+        super().__init__(message)
+        self.cause = cause
+
+
+class ChannelListener(Protocol):
+    """What a channel tells the one who owns it (the peer replica); each call names the channel, so a
+    listener can ignore one it has already given up."""
+
+    def heard_from(self, channel: ClientChannel) -> None:
+        """Bytes arrived: the peer is alive (replies and pongs alike)."""
+
+    def received(self, channel: ClientChannel, frame: bytes) -> None:
+        """A binary frame of replies arrived."""
+
+    def writable(self, channel: ClientChannel) -> None:
+        """The transport's write buffer drained below its low-water mark."""
+
+    def drop(self, channel: ClientChannel, error: ReplicaError, level: int = logging.WARNING) -> None:
+        """The channel failed or was closed: give it up with ``error``."""
 
 
 class ClientChannel(asyncio.Protocol):
-    """One connection to a peer: challenge and upgrade, then frames handed to the PeerReplica that owns it."""
+    """One connection to the peer at ``url``: challenge and upgrade, then frames handed to its listener."""
 
     transport: asyncio.Transport
 
-    def __init__(self, peer: PeerReplica, authority: str, auth: ClusterAuth | None, max_frame: int) -> None:
-        self._peer = peer
+    def __init__(
+        self,
+        listener: ChannelListener,
+        url: str,
+        authority: str,
+        auth: ClusterAuth | None,
+        max_frame: int,
+    ) -> None:
+        self._listener = listener
+        self._url = url
         self._authority = authority
         self._auth = auth
         self._max_frame = max_frame
@@ -67,7 +100,7 @@ class ClientChannel(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.paused = False
-        self._peer.writable(self)
+        self._listener.writable(self)
 
     def data_received(self, data: bytes) -> None:
         try:
@@ -77,21 +110,21 @@ class ClientChannel(asyncio.Protocol):
                     return
             messages = self._decoder.feed(data)
         except WebSocketError as error:
-            self._fail(ReplicaProtocolError(f"{self._peer.url}: {error}"))
+            self._fail(ReplicaProtocolError(f"{self._url}: {error}"), error)
             return
-        self._peer.heard_from(self)
+        self._listener.heard_from(self)
         for opcode, payload in messages:
             if opcode == websocket.OP_BINARY:
-                self._peer.received(self, payload)
+                self._listener.received(self, payload)
             elif opcode == websocket.OP_PING:
                 self.transport.write(websocket.encode_frame(websocket.OP_PONG, payload))
             elif opcode == websocket.OP_CLOSE:  # the peer is shutting down: expected, not a fault
-                self._peer.drop(
-                    self, ReplicaUnavailable(f"{self._peer.url} closed the replica channel"), logging.INFO
+                self._listener.drop(
+                    self, ReplicaUnavailable(f"{self._url} closed the replica channel"), logging.INFO
                 )
                 return
             elif opcode != websocket.OP_PONG:
-                self._fail(ReplicaProtocolError(f"{self._peer.url}: unexpected WebSocket opcode {opcode}"))
+                self._fail(ReplicaProtocolError(f"{self._url}: unexpected WebSocket opcode {opcode}"))
                 return
 
     def _handshake(self, data: bytes) -> bytes:
@@ -105,9 +138,16 @@ class ClientChannel(asyncio.Protocol):
             return b""
         if self._auth is not None and not self._accept:
             return self._answer_challenge(head, rest)
+        status_line, _ = websocket.parse_head(head)
+        if status_line.split(" ", 2)[1:2] == ["403"]:
+            raise self._upgrade_refused(status_line, rest)
         headers = websocket.check_handshake(head, self._accept)
         if self._auth is not None and not server_proof_ok(headers, self._server_proof):
-            raise HandshakeError("the peer did not prove it holds this cluster's secret")
+            raise HandshakeRefused(
+                f"{self._url} did not prove it holds this node's cluster secret: it holds a different one; "
+                + SECRET_ADVICE,
+                "secret",
+            )
         self._decoder = websocket.FrameDecoder(self._max_frame)
         if not self.upgraded.done():
             self.upgraded.set_result(None)
@@ -117,23 +157,40 @@ class ClientChannel(asyncio.Protocol):
         assert self._auth is not None
         status_line, headers = websocket.parse_head(head)
         length = headers.get("content-length", "")
+        if status_line.split(" ", 2)[1:2] == ["404"]:
+            raise HandshakeRefused(
+                f"challenge refused ({status_line[:40]!r}): {self._url} runs without a cluster secret, and "
+                f"this node has one; {SECRET_ADVICE}",
+                "secret",
+            )
         if status_line.split(" ", 2)[1:2] != ["200"] or not length.isdigit() or int(length) > _MAX_NONCE:
             raise HandshakeError(f"challenge refused: {status_line[:80]!r}")
         if len(rest) < int(length):
             return b""  # the nonce has not all arrived
         nonce = rest[: int(length)].decode("latin-1").strip()
         self._head = b""
-        headers_out, self._server_proof = self._auth.upgrade_headers(self._peer.url, nonce)
+        headers_out, self._server_proof = self._auth.upgrade_headers(self._url, nonce)
         self._send_upgrade(headers_out)
         return b""
 
-    def _fail(self, error: ReplicaError) -> None:
+    def _upgrade_refused(self, status_line: str, body: bytes) -> HandshakeRefused:
+        """Why the peer answered the upgrade 403: its body's reason, and which side lacks the secret."""
+        reason = " ".join(body.decode("utf-8", "replace").split())[:_MAX_REASON] or "no reason given"
+        refused = f"upgrade refused ({status_line[:40]!r})"
+        if self._auth is None:
+            message = f"{self._url} requires a cluster secret, and this node has none; {SECRET_ADVICE}"
+            return HandshakeRefused(f"{refused}: {message} ({reason})", "secret")
+        cause = "secret" if "secret" in reason else "membership" if "member" in reason else "handshake"
+        return HandshakeRefused(f"{refused}: {self._url} says: {reason}", cause)
+
+    def _fail(self, error: ReplicaError, raised: WebSocketError | None = None) -> None:
+        """Give the channel up; before the upgrade, ``raised`` (or ``error``) is the attempt's failure."""
         if not self.upgraded.done():
-            self.upgraded.set_exception(WebSocketError(str(error)))
-        self._peer.drop(self, error)
+            self.upgraded.set_exception(raised or WebSocketError(str(error)))
+        self._listener.drop(self, error)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        error = ReplicaUnavailable(f"{self._peer.url}: connection lost{f': {exc}' if exc else ''}")
+        error = ReplicaUnavailable(f"{self._url}: connection lost{f': {exc}' if exc else ''}")
         if not self.upgraded.done():
             self.upgraded.set_exception(WebSocketError(str(error)))
-        self._peer.drop(self, error)
+        self._listener.drop(self, error)

@@ -4,7 +4,7 @@ As in Cassandra: one ordered log per target node (here in the hints part of the 
 kvnode.system_db, never the client keyspace), bounded per target, with a hint window: no new hints for a
 replica down longer than the window, and hints older than the window are dropped at delivery. One task
 per peer delivers its hints in order, a batch at a time, at a throttled rate, whenever the peer is
-reachable.
+reachable; it also connects its peer at start.
 
     >>> store = HintStore(system.hints, fsync=False, max_per_peer=1000, window_s=10800)   # doctest: +SKIP
     >>> store.add("http://b:8080", b"k", Record.put(7, b"v"), down_for=0.0)      # doctest: +SKIP
@@ -21,15 +21,14 @@ import logging
 import struct
 import time
 from collections.abc import Callable, Iterable
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import plyvel
 
 from kvnode.records import Record, decode, encode
 from kvnode.replica.errors import ReplicaError, ReplicaSkewRefused
-from kvnode.replica.peer import PeerReplica
 
-__all__ = ["Hint", "HintDelivery", "HintStore"]
+__all__ = ["Hint", "HintDelivery", "HintStore", "HintTarget"]
 
 log = logging.getLogger(__name__)
 
@@ -140,10 +139,25 @@ def _hint_key(target: str, seq: int) -> bytes:
     return target.encode() + b"\x00" + _SEQ.pack(seq)
 
 
+class HintTarget(Protocol):
+    """What hint delivery uses of a peer (kvnode.replica.peer.PeerReplica)."""
+
+    url: str
+    became_connected: asyncio.Event
+
+    @property
+    def connected(self) -> bool: ...
+
+    def probe(self) -> None:
+        """Start a connect attempt unless connected or one is under way."""
+
+    def deliver_hint(self, key: bytes, record: Record) -> asyncio.Future[int | None]: ...
+
+
 class HintDelivery:
     """Delivers one peer's hints in order, ``rate`` hints a second at most, whenever it is reachable."""
 
-    def __init__(self, store: HintStore, peer: PeerReplica, rate: float) -> None:
+    def __init__(self, store: HintStore, peer: HintTarget, rate: float) -> None:
         self._store = store
         self._peer = peer
         self._rate = rate
@@ -160,23 +174,36 @@ class HintDelivery:
     async def _run(self) -> None:
         store, peer = self._store, self._peer
         added = store.added_event(peer.url)
+        # Connect at start, so the first writes find the channel open and keep no hint for a healthy peer
+        # (a write to a replica not connected at dispatch is hinted before the client is answered).
+        while not await self._reachable():
+            pass
         while True:
             if not store.pending(peer.url):
                 added.clear()
                 await added.wait()
                 continue
-            if not peer.connected:
-                peer.probe()
-                try:
-                    async with asyncio.timeout(_RETRY_S):
-                        await peer.became_connected.wait()
-                except TimeoutError:
-                    continue
+            if not await self._reachable():
+                continue
             sent = await self._deliver_batch()
             if sent is None:
                 await asyncio.sleep(_RETRY_S)  # the peer failed mid-delivery; try again shortly
             elif sent:
                 await asyncio.sleep(sent / self._rate)
+
+    async def _reachable(self) -> bool:
+        """Whether the peer is connected, after starting a connect attempt and waiting up to _RETRY_S for
+        it when it was not."""
+        peer = self._peer
+        if peer.connected:
+            return True
+        peer.probe()
+        try:
+            async with asyncio.timeout(_RETRY_S):
+                await peer.became_connected.wait()
+        except TimeoutError:
+            return False
+        return True
 
     async def _deliver_batch(self) -> int | None:
         """Send the oldest hints; the number sent, or None when the peer failed some of them."""

@@ -1,22 +1,17 @@
 """Another node as a replica: calls multiplexed by id over one persistent channel, and when to connect.
 
-The channel's life (contract, "Peers"):
+:class:`PeerReplica` is what the rest of the node uses of a peer. It composes the parts that each do one
+job: the peer's connection state (:mod:`~kvnode.replica.peer_state`, pure: which event leads where), the
+calls in flight (:mod:`~kvnode.replica.inflight`: ids, deadlines, bounds), the outbox
+(:mod:`~kvnode.replica.outbox`: framing), and the channel (:mod:`~kvnode.replica.channel`: bytes). What
+is left here is the connection's life: connect attempts, the heartbeat, and turning replies into answers.
 
-- **idle**: no connection. A call starts one connect attempt at once (calls made meanwhile join it) and
-  waits for it within its own deadline; there is no back-off window, so a restarted peer is served by
-  the very next request that needs it. A refused attempt fails the calls waiting on it; the next call
-  tries again.
-- **connected**: calls are sent; the calls of one loop tick leave together, small ones in frames of about
-  ``wire.FRAME_TARGET`` bytes, a large one (a big value) in a frame of its own after a frame of small
-  ones, so a big value holds small calls up no longer than one frame. While the transport's write buffer
-  is full, calls wait in the outbox. A heartbeat pings a quiet connection; one silent for a whole timeout
-  is replaced.
-- **suspect**: the peer did not answer (a connect timed out, or the heartbeat found the connection
-  silent). Calls fail at once while one probe (a connect attempt) is outstanding; its first answer
-  restores the peer, a refusal makes it idle again.
-
-Calls in flight (waiting in the outbox or sent and unanswered) are bounded in number and bytes: beyond
-either bound a new call fails at once with ReplicaOverloaded (a write becomes a hint).
+A call to a peer not connected starts one connect attempt at once (calls made meanwhile join it) and
+waits for it within its own deadline; after a refusal the next call tries again at once, so a restarted
+peer is served by the very next request. A suspect peer (no answer) fails calls at once while one probe
+is out. Calls in flight are bounded in number and bytes: beyond either bound a new call fails at once
+with ReplicaOverloaded (a write becomes a hint). A heartbeat pings a quiet connection; one silent for a
+whole timeout is replaced.
 
 Create it inside the running event loop.
 """
@@ -24,9 +19,7 @@ Create it inside the running event loop.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
-import itertools
 import logging
 import urllib.parse
 
@@ -34,18 +27,18 @@ from kvnode.metrics import CallMeter, RecentLatency
 from kvnode.records import CorruptRecord, Record, decode, encode
 from kvnode.replica import wire
 from kvnode.replica.auth import ClusterAuth, RateLimitedLog
-from kvnode.replica.channel import ClientChannel
+from kvnode.replica.channel import ClientChannel, HandshakeRefused
 from kvnode.replica.errors import (
     ReplicaError,
-    ReplicaOverloaded,
     ReplicaProtocolError,
     ReplicaRejected,
     ReplicaSkewRefused,
-    ReplicaTimeout,
     ReplicaUnavailable,
-    outcome,
 )
-from kvnode.replica.websocket import WebSocketError
+from kvnode.replica.inflight import CallsInFlight
+from kvnode.replica.outbox import Outbox
+from kvnode.replica.peer_state import AttemptFailure, PeerLife, PeerState
+from kvnode.replica.websocket import HandshakeError, WebSocketError
 
 __all__ = ["PeerReplica"]
 
@@ -53,11 +46,9 @@ log = logging.getLogger(__name__)
 
 MAX_CALLS_IN_FLIGHT = 4096
 _MIN_BYTES_IN_FLIGHT = 16 * 1024 * 1024
-# A quiet connection is pinged at every beat, several beats per timeout, so a healthy one is heard from
-# well within a timeout. With one beat per half timeout, timer jitter alone dropped idle channels.
+# A quiet connection is pinged several times per timeout, so that a healthy one is heard from well within
+# a timeout even when timers fire late (docs/replica-channel.md).
 _BEATS_PER_TIMEOUT = 4
-# A call in flight: its future, op, label (read, write, hint), bytes, and when it was sent (loop time).
-_InFlight = tuple[asyncio.Future[object], wire.Op, str, int, float]
 
 
 class PeerReplica:
@@ -73,10 +64,6 @@ class PeerReplica:
         self.url = url
         self._auth = auth
         self._limits = limits or wire.Limits.for_body(16 * 1024 * 1024)
-        self.max_calls_in_flight = MAX_CALLS_IN_FLIGHT
-        # Room for a few of the largest calls, so one big value never starves the rest.
-        self.max_bytes_in_flight = max(_MIN_BYTES_IN_FLIGHT, 4 * self._limits.max_call)
-        self._bytes_in_flight = 0
         self._refusals = RateLimitedLog(log)
         self._loop = asyncio.get_running_loop()
         parts = urllib.parse.urlsplit(url)
@@ -87,24 +74,22 @@ class PeerReplica:
         self._speculative_ceiling = timeout if speculative_ceiling is None else speculative_ceiling
         self._latency = RecentLatency(99.0)  # Cassandra's speculative_retry = 99PERCENTILE
         self.meter = CallMeter()  # every call's outcome and duration, counted where it is settled
+        self._life = PeerLife()
+        self._calls = CallsInFlight(
+            url,
+            timeout,
+            max_calls=MAX_CALLS_IN_FLIGHT,
+            # Room for a few of the largest calls, so one big value never starves the rest.
+            max_bytes=max(_MIN_BYTES_IN_FLIGHT, 4 * self._limits.max_call),
+            meter=self.meter,
+            on_timeout=self._timed_out,
+        )
+        self._outbox = Outbox(self._limits.max_calls)
         self._channel: ClientChannel | None = None
         self._connecting: asyncio.Task[None] | None = None
-        self._suspect = False
-        self._closed = False
         self._last_heard = 0.0
         self._heartbeat: asyncio.TimerHandle | None = None
-        self.unreachable_since: float | None = None  # loop time of the first failure since it answered
         self.became_connected = asyncio.Event()
-        self._next_id = 0
-        self._calls: dict[int, _InFlight] = {}
-        # Every call has the same timeout, so deadlines arrive in call order: one queue and one timer
-        # per peer replace a timer per call. Entries of calls already answered are skipped.
-        self._deadlines: collections.deque[tuple[float, int]] = collections.deque()
-        self._sweep_timer: asyncio.TimerHandle | None = None
-        # Encoded calls not yet sent, by call id in call order: small ones, and large ones (own frames).
-        self._small: dict[int, bytes] = {}
-        self._large: dict[int, bytes] = {}
-        self._flush_scheduled = False
 
     # --- the Replica interface ----------------------------------------------------------------------
 
@@ -126,11 +111,15 @@ class PeerReplica:
 
     @property
     def state(self) -> str:
-        if self._channel is not None:
-            return "connected"
-        if self._suspect:
-            return "suspect"
-        return "connecting" if self._connecting is not None else "idle"
+        """The connection's state by name (kvnode.replica.peer_state): connected, connecting, suspect,
+        idle, down, refused, closed."""
+        return self._life.state.value
+
+    @property
+    def refusal(self) -> str:
+        """While refused: what the peer's refusal of the handshake was about ("secret", "membership",
+        "handshake"); "" otherwise."""
+        return self._life.refusal if self._life.state is PeerState.REFUSED else ""
 
     def speculative_delay(self) -> float:
         """How long a speculative read waits for this peer before asking one more replica: the p99 of
@@ -140,8 +129,7 @@ class PeerReplica:
 
     def down_for(self) -> float:
         """Seconds since the peer last failed with no answer in between (0 while it answers)."""
-        since = self.unreachable_since
-        return 0.0 if since is None else self._loop.time() - since
+        return self._life.down_for(self._loop.time())
 
     @property
     def connect_attempt(self) -> asyncio.Task[None] | None:
@@ -150,11 +138,11 @@ class PeerReplica:
 
     def probe(self) -> None:
         """Start a connect attempt unless connected or one is under way."""
-        if self._channel is None and self._connecting is None and not self._closed:
-            self._connecting = self._loop.create_task(self._connect())
+        if self._life.probe():
+            self._start_attempt()
 
     async def close(self) -> None:
-        self._closed = True
+        self._life.close()
         if self._connecting is not None:
             self._connecting.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -167,135 +155,59 @@ class PeerReplica:
 
     def _call(self, op: wire.Op, key: bytes, record: bytes, label: str) -> asyncio.Future[object]:
         """Start a call; ``label`` names it in the call counts (read, write, hint)."""
-        loop = self._loop
-        future: asyncio.Future[object] = loop.create_future()
+        calls = self._calls
         if self._channel is None:
-            if self._closed:
-                return self._refuse(future, label, ReplicaUnavailable(f"{self.url}: transport closed"))
-            self.probe()
-            if self._suspect:
-                return self._refuse(future, label, ReplicaUnavailable(f"{self.url} is not answering"))
-        self._next_id = call_id = (self._next_id + 1) & 0xFFFFFFFF
-        message = wire.encode_call(call_id, op, key, record)
-        size = len(message)
-        if self._calls and (
-            len(self._calls) >= self.max_calls_in_flight
-            or self._bytes_in_flight + size > self.max_bytes_in_flight
-        ):
-            overloaded = (
-                f"{self.url}: {len(self._calls)} calls, {self._bytes_in_flight} bytes already in flight"
-            )
-            return self._refuse(future, label, ReplicaOverloaded(overloaded))
-        now = loop.time()
-        self._calls[call_id] = (future, op, label, size, now)
-        self._bytes_in_flight += size
-        self._deadlines.append((now + self._timeout, call_id))
-        if self._sweep_timer is None:
-            self._sweep_timer = loop.call_at(self._deadlines[0][0], self._sweep)
-        (self._large if size > wire.LARGE_CALL else self._small)[call_id] = message
-        if self._channel is not None and not self._flush_scheduled:
-            self._flush_scheduled = True
-            loop.call_soon(self._flush)
+            action = self._life.call()
+            if action.connects:
+                self._start_attempt()
+            if action.fails:
+                return calls.refuse(label, self._refusal_error())
+        started = calls.start(op, label, wire.call_size(key, record))
+        if started is None:
+            return calls.refuse(label, calls.overloaded())
+        call_id, future = started
+        self._outbox.put(call_id, wire.encode_call(call_id, op, key, record))
         return future
 
-    def _refuse(
-        self, future: asyncio.Future[object], label: str, error: ReplicaError
-    ) -> asyncio.Future[object]:
-        """Fail a call that was never sent."""
-        future.set_exception(error)
-        self.meter.ended(label, outcome(error), 0.0)
-        return future
+    def _refusal_error(self) -> ReplicaUnavailable:
+        if self._life.state is PeerState.CLOSED:
+            return ReplicaUnavailable(f"{self.url}: transport closed")
+        return ReplicaUnavailable(f"{self.url} is not answering")
 
-    def _settle(self, entry: _InFlight, error: BaseException | None, answer: object = None) -> None:
-        """End a sent call with its answer or ``error``, and count it."""
-        future, _, label, _, sent = entry
-        if future.cancelled():
-            self.meter.ended(label, "cancelled", self._loop.time() - sent)
-            return
-        if future.done():
-            return
-        self.meter.ended(label, outcome(error), self._loop.time() - sent)
-        if error is None:
-            future.set_result(answer)
-        else:
-            future.set_exception(error)
-
-    def _flush(self) -> None:
-        """Send what the outbox holds, until the transport's buffer is full: a frame of small calls, then
-        one large call, and again."""
-        self._flush_scheduled = False
-        channel, small, large = self._channel, self._small, self._large
-        if channel is None:
-            return
-        limit = self._limits.max_calls
-        while (small or large) and not channel.paused:
-            if small:
-                frame, size = [], 0
-                for message in small.values():
-                    frame.append(message)
-                    size += len(message)
-                    if size >= wire.FRAME_TARGET or len(frame) == limit:
-                        break
-                for call_id in list(itertools.islice(small, len(frame))):
-                    del small[call_id]
-                channel.send(b"".join(frame))
-            if large and not channel.paused:
-                call_id = next(iter(large))
-                channel.send(large.pop(call_id))
-
-    def writable(self, channel: ClientChannel) -> None:
-        """The transport's write buffer drained below its low-water mark: send what waits."""
-        if channel is self._channel:
-            self._flush()
-
-    def _forget(self, call_id: int) -> _InFlight | None:
-        """Take a call out of flight (answered or timed out); its entry, or None if gone."""
-        entry = self._calls.pop(call_id, None)
-        if entry is None:
-            return None
-        self._bytes_in_flight -= entry[3]
-        self._small.pop(call_id, None)
-        self._large.pop(call_id, None)
-        return entry
-
-    def _sweep(self) -> None:
-        """Fail the calls whose deadline has passed, then wait for the next deadline."""
-        self._sweep_timer = None
-        now = self._loop.time()
-        deadlines = self._deadlines
-        while deadlines and deadlines[0][0] <= now:
-            entry = self._forget(deadlines.popleft()[1])
-            if entry is None:
-                continue  # answered in time
-            if not entry[0].done():
-                self._mark_unreachable()
-            self._settle(entry, ReplicaTimeout(f"{self.url} did not answer within {self._timeout:g}s"))
-        if deadlines:
-            self._sweep_timer = self._loop.call_at(deadlines[0][0], self._sweep)
+    def _timed_out(self, call_id: int) -> None:
+        """A call's deadline passed unanswered: it leaves unsent, and the peer is failing."""
+        self._outbox.discard(call_id)
+        self._life.failed(self._loop.time())
 
     # --- the connection ---------------------------------------------------------------------------------
+
+    def _start_attempt(self) -> None:
+        self._connecting = self._loop.create_task(self._connect())
+
+    def _new_channel(self) -> ClientChannel:
+        return ClientChannel(self, self.url, self._authority, self._auth, self._limits.max_frame)
 
     async def _connect(self) -> None:
         channel: ClientChannel | None = None
         try:
             async with asyncio.timeout(self._timeout):
-                _, channel = await self._loop.create_connection(
-                    lambda: ClientChannel(self, self._authority, self._auth, self._limits.max_frame),
-                    self._host,
-                    self._port,
-                )
+                _, channel = await self._loop.create_connection(self._new_channel, self._host, self._port)
                 await channel.upgraded
         except TimeoutError:
             # Nothing answered: a frozen or unreachable host. A frozen peer accepts TCP but never answers
             # the upgrade, so abort the half-open connection.
-            self._attempt_failed(channel, suspect=True, reason="no answer")
+            self._attempt_failed(channel, AttemptFailure.NO_ANSWER, "no answer")
             return
-        except WebSocketError as error:
+        except HandshakeError as error:
             self._refusals.warning("replica channel to %s refused: %s", self.url, error)
-            self._attempt_failed(channel, suspect=False, reason=str(error))
+            cause = error.cause if isinstance(error, HandshakeRefused) else "handshake"
+            self._attempt_failed(channel, AttemptFailure.DENIED, str(error), refusal=cause)
+            return
+        except WebSocketError as error:  # the connection broke before the upgrade was answered
+            self._attempt_failed(channel, AttemptFailure.UNREACHABLE, str(error))
             return
         except OSError as error:
-            self._attempt_failed(channel, suspect=False, reason=str(error) or type(error).__name__)
+            self._attempt_failed(channel, AttemptFailure.UNREACHABLE, str(error) or type(error).__name__)
             return
         except asyncio.CancelledError:
             if channel is not None:
@@ -303,23 +215,24 @@ class PeerReplica:
             raise
         finally:
             self._connecting = None
-        if self._closed:
+        if not self._life.connected():  # closed meanwhile
             channel.transport.close()
             return
-        self._channel, self._suspect, self.unreachable_since = channel, False, None
+        self._channel = channel
         self._last_heard = self._loop.time()
         self._heartbeat = self._loop.call_later(self._timeout / _BEATS_PER_TIMEOUT, self._beat)
         self.became_connected.set()
-        self._flush()
+        self._outbox.attach(channel)
         log.info("replica channel to %s connected", self.url)
 
-    def _attempt_failed(self, channel: ClientChannel | None, *, suspect: bool, reason: str) -> None:
+    def _attempt_failed(
+        self, channel: ClientChannel | None, failure: AttemptFailure, reason: str, *, refusal: str = ""
+    ) -> None:
         if channel is not None:
             channel.transport.abort()
-        self._mark_unreachable()
-        if suspect and not self._suspect:
+        if failure is AttemptFailure.NO_ANSWER and self._life.state is not PeerState.SUSPECT:
             log.warning("replica %s is suspect: no answer within %gs", self.url, self._timeout)
-        self._suspect = suspect
+        self._life.attempt_failed(failure, now=self._loop.time(), refusal=refusal)
         self._disconnect(ReplicaUnavailable(f"{self.url} is unreachable: {reason}"))
 
     def _beat(self) -> None:
@@ -329,8 +242,8 @@ class PeerReplica:
             return
         quiet = self._loop.time() - self._last_heard
         if quiet >= self._timeout:
-            self._suspect = True
-            self.drop(channel, ReplicaUnavailable(f"{self.url} is silent: no answer for {quiet:.1f}s"))
+            self._life.silent(now=self._loop.time())
+            self._give_up(channel, ReplicaUnavailable(f"{self.url} is silent: no answer for {quiet:.1f}s"))
             self.probe()
             return
         interval = self._timeout / _BEATS_PER_TIMEOUT
@@ -338,13 +251,14 @@ class PeerReplica:
             channel.ping()
         self._heartbeat = self._loop.call_later(interval, self._beat)
 
+    # --- what the channel tells (kvnode.replica.channel.ChannelListener) ---------------------------------
+
     def heard_from(self, channel: ClientChannel) -> None:
-        """Bytes arrived on ``channel``: the peer is alive (replies and pongs alike)."""
         if channel is self._channel:
             self._last_heard = self._loop.time()
 
     def received(self, channel: ClientChannel, frame: bytes) -> None:
-        self.unreachable_since = None
+        self._life.answered()
         try:
             replies = wire.decode_replies(frame)
         except wire.WireError as error:
@@ -353,29 +267,39 @@ class PeerReplica:
         for reply in replies:
             self._resolve(reply)
 
-    def _resolve(self, reply: wire.ReplicaReply) -> None:
-        entry = self._forget(reply.call_id)
-        if entry is None:
-            return  # the call already timed out
-        self._latency.record(self._loop.time() - entry[4])
-        try:
-            answer = _answer_of(entry[1], reply)
-        except CorruptRecord as error:
-            self._settle(entry, ReplicaProtocolError(f"{self.url}: malformed record in reply: {error}"))
-        except wire.WireError as error:
-            self._settle(entry, ReplicaProtocolError(f"{self.url}: {error}"))
-        except ReplicaRejected as error:
-            self._settle(entry, type(error)(f"{self.url}: {error}"))
-        else:
-            self._settle(entry, None, answer)
+    def writable(self, channel: ClientChannel) -> None:
+        if channel is self._channel:
+            self._outbox.flush()
 
     def drop(self, channel: ClientChannel, error: ReplicaError, level: int = logging.WARNING) -> None:
         """Give up a channel: fail its calls, close it; the next call connects again."""
+        if channel is self._channel:
+            self._life.lost(now=self._loop.time())
+        self._give_up(channel, error, level)
+
+    def _give_up(self, channel: ClientChannel, error: ReplicaError, level: int = logging.WARNING) -> None:
         channel.transport.abort()
         if self._channel is not channel:
             return
         log.log(level, "replica channel to %s dropped: %s", self.url, error)
         self._disconnect(error)
+
+    def _resolve(self, reply: wire.ReplicaReply) -> None:
+        calls = self._calls
+        call = calls.take(reply.call_id)
+        if call is None:
+            return  # the call already timed out
+        self._latency.record(self._loop.time() - call.sent)
+        try:
+            answer = _answer_of(call.op, reply)
+        except CorruptRecord as error:
+            calls.settle(call, ReplicaProtocolError(f"{self.url}: malformed record in reply: {error}"))
+        except wire.WireError as error:
+            calls.settle(call, ReplicaProtocolError(f"{self.url}: {error}"))
+        except ReplicaRejected as error:
+            calls.settle(call, type(error)(f"{self.url}: {error}"))
+        else:
+            calls.settle(call, None, answer)
 
     def _disconnect(self, error: ReplicaError) -> None:
         """Forget the channel and fail every call still waiting on it."""
@@ -384,22 +308,9 @@ class PeerReplica:
         if self._heartbeat is not None:
             self._heartbeat.cancel()
             self._heartbeat = None
-        self._small.clear()
-        self._large.clear()
-        self._bytes_in_flight = 0
-        calls, self._calls = self._calls, {}
-        self._deadlines.clear()
-        if self._sweep_timer is not None:
-            self._sweep_timer.cancel()
-            self._sweep_timer = None
-        if calls:
-            self._mark_unreachable()
-        for entry in calls.values():
-            self._settle(entry, error)
-
-    def _mark_unreachable(self) -> None:
-        if self.unreachable_since is None:
-            self.unreachable_since = self._loop.time()
+        self._outbox.detach()
+        if self._calls.fail_all(error):
+            self._life.failed(self._loop.time())
 
 
 def _answer_of(op: wire.Op, reply: wire.ReplicaReply) -> object:

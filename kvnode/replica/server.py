@@ -20,7 +20,14 @@ from aiohttp import WSMsgType, web
 from kvnode.clock import HybridClock
 from kvnode.records import CorruptRecord, decode
 from kvnode.replica import wire
-from kvnode.replica.auth import CHALLENGE_PATH, PROOF_HEADER, AuthError, ClusterAuth, RateLimitedLog
+from kvnode.replica.auth import (
+    CHALLENGE_PATH,
+    PROOF_HEADER,
+    SECRET_ADVICE,
+    AuthError,
+    ClusterAuth,
+    RateLimitedLog,
+)
 from kvnode.replica.channel import PEER_PATH
 from kvnode.storage import Storage, StorageError, WriteBatch
 
@@ -66,11 +73,16 @@ class ReplicaServer:
 def answer_challenge(gate: PeerGate) -> web.Response:
     """A fresh nonce for a peer about to open a replica channel."""
     if gate.auth is None:
+        gate.refusals.warning(
+            "refused a replica channel challenge: this node runs without a cluster secret, and the peer "
+            "asking has one; %s",
+            SECRET_ADVICE,
+        )
         return web.Response(status=404, text="this node runs without a cluster secret\n")
     return web.Response(text=gate.auth.issue_nonce())
 
 
-def answer_calls(storage: Storage, clock: HybridClock, calls: list[wire.ReplicaCall]) -> list[bytes]:
+def answer_calls(storage: Storage, clock: HybridClock, calls: list[wire.CallRequest]) -> list[bytes]:
     """The replies to one frame's calls, in order, once their writes are stored: together, in one
     LevelDB write. If that write fails, every call of the frame is answered FAILED."""
     batch = storage.batch()
@@ -83,7 +95,7 @@ def answer_calls(storage: Storage, clock: HybridClock, calls: list[wire.ReplicaC
     return replies
 
 
-def answer_call(storage: Storage | WriteBatch, clock: HybridClock, call: wire.ReplicaCall) -> bytes:
+def answer_call(storage: Storage | WriteBatch, clock: HybridClock, call: wire.CallRequest) -> bytes:
     """Run one peer call against local storage (or a batch of its writes) and encode the reply."""
     try:
         if call.op is wire.Op.READ:
@@ -144,7 +156,7 @@ async def serve_peer(
 
 
 async def _reply(
-    ws: web.WebSocketResponse, storage: Storage, clock: HybridClock, calls: list[wire.ReplicaCall]
+    ws: web.WebSocketResponse, storage: Storage, clock: HybridClock, calls: list[wire.CallRequest]
 ) -> None:
     frame: list[bytes] = []
     size = 0

@@ -31,12 +31,13 @@ __all__ = [
     "LARGE_CALL",
     "MAX_CALLS_PER_FRAME",
     "MAX_KEY_BYTES",
+    "CallRequest",
     "Limits",
     "Op",
-    "ReplicaCall",
     "ReplicaReply",
     "Status",
     "WireError",
+    "call_size",
     "decode_calls",
     "decode_replies",
     "decode_timestamp",
@@ -51,8 +52,8 @@ _TIMESTAMP = struct.Struct(">Q")
 _RECORD_HEADER = len(encode(Record.delete(0)))
 
 MAX_KEY_BYTES = 8192  # aiohttp refuses request lines over 8190 bytes, so no client key is longer
-# Calls one frame may carry: a frame is answered in one go on the event loop (~10 µs a call), so this
-# bounds how long one frame can hold the loop.
+# Calls one frame may carry: a frame is answered in one go on the event loop, so this bounds how long one
+# frame can hold the loop (docs/replica-channel.md).
 MAX_CALLS_PER_FRAME = 1024
 FRAME_TARGET = 256 * 1024  # a sender closes a frame of small calls at about this many bytes
 LARGE_CALL = 64 * 1024  # a call larger than this travels in a frame of its own
@@ -107,7 +108,9 @@ _OPS = {int(op): op for op in Op}
 _STATUSES = {int(status): status for status in Status}
 
 
-class ReplicaCall(NamedTuple):
+class CallRequest(NamedTuple):
+    """One call a peer asks this node to run, as decoded from a frame."""
+
     call_id: int
     op: Op
     key: bytes
@@ -125,6 +128,15 @@ def encode_call(call_id: int, op: Op, key: bytes, record: bytes = b"") -> bytes:
     return _CALL.pack(body_len, call_id, op, len(key)) + key + record
 
 
+def call_size(key: bytes, record: bytes = b"") -> int:
+    """The bytes ``encode_call`` makes of a call, known before its id is.
+
+    >>> call_size(b"k", b"rec") == len(encode_call(7, Op.WRITE, b"k", b"rec"))
+    True
+    """
+    return _CALL.size + len(key) + len(record)
+
+
 def encode_reply(call_id: int, status: Status, payload: bytes = b"") -> bytes:
     return _REPLY.pack(_REPLY.size - 4 + len(payload), call_id, status) + payload
 
@@ -139,7 +151,7 @@ def decode_timestamp(payload: bytes) -> int:
     return int(_TIMESTAMP.unpack(payload)[0])
 
 
-def decode_calls(frame: bytes, limits: Limits | None = None) -> list[ReplicaCall]:
+def decode_calls(frame: bytes, limits: Limits | None = None) -> list[CallRequest]:
     """The calls in a frame; with ``limits``, a frame breaking them raises WireError."""
     spans = _messages(frame, _CALL.size)
     if limits is not None and len(spans) > limits.max_calls:
@@ -158,7 +170,7 @@ def decode_calls(frame: bytes, limits: Limits | None = None) -> list[ReplicaCall
         kind = _OPS.get(op)
         if kind is None:
             raise WireError(f"unknown op {op}")
-        calls.append(ReplicaCall(call_id, kind, frame[start + _CALL.size : key_end], frame[key_end:end]))
+        calls.append(CallRequest(call_id, kind, frame[start + _CALL.size : key_end], frame[key_end:end]))
     return calls
 
 

@@ -1,0 +1,141 @@
+"""The calls to one peer in flight (waiting in the outbox, or sent and unanswered): their ids and futures,
+their deadlines, and the bounds on their number and bytes.
+
+Every call has the same timeout, so deadlines arrive in call order: one queue and one timer per peer
+replace a timer per call, and the entries of calls already answered are skipped when their deadline
+comes. Each call's outcome is counted in the peer's :class:`~kvnode.metrics.CallMeter` where it ends.
+
+Create it inside the running event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from collections.abc import Callable
+from typing import NamedTuple
+
+from kvnode.metrics import CallMeter
+from kvnode.replica import wire
+from kvnode.replica.errors import ReplicaError, ReplicaOverloaded, ReplicaTimeout, outcome
+
+__all__ = ["CallsInFlight", "InFlightCall"]
+
+
+class InFlightCall(NamedTuple):
+    future: asyncio.Future[object]
+    op: wire.Op
+    label: str  # names it in the call counts: read, write, hint
+    size: int  # its encoded bytes
+    sent: float  # loop time it was made
+
+
+class CallsInFlight:
+    """Calls by id, bounded in number and bytes; a call whose deadline passes fails with ReplicaTimeout,
+    and ``on_timeout`` is told its id (the peer did not answer it)."""
+
+    def __init__(
+        self,
+        url: str,
+        timeout: float,
+        *,
+        max_calls: int,
+        max_bytes: int,
+        meter: CallMeter,
+        on_timeout: Callable[[int], None],
+    ) -> None:
+        self._url = url
+        self._timeout = timeout
+        self.max_calls = max_calls
+        self.max_bytes = max_bytes
+        self._meter = meter
+        self._on_timeout = on_timeout
+        self._loop = asyncio.get_running_loop()
+        self._calls: dict[int, InFlightCall] = {}
+        self._bytes = 0
+        self._next_id = 0
+        self._deadlines: collections.deque[tuple[float, int]] = collections.deque()
+        self._sweep_timer: asyncio.TimerHandle | None = None
+
+    def __len__(self) -> int:
+        return len(self._calls)
+
+    @property
+    def bytes(self) -> int:
+        return self._bytes
+
+    def start(self, op: wire.Op, label: str, size: int) -> tuple[int, asyncio.Future[object]] | None:
+        """Take a call of ``size`` bytes into flight: its id and future, or None when it would break a
+        bound (a lone call is always taken, however large, so no call is refused forever)."""
+        calls = self._calls
+        if calls and (len(calls) >= self.max_calls or self._bytes + size > self.max_bytes):
+            return None
+        self._next_id = call_id = (self._next_id + 1) & 0xFFFFFFFF
+        future: asyncio.Future[object] = self._loop.create_future()
+        now = self._loop.time()
+        calls[call_id] = InFlightCall(future, op, label, size, now)
+        self._bytes += size
+        self._deadlines.append((now + self._timeout, call_id))
+        if self._sweep_timer is None:
+            self._sweep_timer = self._loop.call_at(self._deadlines[0][0], self._sweep)
+        return call_id, future
+
+    def overloaded(self) -> ReplicaOverloaded:
+        """The error of a call refused for the bounds."""
+        calls, size = len(self._calls), self._bytes
+        return ReplicaOverloaded(f"{self._url}: {calls} calls, {size} bytes already in flight")
+
+    def refuse(self, label: str, error: ReplicaError) -> asyncio.Future[object]:
+        """A call failed before it was taken into flight: its future, already failed, and counted."""
+        future: asyncio.Future[object] = self._loop.create_future()
+        future.set_exception(error)
+        self._meter.ended(label, outcome(error), 0.0)
+        return future
+
+    def take(self, call_id: int) -> InFlightCall | None:
+        """Take a call out of flight (answered); None when it is gone (timed out, or failed)."""
+        call = self._calls.pop(call_id, None)
+        if call is not None:
+            self._bytes -= call.size
+        return call
+
+    def settle(self, call: InFlightCall, error: BaseException | None, answer: object = None) -> None:
+        """End a call taken out of flight with its answer or ``error``, and count it."""
+        future = call.future
+        if future.cancelled():
+            self._meter.ended(call.label, "cancelled", self._loop.time() - call.sent)
+            return
+        if future.done():
+            return
+        self._meter.ended(call.label, outcome(error), self._loop.time() - call.sent)
+        if error is None:
+            future.set_result(answer)
+        else:
+            future.set_exception(error)
+
+    def fail_all(self, error: ReplicaError) -> bool:
+        """Fail every call in flight with ``error`` (the channel is gone); whether there were any."""
+        calls, self._calls = self._calls, {}
+        self._bytes = 0
+        self._deadlines.clear()
+        if self._sweep_timer is not None:
+            self._sweep_timer.cancel()
+            self._sweep_timer = None
+        for call in calls.values():
+            self.settle(call, error)
+        return bool(calls)
+
+    def _sweep(self) -> None:
+        """Fail the calls whose deadline has passed, then wait for the next deadline."""
+        self._sweep_timer = None
+        now = self._loop.time()
+        deadlines = self._deadlines
+        while deadlines and deadlines[0][0] <= now:
+            call_id = deadlines.popleft()[1]
+            call = self.take(call_id)
+            if call is None:
+                continue  # answered in time
+            self._on_timeout(call_id)
+            self.settle(call, ReplicaTimeout(f"{self._url} did not answer within {self._timeout:g}s"))
+        if deadlines:
+            self._sweep_timer = self._loop.call_at(deadlines[0][0], self._sweep)

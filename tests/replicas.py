@@ -1,0 +1,141 @@
+"""In-process replicas for coordinator and read-repair tests: the real LocalReplica on real Storage, a
+scripted replica (same Replica protocol, same storage underneath) that fails or answers late on cue, and
+a Coordinator over them."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import TypeVar
+
+from kvnode.clock import HybridClock, wall_clock_us
+from kvnode.config import FanoutMode
+from kvnode.coordinator import Coordinator
+from kvnode.fanout import FANOUTS
+from kvnode.placement import Placement
+from kvnode.records import Record
+from kvnode.replica import Replica
+from kvnode.replica.errors import ReplicaError
+from kvnode.replica.hints import HintStore
+from kvnode.replica.local import LocalReplica
+from kvnode.storage import Storage
+from kvnode.system_db import SystemDb
+
+T = TypeVar("T")
+
+
+class ScriptedReplica:
+    """A peer as the coordinator sees it, answering from its own real storage unless told otherwise:
+    ``fail_with`` fails every call at once, ``holding`` keeps calls unanswered until ``release``, and
+    ``connected`` is what the coordinator reads before a write (False: hinted at dispatch)."""
+
+    def __init__(self, url: str, storage: Storage) -> None:
+        self.url = url
+        self.storage = storage
+        self._store = LocalReplica(url, storage)
+        self.connected = True
+        self.fail_with: ReplicaError | None = None
+        self.holding = False
+        self._held: list[Callable[[ReplicaError | None], None]] = []
+        self.writes: list[tuple[bytes, Record]] = []
+
+    def speculative_delay(self) -> float:
+        return 0.05
+
+    def down_for(self) -> float:
+        return 0.0 if self.connected else 1.0
+
+    def read(self, key: bytes) -> asyncio.Future[Record | None]:
+        return self._answer(partial(self._store.read, key))
+
+    def write(self, key: bytes, record: Record) -> asyncio.Future[int | None]:
+        self.writes.append((key, record))
+        return self._answer(partial(self._store.write, key, record))
+
+    def release(self, error: ReplicaError | None = None) -> None:
+        """Answer every held call, in call order (or fail each with ``error``)."""
+        held, self._held = self._held, []
+        for answer in held:
+            answer(error)
+
+    def _answer(self, run: Callable[[], asyncio.Future[T]]) -> asyncio.Future[T]:
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        if self.fail_with is not None:
+            future.set_exception(self.fail_with)
+        elif self.holding:
+            self._held.append(partial(_answer_held, run, future))
+        else:
+            _copy(run(), future)
+        return future
+
+
+def _answer_held(
+    run: Callable[[], asyncio.Future[T]], future: asyncio.Future[T], error: ReplicaError | None
+) -> None:
+    if error is None:
+        _copy(run(), future)
+    else:
+        future.set_exception(error)
+
+
+def _copy(source: asyncio.Future[T], target: asyncio.Future[T]) -> None:
+    error = source.exception()
+    if error is None:
+        target.set_result(source.result())
+    else:
+        target.set_exception(error)
+
+
+async def run_callbacks() -> None:
+    """Let the callbacks made ready so far run (futures' done-callbacks run on the loop's next turns)."""
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+@contextmanager
+def storages(tmp_path: Path, names: list[str]) -> Iterator[list[Storage]]:
+    """One real Storage per name under ``tmp_path``, closed at the end."""
+    opened = [Storage.open(tmp_path / name, fsync=False) for name in names]
+    try:
+        yield opened
+    finally:
+        for storage in opened:
+            storage.close()
+
+
+URLS = ["http://a:1", "http://b:1", "http://c:1"]
+
+
+@dataclass
+class CoordinatorNode:
+    """A coordinator on http://a:1 and what it reaches: its own storage and two scripted peers."""
+
+    coordinator: Coordinator
+    clock: HybridClock
+    hints: HintStore
+    storages: dict[str, Storage]
+    b: ScriptedReplica
+    c: ScriptedReplica
+
+    def held(self, url: str, key: bytes) -> Record | None:
+        return self.storages[url].read(key)
+
+
+@contextmanager
+def coordinator_node(tmp_path: Path, fanout: FanoutMode = "async") -> Iterator[CoordinatorNode]:
+    with storages(tmp_path, ["a", "b", "c"]) as (a, b, c):
+        local = LocalReplica(URLS[0], a)
+        peers = ScriptedReplica(URLS[1], b), ScriptedReplica(URLS[2], c)
+        replicas: dict[str, Replica] = {URLS[0]: local, URLS[1]: peers[0], URLS[2]: peers[1]}
+        clock = HybridClock(wall_clock_us(), max_skew_us=5_000_000)
+        system = SystemDb.open(tmp_path / "a-system")
+        hints = HintStore(system.hints, fsync=False, max_per_peer=100, window_s=3600)
+        coordinator = Coordinator(Placement(URLS), replicas, FANOUTS[fanout], clock, hints, local)
+        try:
+            yield CoordinatorNode(coordinator, clock, hints, dict(zip(URLS, (a, b, c), strict=True)), *peers)
+        finally:
+            system.close()

@@ -1,0 +1,118 @@
+"""kvnode.coordinator in-process: a Coordinator over this node's real LocalReplica and two scripted peers,
+each on real Storage in tmp_path, driven through quorum verdicts, hints for missed writes and the
+rewrite after a NEWER answer, in every fan-out mode."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import get_args
+
+import pytest
+
+from kvnode.config import FanoutMode
+from kvnode.fanout import QuorumFailed
+from kvnode.quorum import Quorum
+from kvnode.records import Record
+from kvnode.replica.errors import ReplicaSkewRefused, ReplicaTimeout, ReplicaUnavailable
+from tests.replicas import URLS, coordinator_node, run_callbacks
+
+ALL = Quorum(ack=2, replicas=3)
+MODES: tuple[FanoutMode, ...] = get_args(FanoutMode)
+
+
+# --- quorum verdicts ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fanout", MODES)
+async def test_a_write_reaches_every_replica_and_a_read_answers_it(
+    tmp_path: Path, fanout: FanoutMode
+) -> None:
+    with coordinator_node(tmp_path, fanout) as node:
+        await node.coordinator.put(b"k", b"v1", ALL)
+        assert {url: node.held(url, b"k") is not None for url in URLS} == dict.fromkeys(URLS, True)
+        found = await node.coordinator.get(b"k", ALL)
+        assert found is not None and found.value == b"v1"
+        await node.coordinator.delete(b"k", Quorum(ack=3, replicas=3))
+        found = await node.coordinator.get(b"k", ALL)
+        assert found is not None and found.tombstone  # the HTTP layer answers 404 for it
+        assert await node.coordinator.get(b"absent", ALL) is None
+
+
+@pytest.mark.parametrize("fanout", MODES)
+async def test_one_failed_replica_still_makes_a_quorum_and_two_do_not(
+    tmp_path: Path, fanout: FanoutMode
+) -> None:
+    with coordinator_node(tmp_path, fanout) as node:
+        node.c.fail_with = ReplicaUnavailable("http://c:1 is unreachable: refused")
+        await node.coordinator.put(b"k", b"v", ALL)
+        assert (await node.coordinator.get(b"k", ALL)) is not None
+        node.b.fail_with = ReplicaTimeout("http://b:1 did not answer within 1s")
+        with pytest.raises(QuorumFailed, match="1 of 3 replicas answered, 2 needed") as failed:
+            await node.coordinator.put(b"k", b"v2", ALL)
+        assert "http://b:1 did not answer" in str(failed.value) and "http://c:1" in str(failed.value)
+        with pytest.raises(QuorumFailed):
+            await node.coordinator.get(b"k", ALL)
+        assert (await node.coordinator.get(b"k", Quorum(ack=1, replicas=3))) is not None
+
+
+# --- hints for missed writes -------------------------------------------------------------------------------
+
+
+async def test_a_replica_not_connected_is_hinted_before_the_answer_and_unhinted_if_the_write_lands(
+    tmp_path: Path,
+) -> None:
+    with coordinator_node(tmp_path) as node:
+        node.c.connected, node.c.holding = False, True
+        await node.coordinator.put(b"k", b"v", ALL)
+        assert node.hints.pending(URLS[2]) == 1  # kept before the client was answered
+        node.c.release()  # its write landed after all
+        await run_callbacks()
+        assert node.hints.pending(URLS[2]) == 0
+        assert node.held(URLS[2], b"k") is not None
+
+
+async def test_a_replica_not_connected_whose_write_fails_keeps_one_hint(tmp_path: Path) -> None:
+    with coordinator_node(tmp_path) as node:
+        node.c.connected = False
+        node.c.fail_with = ReplicaUnavailable("http://c:1 is unreachable: refused")
+        await node.coordinator.put(b"k", b"v", ALL)
+        assert node.hints.pending(URLS[2]) == 1
+        assert [hint.key for hint in node.hints.oldest(URLS[2], 10)] == [b"k"]
+
+
+async def test_a_connected_replica_that_fails_after_the_answer_is_hinted_then(tmp_path: Path) -> None:
+    with coordinator_node(tmp_path) as node:
+        node.c.holding = True
+        await node.coordinator.put(b"k", b"v", ALL)
+        assert node.hints.pending(URLS[2]) == 0
+        node.c.release(ReplicaTimeout("http://c:1 did not answer within 1s"))
+        await run_callbacks()
+        assert node.hints.pending(URLS[2]) == 1
+        assert node.hints.pending(URLS[1]) == 0
+
+
+async def test_a_write_refused_for_clock_skew_is_counted_not_hinted(tmp_path: Path) -> None:
+    with coordinator_node(tmp_path) as node:
+        node.c.fail_with = ReplicaSkewRefused("http://c:1: record stamped beyond the maximum clock skew")
+        await node.coordinator.put(b"k", b"v", ALL)
+        await run_callbacks()
+        assert node.coordinator.stats.skew_refusals == 1
+        assert node.hints.pending(URLS[2]) == 0
+
+
+# --- the rewrite after a NEWER answer ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fanout", MODES)
+async def test_a_write_that_lost_to_a_newer_version_is_stamped_past_it_and_written_again(
+    tmp_path: Path, fanout: FanoutMode
+) -> None:
+    with coordinator_node(tmp_path, fanout) as node:
+        ahead = node.clock.now() + 1_000_000  # a version from a node whose clock runs 1 s ahead
+        node.storages[URLS[1]].apply(b"k", Record.put(ahead, b"from the future"))
+        await node.coordinator.put(b"k", b"latest", ALL)
+        assert node.coordinator.stats.rewrites == 1
+        for url in URLS:
+            held = node.held(url, b"k")
+            assert held is not None and held.value == b"latest" and held.timestamp > ahead, url
+        assert [record.timestamp > ahead for _, record in node.b.writes] == [False, True]

@@ -1,0 +1,194 @@
+"""The peer's connection state machine (kvnode.replica.peer_state), driven by hand through every
+transition: no loop, no sockets, no timers; the test feeds the events and the time."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from kvnode.replica.peer_state import AttemptFailure, CallAction, InvalidTransition, PeerLife, PeerState
+
+
+def life_in(state: PeerState, *, attempting: bool = False) -> PeerLife:
+    """A machine brought to ``state`` by the events that lead there, then its attempt started if asked
+    (which moves idle, down and refused to connecting)."""
+    life = PeerLife()
+    if state is PeerState.CLOSED:
+        life.close()
+        return life
+    if state is not PeerState.IDLE:
+        assert life.probe()
+        if state is PeerState.CONNECTED:
+            assert life.connected()
+        elif state is PeerState.SUSPECT:
+            life.attempt_failed(AttemptFailure.NO_ANSWER, now=1.0)
+        elif state is PeerState.DOWN:
+            life.attempt_failed(AttemptFailure.UNREACHABLE, now=1.0)
+        elif state is PeerState.REFUSED:
+            life.attempt_failed(AttemptFailure.DENIED, now=1.0, refusal="secret")
+    assert life.state is state
+    if attempting and state is not PeerState.CONNECTING:
+        assert life.probe()
+    return life
+
+
+# --- calls ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("state", "attempting", "action", "after"),
+    [
+        (PeerState.IDLE, False, CallAction.CONNECT_AND_WAIT, PeerState.CONNECTING),
+        (PeerState.CONNECTING, True, CallAction.WAIT, PeerState.CONNECTING),
+        (PeerState.CONNECTED, False, CallAction.SEND, PeerState.CONNECTED),
+        (PeerState.SUSPECT, False, CallAction.PROBE_AND_FAIL, PeerState.SUSPECT),
+        (PeerState.SUSPECT, True, CallAction.FAIL, PeerState.SUSPECT),
+        (PeerState.DOWN, False, CallAction.CONNECT_AND_WAIT, PeerState.CONNECTING),
+        (PeerState.REFUSED, False, CallAction.CONNECT_AND_WAIT, PeerState.CONNECTING),
+        (PeerState.CLOSED, False, CallAction.FAIL, PeerState.CLOSED),
+    ],
+)
+def test_a_call_is_sent_waits_or_fails_and_starts_at_most_one_attempt(
+    state: PeerState, attempting: bool, action: CallAction, after: PeerState
+) -> None:
+    life = life_in(state, attempting=attempting)
+    assert life.call() is action
+    assert life.state is after
+    assert life.attempting is (action.connects or attempting)
+    assert not life.probe()  # never a second attempt while one is out, none while connected or closed
+
+
+def test_call_actions_say_whether_to_connect_and_whether_to_fail() -> None:
+    assert [(a.connects, a.fails) for a in CallAction] == [
+        (False, False),
+        (False, False),
+        (True, False),
+        (True, True),
+        (False, True),
+    ]
+
+
+def test_no_attempt_starts_while_connected_or_closed() -> None:
+    assert not life_in(PeerState.CONNECTED).probe()
+    assert not life_in(PeerState.CLOSED).probe()
+
+
+# --- a connect attempt's outcome -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("start", [PeerState.IDLE, PeerState.DOWN, PeerState.REFUSED, PeerState.SUSPECT])
+def test_an_attempt_that_succeeds_connects_and_ends_the_down_time(start: PeerState) -> None:
+    life = life_in(start, attempting=True)
+    assert life.connected()
+    assert (life.state, life.attempting, life.refusal, life.down_for(now=50.0)) == (
+        PeerState.CONNECTED,
+        False,
+        "",
+        0.0,
+    )
+
+
+@pytest.mark.parametrize(
+    ("failure", "after"),
+    [
+        (AttemptFailure.NO_ANSWER, PeerState.SUSPECT),
+        (AttemptFailure.UNREACHABLE, PeerState.DOWN),
+        (AttemptFailure.DENIED, PeerState.REFUSED),
+    ],
+)
+@pytest.mark.parametrize("start", [PeerState.IDLE, PeerState.DOWN, PeerState.SUSPECT, PeerState.REFUSED])
+def test_an_attempt_that_fails_says_how(start: PeerState, failure: AttemptFailure, after: PeerState) -> None:
+    life = life_in(start, attempting=True)
+    life.attempt_failed(failure, now=7.0, refusal="secret")
+    assert life.state is after and not life.attempting
+    assert life.refusal == ("secret" if after is PeerState.REFUSED else "")
+    # Down since the first failure without an answer in between: 1.0 when the way there failed already.
+    assert life.down_for(now=10.0) == (3.0 if start is PeerState.IDLE else 9.0)
+
+
+def test_a_refused_peer_is_tried_again_at_once_and_forgets_its_refusal() -> None:
+    life = life_in(PeerState.REFUSED)
+    assert life.refusal == "secret"
+    assert life.call() is CallAction.CONNECT_AND_WAIT
+    assert (life.state, life.refusal) == (PeerState.CONNECTING, "")
+
+
+# --- events on the connection ----------------------------------------------------------------------------
+
+
+def test_a_lost_connection_is_down_since_then_and_the_next_call_connects() -> None:
+    life = life_in(PeerState.CONNECTED)
+    life.lost(now=100.0)
+    assert life.state is PeerState.DOWN
+    assert life.down_for(now=115.0) == 15.0  # not reset by the attempts that follow
+    assert life.call() is CallAction.CONNECT_AND_WAIT
+    life.attempt_failed(AttemptFailure.UNREACHABLE, now=114.9)
+    assert life.down_for(now=115.0) == 15.0
+
+
+def test_a_silent_connection_makes_the_peer_suspect_until_its_probe_answers() -> None:
+    life = life_in(PeerState.CONNECTED)
+    life.silent(now=20.0)
+    assert life.state is PeerState.SUSPECT
+    assert life.probe()
+    assert life.call() is CallAction.FAIL
+    assert life.connected()
+    assert life.state.value == "connected"
+
+
+def test_an_answer_ends_the_down_time_and_a_failure_starts_it_once() -> None:
+    life = life_in(PeerState.CONNECTED)
+    life.failed(3.0)  # a call timed out
+    life.failed(4.0)
+    assert life.down_for(now=5.0) == 2.0
+    life.answered()
+    assert life.down_for(now=5.0) == 0.0
+
+
+# --- close, and events that cannot happen ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("start", [state for state in PeerState if state is not PeerState.CLOSED])
+def test_close_ends_every_state_and_later_outcomes_are_ignored(start: PeerState) -> None:
+    life = life_in(start, attempting=start in (PeerState.SUSPECT, PeerState.CONNECTING))
+    life.close()
+    assert (life.state, life.attempting) == (PeerState.CLOSED, False)
+    assert not life.connected()  # an attempt that ends after close: the caller closes its connection
+    life.attempt_failed(AttemptFailure.NO_ANSWER, now=1.0)
+    life.lost(now=1.0)
+    life.silent(now=1.0)
+    assert life.state is PeerState.CLOSED
+    assert life.call() is CallAction.FAIL
+
+
+NOT_CONNECTED = [PeerState.IDLE, PeerState.SUSPECT, PeerState.DOWN, PeerState.REFUSED]
+_CANNOT_HAPPEN: dict[str, tuple[Callable[[PeerLife], object], str, list[PeerState]]] = {
+    "connected": (lambda life: life.connected(), "no connect attempt", [*NOT_CONNECTED, PeerState.CONNECTED]),
+    "attempt_failed": (
+        lambda life: life.attempt_failed(AttemptFailure.UNREACHABLE, now=1.0),
+        "no connect attempt",
+        [*NOT_CONNECTED, PeerState.CONNECTED],
+    ),
+    "lost": (lambda life: life.lost(now=1.0), "not connected", [*NOT_CONNECTED, PeerState.CONNECTING]),
+    "silent": (lambda life: life.silent(now=1.0), "not connected", [*NOT_CONNECTED, PeerState.CONNECTING]),
+}
+
+
+@pytest.mark.parametrize(
+    ("event", "reason", "start"),
+    [
+        pytest.param(event, reason, start, id=f"{name}-while-{start.value}")
+        for name, (event, reason, starts) in _CANNOT_HAPPEN.items()
+        for start in starts
+    ],
+)
+def test_an_event_that_cannot_happen_is_refused_and_changes_nothing(
+    event: Callable[[PeerLife], object], reason: str, start: PeerState
+) -> None:
+    """An attempt's outcome with no attempt out, or a connection event while not connected: a bug in the
+    caller, refused rather than taken."""
+    life = life_in(start)
+    with pytest.raises(InvalidTransition, match=reason):
+        event(life)
+    assert life.state is start

@@ -1,0 +1,112 @@
+"""kvnode.read_repair in-process: a ReadRound over scripted replicas on real Storage (and through the
+Coordinator's reads), repairing the stale replicas after the answer, late answers included."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kvnode.quorum import Quorum
+from kvnode.read_repair import ReadRound
+from kvnode.records import Record
+from kvnode.replica.errors import ReplicaUnavailable
+from kvnode.storage import Storage
+from tests.replicas import URLS, ScriptedReplica, coordinator_node, run_callbacks, storages
+
+OLD, NEW = Record.put(100, b"old"), Record.put(200, b"new")
+
+
+def scripted(stores: list[Storage]) -> list[ScriptedReplica]:
+    return [ScriptedReplica(f"http://{chr(ord('a') + i)}:1", store) for i, store in enumerate(stores)]
+
+
+class Counts:
+    def __init__(self) -> None:
+        self.repairs = 0
+        self.observed: list[int] = []
+
+    def repair(self) -> None:
+        self.repairs += 1
+
+
+async def test_replicas_holding_an_older_version_or_none_get_the_newest_after_the_round(
+    tmp_path: Path,
+) -> None:
+    with storages(tmp_path, ["a", "b", "c"]) as stores:
+        a, b, c = scripted(stores)
+        a.storage.apply(b"k", NEW)
+        b.storage.apply(b"k", OLD)
+        counts = Counts()
+        round_ = ReadRound(b"k", counts.observed.append, counts.repair)
+        answers = [await round_.ask(replica) for replica in (a, b, c)]
+        assert answers == [NEW, OLD, None]
+        assert a.writes == b.writes == c.writes == []  # nothing before the fan-out is over
+        round_.close()
+        await run_callbacks()
+        assert [replica.storage.read(b"k") for replica in (a, b, c)] == [NEW, NEW, NEW]
+        assert (a.writes, b.writes, c.writes) == ([], [(b"k", NEW)], [(b"k", NEW)])
+        assert counts.repairs == 2
+        assert sorted(counts.observed) == [100, 200]  # every version seen moves the clock
+
+
+async def test_a_late_answer_is_repaired_once_it_arrives_and_never_delays_the_round(tmp_path: Path) -> None:
+    with storages(tmp_path, ["a", "b", "c"]) as stores:
+        a, b, c = scripted(stores)
+        for replica in (a, b):
+            replica.storage.apply(b"k", NEW)
+        c.storage.apply(b"k", OLD)
+        c.holding = True  # answers after the client's quorum (2 of 3) was reached
+        counts = Counts()
+        round_ = ReadRound(b"k", counts.observed.append, counts.repair)
+        futures = [round_.ask(replica) for replica in (a, b, c)]
+        round_.close()
+        await run_callbacks()
+        assert not futures[2].done() and counts.repairs == 0
+        c.holding = False  # so the repair write it is sent lands at once
+        c.release()
+        await run_callbacks()
+        assert c.storage.read(b"k") == NEW and counts.repairs == 1
+
+
+async def test_a_newer_tombstone_is_repaired_over_an_older_value(tmp_path: Path) -> None:
+    with storages(tmp_path, ["a", "b"]) as stores:
+        a, b = scripted(stores)
+        deleted = Record.delete(300)
+        a.storage.apply(b"k", deleted)
+        b.storage.apply(b"k", NEW)
+        round_ = ReadRound(b"k", lambda _: None, lambda: None)
+        for replica in (a, b):
+            await round_.ask(replica)
+        round_.close()
+        await run_callbacks()
+        assert b.storage.read(b"k") == deleted
+
+
+async def test_agreeing_failed_or_lone_replicas_are_not_repaired(tmp_path: Path) -> None:
+    with storages(tmp_path, ["a", "b", "c"]) as stores:
+        a, b, c = scripted(stores)
+        a.storage.apply(b"k", NEW)
+        b.storage.apply(b"k", NEW)
+        c.fail_with = ReplicaUnavailable("http://c:1 is unreachable: refused")
+        counts = Counts()
+        round_ = ReadRound(b"k", counts.observed.append, counts.repair)
+        for replica in (a, b, c):
+            round_.ask(replica).add_done_callback(lambda future: future.exception())
+        round_.close()
+        await run_callbacks()
+        assert counts.repairs == 0 and a.writes == b.writes == c.writes == []
+        lone = ReadRound(b"k", counts.observed.append, counts.repair)
+        await lone.ask(ScriptedReplica("http://d:1", stores[2]))  # one answer: nothing to compare with
+        lone.close()
+        await run_callbacks()
+        assert counts.repairs == 0
+
+
+async def test_a_coordinator_read_repairs_the_stale_replica_and_counts_it(tmp_path: Path) -> None:
+    with coordinator_node(tmp_path, "async") as node:
+        for url in URLS[:2]:
+            node.storages[url].apply(b"k", NEW)
+        node.storages[URLS[2]].apply(b"k", OLD)
+        assert await node.coordinator.get(b"k", Quorum(ack=2, replicas=3)) == NEW
+        await run_callbacks()
+        assert node.held(URLS[2], b"k") == NEW
+        assert node.coordinator.stats.read_repairs == 1
