@@ -155,3 +155,17 @@ def test_wire_garbage_decodes_or_raises_wire_error_only() -> None:
             else:
                 outcomes["decoded"] += 1
     assert outcomes["decoded"] > 0 and outcomes["error"] > 0
+
+
+def test_frames_breaking_the_limits_are_refused() -> None:
+    limits = wire.Limits(max_record=100, max_calls=3)
+    read = wire.encode_call(1, wire.Op.READ, b"k")
+    assert len(wire.decode_calls(read * 3, limits)) == 3
+    for frame, reason in [
+        (read * 4, "4 calls"),
+        (wire.encode_call(1, wire.Op.READ, b""), "key of 0 bytes"),
+        (wire.encode_call(1, wire.Op.READ, b"k" * (wire.MAX_KEY_BYTES + 1)), "key of"),
+        (wire.encode_call(1, wire.Op.WRITE, b"k", b"r" * 101), "record of 101 bytes"),
+    ]:
+        with pytest.raises(wire.WireError, match=reason):
+            wire.decode_calls(frame, limits)
