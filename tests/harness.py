@@ -1,19 +1,27 @@
-"""Real node processes on loopback for tests (kvnode.local_cluster's, with HTTP shortcuts): start, stop,
-kill, freeze and restart them by PID."""
+"""What the tests share: real node processes on loopback (kvnode.local_cluster's, with HTTP shortcuts) to
+start, stop, kill, freeze and restart by PID, and the helpers more than one test file uses: fresh keys
+and keys placed as a test needs, a node's /v0/stats and /metrics read, polling with a deadline."""
 
 from __future__ import annotations
 
 import dataclasses
 import http.client
+import itertools
+import json
 import shutil
 import socket
+import time
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from kvnode.config import FanoutMode, NodeConfig, cluster_configs
-from kvnode.local_cluster import LocalCluster, NodeProcess, start_on_free_ports
+from kvnode.local_cluster import LocalCluster, NodeProcess, ServerProcess, start_on_free_ports
+from kvnode.placement import Placement
 
 
 @dataclass
@@ -160,3 +168,62 @@ def launch_cluster(
         return cluster
 
     return start_on_free_ports(size, start)
+
+
+ClusterFactory = Callable[..., Cluster]  # the start_cluster fixture (tests/conftest.py)
+
+CONVERGE_S = 15.0  # bound on waiting for background work (hints, repair) on a loaded 2-core machine
+
+
+def stats(node: Node) -> dict[str, Any]:
+    """The node's GET /v0/stats, parsed."""
+    response = request(node.url, "GET", "/v0/stats")
+    assert response.status == 200
+    result: dict[str, Any] = json.loads(response.body)
+    return result
+
+
+def wait_for(condition: Callable[[], bool], seconds: float = CONVERGE_S, what: str = "condition") -> None:
+    """Poll condition until it holds; fail after the deadline."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+_serial = itertools.count()
+
+
+def fresh_key(label: str) -> str:
+    """A key no test has used yet: the label, a counter and the monotonic clock."""
+    return f"{label}-{next(_serial)}-{time.monotonic_ns()}"
+
+
+def key_where(cluster: Cluster, label: str, wanted: Callable[[list[str]], bool]) -> str:
+    """A fresh key whose full replica order (node URLs, most preferred first) satisfies wanted."""
+    placement = Placement(cluster.urls)
+    for _ in range(10_000):
+        key = fresh_key(label)
+        if wanted(placement.order(key.encode())):
+            return key
+    raise AssertionError(f"no key found for {label}")
+
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def scrape(node: ServerProcess) -> Samples:
+    response = request(node.url, "GET", "/metrics")
+    assert response.status == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(response.text)
+        for sample in family.samples
+    }
+
+
+def total(samples: Samples, name: str, **labels: str) -> float:
+    """The sum over every sample of ``name`` whose labels include ``labels``."""
+    wanted = set(labels.items())
+    return sum(v for (n, have), v in samples.items() if n == name and wanted <= have)

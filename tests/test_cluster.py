@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
@@ -12,12 +11,20 @@ import pytest
 
 from kvnode.config import FanoutMode
 from kvnode.placement import Placement
-from tests.conftest import ClusterFactory
-from tests.harness import Cluster, Node, Response, launch_cluster, miss_while_restored, request
+from tests.harness import (
+    Cluster,
+    ClusterFactory,
+    Node,
+    Response,
+    fresh_key,
+    key_where,
+    launch_cluster,
+    miss_while_restored,
+    request,
+)
 
 FANOUTS: tuple[FanoutMode, ...] = get_args(FanoutMode)
 SharedClusters = Callable[[int, FanoutMode], Cluster]
-_serial = itertools.count()
 
 
 @pytest.fixture(scope="module")
@@ -34,20 +41,6 @@ def shared_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedC
     yield get
     for cluster in clusters.values():
         cluster.stop()
-
-
-def fresh_key(label: str) -> str:
-    return f"{label}-{next(_serial)}-{time.monotonic_ns()}"
-
-
-def key_where(cluster: Cluster, label: str, wanted: Callable[[list[str]], bool]) -> str:
-    """A fresh key whose full replica order (node URLs, most preferred first) satisfies wanted."""
-    placement = Placement(cluster.urls)
-    for _ in range(10_000):
-        key = fresh_key(label)
-        if wanted(placement.order(key.encode())):
-            return key
-    raise AssertionError(f"no key found for {label}")
 
 
 def values_held(nodes: Iterable[Node], key: str) -> dict[str, bytes]:

@@ -26,8 +26,7 @@ from kvnode.config import FanoutMode, NodeConfig
 from kvnode.local_cluster import free_ports
 from kvnode.placement import Placement
 from kvnode.replica import wire
-from tests.conftest import ClusterFactory
-from tests.harness import Cluster, Node, Response
+from tests.harness import Cluster, ClusterFactory, Node, Response
 
 FANOUTS: tuple[FanoutMode, ...] = get_args(FanoutMode)
 Breakage = Literal["kill", "freeze"]

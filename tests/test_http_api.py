@@ -20,8 +20,7 @@ import pytest
 
 from kvnode.records import Record
 from kvnode.storage import Storage
-from tests.conftest import ClusterFactory
-from tests.harness import Node, Response, launch_cluster, read_chunks, request
+from tests.harness import ClusterFactory, Node, Response, launch_cluster, read_chunks, request
 
 ENTITY = "/v0/entity"
 ENTITIES = "/v0/entities"

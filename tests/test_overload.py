@@ -13,8 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from tests.conftest import ClusterFactory
-from tests.harness import Node, request
+from tests.harness import ClusterFactory, Node, request
 
 HELD = 32  # slots held by slow uploads in the burst tests (the node's --max-inflight)
 

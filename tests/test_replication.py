@@ -4,37 +4,18 @@ handoff and read repair bring stale replicas up to date, a silent peer is found 
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable, Iterator
 from functools import partial
-from typing import Any, get_args
+from typing import get_args
 
 import pytest
 
 from kvnode.config import FanoutMode
-from tests.conftest import ClusterFactory
-from tests.harness import Cluster, Node, request
-from tests.test_cluster import fresh_key, key_where
+from tests.harness import Cluster, ClusterFactory, Node, fresh_key, key_where, stats, wait_for
 
 FANOUTS: tuple[FanoutMode, ...] = get_args(FanoutMode)
-CONVERGE_S = 15.0  # bound on waiting for background work (hints, repair) on a loaded 2-core machine
-
-
-def stats(node: Node) -> dict[str, Any]:
-    response = request(node.url, "GET", "/v0/stats")
-    assert response.status == 200
-    result: dict[str, Any] = json.loads(response.body)
-    return result
-
-
-def wait_for(condition: Callable[[], bool], seconds: float = CONVERGE_S, what: str = "condition") -> None:
-    """Poll condition until it holds; fail after the deadline."""
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def listed_on(node: Node, key: str) -> bytes | None:

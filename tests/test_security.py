@@ -19,8 +19,7 @@ from kvnode.replica import wire
 from kvnode.replica.auth import ClusterAuth
 from kvnode.replica.errors import ReplicaUnavailable
 from kvnode.replica.peer import PeerReplica
-from tests.conftest import ClusterFactory
-from tests.harness import Cluster, Node, request
+from tests.harness import Cluster, ClusterFactory, Node, request
 
 SECRET = "s3cret-" * 6
 

@@ -8,10 +8,7 @@ from pathlib import Path
 
 from kvnode.placement import Placement
 from loadtest.scenarios import start_scenario
-from tests.conftest import ClusterFactory
-from tests.harness import request
-from tests.test_cluster import fresh_key
-from tests.test_metrics import scrape, total
+from tests.harness import ClusterFactory, fresh_key, request, scrape, total
 
 TIMEOUT_MS = 3000
 CEILING_MS = 50
