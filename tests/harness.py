@@ -15,7 +15,7 @@ import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -171,13 +171,14 @@ def launch_cluster(
 
 
 ClusterFactory = Callable[..., Cluster]  # the start_cluster fixture (tests/conftest.py)
+FANOUTS: tuple[FanoutMode, ...] = get_args(FanoutMode)
 
 CONVERGE_S = 15.0  # bound on waiting for background work (hints, repair) on a loaded 2-core machine
 
 
-def stats(node: Node) -> dict[str, Any]:
-    """The node's GET /v0/stats, parsed."""
-    response = request(node.url, "GET", "/v0/stats")
+def stats(node: Node, reset: bool = False) -> dict[str, Any]:
+    """The node's GET /v0/stats, parsed; ``reset`` starts its windows afresh (?reset=1)."""
+    response = request(node.url, "GET", "/v0/stats", {"reset": 1} if reset else None)
     assert response.status == 200
     result: dict[str, Any] = json.loads(response.body)
     return result
@@ -199,9 +200,9 @@ def fresh_key(label: str) -> str:
     return f"{label}-{next(_serial)}-{time.monotonic_ns()}"
 
 
-def key_where(cluster: Cluster, label: str, wanted: Callable[[list[str]], bool]) -> str:
-    """A fresh key whose full replica order (node URLs, most preferred first) satisfies wanted."""
-    placement = Placement(cluster.urls)
+def key_where(urls: Sequence[str], label: str, wanted: Callable[[list[str]], bool]) -> str:
+    """A fresh key whose full replica order over ``urls`` (most preferred first) satisfies wanted."""
+    placement = Placement(urls)
     for _ in range(10_000):
         key = fresh_key(label)
         if wanted(placement.order(key.encode())):

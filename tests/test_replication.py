@@ -8,14 +8,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from functools import partial
-from typing import get_args
 
 import pytest
 
 from kvnode.config import FanoutMode
-from tests.harness import Cluster, ClusterFactory, Node, fresh_key, key_where, stats, wait_for
-
-FANOUTS: tuple[FanoutMode, ...] = get_args(FanoutMode)
+from tests.harness import FANOUTS, Cluster, ClusterFactory, Node, fresh_key, key_where, stats, wait_for
 
 
 def listed_on(node: Node, key: str) -> bytes | None:
@@ -204,7 +201,7 @@ def test_one_quorum_read_repairs_a_stale_replica(start_cluster: ClusterFactory, 
     for deleting, expected in ((False, b"new"), (True, None)):
         # A key whose third replica is not among the first two, so a from=2 write leaves it stale
         # without any hint (it was never one of that write's replicas).
-        key = key_where(cluster, "stale", lambda order: order[2] == stale.url)
+        key = key_where(cluster.urls, "stale", lambda order: order[2] == stale.url)
         assert cluster[0].put(key, b"old", ack=3, from_=3).status == 201
         if deleting:
             assert cluster[0].delete(key, ack=2, from_=2).status == 202
@@ -222,7 +219,7 @@ def test_read_repair_does_not_delay_the_answer(start_cluster: ClusterFactory) ->
     replica's late answer, once it resumes, still triggers its repair."""
     cluster = start_cluster(3, timeout_ms=5000)
     stale = cluster[2]
-    key = key_where(cluster, "slow-stale", lambda order: order[2] == stale.url)
+    key = key_where(cluster.urls, "slow-stale", lambda order: order[2] == stale.url)
     assert cluster[0].put(key, b"old", ack=3, from_=3).status == 201
     assert cluster[0].put(key, b"new", ack=2, from_=2).status == 201
     stale.freeze()

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import time
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from kvnode.replica import wire
 from kvnode.replica.auth import ClusterAuth
 from kvnode.replica.errors import ReplicaUnavailable
 from kvnode.replica.peer import PeerReplica
-from tests.harness import Cluster, ClusterFactory, Node, request
+from tests.harness import Cluster, ClusterFactory, Node, request, stats
 
 SECRET = "s3cret-" * 6
 
@@ -131,7 +130,7 @@ def test_a_rogue_node_on_a_members_url_cannot_store_or_receive_writes(
         for member in cluster.nodes[:2]:
             assert keys(member, "rogue-write") == []
         assert keys(rogue, "member-write") == []
-        hints = json.loads(request(cluster[0].url, "GET", "/v0/stats").body)["hints"]["pending"]
+        hints = stats(cluster[0])["hints"]["pending"]
         assert hints.get(cluster[2].url, 0) >= 1  # kept for the real member
     finally:
         rogue.stop()
@@ -184,7 +183,7 @@ def test_a_peer_breaking_the_bounds_loses_only_its_connection(
     assert target.put("after", b"v", ack=3).status == 201
     for node in cluster:
         assert node.get("after", ack=3).status == 200
-    peers = json.loads(request(cluster[1].url, "GET", "/v0/stats").body)["peers"]
+    peers = stats(cluster[1])["peers"]
     assert peers[target.url] == "connected"
 
 
