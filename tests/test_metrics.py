@@ -1,6 +1,6 @@
-"""GET /metrics on real nodes (contract, "Observing a node"): Prometheus text that prometheus_client's own
-parser reads, requests by operation and status, every replica call a coordinator makes, hints pending for
-a stopped peer until it is back."""
+"""kvnode.metrics' buckets and recent latency, and GET /metrics on real nodes: Prometheus text that
+prometheus_client's own parser reads, requests by operation and status, every replica call a coordinator
+makes, hints pending for a stopped peer until it is back."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Bounded work (CONTRACT.md, "Overload and errors"): admission control on /v0/entity (503 with
-Retry-After beyond --max-inflight, nothing written), the body-read timeout (408), and a coordinator whose
-memory stays bounded while a peer stops reading."""
+"""Bounded work: admission control on /v0/entity (503 with Retry-After beyond --max-inflight, nothing
+written), the body-read timeout (408), and a coordinator whose memory stays bounded while a peer stops
+reading."""
 
 from __future__ import annotations
 

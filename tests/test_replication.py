@@ -1,6 +1,6 @@
-"""Convergence on real clusters (contract, "Time, versions and convergence" and "Peers"): a restarted peer
-is used at once, writes reach every replica, the hybrid clock orders writes across skewed clocks, hinted
-handoff and read repair bring stale replicas up to date, a silent peer is found by heartbeat."""
+"""Convergence on real clusters: a restarted peer is used at once, writes reach every replica, the hybrid
+clock orders writes across skewed clocks (and refuses a record beyond the maximum skew), hinted handoff
+and read repair bring stale replicas up to date, a silent peer is found by heartbeat."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def listed_on(node: Node, key: str) -> bytes | None:
 
 def stop_and_see_gone(replica: Node, coordinator: Node) -> None:
     """Stop replica and wait until coordinator has seen its channel close, so that the next write finds
-    it not connected (and keeps its hint before answering, as the contract says for that case)."""
+    it not connected: the coordinator then keeps that write's hint before it answers."""
     replica.stop()
     wait_for(lambda: stats(coordinator)["peers"][replica.url] != "connected", what="the channel closed")
 
