@@ -177,7 +177,7 @@ CONVERGE_S = 15.0  # bound on waiting for background work (hints, repair) on a l
 
 
 def stats(node: Node, reset: bool = False) -> dict[str, Any]:
-    """The node's GET /v0/stats, parsed; ``reset`` starts its windows afresh (?reset=1)."""
+    """The node's GET /v0/stats, parsed; ``reset`` (?reset=1) starts a new measurement window after it."""
     response = request(node.url, "GET", "/v0/stats", {"reset": 1} if reset else None)
     assert response.status == 200
     result: dict[str, Any] = json.loads(response.body)
@@ -214,6 +214,7 @@ Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
 def scrape(node: ServerProcess) -> Samples:
+    """The node's GET /metrics, parsed: one value per (sample name, labels)."""
     response = request(node.url, "GET", "/metrics")
     assert response.status == 200
     assert response.headers["content-type"].startswith("text/plain")
