@@ -41,8 +41,10 @@ class GeneratorPool:
     """``workers`` generator processes, started on enter and stopped (by PID) on exit; reusable for
     many runs, so a rate search pays for starting them once.
 
-    >>> with GeneratorPool(2) as pool:                                          # doctest: +SKIP
-    ...     result = pool.run(["http://127.0.0.1:8080"], Workload("get"), 8000, 10, connections=128)
+    >>> with GeneratorPool(2) as pool:  # nothing listens on port 9: every request fails to connect
+    ...     result = pool.run(["http://127.0.0.1:9"], Workload("get"), rate=100, duration=0.2, connections=2)
+    >>> result.workers, result.requests, dict(result.errors)
+    (2, 20, {'connection': 20})
     """
 
     def __init__(self, workers: int) -> None:

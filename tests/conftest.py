@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from kvnode.system_db import SystemDb
-from tests.harness import Cluster, Node, launch_cluster
-
-ClusterFactory = Callable[..., Cluster]
+from tests.harness import Cluster, ClusterFactory, Node, launch_cluster
 
 
 @pytest.fixture

@@ -1,11 +1,14 @@
-"""Real node processes on loopback for tests (kvnode.ops's, with HTTP shortcuts): start, stop, kill,
-freeze and restart them by PID."""
+"""What the tests share: real node processes on loopback (kvnode.ops's, with HTTP shortcuts) to start,
+stop, kill, freeze and restart by PID, ``python -m kvnode`` run as a user runs it, and the helpers more
+than one test file uses: fresh keys and keys placed as a test needs, a node's /v0/stats and /metrics
+read, polling with a deadline."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
 import http.client
+import itertools
 import json
 import os
 import shutil
@@ -18,11 +21,14 @@ import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from kvnode.config import FanoutMode, NodeConfig
 from kvnode.ops.local_cluster import LocalCluster, start_local_cluster
-from kvnode.ops.processes import NodeProcess
+from kvnode.ops.processes import NodeProcess, ServerProcess
+from kvnode.placement import Placement
 
 
 @dataclass
@@ -176,16 +182,6 @@ def write_secret_file(path: Path, secret: str) -> Path:
 DEADLINE = 30.0  # generous: other test runs share this machine
 
 
-def poll(condition_name: str, check: object, timeout: float = DEADLINE) -> None:
-    """Call check() until it returns true; fail naming the condition after timeout seconds."""
-    assert callable(check)
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for: {condition_name}")
-        time.sleep(0.02)
-
-
 def clean_env(**extra: str) -> dict[str, str]:
     """This process's environment without any KVNODE_* variable, plus extra."""
     env = {name: value for name, value in os.environ.items() if not name.startswith("KVNODE_")}
@@ -251,9 +247,84 @@ def started(
                 process.wait()
 
 
-def stats(node: Node) -> dict[str, Any]:
-    """The node's ``GET /v0/stats``."""
-    response = request(node.url, "GET", "/v0/stats")
+ClusterFactory = Callable[..., Cluster]  # the start_cluster fixture (tests/conftest.py)
+FANOUTS: tuple[FanoutMode, ...] = get_args(FanoutMode)
+
+CONVERGE_S = 15.0  # bound on waiting for background work (hints, repair) on a loaded 2-core machine
+
+
+def stats(node: Node, reset: bool = False) -> dict[str, Any]:
+    """The node's GET /v0/stats, parsed; ``reset`` (?reset=1) starts a new measurement window after it."""
+    response = request(node.url, "GET", "/v0/stats", {"reset": 1} if reset else None)
     assert response.status == 200
     result: dict[str, Any] = json.loads(response.body)
     return result
+
+
+def wait_for(condition: Callable[[], bool], seconds: float = CONVERGE_S, what: str = "condition") -> None:
+    """Poll condition until it holds; fail after the deadline."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+_serial = itertools.count()
+
+
+def fresh_key(label: str) -> str:
+    """A key no test has used yet: the label, a counter and the monotonic clock."""
+    return f"{label}-{next(_serial)}-{time.monotonic_ns()}"
+
+
+def key_where(urls: Sequence[str], label: str, wanted: Callable[[list[str]], bool]) -> str:
+    """A fresh key whose full replica order over ``urls`` (most preferred first) satisfies wanted."""
+    placement = Placement(urls)
+    for _ in range(10_000):
+        key = fresh_key(label)
+        if wanted(placement.order(key.encode())):
+            return key
+    raise AssertionError(f"no key found for {label}")
+
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def scrape(node: ServerProcess) -> Samples:
+    """The node's GET /metrics, parsed: one value per (sample name, labels)."""
+    response = request(node.url, "GET", "/metrics")
+    assert response.status == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(response.text)
+        for sample in family.samples
+    }
+
+
+def total(samples: Samples, name: str, **labels: str) -> float:
+    """The sum over every sample of ``name`` whose labels include ``labels``."""
+    wanted = set(labels.items())
+    return sum(v for (n, have), v in samples.items() if n == name and wanted <= have)
+
+
+def inflight(node: Node) -> int:
+    return int(stats(node)["requests"]["inflight"])
+
+
+@contextlib.contextmanager
+def slow_uploads(node: Node, count: int, key: str = "slow") -> Iterator[list[socket.socket]]:
+    """``count`` PUTs whose headers arrived and whose body never comes: each holds an in-flight slot."""
+    port = int(node.url.rsplit(":", 1)[1])
+    sockets = []
+    try:
+        for index in range(count):
+            sock = socket.create_connection(("127.0.0.1", port))
+            head = f"PUT /v0/entity?id={key}{index} HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n"
+            sock.sendall(head.encode() + b"abc")
+            sockets.append(sock)
+        wait_for(lambda: inflight(node) == count, what=f"{count} requests in flight")
+        yield sockets
+    finally:
+        for sock in sockets:
+            sock.close()

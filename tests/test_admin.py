@@ -10,8 +10,7 @@ import sys
 from typing import Any
 
 from kvnode.placement import Placement
-from tests.conftest import ClusterFactory
-from tests.harness import Node, stats
+from tests.harness import ClusterFactory, Node, stats
 
 
 def admin(url: str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -22,10 +22,7 @@ from kvnode.client import (
     Unreachable,
 )
 from kvnode.placement import Placement
-from tests.conftest import ClusterFactory
-from tests.harness import Cluster, Node
-from tests.test_metrics import scrape, total
-from tests.test_overload import slow_uploads, stats
+from tests.harness import Cluster, ClusterFactory, Node, scrape, slow_uploads, stats, total
 
 KEYS = [f"client-{index}" for index in range(30)]
 
@@ -259,7 +256,8 @@ async def test_a_503_is_retried_after_its_retry_after(start_cluster: ClusterFact
 
 
 def shed_count(node: Node) -> int:
-    return stats(node)["requests"]["shed"]  # type: ignore[index,no-any-return]
+    shed: int = stats(node)["requests"]["shed"]
+    return shed
 
 
 async def until(condition: Callable[[], bool], timeout: float = 10.0) -> None:

@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
-from typing import get_args
 
 import pytest
 
 from kvnode.config import FanoutMode
 from kvnode.placement import Placement
-from tests.conftest import ClusterFactory
-from tests.harness import Cluster, Node, Response, launch_cluster, miss_while_restored, request
+from tests.harness import (
+    FANOUTS,
+    Cluster,
+    ClusterFactory,
+    Node,
+    Response,
+    fresh_key,
+    key_where,
+    launch_cluster,
+    miss_while_restored,
+    request,
+)
 
-FANOUTS: tuple[FanoutMode, ...] = get_args(FanoutMode)
 SharedClusters = Callable[[int, FanoutMode], Cluster]
-_serial = itertools.count()
 
 
 @pytest.fixture(scope="module")
@@ -34,20 +40,6 @@ def shared_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedC
     yield get
     for cluster in clusters.values():
         cluster.stop()
-
-
-def fresh_key(label: str) -> str:
-    return f"{label}-{next(_serial)}-{time.monotonic_ns()}"
-
-
-def key_where(cluster: Cluster, label: str, wanted: Callable[[list[str]], bool]) -> str:
-    """A fresh key whose full replica order (node URLs, most preferred first) satisfies wanted."""
-    placement = Placement(cluster.urls)
-    for _ in range(10_000):
-        key = fresh_key(label)
-        if wanted(placement.order(key.encode())):
-            return key
-    raise AssertionError(f"no key found for {label}")
 
 
 def values_held(nodes: Iterable[Node], key: str) -> dict[str, bytes]:
@@ -177,8 +169,8 @@ def test_get_1_of_2_sees_put_2_of_2_with_the_other_node_down(
     first, second = cluster[0], cluster[1]
     # One key that first is primary for, one that second is: either way the survivor must answer.
     keys = [
-        key_where(cluster, "two-a", lambda order: order[0] == first.url),
-        key_where(cluster, "two-b", lambda order: order[0] == second.url),
+        key_where(cluster.urls, "two-a", lambda order: order[0] == first.url),
+        key_where(cluster.urls, "two-b", lambda order: order[0] == second.url),
     ]
     for key in keys:
         assert first.put(key, b"old", ack=2, from_=2).status == 201
@@ -200,7 +192,7 @@ def test_get_2_of_3_sees_put_and_delete_2_of_3_with_a_node_down(
 ) -> None:
     """Each step runs with a different node down, so write and read sets overlap in one node only."""
     cluster = start_cluster(3, fanout=fanout)
-    key = key_where(cluster, "two-of-three", lambda order: True)
+    key = key_where(cluster.urls, "two-of-three", lambda order: True)
     order = [cluster.by_url(url) for url in Placement(cluster.urls).order(key.encode())]
     a, b, c = order  # a is the key's primary: a sync coordinator asks it first
 
@@ -234,7 +226,7 @@ def test_stale_replica_does_not_win_over_a_newer_tombstone(
     start_cluster: ClusterFactory, fanout: FanoutMode
 ) -> None:
     cluster = start_cluster(3, fanout=fanout)
-    key = key_where(cluster, "stale-tombstone", lambda order: True)
+    key = key_where(cluster.urls, "stale-tombstone", lambda order: True)
     stale = cluster.by_url(Placement(cluster.urls).order(key.encode())[0])  # asked first by sync
     others = [node for node in cluster if node is not stale]
     assert others[0].put(key, b"doomed", ack=3, from_=3).status == 201
@@ -252,7 +244,7 @@ def test_stale_replica_does_not_win_over_a_newer_value(
     start_cluster: ClusterFactory, fanout: FanoutMode
 ) -> None:
     cluster = start_cluster(3, fanout=fanout)
-    key = key_where(cluster, "stale-value", lambda order: True)
+    key = key_where(cluster.urls, "stale-value", lambda order: True)
     stale = cluster.by_url(Placement(cluster.urls).order(key.encode())[0])
     others = [node for node in cluster if node is not stale]
     assert others[0].put(key, b"old", ack=3, from_=3).status == 201

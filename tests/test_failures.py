@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
-import itertools
 import socket
 import socketserver
 import threading
@@ -24,30 +23,13 @@ import pytest
 
 from kvnode.config import FanoutMode, NodeConfig
 from kvnode.ops.processes import free_ports
-from kvnode.placement import Placement
 from kvnode.replica import wire
-from tests.conftest import ClusterFactory
-from tests.harness import Cluster, Node, Response
+from tests.harness import FANOUTS, Cluster, ClusterFactory, Node, Response, fresh_key, key_where
 
-FANOUTS: tuple[FanoutMode, ...] = get_args(FanoutMode)
 Breakage = Literal["kill", "freeze"]
 BREAKAGES: tuple[Breakage, ...] = get_args(Breakage)
 TIMEOUT_MS = 500
 BOUND = 5.0  # seconds: "about the timeout", with room for a loaded machine; a hang would take far longer
-_serial = itertools.count()
-
-
-def fresh_key(label: str) -> str:
-    return f"{label}-{next(_serial)}-{time.monotonic_ns()}"
-
-
-def key_where(urls: list[str], label: str, wanted: Callable[[list[str]], bool]) -> str:
-    placement = Placement(urls)
-    for _ in range(10_000):
-        key = fresh_key(label)
-        if wanted(placement.order(key.encode())):
-            return key
-    raise AssertionError(f"no key found for {label}")
 
 
 def timed(call: Callable[[], Response]) -> tuple[Response, float]:

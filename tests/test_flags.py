@@ -16,12 +16,12 @@ from tests.harness import (
     DEADLINE,
     assert_exit_2_with_one_line,
     clean_env,
-    poll,
     refuses_connections,
     request,
     run_kvnode,
     serves,
     started,
+    wait_for,
     write_secret_file,
 )
 
@@ -177,7 +177,9 @@ def test_environment_variables_configure_a_node(tmp_path: Path) -> None:
         KVNODE_PORT=str(port), KVNODE_DATA_DIR=str(tmp_path / "env-data"), KVNODE_MAX_BODY_BYTES="10"
     )
     with started(["node"], tmp_path, env, tmp_path / "node.log") as process:
-        poll("the node to serve on KVNODE_PORT", lambda: serves(port) or process.poll() is not None)
+        wait_for(
+            lambda: serves(port) or process.poll() is not None, DEADLINE, "the node to serve on KVNODE_PORT"
+        )
         assert process.poll() is None, (tmp_path / "node.log").read_text()
         url = f"http://127.0.0.1:{port}"
         assert request(url, "PUT", "/v0/entity?id=k", body=b"0123456789").status == 201
@@ -194,7 +196,9 @@ def test_flags_win_over_environment_variables(tmp_path: Path) -> None:
     env = clean_env(KVNODE_PORT=str(env_port), KVNODE_DATA_DIR=str(tmp_path / "env-data"))
     args = ["node", "--port", str(flag_port), "--data-dir", str(tmp_path / "flag-data")]
     with started(args, tmp_path, env, tmp_path / "node.log") as process:
-        poll("the node to serve on --port", lambda: serves(flag_port) or process.poll() is not None)
+        wait_for(
+            lambda: serves(flag_port) or process.poll() is not None, DEADLINE, "the node to serve on --port"
+        )
         assert process.poll() is None, (tmp_path / "node.log").read_text()
         assert refuses_connections(env_port)
         assert (tmp_path / "flag-data" / "records" / "CURRENT").is_file()

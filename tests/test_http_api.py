@@ -1,5 +1,7 @@
-"""The client-facing HTTP API of one node (a cluster of one), against a real node process: every status
-and body the README documents, its rejection rules, and range scans.
+"""The client-facing HTTP API of one node (a cluster of one), against a real node process: a value comes
+back with its exact bytes (empty, 1 MiB, every byte value; any id, percent-encoded), PUT is 201, DELETE
+202, an absent or deleted key 404, and a request the API refuses is 400, 404, 405 or 413 and writes
+nothing; and range scans: one chunk per live record, in key byte order, streamed.
 
 Node processes take a while to start on a busy machine, so most tests share one node per module and keep
 to their own key prefix (``ns``); tests that need an empty store or other options start their own.
@@ -20,8 +22,7 @@ import pytest
 
 from kvnode.records import Record
 from kvnode.storage import Storage
-from tests.conftest import ClusterFactory
-from tests.harness import Node, Response, launch_cluster, read_chunks, request
+from tests.harness import ClusterFactory, Node, Response, launch_cluster, read_chunks, request
 
 ENTITY = "/v0/entity"
 ENTITIES = "/v0/entities"

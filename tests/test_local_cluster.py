@@ -29,11 +29,11 @@ from tests.harness import (
     Node,
     assert_exit_2_with_one_line,
     clean_env,
-    poll,
     read_chunks,
     refuses_connections,
     request,
     run_kvnode,
+    wait_for,
     write_secret_file,
 )
 
@@ -156,7 +156,9 @@ def test_cluster_command_starts_serves_and_stops_on_sigint(tmp_path: Path) -> No
 
         launcher.send_signal(signal.SIGINT)
         assert launcher.wait(DEADLINE) == 0
-        poll("every node process to exit", lambda: not any(is_running(pid) for pid in node_pids))
+        wait_for(
+            lambda: not any(is_running(pid) for pid in node_pids), DEADLINE, "every node process to exit"
+        )
         for port in range(base, base + 3):
             assert refuses_connections(port)
 
@@ -167,7 +169,9 @@ def test_cluster_nodes_do_not_outlive_a_killed_launcher(tmp_path: Path) -> None:
         assert all(request(url, "GET", "/v0/status").status == 200 for url in urls)
         launcher.kill()
         launcher.wait()
-        poll("the orphaned nodes to exit", lambda: not any(is_running(pid) for pid in node_pids))
+        wait_for(
+            lambda: not any(is_running(pid) for pid in node_pids), DEADLINE, "the orphaned nodes to exit"
+        )
 
 
 def test_cluster_started_with_a_misspelled_variable_warns_once(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ import pytest
 
 from kvnode.ops.processes import free_ports
 from profiling.render_check import check_page, find_chromium
-from tests.conftest import ClusterFactory
+from tests.harness import ClusterFactory
 
 LOCUSTFILE = Path(__file__).parent.parent / "loadtest" / "locustfile.py"
 KEYS = 200

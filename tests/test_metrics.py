@@ -1,40 +1,17 @@
-"""GET /metrics on real nodes: Prometheus text that prometheus_client's own parser reads, requests by
-operation and status (the known ones at 0 from the start), every replica call a coordinator makes, hints
-pending for a stopped peer until it is back."""
+"""kvnode.metrics' buckets and recent latency, and GET /metrics on real nodes: Prometheus text that
+prometheus_client's own parser reads, requests by operation and status (the known ones at 0 from the
+start), every replica call a coordinator makes, hints pending for a stopped peer until it is back."""
 
 from __future__ import annotations
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from kvnode.metrics import FixedBuckets, RecentLatency
-from kvnode.ops.processes import ServerProcess
-from tests.conftest import ClusterFactory
-from tests.harness import Node, request
-from tests.test_replication import wait_for
-
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
-
-def scrape(node: ServerProcess) -> Samples:
-    response = request(node.url, "GET", "/metrics")
-    assert response.status == 200
-    assert response.headers["content-type"].startswith("text/plain")
-    return {
-        (sample.name, frozenset(sample.labels.items())): sample.value
-        for family in text_string_to_metric_families(response.text)
-        for sample in family.samples
-    }
+from tests.harness import ClusterFactory, Node, Samples, request, scrape, total, wait_for
 
 
 def value(samples: Samples, name: str, **labels: str) -> float:
     return samples.get((name, frozenset(labels.items())), 0.0)
-
-
-def total(samples: Samples, name: str, **labels: str) -> float:
-    """The sum over every sample of ``name`` whose labels include ``labels``."""
-    wanted = set(labels.items())
-    return sum(v for (n, have), v in samples.items() if n == name and wanted <= have)
 
 
 def test_fixed_buckets_are_cumulative_with_a_bound_in_its_own_bucket() -> None:

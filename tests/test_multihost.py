@@ -11,13 +11,11 @@ and is skipped with the reason where namespaces cannot be made.
 Every namespace is named ``kvmh-<pid of this test run>-<role>``: the run removes its own at the end, and a
 later run removes those of an earlier run whose process is gone (an interrupted or killed one).
 
-The rest: the command line's URL parsing (host names, IPv6 literals in brackets) and a cluster on IPv6
-loopback.
+The rest: a cluster on IPv6 loopback.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import ctypes
 import os
@@ -37,8 +35,6 @@ from typing import TypeVar
 import pytest
 
 from kvnode.config import NodeConfig, node_url
-from kvnode.ops.argtypes import host, http_url, http_urls
-from kvnode.ops.cluster_config import ClusterConfig
 from kvnode.ops.processes import die_with_parent, free_ports
 from tests.harness import Cluster, Node, Response, request
 
@@ -401,64 +397,6 @@ def test_leftovers_are_only_namespaces_of_this_test_whose_run_is_gone() -> None:
 
 
 # --- addresses other than 127.0.0.1 -------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "url",
-    [
-        "http://198.51.100.1:8080",
-        "http://node-1.example:8080",
-        "http://[::1]:8080",
-        "http://[2001:db8::7]:1",
-        "http://[fe80::1]:65535",
-    ],
-)
-def test_http_url_accepts_host_names_and_ip_literals(url: str) -> None:
-    assert http_url(url + "/") == url
-    assert http_urls(f" {url} ,http://127.0.0.1:1") == (url, "http://127.0.0.1:1")
-
-
-def test_http_url_writes_an_ipv6_address_one_way_as_node_urls_do() -> None:
-    assert http_url("http://[0:0:0:0:0:0:0:1]:8080") == http_url("http://[::1]:8080") == node_url("::1", 8080)
-    assert http_url("http://[2001:DB8::7]:1") == "http://[2001:db8::7]:1"
-
-
-@pytest.mark.parametrize(
-    ("url", "reason"),
-    [
-        ("http://::1:8080", "an IPv6 address goes in brackets, as in http://[::1]:8080"),
-        ("http://2001:db8::7:8080", "an IPv6 address goes in brackets"),
-        ("http://[::1]", "URLs look like http://HOST:PORT or http://[IPV6]:PORT"),
-        ("http://[::g]:8080", "not an IPv6 address: [::g]"),
-        ("http://[198.51.100.1]:8080", "not an IPv6 address"),
-        ("http://host", "URLs look like"),
-        ("https://host:8080", "URLs look like"),
-        ("http://host:8080/path", "URLs look like"),
-        ("http://user@host:8080", "URLs look like"),
-        ("http://host:08080", "URLs look like"),
-        ("http://host:0", "port must be between 1 and 65535"),
-        ("http://host:65536", "port must be between 1 and 65535"),
-    ],
-)
-def test_http_url_refuses_with_a_reason(url: str, reason: str) -> None:
-    with pytest.raises(argparse.ArgumentTypeError, match=re.escape(reason)):
-        http_url(url)
-
-
-def test_host_takes_ipv6_with_or_without_brackets() -> None:
-    assert host("198.51.100.1") == "198.51.100.1"
-    assert host("[::1]") == host("::1") == host("0:0::1") == "::1"
-    for bad in ("", "a b", "http://x", "[x]"):
-        with pytest.raises(argparse.ArgumentTypeError, match="not a host name or IP address"):
-            host(bad)
-
-
-def test_node_urls_put_ipv6_addresses_in_brackets() -> None:
-    assert node_url("198.51.100.1", 8080) == "http://198.51.100.1:8080"
-    assert node_url("::1", 8080) == "http://[::1]:8080"
-    configs = ClusterConfig(nodes=2, node=NodeConfig(host="::1", port=8080)).node_configs()
-    assert [config.url for config in configs] == ["http://[::1]:8080", "http://[::1]:8081"]
-    assert all(config.cluster == ("http://[::1]:8080", "http://[::1]:8081") for config in configs)
 
 
 def _ipv6_loopback() -> bool:

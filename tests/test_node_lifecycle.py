@@ -12,9 +12,9 @@ from tests.harness import (
     DEADLINE,
     Node,
     assert_exit_2_with_one_line,
-    poll,
     refuses_connections,
     run_kvnode,
+    wait_for,
 )
 
 # --- restarts and signals ---------------------------------------------------------------------------
@@ -84,7 +84,7 @@ def test_request_in_flight_at_sigterm_completes(node: Node) -> None:
         sock.sendall(value[:half])
         node.process.send_signal(signal.SIGTERM)
         # the node stops accepting: once new connections are refused, it is shutting down
-        poll("the node to stop listening after SIGTERM", lambda: refuses_connections(port))
+        wait_for(lambda: refuses_connections(port), DEADLINE, "the node to stop listening after SIGTERM")
         assert node.process.poll() is None, "the node exited with a request in flight"
         sock.sendall(value[half:])
         status_line = stream.readline()
@@ -115,7 +115,7 @@ def test_response_in_flight_at_sigterm_completes(node: Node) -> None:
         first = int(stream.readline(), 16)
         assert stream.read(first + 2) == b"key-0000\n" + value + b"\r\n"
         node.process.send_signal(signal.SIGTERM)
-        poll("the node to stop listening after SIGTERM", lambda: refuses_connections(port))
+        wait_for(lambda: refuses_connections(port), DEADLINE, "the node to stop listening after SIGTERM")
         received = 1
         while (size := int(stream.readline(), 16)) > 0:
             assert stream.read(size + 2) == b"key-%04d\n" % received + value + b"\r\n"

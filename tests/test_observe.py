@@ -8,9 +8,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import ClusterFactory
-from tests.harness import Node, request
-from tests.test_replication import wait_for
+from tests.harness import ClusterFactory, Node, request, wait_for
 
 
 def get_json(node: Node, path: str) -> Any:

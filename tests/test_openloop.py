@@ -21,8 +21,7 @@ from kvnode.ops.processes import ServerProcess, free_ports
 from loadtest.openloop import LATENESS_FLOOR_MS, RateResult, run_rate
 from loadtest.workers import GeneratorPool
 from loadtest.workload import Workload, key_name
-from tests.conftest import ClusterFactory
-from tests.test_metrics import scrape, total
+from tests.harness import ClusterFactory, scrape, total
 
 
 @contextlib.contextmanager

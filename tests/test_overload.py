@@ -1,56 +1,18 @@
-"""Bounded work (CONTRACT.md, "Overload and errors"): admission control on /v0/entity (503 with
-Retry-After beyond --max-inflight, nothing written), the body-read timeout (408), and a coordinator whose
-memory stays bounded while a peer stops reading."""
+"""Bounded work: admission control on /v0/entity (503 with Retry-After beyond --max-inflight, nothing
+written), the body-read timeout (408), and a coordinator whose memory stays bounded while a peer stops
+reading."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from tests.conftest import ClusterFactory
-from tests.harness import Node, request
+from tests.harness import ClusterFactory, Node, inflight, request, slow_uploads, stats, wait_for
 
 HELD = 32  # slots held by slow uploads in the burst tests (the node's --max-inflight)
-
-
-def stats(node: Node, reset: bool = False) -> dict[str, object]:
-    params: dict[str, str | int] = {"reset": 1} if reset else {}
-    return json.loads(request(node.url, "GET", "/v0/stats", params).body)  # type: ignore[no-any-return]
-
-
-def inflight(node: Node) -> int:
-    return stats(node)["requests"]["inflight"]  # type: ignore[index,no-any-return]
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.02)
-
-
-@contextlib.contextmanager
-def slow_uploads(node: Node, count: int, key: str = "slow") -> Iterator[list[socket.socket]]:
-    """``count`` PUTs whose headers arrived and whose body never comes: each holds an in-flight slot."""
-    port = int(node.url.rsplit(":", 1)[1])
-    sockets = []
-    try:
-        for index in range(count):
-            sock = socket.create_connection(("127.0.0.1", port))
-            head = f"PUT /v0/entity?id={key}{index} HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n"
-            sock.sendall(head.encode() + b"abc")
-            sockets.append(sock)
-        wait_for(lambda: inflight(node) == count)
-        yield sockets
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 async def _one_request(port: int, method: str, target: str) -> tuple[int, dict[str, str], float]:
@@ -97,10 +59,10 @@ def test_a_burst_far_above_max_inflight_is_shed_at_once_and_writes_nothing(
         assert request(node.url, "GET", "/v0/status").status == 200
         assert node.scan("burst-") == []
         after = stats(node)
-    assert after["requests"]["shed"] >= 20 * HELD  # type: ignore[index]
+    assert after["requests"]["shed"] >= 20 * HELD
     lag = after["loop_lag_ms"]
     print(f"503 latency max {max(t for _, _, t in answers) * 1000:.1f} ms; loop lag {lag}")
-    assert lag["p99"] < 200.0, lag  # type: ignore[index]  # generous: the machine is shared
+    assert lag["p99"] < 200.0, lag  # generous: the machine is shared
     wait_for(lambda: inflight(node) == 0)
     assert node.put("after", b"v").status == 201
 

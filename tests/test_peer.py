@@ -17,8 +17,7 @@ from typing import Any
 
 from kvnode.replica.auth import ClusterAuth
 from kvnode.replica.peer import PeerReplica
-from tests.conftest import ClusterFactory
-from tests.harness import Node, request
+from tests.harness import ClusterFactory, Node, request
 
 SECRET = "the-cluster-secret-" * 2
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ClusterFactory
+from tests.harness import ClusterFactory
 
 README = Path(__file__).parent.parent / "README.md"
 # The sections whose examples run, in order: the tour, then operating a cluster (metrics and admin).

@@ -1,6 +1,6 @@
-"""Convergence on real clusters (contract, "Time, versions and convergence" and "Peers"): a restarted peer
-is used at once, writes reach every replica, the hybrid clock orders writes across skewed clocks, hinted
-handoff and read repair bring stale replicas up to date, a silent peer is found by heartbeat."""
+"""Convergence on real clusters: a restarted peer is used at once, writes reach every replica, the hybrid
+clock orders writes across skewed clocks (and refuses a record beyond the maximum skew), hinted handoff
+and read repair bring stale replicas up to date, a silent peer is found by heartbeat."""
 
 from __future__ import annotations
 
@@ -8,25 +8,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from functools import partial
-from typing import get_args
 
 import pytest
 
 from kvnode.config import FanoutMode
-from tests.conftest import ClusterFactory
-from tests.harness import Cluster, Node, stats
-from tests.test_cluster import fresh_key, key_where
-
-FANOUTS: tuple[FanoutMode, ...] = get_args(FanoutMode)
-CONVERGE_S = 15.0  # bound on waiting for background work (hints, repair) on a loaded 2-core machine
-
-
-def wait_for(condition: Callable[[], bool], seconds: float = CONVERGE_S, what: str = "condition") -> None:
-    """Poll condition until it holds; fail after the deadline."""
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
+from tests.harness import FANOUTS, Cluster, ClusterFactory, Node, fresh_key, key_where, stats, wait_for
 
 
 def listed_on(node: Node, key: str) -> bytes | None:
@@ -37,7 +23,7 @@ def listed_on(node: Node, key: str) -> bytes | None:
 
 def stop_and_see_gone(replica: Node, coordinator: Node) -> None:
     """Stop replica and wait until coordinator has seen its channel close, so that the next write finds
-    it not connected (and keeps its hint before answering, as the contract says for that case)."""
+    it not connected: the coordinator then keeps that write's hint before it answers."""
     replica.stop()
     wait_for(lambda: stats(coordinator)["peers"][replica.url] != "connected", what="the channel closed")
 
@@ -215,7 +201,7 @@ def test_one_quorum_read_repairs_a_stale_replica(start_cluster: ClusterFactory, 
     for deleting, expected in ((False, b"new"), (True, None)):
         # A key whose third replica is not among the first two, so a from=2 write leaves it stale
         # without any hint (it was never one of that write's replicas).
-        key = key_where(cluster, "stale", lambda order: order[2] == stale.url)
+        key = key_where(cluster.urls, "stale", lambda order: order[2] == stale.url)
         assert cluster[0].put(key, b"old", ack=3, from_=3).status == 201
         if deleting:
             assert cluster[0].delete(key, ack=2, from_=2).status == 202
@@ -233,7 +219,7 @@ def test_read_repair_does_not_delay_the_answer(start_cluster: ClusterFactory) ->
     replica's late answer, once it resumes, still triggers its repair."""
     cluster = start_cluster(3, timeout_ms=5000)
     stale = cluster[2]
-    key = key_where(cluster, "slow-stale", lambda order: order[2] == stale.url)
+    key = key_where(cluster.urls, "slow-stale", lambda order: order[2] == stale.url)
     assert cluster[0].put(key, b"old", ack=3, from_=3).status == 201
     assert cluster[0].put(key, b"new", ack=2, from_=2).status == 201
     stale.freeze()

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import aiohttp
 import pytest
 
-from tests.conftest import ClusterFactory
+from tests.harness import ClusterFactory
 
 SOAK_SECONDS = 20.0
 CLIENTS = 32

@@ -1,18 +1,14 @@
-"""Speculative reads: a frozen replica costs a read the speculative delay, not the timeout, and a
-consistently slow one is asked last (nearest_first), on real clusters; the ordering itself directly."""
+"""Speculative reads on real clusters: a frozen replica costs a read the speculative delay, not the
+timeout, and a consistently slow one is asked last (test_coordinator checks the ordering itself)."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
-from kvnode.coordinator import nearest_first
 from kvnode.placement import Placement
 from loadtest.scenarios import start_scenario
-from tests.conftest import ClusterFactory
-from tests.harness import request
-from tests.test_cluster import fresh_key
-from tests.test_metrics import scrape, total
+from tests.harness import ClusterFactory, fresh_key, request, scrape, total
 
 TIMEOUT_MS = 3000
 CEILING_MS = 50
@@ -45,34 +41,6 @@ def test_a_frozen_replica_costs_a_speculative_read_about_the_delay_not_the_timeo
             assert elapsed < TIMEOUT_MS / 1000 / 2, f"{elapsed:.2f}s: waited for the frozen replica"
     finally:
         slow.resume()
-
-
-class _Replica:
-    """A replica as nearest_first sees it: a URL and a recent p99."""
-
-    def __init__(self, url: str, delay: float) -> None:
-        self.url = url
-        self.delay = delay
-
-    def speculative_delay(self) -> float:
-        return self.delay
-
-    def __repr__(self) -> str:
-        return self.url
-
-
-def test_nearest_first_keeps_placement_order_among_replicas_about_as_fast() -> None:
-    local, b, c = _Replica("local", 0.0), _Replica("b", 0.0009), _Replica("c", 0.0002)
-    # c is faster, but within the threshold (twice the fastest plus 1 ms): no reordering, load stays spread
-    assert nearest_first([b, local, c], local) == [local, b, c]
-
-
-def test_nearest_first_asks_a_clearly_slow_replica_last() -> None:
-    local, slow, fast = _Replica("local", 0.0), _Replica("slow", 0.021), _Replica("fast", 0.002)
-    assert nearest_first([slow, fast, local], local) == [local, fast, slow]
-    # Without the local replica among the key's replicas, only the remote order changes.
-    other = _Replica("other", 0.003)
-    assert nearest_first([slow, other, fast], local) == [other, fast, slow]
 
 
 def test_a_consistently_slow_replica_is_not_asked_by_speculative_reads(tmp_path: Path) -> None:

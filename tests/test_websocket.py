@@ -118,3 +118,16 @@ async def test_aiohttp_server_understands_our_frames_and_we_understand_its_frame
         writer.close()
     finally:
         await runner.cleanup()
+
+
+def test_the_frame_decoder_refuses_an_oversize_frame_from_its_header() -> None:
+    decoder = FrameDecoder(max_message=1000)
+    assert decoder.feed(bytes((0x82, 126)) + (1000).to_bytes(2, "big") + b"x" * 1000) == [(2, b"x" * 1000)]
+    with pytest.raises(WebSocketError, match="exceeds the limit"):
+        FrameDecoder(max_message=1000).feed(
+            bytes((0x82, 127)) + (1 << 40).to_bytes(8, "big")
+        )  # no payload yet
+    fragments = FrameDecoder(max_message=1000)
+    fragments.feed(bytes((0x02, 126)) + (600).to_bytes(2, "big") + b"x" * 600)
+    with pytest.raises(WebSocketError, match="exceeds the limit"):
+        fragments.feed(bytes((0x80, 126)) + (600).to_bytes(2, "big"))

@@ -6,6 +6,12 @@ coordinator sends every call of one event-loop tick to a peer in a single frame.
     request = len:u32 | call_id:u32 | op:u8 | key_len:u32 | key | record   (record only for WRITE)
     reply   = len:u32 | call_id:u32 | status:u8 | payload
 
+>>> frame = encode_call(1, Op.READ, b"k") + encode_call(2, Op.WRITE, b"k", b"record")
+>>> [(call.call_id, call.op.name, call.record) for call in decode_calls(frame)]
+[(1, 'READ', b''), (2, 'WRITE', b'record')]
+>>> decode_replies(encode_reply(2, Status.STORED))
+[ReplicaReply(call_id=2, status=<Status.STORED: 3>, payload=b'')]
+
 Reply payloads: FOUND carries the stored record, ABSENT nothing; a WRITE is answered STORED (the replica
 took the record, or already held that very version: nothing) or NEWER (it holds a newer version: that
 version's timestamp, u64), so a coordinator learns that its write lost and to which timestamp (see

@@ -1,0 +1,98 @@
+"""kvnode.replica.auth: the replica channel's handshake as pure logic: members prove themselves to each
+other, anyone else is refused, a challenge is good once and expires, the secret stays out of reprs."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvnode.replica.auth import (
+    MAX_NONCES,
+    NONCE_TTL_S,
+    PROOF_HEADER,
+    AuthError,
+    ClusterAuth,
+    server_proof_ok,
+)
+
+SECRET = "s3cret-" * 6
+MEMBERS = ("http://a:1", "http://b:1", "http://c:1")
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def handshake(client: ClusterAuth, server: ClusterAuth, meant: str | None = None) -> str:
+    headers, expected = client.upgrade_headers(meant or server.own_url, server.issue_nonce())
+    proof = server.admit(headers)
+    assert server_proof_ok({PROOF_HEADER.lower(): proof}, expected)
+    return proof
+
+
+def test_members_with_the_same_secret_prove_themselves_to_each_other() -> None:
+    handshake(
+        ClusterAuth(SECRET.encode(), MEMBERS, MEMBERS[0]), ClusterAuth(SECRET.encode(), MEMBERS, MEMBERS[1])
+    )
+
+
+@pytest.mark.parametrize(
+    ("client", "meant", "reason"),
+    [
+        (ClusterAuth(b"another secret!!", MEMBERS, MEMBERS[0]), None, "wrong proof"),
+        (ClusterAuth(SECRET.encode(), (*MEMBERS, "http://d:1"), MEMBERS[0]), None, "wrong proof"),
+        (ClusterAuth(SECRET.encode(), MEMBERS, "http://d:1"), None, "not another member"),
+        (ClusterAuth(SECRET.encode(), MEMBERS, MEMBERS[1]), None, "not another member"),
+        (ClusterAuth(SECRET.encode(), MEMBERS, MEMBERS[0]), MEMBERS[2], "not this node"),
+    ],
+    ids=["wrong-secret", "other-cluster", "non-member", "claims-the-server", "meant-another-node"],
+)
+def test_a_client_that_is_not_the_member_it_claims_is_refused(
+    client: ClusterAuth, meant: str | None, reason: str
+) -> None:
+    server = ClusterAuth(SECRET.encode(), MEMBERS, MEMBERS[1])
+    with pytest.raises(AuthError, match=reason):
+        handshake(client, server, meant)
+
+
+def test_a_server_without_the_secret_cannot_prove_itself() -> None:
+    client = ClusterAuth(SECRET.encode(), MEMBERS, MEMBERS[0])
+    impostor = ClusterAuth(b"not the secret!!", MEMBERS, MEMBERS[1])
+    nonce = impostor.issue_nonce()
+    headers, expected = client.upgrade_headers(MEMBERS[1], nonce)
+    forged = impostor._proof("server", MEMBERS[0], MEMBERS[1], headers["X-Kvnode-Client-Nonce"], nonce)
+    assert not server_proof_ok({PROOF_HEADER.lower(): forged}, expected)
+    assert not server_proof_ok({}, expected)
+
+
+def test_a_challenge_is_good_once_and_expires() -> None:
+    clock = FakeClock()
+    client = ClusterAuth(SECRET.encode(), MEMBERS, MEMBERS[0])
+    server = ClusterAuth(SECRET.encode(), MEMBERS, MEMBERS[1], clock=clock)
+    headers, _ = client.upgrade_headers(MEMBERS[1], server.issue_nonce())
+    server.admit(headers)
+    with pytest.raises(AuthError, match="challenge"):
+        server.admit(headers)  # replayed
+    headers, _ = client.upgrade_headers(MEMBERS[1], server.issue_nonce())
+    clock.now += NONCE_TTL_S + 1
+    with pytest.raises(AuthError, match="challenge"):
+        server.admit(headers)
+
+
+def test_outstanding_challenges_are_bounded() -> None:
+    server = ClusterAuth(SECRET.encode(), MEMBERS, MEMBERS[1], clock=FakeClock())
+    client = ClusterAuth(SECRET.encode(), MEMBERS, MEMBERS[0])
+    first = server.issue_nonce()
+    for _ in range(MAX_NONCES):
+        server.issue_nonce()
+    assert len(server._nonces) == MAX_NONCES
+    with pytest.raises(AuthError, match="challenge"):
+        server.admit(client.upgrade_headers(MEMBERS[1], first)[0])  # the oldest was forgotten
+
+
+def test_the_secret_is_not_in_reprs() -> None:
+    auth = ClusterAuth(SECRET.encode(), MEMBERS, MEMBERS[0])
+    assert SECRET not in repr(auth)
