@@ -33,7 +33,7 @@ class NodeConfig:
     max_body_bytes: int = 16 * 1024 * 1024
     body_timeout_s: int = 10  # a PUT whose body has not all arrived by then is answered 408
     # /v0/entity requests in progress at once; more are answered 503 at once. The knee of latency vs
-    # concurrency measured on one node (README, "Overload") is below 256; 256 is the floor, so that a
+    # concurrency measured on one node (docs/benchmarks.md) is below 256; 256 is the floor, so that a
     # 64-connection benchmark against three coordinators is never shed.
     max_inflight: int = 256
     # The replica channel's shared secret ("" = unauthenticated); never printed (repr=False).

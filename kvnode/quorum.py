@@ -14,7 +14,7 @@ class BadQuorum(ValueError):
 @dataclass(frozen=True, slots=True)
 class Quorum:
     ack: int
-    replicas: int  # the contract's `from`
+    replicas: int  # the request's `from`
 
     @classmethod
     def parse(cls, ack: str | None, replicas: str | None, cluster_size: int) -> Quorum:

@@ -1,6 +1,6 @@
 """Versioned records: what one key holds on a replica, its byte layout, and which of two versions wins.
 
-A record is (timestamp, tombstone, value). Its field order *is* the contract's ordering, so plain tuple
+A record is (timestamp, tombstone, value). Its field order *is* the ordering of versions, so plain tuple
 comparison decides every conflict the same way on every node::
 
     >>> Record(5, False, b"a") < Record(5, True, b"")   # a tombstone wins a tie

@@ -3,11 +3,14 @@
 A data dir holds two LevelDB databases: ``records``, the client keyspace, here; and ``system``, the node's
 own state (kvnode.system_db).
 
->>> store = Storage.open(Path(tmp) / "node", fsync=False)          # doctest: +SKIP
->>> store.apply(b"k", Record.put(10, b"v1"))                        # doctest: +SKIP
+>>> import tempfile
+>>> tmp = tempfile.TemporaryDirectory()
+>>> store = Storage.open(Path(tmp.name) / "node", fsync=False)
+>>> store.apply(b"k", Record.put(10, b"v1"))
 Record(timestamp=10, tombstone=False, value=b'v1')
->>> store.apply(b"k", Record.put(9, b"old")).value                  # an older write loses  # doctest: +SKIP
+>>> store.apply(b"k", Record.put(9, b"old")).value   # an older write loses
 b'v1'
+>>> store.close(); tmp.cleanup()
 """
 
 from __future__ import annotations

@@ -7,10 +7,13 @@ key prefix per part, so nothing of the node's own can show through the client AP
 A new part (identity, membership, repair state) is one more prefix in ``PREFIXES`` and one more attribute
 of :class:`SystemDb`, built from its own ``prefixed_db``; no part sees another's keys.
 
->>> system = SystemDb.open(Path(tmp) / "node")                       # doctest: +SKIP
->>> system.clock_floor.persist(1_700_000_000_000_000)                 # doctest: +SKIP
->>> system.clock_floor.load()                                         # doctest: +SKIP
+>>> import tempfile
+>>> tmp = tempfile.TemporaryDirectory()
+>>> system = SystemDb.open(Path(tmp.name) / "node")
+>>> system.clock_floor.persist(1_700_000_000_000_000)
+>>> system.clock_floor.load()
 1700000000000000
+>>> system.close(); tmp.cleanup()
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``python -m kvnode admin`` against real nodes (contract, "Observing a node"): which members a node
+"""``python -m kvnode admin`` against real nodes: which members a node
 reaches, where a key lives, the hints it keeps; tables for people, ``--json`` for scripts, exit 2 with one
 line when the node cannot be asked."""
 

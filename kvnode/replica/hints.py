@@ -6,11 +6,16 @@ replica down longer than the window, and hints older than the window are dropped
 per peer delivers its hints in order, a batch at a time, at a throttled rate, whenever the peer is
 reachable; it also connects its peer at start.
 
-    >>> store = HintStore(system.hints, fsync=False, max_per_peer=1000, window_s=10800)   # doctest: +SKIP
-    >>> store.add("http://b:8080", b"k", Record.put(7, b"v"), down_for=0.0)      # doctest: +SKIP
+    >>> import tempfile, pathlib
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> from kvnode.system_db import SystemDb
+    >>> system = SystemDb.open(pathlib.Path(tmp.name))
+    >>> store = HintStore(system.hints, fsync=False, max_per_peer=1000, window_s=10800)
+    >>> store.add("http://b:8080", b"k", Record.put(7, b"v"), down_for=0.0)   # its sequence number
     1
-    >>> store.pending("http://b:8080")                                          # doctest: +SKIP
+    >>> store.pending("http://b:8080")
     1
+    >>> system.close(); tmp.cleanup()
 """
 
 from __future__ import annotations
