@@ -25,7 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import ClusterFactory
+from kvnode.placement import Placement
+from tests.harness import ClusterFactory, stats, wait_for
 
 README = Path(__file__).parent.parent / "README.md"
 # The sections whose examples run, in order: the tour, then operating a cluster (metrics and admin).
@@ -154,6 +155,58 @@ def test_tour_runs_as_written(start_cluster: ClusterFactory, tmp_path: Path) -> 
         if block.shown_output is not None:
             check_shown_output(block.shown_output, output)
     assert checked >= 15
+
+
+ADMIN = ".venv/bin/python -m kvnode admin "
+
+
+def admin_examples(markdown: str) -> list[Block]:
+    """The tour's ``kvnode admin`` examples, each a shell block of one command with its output after it."""
+    blocks = [block for block in tour_blocks(markdown) if block.text.startswith(ADMIN)]
+    assert all(block.shown_output for block in blocks), "every admin example shows its output"
+    return blocks
+
+
+def normalised(output: str, readme_urls: dict[str, str]) -> list[str]:
+    """Lines as the README shows them: the test cluster's URLs as the README's, one space between cells,
+    and a down time as N.Ns (it depends on when the command ran)."""
+    for test_url, readme_url in readme_urls.items():
+        output = output.replace(test_url, readme_url)
+    return [re.sub(r"\b\d+\.\ds\b", "N.Ns", " ".join(line.split())) for line in output.strip().splitlines()]
+
+
+def test_admin_examples_print_what_the_readme_shows(start_cluster: ClusterFactory) -> None:
+    cluster = start_cluster(3)
+    readme_urls = [f"http://127.0.0.1:{port}" for port in README_PORTS]
+    as_readme = dict(zip(cluster.urls, readme_urls, strict=True))
+    assert cluster[0].put("warm", b"v", ack=3).status == 201
+    cluster[2].stop()  # the README's scene: the third node stopped, three writes since
+    for index in range(3):
+        assert cluster[0].put(f"admin-example-{index}", b"v").status == 201
+    stopped = cluster[2].url
+    wait_for(lambda: stats(cluster[0])["hints"]["pending"].get(stopped) == 3, what="the three writes' hints")
+    blocks = admin_examples(README.read_text())
+    assert {block.text.split()[-1] for block in blocks} >= {"status", "user:42"}
+    for block in blocks:
+        command = block.text.strip()
+        finished = subprocess.run(
+            ["bash", "-c", rewrite_ports(command, cluster.urls).replace(".venv/bin/python", sys.executable)],
+            capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
+        assert finished.returncode == 0, finished.stderr
+        printed, shown = normalised(finished.stdout, as_readme), normalised(block.shown_output or "", {})
+        if " locate " not in command:
+            assert printed == shown, command
+            continue
+        # A key's order depends on the members' URLs: the README's is placement's for its own URLs, and
+        # the live table holds the same rows in its own order.
+        key = command.split()[-1]
+        shown_order = [line.split()[1] for line in shown[2:]]
+        assert shown_order == Placement(readme_urls).order(key.encode()), "the README's order is placement's"
+        assert printed[:2] == shown[:2], command
+        assert sorted(line.split(" ", 1)[1] for line in printed[2:]) == sorted(
+            line.split(" ", 1)[1] for line in shown[2:]
+        ), command
 
 
 def run_python(source: str, urls: list[str], cwd: Path) -> None:
