@@ -118,7 +118,7 @@ def _load_table(runs: list[tuple[Path, dict[str, Any]]], out: Path) -> list[str]
         "Loop lag: how late n1's event loop ran a callback that was ready (from /v0/stats, reset as the",
         "phase's load started). Under memray the node is slower, so its phase's figures are not comparable.",
         "",
-        "| run | phase | asked/s | achieved/s | requests | errors | p50 ms | p99 ms | max ms | generator |"
+        "| run | phase | asked/s | succeeded/s | requests | errors | p50 ms | p99 ms | max ms | load run |"
         " n1 loop lag p50 / p99 / max ms | result |",
         "|---|---|---:|---:|---:|---|---:|---:|---:|---|---|---|",
     ]
@@ -141,7 +141,7 @@ def _load_table(runs: list[tuple[Path, dict[str, Any]]], out: Path) -> list[str]
                         _number(latency.get("p50")),
                         _number(latency.get("p99")),
                         _number(latency.get("max")),
-                        _generator_verdict(load),
+                        _load_verdict(load),
                         " / ".join(_number(lag.get(key)) for key in ("p50", "p99", "max")),
                         _link("json", run_dir / phase["load_json"], out),
                     ]
@@ -266,11 +266,14 @@ def _artifacts(manifest: dict[str, Any]) -> list[dict[str, Any]]:
     return [artifact for phase in manifest["phases"] for artifact in phase.get("artifacts", [])]
 
 
-def _generator_verdict(load: dict[str, Any]) -> str:
-    """VALID or INVALID (the generator set the pace: loadtest.openloop's rule); older runs said "behind"."""
-    generator = load.get("generator")
-    if isinstance(generator, dict):
-        return "VALID" if generator.get("valid") else "INVALID"
+def _load_verdict(load: dict[str, Any]) -> str:
+    """VALID, or INVALID with loadtest.openloop's reasons (the generator set the pace, or over 1 % of the
+    requests failed); runs written before the error rule have the generator's verdict alone, and older
+    ones said "behind"."""
+    verdict = load if "valid" in load else load.get("generator")
+    if isinstance(verdict, dict):
+        reasons = verdict.get("invalid_reasons", [])
+        return "VALID" if verdict.get("valid") else "INVALID: " + "; ".join(reasons)
     return "behind" if load.get("generator_fell_behind") else "VALID"
 
 
