@@ -53,6 +53,7 @@ from loadtest.workload import Op, Workload
 __all__ = [
     "MODES",
     "CompareSettings",
+    "Progress",
     "Search",
     "Verdict",
     "judge",
@@ -232,8 +233,14 @@ def calls_made(
 # --- the pipeline ---------------------------------------------------------------------------------------
 
 
-class _Progress:
-    """Progress lines on stderr: where the run is and an estimate of the time left at most."""
+class Progress:
+    """Progress lines on stderr: where the run is, and how much of its plan is left.
+
+    What is left is counted in the plan's own seconds (each run's load, plus a guess per cluster for
+    starting, filling and stopping it) and only ever shrinks: work done and planned work dropped (a
+    search that stopped before its budget) both take from it. It bounds the load still to send, not the
+    clock: starting workers and reading counters add to every run. An earlier estimate scaled the plan
+    by the pace so far, and went up and down as the pace changed."""
 
     def __init__(self, planned: float) -> None:
         self.started = time.monotonic()
@@ -247,19 +254,25 @@ class _Progress:
         """Drop planned work that will not be done (a search that stopped before its budget)."""
         self.planned -= planned_seconds
 
+    @property
+    def left(self) -> float:
+        """The plan's seconds not yet done or dropped."""
+        return max(0.0, self.planned - self.done)
+
     def say(self, message: str) -> None:
         elapsed = time.monotonic() - self.started
-        # Scale what is left of the plan by how the plan has held up so far.
-        pace = elapsed / self.done if self.done else 1.0
-        left = max(0.0, (self.planned - self.done) * pace)
-        print(f"[compare {elapsed:5.0f}s, ≤{left:.0f}s left] {message}", file=sys.stderr, flush=True)
+        print(
+            f"[compare {elapsed:5.0f}s, ≤{self.left:.0f}s planned left] {message}",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def run_compare(settings: CompareSettings) -> int:
     """Run every scenario and mode, then write the report; the exit status (130 on Ctrl-C)."""
     out = settings.out
     (out / "histograms").mkdir(parents=True, exist_ok=True)
-    progress = _Progress(settings.planned_seconds)
+    progress = Progress(settings.planned_seconds)
     runs: list[Run] = []
     searches: list[Run] = []
     try:
@@ -298,7 +311,7 @@ class _Cluster:
         cluster: ScenarioCluster,
         settings: CompareSettings,
         pool: GeneratorPool,
-        progress: _Progress,
+        progress: Progress,
         runs: list[Run],
     ) -> None:
         self.cluster = cluster

@@ -16,7 +16,7 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 
 from kvnode.fanout import FANOUTS
-from loadtest.compare import PRECISION, Verdict, calls_made, judge, replica_calls, search_capacity
+from loadtest.compare import PRECISION, Progress, Verdict, calls_made, judge, replica_calls, search_capacity
 from loadtest.openloop import RateResult
 from loadtest.report import MIN_RUN_REQUESTS, MIN_RUN_S, conclusion, headline
 
@@ -88,6 +88,18 @@ def test_search_reports_none_when_nothing_is_sustained() -> None:
     search = search_capacity(_server(0, []), start=500, budget=20)
     assert search.sustained is None
     assert search.stopped.startswith("nothing sustained down to 10/s: ")
+
+
+def test_time_left_only_shrinks() -> None:
+    """Work done and planned work dropped both take from what is left; nothing adds to it (the old
+    estimate, scaled by the pace so far, went up and down)."""
+    progress = Progress(planned=100.0)
+    seen = [progress.left]
+    for done, dropped in [(6, 0), (10, 0), (0, 30), (10, 0), (4, 40)]:
+        progress.advance(done)
+        progress.skip(dropped)
+        seen.append(progress.left)
+    assert seen == [100, 94, 84, 54, 44, 0]
 
 
 @pytest.fixture
