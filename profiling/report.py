@@ -20,7 +20,16 @@ from profiling.collapsed import (
     top_frames,
     trunk,
 )
-from profiling.cpu import DIFFERENCE, conclusion, cpu_table, plot_cpu, run_cpu
+from profiling.cpu import (
+    DIFFERENCE,
+    MIN_CLOCK_TICKS,
+    MIN_SAMPLES,
+    conclusion,
+    cpu_table,
+    plot_cpu,
+    run_cpu,
+    shortfalls,
+)
 
 __all__ = ["TOP", "load_runs", "write_report"]
 
@@ -57,7 +66,7 @@ def write_report(out: Path, run_dirs: Sequence[Path], command: str) -> Path:
     runs = load_runs(run_dirs)
     cpu = [run_cpu(run_dir, manifest) for run_dir, manifest in runs]
     lines = [
-        "# kvnode profiles",
+        *_headline(shortfalls(cpu)),
         "",
         f"Written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `{command}`",
         f"on {os.cpu_count()} CPU(s), Python {runs[0][1]['python'] if runs else '?'}.",
@@ -65,7 +74,8 @@ def write_report(out: Path, run_dirs: Sequence[Path], command: str) -> Path:
         "## Conclusion",
         "",
         "Drawn from the figures below; a statement about CPU is made only where the nodes' CPU time",
-        f"(/proc) and py-spy's samples agree (a difference counts from {DIFFERENCE - 1:.0%}).",
+        f"(/proc) and py-spy's samples agree (a difference counts from {DIFFERENCE - 1:.0%}), and only from",
+        f"runs with at least {MIN_CLOCK_TICKS} clock ticks of n1 CPU and {MIN_SAMPLES:,} samples.",
         "",
         *conclusion(cpu),
         "",
@@ -109,6 +119,19 @@ def write_report(out: Path, run_dirs: Sequence[Path], command: str) -> Path:
     path = out / "report.md"
     path.write_text("\n".join(lines).rstrip() + "\n")
     return path
+
+
+def _headline(short: Sequence[str]) -> list[str]:
+    """The title; "smoke check" and the counts that fell short when a run is too small to compare."""
+    if not short:
+        return ["# kvnode profiles"]
+    return [
+        "# kvnode profiles: a smoke check, too few samples to compare the modes",
+        "",
+        f"Every profile was recorded, but {len(short)} run(s) fell short of {MIN_CLOCK_TICKS} clock ticks of "
+        f"n1 CPU or {MIN_SAMPLES:,} samples in Python code ({'; '.join(short)}): the conclusion compares "
+        "nothing they would decide. Longer phases (`--duration`) or a higher rate collect more.",
+    ]
 
 
 def _load_table(runs: list[tuple[Path, dict[str, Any]]], out: Path) -> list[str]:
