@@ -424,7 +424,8 @@ def _header(settings: CompareSettings) -> list[str]:
         "capacity search": f"each rate {settings.repeats} steps of {settings.search_duration:g}s, the median "
         f"decides; doubling, then bisecting to {PRECISION:.0%}; at most {settings.search_budget} rates",
         "generator": f"{settings.workers} worker processes, {settings.connections} keep-alive connections "
-        "(loadtest.openloop: a run is INVALID when the generator, not the server, set the pace)",
+        "(loadtest.openloop: a run is INVALID when the generator, not the server, set the pace, or when "
+        f"over {ERROR_SHARE_LIMIT:.0%} of its requests failed; achieved rates count successful requests)",
         "slow-replica": f"node C answers its peers {SLOW_REPLICA_DELAY_MS} ms late (delaying proxy)",
         "replica calls": f"`{REPLICA_CALLS}` summed over the nodes, read before and after every run",
         "histograms": "`histograms/*.hdr` (HdrHistogram base64, microseconds); all figures in `results.json`",

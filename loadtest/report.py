@@ -251,7 +251,11 @@ def _capacity_section(
     if not searches:
         return []
     plot = out / "plots" / "capacity.png"
-    _plot_capacity(plot, searches, modes)
+    steps = [run for run in runs if run["kind"] == "search"]
+    title = "Capacity by scenario and op"
+    if _too_short(steps):
+        title += f"\nsmoke check: steps under {MIN_RUN_S:g} s, not a comparison"
+    _plot_capacity(plot, searches, modes, title)
     lines = [
         f"## Capacity: the highest rate each mode sustains (p99 ≤ {slo_ms:g} ms, ≥ 95 % of the asked rate, "
         "≤ 1 % errors; median of the steps at a rate; a generator that was INVALID, and so made the "
@@ -315,7 +319,7 @@ def _style(modes: Sequence[str], mode: str) -> dict[str, Any]:
     }
 
 
-def _plot_capacity(path: Path, searches: Sequence[Run], modes: Sequence[str]) -> None:
+def _plot_capacity(path: Path, searches: Sequence[Run], modes: Sequence[str], title: str) -> None:
     groups = list(dict.fromkeys((row["scenario"], row["op"]) for row in searches))
     figure, axes = plt.subplots(figsize=(max(6.0, 1.6 * len(groups) * max(1, len(modes)) / 2), 4.5))
     width = 0.8 / max(1, len(modes))
@@ -332,7 +336,7 @@ def _plot_capacity(path: Path, searches: Sequence[Run], modes: Sequence[str]) ->
     axes.set_xticks(range(len(groups)))
     axes.set_xticklabels([f"{scenario}\n{op.upper()}" for scenario, op in groups], fontsize=8)
     axes.set_ylabel("highest rate sustained (requests/s)")
-    axes.set_title("Capacity by scenario and op")
+    axes.set_title(title)
     # Headroom above the tallest bar for its upright label, so no label reaches the title.
     tallest = max((row.get("sustained") or 0 for row in searches), default=0)
     axes.set_ylim(0, max(1.0, tallest) * 1.25)
