@@ -14,7 +14,8 @@ Every run also records the replica calls the coordinators made per client reques
 ``kvnode_replica_calls_total`` counters before and after it (:func:`replica_calls`), and the generator's
 own figures (CPU per request, lateness, VALID/INVALID). The load comes from a pool of generator
 processes (:mod:`loadtest.workers`) kept for the whole comparison. Results, histograms and the report
-(:mod:`loadtest.report`) go to ``--out``.
+(:mod:`loadtest.report`) go to ``--out``; ``python -m loadtest report --out DIR`` draws the report again
+from them (:func:`rewrite_report`).
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ __all__ = [
     "Verdict",
     "judge",
     "replica_calls",
+    "rewrite_report",
     "run_compare",
     "search_capacity",
 ]
@@ -296,11 +298,25 @@ def run_compare(settings: CompareSettings) -> int:
     except RuntimeError as error:  # a cluster that did not start or fill, a generator worker that died
         print(f"compare: {error}", file=sys.stderr)
         return 1
-    results = {"settings": _settings_json(settings), "runs": runs, "searches": searches}
+    header = _header(settings)
+    results = {"settings": _settings_json(settings), "header": header, "runs": runs, "searches": searches}
     (out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
-    report = write_report(out, runs, _header(settings), searches, settings.slo_ms)
+    report = write_report(out, runs, header, searches, settings.slo_ms)
     progress.say(f"done: {report}")
     return 0
+
+
+def rewrite_report(out: Path) -> Path:
+    """Write ``out``'s report.md and plots again from its results.json and histograms (the report's
+    rules or plots changed, the runs did not); the report's path. The "How it was measured" lines come
+    from results.json, or for a run written before they were kept there, from the previous report."""
+    results = json.loads((out / "results.json").read_text())
+    header = results.get("header")
+    if header is None:
+        previous = (out / "report.md").read_text() if (out / "report.md").exists() else ""
+        section = previous.partition("\n## How it was measured\n\n")[2].partition("\n\n")[0]
+        header = section.splitlines() or [f"- **rewritten** by `python -m loadtest report --out {out}`"]
+    return write_report(out, results["runs"], header, results["searches"], results["settings"]["slo_ms"])
 
 
 class _Cluster:

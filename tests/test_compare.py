@@ -275,3 +275,15 @@ def test_compare_quick_end_to_end(tmp_path: Path) -> None:
         assert run["requests"] > 0
         assert {"valid", "cpu_us_per_request", "lateness_ms"} <= set(run["generator"])
         assert "replica_calls" in run  # None where the nodes expose no counters: "n/a" in the report
+    assert report.startswith("# Smoke check: ")  # 0.6 s steps and 1 s runs compare nothing
+
+    # The report is drawn again from results.json, and from a results.json written before it kept the
+    # "How it was measured" lines (they come from the previous report then).
+    (out / "plots" / "capacity.png").unlink()
+    for results_json in (results, {name: value for name, value in results.items() if name != "header"}):
+        (out / "results.json").write_text(json.dumps(results_json))
+        redraw = [sys.executable, "-m", "loadtest", "report", "--out", str(out)]
+        finished = subprocess.run(redraw, capture_output=True, text=True, timeout=120)
+        assert finished.returncode == 0, finished.stderr[-3000:]
+        assert (out / "report.md").read_text() == report
+        assert (out / "plots" / "capacity.png").stat().st_size > 10_000
