@@ -3,6 +3,7 @@
     python -m loadtest rate --url URL[,URL...] --op put|get|delete|mixed --rate R --duration S [--workers N]
     python -m loadtest fill --url URL --keys N
     python -m loadtest compare [--quick] [--out DIR]
+    python -m loadtest report --out DIR
     python -m loadtest selfbench
     python -m loadtest ui
     python -m loadtest locust [--duration 30] [--out out/loadtest]

@@ -1,6 +1,6 @@
-"""``python -m loadtest rate|fill|compare|selfbench|ui|locust``: constant-rate load, filling a store, the
-fan-out comparison, the load generator's own benchmark, and Locust on a fresh local cluster (its web UI,
-or a bounded headless run with reports)."""
+"""``python -m loadtest rate|fill|compare|report|selfbench|ui|locust``: constant-rate load, filling a
+store, the fan-out comparison (and its report drawn again from its results), the load generator's own
+benchmark, and Locust on a fresh local cluster (its web UI, or a bounded headless run with reports)."""
 
 from __future__ import annotations
 
@@ -93,6 +93,8 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("--connections", type=positive_int, default=256, help="keep-alive connections")
     compare.add_argument("--quick", action="store_true", help="small settings: the whole run in ~4 minutes")
     compare.add_argument("--out", type=Path, default=Path("out/compare"), help="report directory")
+    redraw = commands.add_parser("report", help="draw a compare report again from its results.json")
+    redraw.add_argument("--out", type=Path, required=True, help="a directory written by compare")
 
     selfbench = commands.add_parser(
         "selfbench", help="the generator's own capacity, against a hello-world app"
@@ -153,6 +155,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from loadtest.compare import CompareSettings, run_compare
 
         return run_compare(CompareSettings.from_args(args))
+    if args.command == "report":
+        from loadtest.compare import rewrite_report
+
+        print(f"report: {rewrite_report(args.out)}")
+        return 0
     if args.command == "selfbench":
         from loadtest.selfbench import run_selfbench
 

@@ -86,7 +86,12 @@ def _locust_on_filled_cluster(
 
 def run_ui(web_port: int, keys: int, mode: FanoutMode) -> int:
     web = ["--web-host", "127.0.0.1", "--web-port", str(web_port), "--users", "10", "--spawn-rate", "10"]
-    announce = f"Locust UI: http://127.0.0.1:{web_port} (Ctrl-C stops Locust and the cluster)"
+    # Not imported from the locustfile: importing locust monkey-patches this process with gevent.
+    announce = (
+        f"Locust UI: http://127.0.0.1:{web_port} (Ctrl-C stops Locust and the cluster)\n"
+        'Workload: read-mostly; to pick another, open "Custom parameters" in the form (Locust keeps a '
+        "locustfile's own options there, folded)"
+    )
     # Ctrl-C is how the UI is meant to be stopped: exit 0, so `make loadtest-ui` does not report an error.
     return _locust_on_filled_cluster("ui", keys, mode, web, None, announce, interrupted=0)
 

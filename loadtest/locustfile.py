@@ -3,7 +3,9 @@
     locust -f loadtest/locustfile.py --host http://127.0.0.1:8080                 # web UI on :8089
     locust -f loadtest/locustfile.py --headless -u 20 -r 5 -t 30s --host URL --kv-workload get
 
-Workloads (the UI's form shows them as a drop-down, ``read-mostly`` selected):
+Workloads (the UI's form shows them as a drop-down, ``read-mostly`` selected, under "Custom
+parameters": Locust's web UI puts every option a locustfile adds there, folded, and offers no way to
+show one elsewhere; ``python -m loadtest ui`` says so when it starts):
 
     read-mostly  90% GET, 10% PUT, over the filled keys: a 404 is a failure, and no key is deleted
     get          GET only (a 404 is a failure)
@@ -107,7 +109,7 @@ class KvUser(FastHttpUser):
             request.method,
             path,
             data=request.body,  # type: ignore[arg-type]  # its hint omits bytes, which it sends as is
-            name=f"{request.method} {ENTITY_PATH}",
+            name=ENTITY_PATH,  # Locust shows the method beside it: "GET /v0/entity", not "GET GET ..."
             catch_response=True,
         ) as response:
             if request.is_error(response.status_code, workload.op == "mixed"):

@@ -9,9 +9,10 @@ which a closed-loop tool such as Locust hides (coordinated omission).
 The generator watches itself: its lateness (how long after its intended time each request's bytes were
 written to the socket), the requests that found every connection busy, and its own CPU per request.
 :meth:`RateResult.invalid_reasons` turns them into a verdict: a run whose generator, not the server,
-decided when requests left is INVALID. Requests go out on lean keep-alive connections
-(:mod:`loadtest.httpclient`); :mod:`loadtest.workers` spreads a run over several processes, each
-sending its :class:`Share` of the schedule.
+decided when requests left is INVALID, and so is a run where more than 1 % of the requests failed. A
+failed request is never throughput: the achieved rate counts the requests that succeeded. Requests go
+out on lean keep-alive connections (:mod:`loadtest.httpclient`); :mod:`loadtest.workers` spreads a run
+over several processes, each sending its :class:`Share` of the schedule.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from kvnode.placement import Placement
 from loadtest.httpclient import CONNECTION_ERROR, HttpConnection, RequestEncoder, host_port
 from loadtest.workload import Workload, accepted_statuses, key_name
 
-__all__ = ["REQUEST_TIMEOUT", "RateResult", "Share", "run_rate"]
+__all__ = ["ERROR_SHARE_LIMIT", "REQUEST_TIMEOUT", "RateResult", "Share", "run_rate"]
 
 REQUEST_TIMEOUT = 10.0  # seconds; a request still unanswered then counts as a "timeout" error
 
@@ -52,9 +53,13 @@ REQUEST_TIMEOUT = 10.0  # seconds; a request still unanswered then counts as a "
 # - more than WAIT_SHARE_LIMIT of the requests waited for a connection. With at most 0.5 % held back,
 #   only requests beyond p99.5 can have been delayed by the generator's queue, so the reported p99 still
 #   lies between the p99 the server gave and its p99.5.
+# - more than ERROR_SHARE_LIMIT of the requests failed (an error status, a refused connection, a
+#   timeout). Whatever the cause, the latency and rate figures then describe failures, not the service:
+#   a refused connection "answers" in microseconds.
 LATENESS_FLOOR_MS = 3.0
 LATENESS_SHARE = 0.1
 WAIT_SHARE_LIMIT = 0.005
+ERROR_SHARE_LIMIT = 0.01
 _TICK_S = 0.001  # shortest timer sleep: uvloop runs a delay that rounds to 0 ms at once (a busy loop)
 _SWEEP_S = 0.5  # how often requests in flight are checked against the request timeout
 _START_DELAY_S = 0.05  # the schedule starts this long after the connections are up
@@ -95,12 +100,25 @@ class RateResult:
     cpu_s: float = 0.0  # user + system CPU of the generator's processes during the run
 
     @property
+    def failed(self) -> int:
+        """Requests that failed: an unaccepted status, a connection that failed, a timeout."""
+        return sum(self.errors.values())
+
+    @property
+    def succeeded(self) -> int:
+        return self.requests - self.failed
+
+    @property
+    def error_share(self) -> float:
+        return self.failed / self.requests if self.requests else 0.0
+
+    @property
     def achieved_rate(self) -> float:
-        """Requests finished per second of the run: over the schedule's duration, or longer if the last
-        answer came after it (the last request is due 1/rate before the end, so a fast answer could
-        otherwise make the rate look higher than asked)."""
+        """Requests that succeeded per second of the run (failures are never throughput): over the
+        schedule's duration, or longer if the last answer came after it (the last request is due 1/rate
+        before the end, so a fast answer could otherwise make the rate look higher than asked)."""
         span = max(self.elapsed_s, self.duration_s)
-        return self.requests / span if span > 0 else 0.0
+        return self.succeeded / span if span > 0 else 0.0
 
     @property
     def cpu_per_request_us(self) -> float:
@@ -112,7 +130,19 @@ class RateResult:
 
     @property
     def invalid_reasons(self) -> list[str]:
-        """Why the generator, not the server, set the pace (empty: the run is valid); see the rule above."""
+        """Why the run is INVALID (empty: it is valid): the generator's own reasons, then too many
+        errors; see the rule above."""
+        reasons = self.generator_reasons
+        if self.error_share > ERROR_SHARE_LIMIT:
+            reasons.append(
+                f"{self.failed} of {self.requests} requests failed "
+                f"({self.error_share:.1%} > {ERROR_SHARE_LIMIT:.0%})"
+            )
+        return reasons
+
+    @property
+    def generator_reasons(self) -> list[str]:
+        """Why the generator, not the server, set the pace (empty: it kept to its schedule)."""
         reasons = []
         late, limit = self.lateness.percentile_ms(99), self.lateness_limit_ms
         if late > limit:
@@ -152,7 +182,10 @@ class RateResult:
             "elapsed_s": round(self.elapsed_s, 3),
             "sent": self.sent,
             "requests": self.requests,
+            "succeeded": self.succeeded,
             "errors": dict(sorted(self.errors.items())),
+            "valid": self.valid,
+            "invalid_reasons": self.invalid_reasons,
             "latency_ms": self.latency.summary_ms(),
             "generator": {
                 "workers": self.workers,
@@ -160,8 +193,9 @@ class RateResult:
                 "cpu_us_per_request": round(self.cpu_per_request_us, 2),
                 "lateness_ms": self.lateness.summary_ms(),
                 "connection_waits": self.connection_waits,
-                "valid": self.valid,
-                "invalid_reasons": self.invalid_reasons,
+                # the generator's own verdict: it, not the server, set the pace (errors aside)
+                "valid": not self.generator_reasons,
+                "invalid_reasons": self.generator_reasons,
             },
         }
 
@@ -207,12 +241,13 @@ class RateResult:
         ]
         lines += [f"{p:8.3f}%  {self.latency.percentile_ms(p):10.3f}ms" for p in PERCENTILES]
         lines += [
-            f"  {self.requests} requests in {self.elapsed_s:.2f}s ({self.sent} sent)",
-            f"Requests/sec: {self.achieved_rate:10.2f} achieved, {self.asked_rate:g} asked",
+            f"  {self.requests} requests in {self.elapsed_s:.2f}s ({self.sent} sent), "
+            f"{self.succeeded} succeeded",
+            f"Requests/sec: {self.achieved_rate:10.2f} succeeded, {self.asked_rate:g} asked",
         ]
         if self.errors:
             by_status = ", ".join(f"{status}: {count}" for status, count in sorted(self.errors.items()))
-            lines.append(f"  Errors: {sum(self.errors.values())} ({by_status})")
+            lines.append(f"  Errors: {self.failed} ({self.error_share:.1%} of requests; {by_status})")
         late = self.lateness
         lines += [
             f"Generator: {self.cpu_per_request_us:.1f} us CPU/request; lateness p50 "
@@ -282,8 +317,8 @@ def _first_replica_keys(urls: Sequence[str], keys: int) -> dict[str, list[str]]:
 
 
 def _cpu_seconds() -> float:
-    # The scheduler's own account, in nanoseconds: os.times() counts 10 ms clock ticks, so a short run
-    # could cost "0 µs" a request.
+    # CLOCK_PROCESS_CPUTIME_ID, user + system, in nanoseconds: os.times counts whole 10 ms clock ticks,
+    # so a short run's CPU could read as zero.
     return time.process_time()
 
 

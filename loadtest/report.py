@@ -5,6 +5,12 @@ mode, kind "rate" or "search", step, the file of its histogram, :meth:`RateResul
 replica calls it made) and the capacity searches (scenario, mode, op, the rate sustained, why the search
 stopped, the verdict at every rate it tried), so a report can be redrawn from a finished run's directory.
 
+A conclusion claims only what its runs can show. No comparison rests on a run shorter than
+:data:`MIN_RUN_S` (a fraction of a second is mostly start-up and the tail of answers after the
+schedule's end: a 0.6 s step reached 80 % of its rate) or, for a latency percentile, on a run of fewer
+than :data:`MIN_RUN_REQUESTS` requests; every conclusion says which runs it rests on. A report whose runs
+are shorter than that (``--quick``) is headed "Smoke check": the pipeline ran end to end, nothing more.
+
 Every mode keeps one colour, marker and line style in every plot, so no line hides another.
 """
 
@@ -12,6 +18,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,10 +31,13 @@ from matplotlib.axes import Axes
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogFormatter, NullLocator
 
 from kvnode.metrics import LatencyHistogram
+from loadtest.openloop import ERROR_SHARE_LIMIT
 
-__all__ = ["Run", "conclusion", "write_report"]
+__all__ = ["MIN_RUN_REQUESTS", "MIN_RUN_S", "Run", "conclusion", "headline", "write_report"]
 
 Run = dict[str, Any]
+MIN_RUN_S = 2.0  # seconds: no comparison from a shorter run (a capacity-search step included)
+MIN_RUN_REQUESTS = 1_000  # no percentile comparison from fewer requests: a p99 resting on < 10 of them
 _OPS = ("put", "get")
 _COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown")
 _MARKERS = ("o", "s", "^", "D", "v", "P")
@@ -42,7 +52,7 @@ def write_report(
     plots.mkdir(parents=True, exist_ok=True)
     modes = list(dict.fromkeys(run["mode"] for run in runs))
     scenarios = list(dict.fromkeys(run["scenario"] for run in runs))
-    lines = [f"# kvnode: replica fan-out modes compared ({', '.join(modes)})", ""]
+    lines = [*headline(runs, modes), ""]
     lines += ["## Conclusion", "", *conclusion(runs, searches, slo_ms), ""]
     lines += ["## How it was measured", "", *header, ""]
     lines += _capacity_section(out, searches, runs, modes, slo_ms)
@@ -70,15 +80,41 @@ def write_report(
 # --- words -------------------------------------------------------------------------------------------
 
 
+def _too_short(runs: Iterable[Run]) -> list[Run]:
+    return [run for run in runs if run["duration_s"] < MIN_RUN_S]
+
+
+def headline(runs: Sequence[Run], modes: Sequence[str]) -> list[str]:
+    """The title, and for runs too short to compare anything, the words "Smoke check" and why."""
+    names = ", ".join(modes)
+    short = _too_short(runs)
+    if not short:
+        return [f"# kvnode: replica fan-out modes compared ({names})"]
+    durations = _seconds(sorted({run["duration_s"] for run in short}))
+    return [
+        f"# Smoke check: kvnode's replica fan-out modes ({names}) ran end to end; too short to compare",
+        "",
+        f"{len(short)} of {len(runs)} runs lasted {durations} s, under the {MIN_RUN_S:g} s a comparison "
+        "needs (`--quick` settings): the conclusion compares nothing those runs would decide, and the "
+        "tables and plots show what ran, not how the modes compare.",
+    ]
+
+
 def conclusion(runs: Sequence[Run], searches: Sequence[Run], slo_ms: float) -> list[str]:
     """Bullets drawn from the data: per scenario and op, which mode sustains the most and by how much,
     the latency of each mode at the highest common rate they all sustained, and the replica calls
-    each made per request; then how many runs the generator invalidated."""
+    each made per request, each with the runs it rests on, and none from runs below the minimums
+    (MIN_RUN_S, MIN_RUN_REQUESTS); then how many runs the generator invalidated."""
     lines = []
     for scenario, op in dict.fromkeys((row["scenario"], row["op"]) for row in searches):
         rows = [row for row in searches if (row["scenario"], row["op"]) == (scenario, op)]
         mine = [run for run in runs if (run["scenario"], run["op"]) == (scenario, op)]
-        lines.append(f"- **{scenario}, {op.upper()}**: " + " ".join(_scenario_sentences(rows, mine, slo_ms)))
+        sentences = [
+            _capacity_sentence(rows, mine, slo_ms),
+            _latency_sentence(mine, [row["mode"] for row in rows], slo_ms),
+            *_calls_sentence(mine, [row["mode"] for row in rows]),
+        ]
+        lines.append(f"- **{scenario}, {op.upper()}**: " + " ".join(sentences))
     if runs:
         lines.append("- " + _generator_sentence(runs))
     return lines
@@ -99,35 +135,71 @@ def _generator_sentence(runs: Sequence[Run]) -> str:
     )
 
 
-def _scenario_sentences(rows: Sequence[Run], runs: Sequence[Run], slo_ms: float) -> list[str]:
+def _capacity_sentence(rows: Sequence[Run], runs: Sequence[Run], slo_ms: float) -> str:
+    """Which mode sustains the most and by how much, from steps of at least MIN_RUN_S each."""
+    steps = [run for run in runs if run["kind"] == "search"]
+    if not steps:
+        return "No capacity search ran."
+    durations = sorted({run["duration_s"] for run in steps})
+    repeats = max(Counter((run["mode"], run["asked_rate"]) for run in steps).values())
+    basis = f"each rate judged by the median of {repeats} steps of {_seconds(durations)} s"
+    if _too_short(steps):
+        return (
+            f"Capacity not compared: {basis}, under the {MIN_RUN_S:g} s a step needs (the capacity table "
+            "lists what each search reached)."
+        )
     by_mode = {row["mode"]: row["sustained"] for row in rows}
     shown = {row["mode"]: _sustained(row) for row in rows}
     ranked = sorted(by_mode, key=lambda mode: by_mode[mode] or 0.0, reverse=True)
     best = ranked[0]
     if not by_mode[best]:
-        sentences = [f"no mode met the objective (p99 ≤ {slo_ms:g} ms) at any rate tried."]
-    else:
-        others = [
-            f"{mode} {shown[mode]} ({_change(by_mode[mode] or 0.0, by_mode[best])})" for mode in ranked[1:]
-        ]
-        sentences = [
-            f"{best} sustains the most, {shown[best]}" + (f"; {', '.join(others)}." if others else ".")
-        ]
-    common = _highest_common_rate(runs, list(by_mode), slo_ms)
-    if common is not None:
-        at_rate = {run["mode"]: run for run in runs if run["kind"] == "rate" and run["asked_rate"] == common}
-        figures = ", ".join(
-            f"{mode} {at_rate[mode]['latency_ms']['p50']:.1f} / {at_rate[mode]['latency_ms']['p99']:.1f} ms"
-            for mode in by_mode
-        )
-        sentences.append(f"At {_rate(common)}, the highest common rate all sustained, p50 / p99: {figures}.")
-    else:
-        sentences.append("No common rate was sustained by every mode.")
-    calls = {mode: _median_calls(runs, mode) for mode in by_mode}
-    if any(value is not None for value in calls.values()):
-        figures = ", ".join(f"{mode} {_calls(value)}" for mode, value in calls.items())
-        sentences.append(f"Replica calls per request: {figures}.")
-    return sentences
+        return f"No mode met the objective (p99 ≤ {slo_ms:g} ms) at any rate tried ({basis})."
+    leaders = [mode for mode in ranked if by_mode[mode] == by_mode[best]]
+    most = f"{' and '.join(leaders)} sustain" if len(leaders) > 1 else f"{best} sustains"
+    others = [
+        f"{mode} {shown[mode]} ({_change(by_mode[mode] or 0.0, by_mode[best])})"
+        for mode in ranked
+        if mode not in leaders
+    ]
+    return f"{most} the most, {shown[best]}" + (f"; {', '.join(others)}" if others else "") + f" ({basis})."
+
+
+def _latency_sentence(runs: Sequence[Run], modes: Sequence[str], slo_ms: float) -> str:
+    """Each mode's p50 / p99 at the highest common rate all sustained, from runs long and large enough."""
+    fixed = [run for run in runs if run["kind"] == "rate"]
+    enough = [run for run in fixed if run["duration_s"] >= MIN_RUN_S and run["requests"] >= MIN_RUN_REQUESTS]
+    common = _highest_common_rate(enough, modes, slo_ms)
+    if common is None:
+        if fixed and not enough:
+            return (
+                f"Latency not compared: every common-rate run lasted under {MIN_RUN_S:g} s or had fewer "
+                f"than {MIN_RUN_REQUESTS:,} requests."
+            )
+        return "No common rate was sustained by every mode."
+    at_rate = {run["mode"]: run for run in enough if run["asked_rate"] == common}
+    figures = ", ".join(
+        f"{mode} {at_rate[mode]['latency_ms']['p50']:.1f} / {at_rate[mode]['latency_ms']['p99']:.1f} ms"
+        for mode in modes
+    )
+    durations = _seconds(sorted({at_rate[mode]["duration_s"] for mode in modes}))
+    fewest = min(at_rate[mode]["requests"] for mode in modes)
+    return (
+        f"At {_rate(common)}, the highest common rate all sustained, p50 / p99: {figures} (one run of "
+        f"{durations} s per mode, at least {fewest:,} requests each)."
+    )
+
+
+def _calls_sentence(runs: Sequence[Run], modes: Sequence[str]) -> list[str]:
+    calls = {mode: _median_calls(runs, mode) for mode in modes}
+    if all(value is None for value in calls.values()):
+        return []
+    figures = ", ".join(f"{mode} {_calls(value)}" for mode, value in calls.items())
+    counted = min(sum(1 for run in runs if run["mode"] == mode and run["replica_calls"]) for mode in modes)
+    return [f"Replica calls per request: {figures} (median over at least {counted} runs per mode)."]
+
+
+def _seconds(durations: Sequence[float]) -> str:
+    return "-".join(f"{value:g}" for value in (durations[0], durations[-1])[: 1 + (len(durations) > 1)])
 
 
 def _highest_common_rate(runs: Sequence[Run], modes: Sequence[str], slo_ms: float) -> float | None:
@@ -136,7 +208,7 @@ def _highest_common_rate(runs: Sequence[Run], modes: Sequence[str], slo_ms: floa
     good: dict[float, set[str]] = {}
     for run in fixed:
         ok = run["generator"]["valid"] and run["latency_ms"]["p99"] <= slo_ms
-        ok = ok and not sum(run["errors"].values()) > 0.01 * max(1, run["requests"])
+        ok = ok and not sum(run["errors"].values()) > ERROR_SHARE_LIMIT * max(1, run["requests"])
         if ok:
             good.setdefault(run["asked_rate"], set()).add(run["mode"])
     rates = [rate for rate, passed in good.items() if passed >= set(modes)]
@@ -179,7 +251,11 @@ def _capacity_section(
     if not searches:
         return []
     plot = out / "plots" / "capacity.png"
-    _plot_capacity(plot, searches, modes)
+    steps = [run for run in runs if run["kind"] == "search"]
+    title = "Capacity by scenario and op"
+    if _too_short(steps):
+        title += f"\nsmoke check: steps under {MIN_RUN_S:g} s, not a comparison"
+    _plot_capacity(plot, searches, modes, title)
     lines = [
         f"## Capacity: the highest rate each mode sustains (p99 ≤ {slo_ms:g} ms, ≥ 95 % of the asked rate, "
         "≤ 1 % errors; median of the steps at a rate; a generator that was INVALID, and so made the "
@@ -202,8 +278,8 @@ def _capacity_section(
 
 def _run_table(runs: Sequence[Run]) -> list[str]:
     lines = [
-        "| asked/s | mode | run | achieved/s | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | errors "
-        "| replica calls / req | generator µs CPU / req | lateness p99 ms | generator |",
+        "| asked/s | mode | run | succeeded/s | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | errors "
+        "| replica calls / req | generator µs CPU / req | lateness p99 ms | verdict |",
         "|---:|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|",
     ]
     for run in sorted(runs, key=lambda run: (run["asked_rate"], run["mode"], run["kind"], run["step"])):
@@ -211,7 +287,9 @@ def _run_table(runs: Sequence[Run]) -> list[str]:
         errors = ", ".join(f"{status}: {count}" for status, count in run["errors"].items()) or "0"
         calls = run["replica_calls"]
         kind = "common rate" if run["kind"] == "rate" else f"search step {run['step'] + 1}"
-        verdict = "VALID" if generator["valid"] else "INVALID: " + "; ".join(generator["invalid_reasons"])
+        # Runs written before the error rule carry the generator's verdict alone.
+        judged = run if "valid" in run else generator
+        verdict = "VALID" if judged["valid"] else "INVALID: " + "; ".join(judged["invalid_reasons"])
         cells = [
             f"{run['asked_rate']:g}",
             run["mode"],
@@ -241,7 +319,7 @@ def _style(modes: Sequence[str], mode: str) -> dict[str, Any]:
     }
 
 
-def _plot_capacity(path: Path, searches: Sequence[Run], modes: Sequence[str]) -> None:
+def _plot_capacity(path: Path, searches: Sequence[Run], modes: Sequence[str], title: str) -> None:
     groups = list(dict.fromkeys((row["scenario"], row["op"]) for row in searches))
     figure, axes = plt.subplots(figsize=(max(6.0, 1.6 * len(groups) * max(1, len(modes)) / 2), 4.5))
     width = 0.8 / max(1, len(modes))
@@ -258,9 +336,12 @@ def _plot_capacity(path: Path, searches: Sequence[Run], modes: Sequence[str]) ->
     axes.set_xticks(range(len(groups)))
     axes.set_xticklabels([f"{scenario}\n{op.upper()}" for scenario, op in groups], fontsize=8)
     axes.set_ylabel("highest rate sustained (requests/s)")
-    axes.set_title("Capacity by scenario and op")
+    axes.set_title(title)
+    # Headroom above the tallest bar for its upright label, so no label reaches the title.
+    tallest = max((row.get("sustained") or 0 for row in searches), default=0)
+    axes.set_ylim(0, max(1.0, tallest) * 1.25)
     axes.grid(True, axis="y", alpha=0.3)
-    axes.legend(fontsize=8)
+    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
@@ -300,7 +381,7 @@ def _plot_rates(
         top.set_ylabel("p99 latency (ms, from intended send time)")
         top.set_title(f"{scenario}: {op.upper()}  (dotted verticals: rate sustained)")
         bottom.axhline(95, color="black", linestyle=":", linewidth=1, label="95 % of asked")
-        bottom.set_ylabel("achieved, % of the asked rate")
+        bottom.set_ylabel("succeeded, % of the asked rate")
         bottom.set_xlabel("asked rate (requests/s)")
         for axes in (top, bottom):
             axes.grid(True, which="both", alpha=0.3)
@@ -422,10 +503,17 @@ def _plot_spectra(
     plt.close(figure)
 
 
+class _PlainLogFormatter(LogFormatter):
+    """Labels the ticks matplotlib's LogFormatter would label, as plain numbers: 0.6, 2, 50, never 6e-01."""
+
+    def __call__(self, x: float, pos: int | None = None) -> str:
+        return f"{x:g}" if super().__call__(x, pos) else ""
+
+
 def _plain_ticks(axes: Axes) -> None:
-    """Log-scale y labels as plain numbers (2, 5, 10, 50), not powers of ten."""
+    """Log-scale y labels as plain numbers (0.5, 2, 10, 50), major and minor ticks alike."""
     axes.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-    axes.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.4)))
+    axes.yaxis.set_minor_formatter(_PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.4)))
 
 
 def _percentile_label(nines: int) -> str:

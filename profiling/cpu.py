@@ -13,11 +13,17 @@ Two measures of the coordinator's work, each with its blind spot:
   is sampled too.
 
 The conclusion states only what both show: a difference between the modes goes in only when /proc and
-the Python samples point the same way by at least ``DIFFERENCE``.
+the Python samples point the same way by at least ``DIFFERENCE``. And it states only what enough of
+them show: a count of n events is uncertain by about its square root, so a 10 % difference between two
+counts needs about 1,000 on each side to stand out. No statement rests on a run whose coordinator
+counted fewer than ``MIN_CLOCK_TICKS`` clock ticks of CPU (``/proc`` counts in ticks) or whose profile
+holds fewer than ``MIN_SAMPLES`` samples (of Python code, for CPU; all of them, for waiting); each
+statement gives the counts it rests on, and a report whose runs fall short is a smoke check.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,10 +35,22 @@ matplotlib.use("Agg")  # files only; never a window
 import matplotlib.pyplot as plt
 
 from profiling.collapsed import SampleSplit, parse_collapsed, split_samples
+from profiling.pyspy import MIN_SAMPLES
 
-__all__ = ["DIFFERENCE", "RunCpu", "conclusion", "cpu_table", "plot_cpu", "run_cpu"]
+__all__ = [
+    "DIFFERENCE",
+    "MIN_CLOCK_TICKS",
+    "MIN_SAMPLES",
+    "RunCpu",
+    "conclusion",
+    "cpu_table",
+    "plot_cpu",
+    "run_cpu",
+    "shortfalls",
+]
 
 DIFFERENCE = 1.10  # a ratio between the modes below this is no difference
+MIN_CLOCK_TICKS = 100  # of the coordinator's CPU by /proc, per run, for any statement on its CPU
 COORDINATOR = "n1"
 _DEFAULT_SAMPLE_RATE = 100  # run.json files written before it recorded py-spy's rate
 
@@ -50,6 +68,29 @@ class RunCpu:
     sample_rate: int
     samples: SampleSplit | None  # n1's cpu-phase samples
     idle: SampleSplit | None  # n1's idle-phase samples (--idle: waiting threads included)
+
+    @property
+    def clock_ticks(self) -> int | None:
+        """n1's CPU over the load window in /proc's own unit, clock ticks."""
+        if COORDINATOR not in self.cpu_s:
+            return None
+        return round(self.cpu_s[COORDINATOR] * os.sysconf("SC_CLK_TCK"))
+
+    @property
+    def python_samples(self) -> int:
+        return self.samples.python_samples if self.samples else 0
+
+    @property
+    def idle_samples(self) -> int:
+        return self.idle.total if self.idle else 0
+
+    @property
+    def cpu_shortfall(self) -> str | None:
+        """Why this run's CPU figures are too few to state anything (None: they are enough)."""
+        ticks = self.clock_ticks or 0
+        if ticks >= MIN_CLOCK_TICKS and self.python_samples >= MIN_SAMPLES:
+            return None
+        return f"{self.run}: {ticks:,} clock ticks, {self.python_samples:,} samples in Python code"
 
     def proc_us(self, node: str = COORDINATOR) -> float | None:
         """CPU per request of ``node`` from /proc, in µs."""
@@ -142,6 +183,16 @@ def _compare_modes(op: str, first: RunCpu, second: RunCpu) -> str:
     if proc is None or sampled is None:
         missing = "CPU figures from /proc" if proc is None else "cpu-profile samples"
         return f"**{op}: no conclusion on {first.mode} vs {second.mode}**: no {missing} ({figures})."
+    short = [run.cpu_shortfall for run in (first, second) if run.cpu_shortfall]
+    if short:
+        return (
+            f"**{op}: {first.mode} and {second.mode} not compared: too few samples** ({'; '.join(short)}; "
+            f"a comparison needs {_minimums()} per run)."
+        )
+    figures += (
+        f"; from {first.clock_ticks:,} vs {second.clock_ticks:,} clock ticks and "
+        f"{first.python_samples:,} vs {second.python_samples:,} samples in Python code"
+    )
     if proc >= DIFFERENCE and sampled >= DIFFERENCE:
         more, less = first, second
     elif proc <= 1 / DIFFERENCE and sampled <= 1 / DIFFERENCE:
@@ -165,12 +216,25 @@ def conclusion(runs: Sequence[RunCpu]) -> list[str]:
         if "async" in by_mode and "sync" in by_mode:
             lines.append("- " + _compare_modes(op.upper(), by_mode["async"], by_mode["sync"]))
     with_both = [run for run in runs if run.busy_share is not None and run.waiting_share is not None]
-    if with_both:
+    short = [
+        f"{run.run}: {run.clock_ticks or 0:,} clock ticks, {run.idle_samples:,} --idle samples"
+        for run in with_both
+        if (run.clock_ticks or 0) < MIN_CLOCK_TICKS or run.idle_samples < MIN_SAMPLES
+    ]
+    if short:
+        lines.append(
+            f"- No statement on how busy the coordinator was: too few samples ({'; '.join(short)}; "
+            f"one needs {MIN_CLOCK_TICKS} clock ticks and {MIN_SAMPLES:,} samples per run)."
+        )
+    elif with_both:
         busy = [run.busy_share for run in with_both if run.busy_share is not None]
         waiting = [run.waiting_share for run in with_both if run.waiting_share is not None]
+        ticks = [run.clock_ticks or 0 for run in with_both]
+        counted = [run.idle_samples for run in with_both]
         figures = (
-            f"/proc: busy {min(busy):.0%}-{max(busy):.0%} of the load window; "
-            f"--idle samples: waiting in {min(waiting):.0%}-{max(waiting):.0%}"
+            f"/proc: busy {min(busy):.0%}-{max(busy):.0%} of the load window, {min(ticks):,}-{max(ticks):,} "
+            f"clock ticks a run; --idle samples: waiting in {min(waiting):.0%}-{max(waiting):.0%} of "
+            f"{min(counted):,}-{max(counted):,} a run"
         )
         if max(busy) < 0.5 and min(waiting) > 0.5:
             lines.append(f"- **The coordinator mostly waited** at this rate, in every run ({figures}).")
@@ -181,9 +245,25 @@ def conclusion(runs: Sequence[RunCpu]) -> list[str]:
                 f"- No statement on how busy the coordinator was holds for both measures ({figures})."
             )
     measured = [run for run in runs if run.proc_us() is not None and run.samples is not None]
-    if measured:
-        lines.append("- " + _samples_against_proc(measured))
+    enough = [run for run in measured if not run.cpu_shortfall]
+    if enough:
+        lines.append("- " + _samples_against_proc(enough))
+    elif measured:
+        lines.append(
+            "- No statement on the samples against /proc: too few samples in every run (one needs "
+            f"{_minimums()})."
+        )
     return lines or ["- No run has both CPU figures from /proc and samples: nothing to conclude."]
+
+
+def shortfalls(runs: Sequence[RunCpu]) -> list[str]:
+    """The runs whose CPU figures are too few to state anything, with their counts: a report with any
+    is a smoke check."""
+    return [short for run in runs if (short := run.cpu_shortfall)]
+
+
+def _minimums() -> str:
+    return f"{MIN_CLOCK_TICKS} clock ticks of n1 CPU and {MIN_SAMPLES:,} samples in Python code"
 
 
 def _samples_against_proc(runs: Sequence[RunCpu]) -> str:

@@ -5,6 +5,10 @@ two or three recorders of one load phase (flamegraph, raw stacks, speedscope) sa
 by side. Blocking recorders would take turns stopping the process and lose a quarter of their samples
 to each other. The price is an occasional torn stack, which py-spy counts as an error.
 ``--function`` names frames by the function's first line, so a function is one frame, not one per line.
+
+A flamegraph of fewer than ``MIN_SAMPLES`` samples (a ``--quick`` run) says so on the page: its frames
+are a sample or two wide, too narrow for their labels, and it shows where time went in a few dozen
+moments, not how it divides.
 """
 
 from __future__ import annotations
@@ -24,11 +28,13 @@ from profiling.children import Children
 
 __all__ = [
     "KINDS",
+    "MIN_SAMPLES",
     "PtraceDenied",
     "Recorder",
     "check_ptrace",
     "dump",
     "find_py_spy",
+    "mark_smoke_check",
     "ptrace_advice",
 ]
 
@@ -42,9 +48,11 @@ KINDS: dict[Kind, list[str]] = {
 }
 SUFFIXES: dict[Format, str] = {"flamegraph": "svg", "raw": "collapsed.txt", "speedscope": "speedscope.json"}
 SAMPLE_RATE = 100
+MIN_SAMPLES = 1_000  # per profile, before a report compares anything by its samples (profiling.cpu)
 
 _DENIED = re.compile(r"permission denied|operation not permitted|os error 1\b|os error 13\b", re.I)
 _SUMMARY = re.compile(r"Samples: (\d+) Errors: (\d+)")
+_DRAWN_SAMPLES = re.compile(r'<svg id="frames"[^>]*\btotal_samples="(\d+)"')
 
 
 class PtraceDenied(RuntimeError):
@@ -141,9 +149,28 @@ class Recorder:
         counts = _SUMMARY.findall(said)
         if counts:
             self.samples, self.errors = (int(n) for n in counts[-1])
+        if self.format == "flamegraph" and self.output.exists():
+            mark_smoke_check(self.output)
         if not self.output.exists():
             tail = " | ".join(said.strip().splitlines()[-3:])
             print(f"profiling: py-spy wrote no {self.output.name}: {tail}", file=sys.stderr)
+
+
+def mark_smoke_check(svg: Path) -> bool:
+    """Write on py-spy's flamegraph ``svg``, under its title, that it is a smoke check when it draws
+    fewer than MIN_SAMPLES samples; whether it did. Each frame's full name stays in its hover text."""
+    text = svg.read_text()
+    drawn = _DRAWN_SAMPLES.search(text)
+    anchor = '<text id="details"'  # the line under the title, where hover details appear
+    if drawn is None or anchor not in text or int(drawn.group(1)) >= MIN_SAMPLES:
+        return False
+    note = (
+        '<text id="smoke-check" fill="rgb(170,0,0)" x="50%" y="40.00" style="text-anchor:middle">'
+        f"Smoke check: {int(drawn.group(1)):,} samples (under {MIN_SAMPLES:,}): frames too narrow for their "
+        "labels; hover one for its name</text>"
+    )
+    svg.write_text(text.replace(anchor, note + anchor, 1))
+    return True
 
 
 def dump(py_spy: str, pid: int, output: Path) -> bool:

@@ -20,7 +20,16 @@ from profiling.collapsed import (
     top_frames,
     trunk,
 )
-from profiling.cpu import DIFFERENCE, conclusion, cpu_table, plot_cpu, run_cpu
+from profiling.cpu import (
+    DIFFERENCE,
+    MIN_CLOCK_TICKS,
+    MIN_SAMPLES,
+    conclusion,
+    cpu_table,
+    plot_cpu,
+    run_cpu,
+    shortfalls,
+)
 
 __all__ = ["TOP", "load_runs", "write_report"]
 
@@ -57,7 +66,7 @@ def write_report(out: Path, run_dirs: Sequence[Path], command: str) -> Path:
     runs = load_runs(run_dirs)
     cpu = [run_cpu(run_dir, manifest) for run_dir, manifest in runs]
     lines = [
-        "# kvnode profiles",
+        *_headline(shortfalls(cpu)),
         "",
         f"Written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `{command}`",
         f"on {os.cpu_count()} CPU(s), Python {runs[0][1]['python'] if runs else '?'}.",
@@ -65,7 +74,8 @@ def write_report(out: Path, run_dirs: Sequence[Path], command: str) -> Path:
         "## Conclusion",
         "",
         "Drawn from the figures below; a statement about CPU is made only where the nodes' CPU time",
-        f"(/proc) and py-spy's samples agree (a difference counts from {DIFFERENCE - 1:.0%}).",
+        f"(/proc) and py-spy's samples agree (a difference counts from {DIFFERENCE - 1:.0%}), and only from",
+        f"runs with at least {MIN_CLOCK_TICKS} clock ticks of n1 CPU and {MIN_SAMPLES:,} samples.",
         "",
         *conclusion(cpu),
         "",
@@ -111,6 +121,19 @@ def write_report(out: Path, run_dirs: Sequence[Path], command: str) -> Path:
     return path
 
 
+def _headline(short: Sequence[str]) -> list[str]:
+    """The title; "smoke check" and the counts that fell short when a run is too small to compare."""
+    if not short:
+        return ["# kvnode profiles"]
+    return [
+        "# kvnode profiles: a smoke check, too few samples to compare the modes",
+        "",
+        f"Every profile was recorded, but {len(short)} run(s) fell short of {MIN_CLOCK_TICKS} clock ticks of "
+        f"n1 CPU or {MIN_SAMPLES:,} samples in Python code ({'; '.join(short)}): the conclusion compares "
+        "nothing they would decide. Longer phases (`--duration`) or a higher rate collect more.",
+    ]
+
+
 def _load_table(runs: list[tuple[Path, dict[str, Any]]], out: Path) -> list[str]:
     lines = [
         "## Load of each run",
@@ -118,7 +141,7 @@ def _load_table(runs: list[tuple[Path, dict[str, Any]]], out: Path) -> list[str]
         "Loop lag: how late n1's event loop ran a callback that was ready (from /v0/stats, reset as the",
         "phase's load started). Under memray the node is slower, so its phase's figures are not comparable.",
         "",
-        "| run | phase | asked/s | achieved/s | requests | errors | p50 ms | p99 ms | max ms | generator |"
+        "| run | phase | asked/s | succeeded/s | requests | errors | p50 ms | p99 ms | max ms | load run |"
         " n1 loop lag p50 / p99 / max ms | result |",
         "|---|---|---:|---:|---:|---|---:|---:|---:|---|---|---|",
     ]
@@ -141,7 +164,7 @@ def _load_table(runs: list[tuple[Path, dict[str, Any]]], out: Path) -> list[str]
                         _number(latency.get("p50")),
                         _number(latency.get("p99")),
                         _number(latency.get("max")),
-                        _generator_verdict(load),
+                        _load_verdict(load),
                         " / ".join(_number(lag.get(key)) for key in ("p50", "p99", "max")),
                         _link("json", run_dir / phase["load_json"], out),
                     ]
@@ -266,11 +289,14 @@ def _artifacts(manifest: dict[str, Any]) -> list[dict[str, Any]]:
     return [artifact for phase in manifest["phases"] for artifact in phase.get("artifacts", [])]
 
 
-def _generator_verdict(load: dict[str, Any]) -> str:
-    """VALID or INVALID (the generator set the pace: loadtest.openloop's rule); older runs said "behind"."""
-    generator = load.get("generator")
-    if isinstance(generator, dict):
-        return "VALID" if generator.get("valid") else "INVALID"
+def _load_verdict(load: dict[str, Any]) -> str:
+    """VALID, or INVALID with loadtest.openloop's reasons (the generator set the pace, or over 1 % of the
+    requests failed); runs written before the error rule have the generator's verdict alone, and older
+    ones said "behind"."""
+    verdict = load if "valid" in load else load.get("generator")
+    if isinstance(verdict, dict):
+        reasons = verdict.get("invalid_reasons", [])
+        return "VALID" if verdict.get("valid") else "INVALID: " + "; ".join(reasons)
     return "behind" if load.get("generator_fell_behind") else "VALID"
 
 

@@ -15,7 +15,7 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 
 from kvnode.fanout import FANOUTS
-from loadtest.compare import PRECISION, Verdict, calls_made, judge, replica_calls, search_capacity
+from loadtest.compare import PRECISION, Progress, Verdict, calls_made, judge, replica_calls, search_capacity
 from loadtest.openloop import RateResult
 
 
@@ -86,6 +86,18 @@ def test_search_reports_none_when_nothing_is_sustained() -> None:
     search = search_capacity(_server(0, []), start=500, budget=20)
     assert search.sustained is None
     assert search.stopped.startswith("nothing sustained down to 10/s: ")
+
+
+def test_time_left_only_shrinks() -> None:
+    """Work done and planned work dropped both take from what is left; nothing adds to it (the old
+    estimate, scaled by the pace so far, went up and down)."""
+    progress = Progress(planned=100.0)
+    seen = [progress.left]
+    for done, dropped in [(6, 0), (10, 0), (0, 30), (10, 0), (4, 40)]:
+        progress.advance(done)
+        progress.skip(dropped)
+        seen.append(progress.left)
+    assert seen == [100, 94, 84, 54, 44, 0]
 
 
 @pytest.fixture
@@ -178,3 +190,15 @@ def test_compare_quick_end_to_end(tmp_path: Path) -> None:
         assert run["requests"] > 0
         assert {"valid", "cpu_us_per_request", "lateness_ms"} <= set(run["generator"])
         assert "replica_calls" in run  # None where the nodes expose no counters: "n/a" in the report
+    assert report.startswith("# Smoke check: ")  # 0.6 s steps and 1 s runs compare nothing
+
+    # The report is drawn again from results.json, and from a results.json written before it kept the
+    # "How it was measured" lines (they come from the previous report then).
+    (out / "plots" / "capacity.png").unlink()
+    for results_json in (results, {name: value for name, value in results.items() if name != "header"}):
+        (out / "results.json").write_text(json.dumps(results_json))
+        redraw = [sys.executable, "-m", "loadtest", "report", "--out", str(out)]
+        finished = subprocess.run(redraw, capture_output=True, text=True, timeout=120)
+        assert finished.returncode == 0, finished.stderr[-3000:]
+        assert (out / "report.md").read_text() == report
+        assert (out / "plots" / "capacity.png").stat().st_size > 10_000

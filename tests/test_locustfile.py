@@ -27,8 +27,9 @@ KEYS = 200
 
 
 def read_stats(prefix: Path) -> dict[str, dict[str, str]]:
+    """Locust's stats rows by method and name as its UI shows them ("GET /v0/entity"; "Aggregated")."""
     with open(f"{prefix}_stats.csv", newline="") as stats:
-        return {row["Name"]: row for row in csv.DictReader(stats)}
+        return {f"{row['Type']} {row['Name']}".strip(): row for row in csv.DictReader(stats)}
 
 
 @pytest.mark.parametrize(
@@ -161,7 +162,7 @@ def test_ui_starts_with_the_default_workload_and_stops_everything(tmp_path: Path
                 break
             assert time.monotonic() < deadline, stats
             time.sleep(0.5)
-        names = {row["name"] for row in stats["stats"]}
+        names = {f"{row['method']} {row['name']}" for row in stats["stats"]}
         assert {"GET /v0/entity", "PUT /v0/entity"} <= names and "DELETE /v0/entity" not in names
         assert stats["fail_ratio"] == 0
     finally:

@@ -8,9 +8,11 @@ import asyncio
 import contextlib
 import json
 import signal
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import uvloop
@@ -18,7 +20,7 @@ from aiohttp import web
 
 from kvnode.metrics import LatencyHistogram
 from kvnode.ops.processes import ServerProcess, free_ports
-from loadtest.openloop import LATENESS_FLOOR_MS, RateResult, run_rate
+from loadtest.openloop import ERROR_SHARE_LIMIT, LATENESS_FLOOR_MS, RateResult, run_rate
 from loadtest.workers import GeneratorPool
 from loadtest.workload import Workload, key_name
 from tests.harness import ClusterFactory, scrape, total
@@ -26,19 +28,12 @@ from tests.harness import ClusterFactory, scrape, total
 
 @contextlib.contextmanager
 def known_delay_server(
-    delay_ms: float, stall_after_s: float | None = None, stall_ms: float = 0
+    delay_ms: float, stall_after_s: float | None = None, stall_ms: float = 0, status: int = 200
 ) -> Iterator[str]:
     """tests.known_delay_server in a process of its own: the generator's loop never shares its CPU time."""
     port = free_ports(1)[0]
-    argv = [
-        sys.executable,
-        "-m",
-        "tests.known_delay_server",
-        "--port",
-        str(port),
-        "--delay-ms",
-        f"{delay_ms:g}",
-    ]
+    argv = [sys.executable, "-m", "tests.known_delay_server", "--port", str(port)]
+    argv += ["--delay-ms", f"{delay_ms:g}", "--status", str(status)]
     if stall_after_s is not None:
         argv += ["--stall-after-s", f"{stall_after_s:g}", "--stall-ms", f"{stall_ms:g}"]
     server = ServerProcess(argv, f"http://127.0.0.1:{port}")
@@ -134,6 +129,15 @@ def test_validity_rule_allows_half_a_percent_of_connection_waits() -> None:
     assert not _result(1, 0.1, count=1000, waits=6).valid
 
 
+def test_validity_rule_allows_one_percent_of_errors() -> None:
+    result = _result(1, 0.1, count=1000)
+    result.errors["504"] = 10
+    assert result.valid and result.succeeded == 990
+    result.errors["timeout"] = 1
+    assert result.invalid_reasons == [f"11 of 1000 requests failed (1.1% > {ERROR_SHARE_LIMIT:.0%})"]
+    assert result.achieved_rate == pytest.approx(989)  # over the 1 s schedule: successes only
+
+
 def test_worker_results_merge_and_survive_the_wire() -> None:
     one, two = _result(1, 0.1, count=100), _result(3, 0.2, count=300, waits=2)
     one.errors["504"], two.errors["504"], two.errors["timeout"] = 1, 2, 3
@@ -193,6 +197,39 @@ async def test_a_dead_url_counts_as_connection_errors() -> None:
     result = await run_rate(["http://127.0.0.1:9"], Workload("get", keys=10), 50, 0.5)
     assert result.errors == {"connection": result.requests}
     assert result.requests == 25 and result.sent == 0
+
+
+def _rate_command(url: str, json_path: Path) -> tuple[str, dict[str, Any]]:
+    """``python -m loadtest rate`` at 500/s for 2 s: its output and its JSON summary."""
+    argv = [sys.executable, "-m", "loadtest", "rate", "--url", url, "--op", "get", "--rate", "500"]
+    argv += ["--duration", "2", "--keys", "100", "--json", str(json_path)]
+    finished = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert finished.returncode == 0, finished.stderr[-2000:]
+    return finished.stdout, json.loads(json_path.read_text())
+
+
+@pytest.mark.parametrize("server", ["nothing listening", "answers 500"])
+def test_failed_requests_are_not_throughput_and_make_the_run_invalid(server: str, tmp_path: Path) -> None:
+    """The issue's case: against a port where nothing listens the generator printed "5999.53 achieved"
+    and "Run VALID". Every request fails here, so nothing is achieved and the run says why it is
+    INVALID."""
+    with contextlib.ExitStack() as stack:
+        if server == "nothing listening":
+            url = f"http://127.0.0.1:{free_ports(1)[0]}"
+            failure = "connection"
+        else:
+            url = stack.enter_context(known_delay_server(0, status=500))
+            failure = "500"
+        text, summary = _rate_command(url, tmp_path / "run.json")
+    assert summary["requests"] == 1000 and summary["errors"] == {failure: 1000}
+    assert summary["succeeded"] == 0 and summary["achieved_rate"] == 0
+    assert summary["valid"] is False
+    assert summary["invalid_reasons"] == ["1000 of 1000 requests failed (100.0% > 1%)"]
+    assert summary["generator"]["valid"] is True  # the generator kept to its schedule: the server failed
+    assert "Requests/sec:       0.00 succeeded, 500 asked" in text
+    assert f"Errors: 1000 (100.0% of requests; {failure}: 1000)" in text
+    assert "Run INVALID: 1000 of 1000 requests failed (100.0% > 1%)" in text
+    assert "Run VALID" not in text
 
 
 @pytest.mark.parametrize("workers", [1, 2])

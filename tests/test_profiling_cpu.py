@@ -8,23 +8,35 @@ from pathlib import Path
 import pytest
 
 from profiling.collapsed import parse_collapsed, split_samples
-from profiling.cpu import RunCpu, conclusion, cpu_table, plot_cpu
+from profiling.cpu import MIN_CLOCK_TICKS, MIN_SAMPLES, RunCpu, conclusion, cpu_table, plot_cpu, shortfalls
 
 LOOP = "main;Runner.run (asyncio/runners.py:86)"
 HANDLER = f"{LOOP};put_entity (kvnode/http_api.py:54)"
 
 
-def run(mode: str, proc_s: float, python_samples: int, loop_samples: int = 0, op: str = "put") -> RunCpu:
-    """1,000 requests in a 10 s window, sampled at 100 Hz: one Python sample is 10 µs per request."""
-    samples = split_samples(parse_collapsed(f"{HANDLER} {python_samples}\n{LOOP} {loop_samples}\n"))
-    idle = split_samples(parse_collapsed(f"{HANDLER} {python_samples}\n{LOOP} 900\n"))
+SCALE = 100  # runs long enough for the minimums: 100,000 requests, a 1,000 s window
+
+
+def run(
+    mode: str,
+    proc_s: float,
+    python_samples: int,
+    loop_samples: int = 0,
+    op: str = "put",
+    scale: int = SCALE,
+) -> RunCpu:
+    """``scale`` x 1,000 requests in a ``scale`` x 10 s window, sampled at 100 Hz, with n1's CPU and the
+    sample counts given per 1,000 requests, so a Python sample is 10 µs per request at every scale."""
+    counts = f"{HANDLER} {python_samples * scale}\n{LOOP} {loop_samples * scale}\n"
+    samples = split_samples(parse_collapsed(counts))
+    idle = split_samples(parse_collapsed(f"{HANDLER} {python_samples * scale}\n{LOOP} {900 * scale}\n"))
     return RunCpu(
         run=f"{mode}-{op}",
         mode=mode,
         op=op,
-        requests=1000,
-        window_s=10.0,
-        cpu_s={"n1": proc_s, "n2": 0.05, "n3": 0.05},
+        requests=1000 * scale,
+        window_s=10.0 * scale,
+        cpu_s={"n1": proc_s * scale, "n2": 0.05 * scale, "n3": 0.05 * scale},
         sample_rate=100,
         samples=samples,
         idle=idle,
@@ -45,6 +57,40 @@ def test_a_difference_both_measures_show_is_stated() -> None:
     lines = conclusion([run("async", 0.4, 30), run("sync", 0.3, 20)])
     assert lines[0].startswith("- **PUT: async costs the coordinator more CPU per request than sync**")
     assert "400 µs vs 300 µs" in lines[0] and "1.33x" in lines[0] and "1.50x" in lines[0]
+    assert "from 4,000 vs 3,000 clock ticks and 3,000 vs 2,000 samples in Python code" in lines[0]
+
+
+def test_no_statement_rests_on_too_few_samples() -> None:
+    """The issue's quick profile: "async costs the coordinator more CPU per request than sync ... 1.80x"
+    from 18 vs 10 clock ticks and 24 vs 7 samples."""
+    quick = [run("async", 0.18, 24, 80, scale=1), run("sync", 0.1, 7, 10, scale=1)]
+    lines = conclusion(quick)
+    assert lines[0] == (
+        "- **PUT: async and sync not compared: too few samples** (async-put: 18 clock ticks, 24 samples "
+        "in Python code; sync-put: 10 clock ticks, 7 samples in Python code; a comparison needs 100 "
+        "clock ticks of n1 CPU and 1,000 samples in Python code per run)."
+    )
+    assert lines[1].startswith("- No statement on how busy the coordinator was: too few samples")
+    assert lines[2].startswith("- No statement on the samples against /proc: too few samples")
+    assert not any("costs the coordinator more" in line or "1.80x" in line for line in lines)
+    assert shortfalls(quick) == [
+        "async-put: 18 clock ticks, 24 samples in Python code",
+        "sync-put: 10 clock ticks, 7 samples in Python code",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("proc_s", "samples", "enough"),
+    [
+        (MIN_CLOCK_TICKS / 100, MIN_SAMPLES, True),  # exactly at both minimums
+        (MIN_CLOCK_TICKS / 100 - 0.01, MIN_SAMPLES, False),  # a clock tick short
+        (MIN_CLOCK_TICKS / 100, MIN_SAMPLES - 1, False),  # a sample short
+    ],
+)
+def test_minimums_per_run(proc_s: float, samples: int, enough: bool) -> None:
+    figures = run("async", proc_s, samples, scale=1)
+    assert (figures.cpu_shortfall is None) == enough
+    assert (shortfalls([figures, run("sync", 0.3, 20)]) == []) == enough
 
 
 def test_the_other_way_round_too() -> None:
@@ -91,7 +137,7 @@ def test_nothing_to_conclude_says_so() -> None:
 
 
 def test_table_has_a_row_per_run() -> None:
-    table = cpu_table([run("async", 0.3, 20, 80), run("sync", 0.25, 18, 30)])
+    table = cpu_table([run("async", 0.3, 20, 80, scale=1), run("sync", 0.25, 18, 30, scale=1)])
     assert table[2] == "| async-put | 1,000 | 300 µs | 50 µs | 50 µs | 400 µs | 100 | 20 | 80 | 0 | 200 µs |"
     assert table[3].startswith("| sync-put | 1,000 | 250 µs |")
 
