@@ -75,12 +75,16 @@ def hello_world() -> Iterator[LocalCluster[ServerProcess]]:
 
 @contextlib.contextmanager
 def kvnode_cluster(mode: FanoutMode, data_dir: Path) -> Iterator[LocalCluster[NodeProcess]]:
-    """A fresh cluster of NODES with ``mode`` fan-out, data in ``data_dir``; stopped on exit."""
+    """A fresh cluster of NODES with ``mode`` fan-out, data in ``data_dir`` and the nodes' output in
+    ``data_dir/logs``, so the terminal shows only the benchmark's progress (a node that fails to start
+    is named with its last line); stopped on exit."""
     base = NodeConfig(host=HOST, data_dir=data_dir, fanout=mode)
     try:
-        nodes = start_local_cluster(base, NODES, NodeProcess)
+        nodes = start_local_cluster(base, NODES, NodeProcess, log_dir=data_dir / "logs")
     except NodeStartError as error:
-        raise BenchError(f"a {mode} cluster of {NODES} did not start: {error}") from None
+        raise BenchError(
+            f"a {mode} cluster of {NODES} did not start: {error} (node logs in {logs})"
+        ) from None
     try:
         yield nodes
     finally:
