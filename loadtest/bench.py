@@ -82,9 +82,7 @@ def kvnode_cluster(mode: FanoutMode, data_dir: Path) -> Iterator[LocalCluster[No
     try:
         nodes = start_local_cluster(base, NODES, NodeProcess, log_dir=data_dir / "logs")
     except NodeStartError as error:
-        raise BenchError(
-            f"a {mode} cluster of {NODES} did not start: {error} (node logs in {logs})"
-        ) from None
+        raise BenchError(f"a {mode} cluster of {NODES} did not start: {error}") from None
     try:
         yield nodes
     finally:
