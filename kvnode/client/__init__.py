@@ -40,14 +40,24 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
 from typing import Any
 
 import aiohttp
 
-from kvnode.placement import Placement
+from kvnode.client.errors import (
+    Answer,
+    BadRequest,
+    KvnodeError,
+    NotFound,
+    Overloaded,
+    QuorumNotReached,
+    ServerError,
+    Unreachable,
+    error_of,
+)
+from kvnode.client.routing import Members
 
 __all__ = [
     "BadRequest",
@@ -60,110 +70,8 @@ __all__ = [
     "Unreachable",
 ]
 
-_DEMOTED_S = 5.0  # a member that failed is tried last this long, then as its placement says again
 _REFRESH_EVERY_S = 1.0  # at most one view refresh this often, however many requests fail
-_BACKOFF_S = 0.1  # before asking a member again within one call
-_DEFAULT_RETRY_AFTER_S = 1.0  # a 503 without a usable Retry-After (the node always sends one)
 _ENTITY = "/v0/entity"
-
-
-class KvnodeError(Exception):
-    """A request that did not succeed: ``url`` is the node it went to last, ``reason`` why."""
-
-    def __init__(self, url: str, reason: str) -> None:
-        super().__init__(f"{url}: {reason}")
-        self.url = url
-        self.reason = reason
-
-
-class NotFound(KvnodeError):
-    """A GET's ``404``: the key is absent, or its newest version is a delete."""
-
-
-class BadRequest(KvnodeError):
-    """A ``4xx`` other than a GET's 404 (a bad id or quorum, a body over the limit, ...): the request
-    itself is wrong, so it is never retried. ``reason`` is the node's one line."""
-
-    def __init__(self, url: str, reason: str, status: int) -> None:
-        super().__init__(url, f"{status} {reason}")
-        self.reason = reason
-        self.status = status
-
-
-class QuorumNotReached(KvnodeError):
-    """A ``504``: fewer than ``ack`` replicas answered. A write may still have been applied on some."""
-
-
-class Overloaded(KvnodeError):
-    """A ``503``: the node shed the request before doing any work; ``retry_after`` is its Retry-After."""
-
-    def __init__(self, url: str, reason: str, retry_after: float) -> None:
-        super().__init__(url, reason)
-        self.retry_after = retry_after
-
-
-class ServerError(KvnodeError):
-    """Any other answer that is not a success (a ``500`` storage error, ...), with its status."""
-
-    def __init__(self, url: str, reason: str, status: int) -> None:
-        super().__init__(url, f"{status} {reason}")
-        self.reason = reason
-        self.status = status
-
-
-class Unreachable(KvnodeError):
-    """No answer: the connection could not be opened, or failed or timed out before the answer.
-
-    ``maybe_applied`` is True for a write that was sent: like a 504, it may have been applied.
-    """
-
-    def __init__(self, url: str, reason: str, maybe_applied: bool = False) -> None:
-        super().__init__(url, reason)
-        self.maybe_applied = maybe_applied
-
-
-@dataclass(frozen=True, slots=True)
-class _Answer:
-    url: str
-    status: int
-    body: bytes
-    headers: Mapping[str, str]
-
-
-class _Members:
-    """The cluster as the client sees it: the placement, and when each member may be asked again."""
-
-    def __init__(self, members: Sequence[str]) -> None:
-        self.placement = Placement(members)
-        self.demoted_until: dict[str, float] = {}  # failed: tried after the others until then
-        self.resting_until: dict[str, float] = {}  # answered 503: not asked before then
-
-    def order(self, key: str) -> list[str]:
-        """Every member for ``key``: its replicas first (placement order), demoted members last."""
-        return self.demoted_last(self.placement.order(key.encode("utf-8")))
-
-    def demoted_last(self, members: Sequence[str]) -> list[str]:
-        """``members`` in their order, except that those demoted now come after the others."""
-        now = time.monotonic()
-        return sorted(members, key=lambda url: self.demoted_until.get(url, 0.0) > now)
-
-    def demote(self, url: str) -> None:
-        self.demoted_until[url] = time.monotonic() + _DEMOTED_S
-
-    def rest(self, url: str, seconds: float) -> None:
-        self.resting_until[url] = max(self.resting_until.get(url, 0.0), time.monotonic() + seconds)
-
-    def next_for(self, order: Sequence[str], tried: Sequence[str]) -> tuple[str, float]:
-        """The member to ask next, and how long to wait first: the first of ``order`` not tried in this
-        call and not resting; else the one ready soonest. Once every member was tried, any of them."""
-        now = time.monotonic()
-        untried = [url for url in order if url not in tried]
-        for url in untried:
-            if self.resting_until.get(url, 0.0) <= now:
-                return url, 0.0
-        url = min(untried or order, key=lambda member: self.resting_until.get(member, 0.0))
-        wait = self.resting_until.get(url, 0.0) - now
-        return url, max(wait, 0.0 if untried else _BACKOFF_S)
 
 
 class Client:
@@ -192,7 +100,7 @@ class Client:
         self._timeout = aiohttp.ClientTimeout(total=timeout, sock_connect=connect_timeout)
         self._scan_timeout = aiohttp.ClientTimeout(sock_connect=connect_timeout, sock_read=timeout)
         self._session: aiohttp.ClientSession | None = None
-        self._members: _Members | None = None
+        self._members: Members | None = None
         self._refresh: asyncio.Task[None] | None = None
         self._refreshed_at = float("-inf")
 
@@ -260,20 +168,20 @@ class Client:
         """The key's value. :class:`NotFound` if it is absent or deleted."""
         answer = await self._entity("GET", key, ack, from_)
         if answer.status != 200:
-            raise _error(answer, "GET")
+            raise error_of(answer, "GET")
         return answer.body
 
     async def put(self, key: str, value: bytes, *, ack: int | None = None, from_: int | None = None) -> None:
         """Store ``value`` under ``key`` once ``ack`` of its ``from`` replicas have it (node defaults)."""
         answer = await self._entity("PUT", key, ack, from_, value)
         if answer.status != 201:
-            raise _error(answer, "PUT")
+            raise error_of(answer, "PUT")
 
     async def delete(self, key: str, *, ack: int | None = None, from_: int | None = None) -> None:
         """Delete ``key`` (a tombstone) once ``ack`` of its ``from`` replicas have it."""
         answer = await self._entity("DELETE", key, ack, from_)
         if answer.status != 202:
-            raise _error(answer, "DELETE")
+            raise error_of(answer, "DELETE")
 
     async def scan(
         self, start: str, end: str | None = None, *, node: str | None = None
@@ -300,8 +208,8 @@ class Client:
                 raise self._failed(url, error, sent=True) from None
             async with response:
                 if response.status != 200:
-                    answer = _Answer(url, response.status, await response.read(), response.headers)
-                    raise _error(answer, "GET")
+                    answer = Answer(url, response.status, await response.read(), response.headers)
+                    raise error_of(answer, "GET")
                 try:
                     async for record in _records(response):
                         yield record
@@ -312,7 +220,7 @@ class Client:
 
     async def _entity(
         self, method: str, key: str, ack: int | None, from_: int | None, body: bytes | None = None
-    ) -> _Answer:
+    ) -> Answer:
         """The first answer that is not a 503, after the retries the module doc allows."""
         params = {"id": key}
         if ack is not None:
@@ -339,7 +247,7 @@ class Client:
                 continue
             if answer.status != 503:
                 return answer
-            overloaded = _error(answer, method)
+            overloaded = error_of(answer, method)
             assert isinstance(overloaded, Overloaded)
             members.rest(url, overloaded.retry_after)
             last = overloaded
@@ -353,12 +261,12 @@ class Client:
         path: str,
         params: Mapping[str, str] | None = None,
         body: bytes | None = None,
-    ) -> _Answer:
+    ) -> Answer:
         """One request; :class:`Unreachable` without an answer (``maybe_applied``: a write was sent)."""
         session = self._open_session()
         try:
             async with session.request(method, url + path, params=params, data=body) as response:
-                return _Answer(url, response.status, await response.read(), response.headers)
+                return Answer(url, response.status, await response.read(), response.headers)
         except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as error:
             raise self._failed(url, error, sent=False) from None
         except (aiohttp.ClientError, TimeoutError) as error:
@@ -388,7 +296,7 @@ class Client:
         unreachable = [str(member["url"]) for member in view["members"] if not member["reachable"]]
         routing = self._members
         if routing is None or routing.placement.nodes != tuple(members):
-            fresh = _Members(members)
+            fresh = Members(members)
             if routing is not None:  # what the client learnt of members still in the cluster stays
                 fresh.demoted_until = {url: t for url, t in routing.demoted_until.items() if url in members}
                 fresh.resting_until = {url: t for url, t in routing.resting_until.items() if url in members}
@@ -396,7 +304,7 @@ class Client:
         for url in unreachable:
             routing.demote(url)
 
-    def _routing(self) -> _Members:
+    def _routing(self) -> Members:
         if self._members is None:
             raise RuntimeError("use the client in `async with Client(...) as client:`")
         return self._members
@@ -417,27 +325,3 @@ async def _records(response: aiohttp.ClientResponse) -> AsyncIterator[tuple[str,
             key, _, value = record.partition(b"\n")
             yield key.decode("utf-8"), value
             record = b""
-
-
-def _error(answer: _Answer, method: str) -> KvnodeError:
-    """The error an answer that is not a success stands for."""
-    reason = answer.body.decode("utf-8", errors="replace").strip() or f"status {answer.status}"
-    status = answer.status
-    if status == 404 and method == "GET":
-        return NotFound(answer.url, reason)
-    if status == 503:
-        return Overloaded(answer.url, reason, _retry_after(answer.headers.get("Retry-After")))
-    if status == 504:
-        return QuorumNotReached(answer.url, reason)
-    if 400 <= status < 500:
-        return BadRequest(answer.url, reason, status)
-    return ServerError(answer.url, reason, status)
-
-
-def _retry_after(header: str | None) -> float:
-    """Retry-After in seconds (the node sends whole seconds; an HTTP date is not expected)."""
-    try:
-        seconds = float(header) if header is not None else _DEFAULT_RETRY_AFTER_S
-    except ValueError:
-        return _DEFAULT_RETRY_AFTER_S
-    return max(seconds, 0.0)
