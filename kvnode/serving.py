@@ -16,10 +16,12 @@ from collections.abc import Awaitable, Callable
 
 import uvloop
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from kvnode.config import NodeConfig
 from kvnode.node import create_app
 from kvnode.parts import open_parts
+from kvnode.replica.auth import RateLimitedLog
 from kvnode.storage import StorageUnavailable
 
 __all__ = ["run_node", "serve", "serve_until_signal"]
@@ -108,6 +110,26 @@ async def serve_until_signal(
     return 0
 
 
+class MalformedRequests(logging.Filter):
+    """aiohttp answers a request its parser refuses (a raw non-ASCII byte in the request line, say) with
+    400 before any handler runs, and logs it at ERROR with a traceback, once per request: any client could
+    flood the log. It is the client's fault, so one rate-limited warning line stands for such requests."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._refusals = RateLimitedLog(log)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if not isinstance(error, HttpProcessingError):
+            return True
+        reason = (str(error.message).strip().splitlines() or ["malformed request"])[0].rstrip(":")
+        remote = record.args[0] if isinstance(record.args, tuple) and record.args else "a client"
+        self._refusals.warning("answered 400 to a malformed request from %s: %s", remote, reason)
+        return False
+
+
 def run_node(config: NodeConfig) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("aiohttp.server").addFilter(MalformedRequests())
     return uvloop.run(serve(config))

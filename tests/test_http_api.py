@@ -22,7 +22,7 @@ import pytest
 
 from kvnode.records import Record
 from kvnode.storage import Storage
-from tests.harness import ClusterFactory, Node, Response, launch_cluster, read_chunks, request
+from tests.harness import ClusterFactory, Node, Response, launch_cluster, read_chunks, request, wait_for
 
 ENTITY = "/v0/entity"
 ENTITIES = "/v0/entities"
@@ -235,6 +235,21 @@ def test_missing_or_empty_id_is_400(shared: Node) -> None:
             assert_reason(response, 400)
             assert "id" in response.text, (method, bad, response.text)
     assert whole_store(shared) == before
+
+
+def test_a_raw_non_ascii_request_line_is_400_and_logged_in_one_line(shared: Node) -> None:
+    """aiohttp's parser refuses it before any handler; the node logs one line, not a traceback, and serves."""
+    port = int(shared.url.rsplit(":", 1)[1])
+    for _ in range(3):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(b"GET /v0/entity?id=\xc3\xa9 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            answer = sock.makefile("rb").read()
+        assert answer.split(b"\r\n", 1)[0].split()[1] == b"400", answer
+    wait_for(lambda: "malformed request" in shared.log_path.read_text(), what="the node to log the refusal")
+    log = shared.log_path.read_text()
+    assert "Traceback" not in log and "answered 400 to a malformed request from 127.0.0.1" in log
+    assert log.count("malformed request") == 1  # rate-limited: the other two are counted in the next line
+    assert shared.get("after-a-malformed-request").status == 404
 
 
 def test_ids_that_are_not_utf8_once_decoded_are_400_and_nothing_is_written(shared: Node, ns: str) -> None:
