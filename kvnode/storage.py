@@ -7,7 +7,7 @@ own state (kvnode.system_db).
 >>> tmp = tempfile.TemporaryDirectory()
 >>> store = Storage.open(Path(tmp.name) / "node", fsync=False)
 >>> store.apply(b"k", Record.put(10, b"v1"))
-Record(timestamp=10, tombstone=False, value=b'v1')
+Record(timestamp=10, tombstone=False, value=b'v1', expires=0)
 >>> store.apply(b"k", Record.put(9, b"old")).value   # an older write loses
 b'v1'
 >>> store.close(); tmp.cleanup()
