@@ -64,8 +64,9 @@ class Record(NamedTuple):
 
     def restamped(self, timestamp: int) -> Record:
         """This version stamped ``timestamp`` instead, its TTL (if any) counted from the new timestamp."""
-        expires = self.expires and timestamp + self.expires - self.timestamp
-        return self._replace(timestamp=timestamp, expires=expires)
+        if not self.expires:
+            return self._replace(timestamp=timestamp)
+        return self._replace(timestamp=timestamp, expires=timestamp + self.expires - self.timestamp)
 
     def expired_at(self, now: int) -> bool:
         """Whether this version's TTL has run out at ``now`` (the clock's microseconds)."""
