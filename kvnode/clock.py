@@ -83,6 +83,11 @@ class HybridClock:
         self._last = timestamp
         return True
 
+    def current(self) -> int:
+        """The clock's time without handing out a timestamp: for judging (a TTL's expiry), not stamping.
+        Never behind a timestamp handed out or observed, and costs no persisted floor."""
+        return max(self._wall_us(), self._last)
+
     @property
     def lead_us(self) -> int:
         """How far the clock runs ahead of the wall clock (0 when it follows it)."""

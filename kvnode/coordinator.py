@@ -83,7 +83,8 @@ class Coordinator:
         return len(self.placement)
 
     async def get(self, key: bytes, quorum: Quorum) -> Record | None:
-        """The newest version among ack replicas (a tombstone included); None where none holds the key."""
+        """The newest version among ack replicas (a tombstone or an expired one included: it still hides
+        older versions and read repair spreads it); None where none holds the key."""
         read = ReadRound(key, self._clock.observe, self._count_repair)
         replicas = self._replicas_for(key, quorum)
         if self._fanout.nearest_first:
@@ -94,8 +95,10 @@ class Coordinator:
             read.close()
         return newest(answers)
 
-    async def put(self, key: bytes, value: bytes, quorum: Quorum) -> None:
-        await self._write(key, Record.put(self._clock.now(), value), quorum)
+    async def put(self, key: bytes, value: bytes, quorum: Quorum, ttl_ms: int | None = None) -> None:
+        """Write value; with ``ttl_ms`` it expires that long after the write's timestamp."""
+        ttl_us = 0 if ttl_ms is None else ttl_ms * 1000
+        await self._write(key, Record.put(self._clock.now(), value, ttl_us=ttl_us), quorum)
 
     async def delete(self, key: bytes, quorum: Quorum) -> None:
         await self._write(key, Record.delete(self._clock.now()), quorum)
@@ -111,7 +114,7 @@ class Coordinator:
         # a replica still holding a newer version then lost to a concurrent write, which LWW allows.
         self._clock.observe(held)
         self.stats.rewrites += 1
-        await self._write_to(replicas, key, record._replace(timestamp=self._clock.now()), quorum)
+        await self._write_to(replicas, key, record.restamped(self._clock.now()), quorum)
 
     async def _write_to(
         self, replicas: list[Replica], key: bytes, record: Record, quorum: Quorum

@@ -2,7 +2,9 @@
 then the coordinator.
 
 Every rejection is a 4xx with a one-line plain-text reason, decided before anything is written; a query
-parameter the path does not take is one (a misspelt ``ack`` must not pass for the default).
+parameter the method and path do not take is one (a misspelt ``ack`` must not pass for the default;
+``ttl`` is a PUT's only). A version whose TTL has run out reads as absent, judged with the node's hybrid
+clock.
 /v0/entity requests pass admission control first (kvnode.admission); the other paths are not counted.
 A PUT body that has not all arrived within ``--body-timeout-s`` is answered 408.
 """
@@ -24,6 +26,9 @@ __all__ = ["add_routes"]
 
 _SCAN_YIELD_EVERY = 256  # records streamed between yields to the loop, so a long scan starves nobody
 _ENTITY_PARAMS = ("id", "ack", "from")
+_PUT_PARAMS = (*_ENTITY_PARAMS, "ttl")
+# The longest TTL, Cassandra's: 20 years in milliseconds.
+_MAX_TTL_MS = 20 * 365 * 24 * 3600 * 1000
 _ENTITIES_PARAMS = ("start", "end")
 # What each entity handler is known to answer (500 aside): their /metrics series exist from the start.
 _GET_STATUSES = (200, 400, 404, 503, 504)
@@ -41,13 +46,15 @@ def add_routes(app: web.Application, parts: NodeParts) -> None:
 
 
 async def get_entity(request: web.Request) -> web.Response:
-    coordinator = request.app[PARTS].coordinator
+    parts = request.app[PARTS]
+    coordinator = parts.coordinator
     key, quorum = _entity_params(request, coordinator.cluster_size)
     try:
         record = await coordinator.get(key, quorum)
     except QuorumFailed as error:
         return _text(504, str(error))
-    if record is None or record.tombstone:
+    # The newest version decides: an expired one reads as absent even where an older one is live.
+    if record is None or record.absent_at(parts.clock.current()):
         return _text(404, "no such entity")
     return web.Response(body=record.value, content_type="application/octet-stream")
 
@@ -55,7 +62,8 @@ async def get_entity(request: web.Request) -> web.Response:
 async def put_entity(request: web.Request) -> web.Response:
     parts = request.app[PARTS]
     coordinator = parts.coordinator
-    key, quorum = _entity_params(request, coordinator.cluster_size)
+    key, quorum = _entity_params(request, coordinator.cluster_size, _PUT_PARAMS)
+    ttl_ms = _ttl_ms(request)
     limit = parts.config.max_body_bytes
     if request.content_length is not None and request.content_length > limit:
         return _text(413, f"body of {request.content_length} bytes exceeds the limit of {limit} bytes")
@@ -67,7 +75,7 @@ async def put_entity(request: web.Request) -> web.Response:
     except TimeoutError:
         return _text(408, f"body not received within {uploads.timeout:g} s")
     try:
-        await coordinator.put(key, value, quorum)
+        await coordinator.put(key, value, quorum, ttl_ms)
     except QuorumFailed as error:
         return _text(504, str(error))
     return _text(201, "created")
@@ -93,7 +101,9 @@ async def get_entities(request: web.Request) -> web.StreamResponse:
     response.enable_chunked_encoding()
     await response.prepare(request)
     if end is None or start < end:
-        for sent, (key, value) in enumerate(request.app[PARTS].storage.scan_live(start, end), 1):
+        parts = request.app[PARTS]
+        records = parts.storage.scan_live(start, end, now=parts.clock.current())
+        for sent, (key, value) in enumerate(records, 1):
             await response.write(key + b"\n" + value)
             if sent % _SCAN_YIELD_EVERY == 0:
                 await asyncio.sleep(0)
@@ -108,8 +118,10 @@ async def get_status(request: web.Request) -> web.Response:
     return web.Response(text=json.dumps(body) + "\n", content_type="application/json")
 
 
-def _entity_params(request: web.Request, cluster_size: int) -> tuple[bytes, Quorum]:
-    _known_only(request, _ENTITY_PARAMS)
+def _entity_params(
+    request: web.Request, cluster_size: int, known: tuple[str, ...] = _ENTITY_PARAMS
+) -> tuple[bytes, Quorum]:
+    _known_only(request, known)
     key = _utf8(request, "id")
     ack, from_ = _single(request, "ack"), _single(request, "from")
     try:
@@ -120,12 +132,24 @@ def _entity_params(request: web.Request, cluster_size: int) -> tuple[bytes, Quor
 
 
 def _known_only(request: web.Request, known: tuple[str, ...]) -> None:
-    """400 for a query parameter the path does not take."""
+    """400 for a query parameter the method and path do not take."""
     for name in request.query:
         if name not in known:
-            raise _bad_request(
-                f"unknown query parameter {name!r}: {request.path} takes {', '.join(map(repr, known))}"
-            )
+            takes = f"{request.method} {request.path} takes {', '.join(map(repr, known))}"
+            raise _bad_request(f"unknown query parameter {name!r}: {takes}")
+
+
+def _ttl_ms(request: web.Request) -> int | None:
+    """The PUT's ``ttl``: a whole number of milliseconds from 1 to _MAX_TTL_MS; None when absent."""
+    text = _single(request, "ttl")
+    if text is None:
+        return None
+    # Digits only: int() would also take a sign, spaces and underscores.
+    ttl = int(text) if text.isascii() and text.isdigit() and len(text) <= len(str(_MAX_TTL_MS)) else 0
+    if not 1 <= ttl <= _MAX_TTL_MS:
+        limits = f"a whole number of milliseconds from 1 to {_MAX_TTL_MS}"
+        raise _bad_request(f"query parameter 'ttl' must be {limits}, not {text!r}")
+    return ttl
 
 
 def _single(request: web.Request, name: str) -> str | None:

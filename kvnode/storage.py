@@ -7,7 +7,7 @@ own state (kvnode.system_db).
 >>> tmp = tempfile.TemporaryDirectory()
 >>> store = Storage.open(Path(tmp.name) / "node", fsync=False)
 >>> store.apply(b"k", Record.put(10, b"v1"))
-Record(timestamp=10, tombstone=False, value=b'v1')
+Record(timestamp=10, tombstone=False, value=b'v1', expires=0)
 >>> store.apply(b"k", Record.put(9, b"old")).value   # an older write loses
 b'v1'
 >>> store.close(); tmp.cleanup()
@@ -106,10 +106,11 @@ class Storage:
         except plyvel.Error as error:
             raise StorageError(_reason(error)) from error
 
-    def scan_live(self, start: bytes, stop: bytes | None) -> Iterator[tuple[bytes, bytes]]:
+    def scan_live(self, start: bytes, stop: bytes | None, *, now: int) -> Iterator[tuple[bytes, bytes]]:
         """(key, value) of live records with start <= key < stop in key byte order, from one snapshot.
 
-        Tombstones are skipped, and so are corrupt records (logged), so one bad record cannot end a scan.
+        Tombstones and versions expired at ``now`` are skipped, and so are corrupt records (logged), so
+        one bad record cannot end a scan.
         """
         with self._db.iterator(start=start, stop=stop) as records:
             for key, raw in records:
@@ -118,7 +119,7 @@ class Storage:
                 except CorruptRecord as error:
                     log.warning("range scan skips corrupt record for key %r: %s", key, error)
                     continue
-                if not record.tombstone:
+                if not record.absent_at(now):
                     yield key, record.value
 
 

@@ -255,6 +255,20 @@ async def test_a_503_is_retried_after_its_retry_after(start_cluster: ClusterFact
     assert node.get("write-me").body == b"written"
 
 
+async def test_put_with_a_ttl_expires_and_a_bad_ttl_is_a_bad_request(start_cluster: ClusterFactory) -> None:
+    cluster = start_cluster(1)
+    async with Client(cluster[0].url) as kv:
+        await kv.put("ttl", b"brief", ttl_ms=300)
+        await until(lambda: cluster[0].get("ttl").status == 404)
+        with pytest.raises(NotFound):
+            await kv.get("ttl")
+        with pytest.raises(BadRequest) as bad:
+            await kv.put("ttl", b"v", ttl_ms=0)
+        assert bad.value.status == 400 and "'ttl'" in bad.value.reason
+        await kv.put("ttl", b"kept")  # without ttl_ms: permanent
+        assert await kv.get("ttl") == b"kept"
+
+
 def shed_count(node: Node) -> int:
     shed: int = stats(node)["requests"]["shed"]
     return shed

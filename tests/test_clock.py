@@ -55,6 +55,19 @@ def test_observing_a_later_timestamp_moves_past_it() -> None:
     assert clock.now() == 4_000_002
 
 
+def test_current_reads_the_clock_without_handing_out_or_persisting_a_timestamp() -> None:
+    wall = HandWall(1_000_000)
+    floors: list[int] = []
+    clock = HybridClock(wall, SKEW_US, persist_floor=floors.append)
+    assert [clock.current(), clock.current()] == [1_000_000, 1_000_000]  # the wall clock, not advanced
+    assert floors == []
+    assert clock.now() == 1_000_000  # current() handed nothing out
+    clock.observe(3_000_000)
+    assert clock.current() == 3_000_000  # never behind a timestamp observed
+    wall.us = 5_000_000
+    assert clock.current() == 5_000_000
+
+
 def test_a_timestamp_beyond_the_maximum_skew_is_ignored_and_counted() -> None:
     wall = HandWall(1_000_000)
     clock = HybridClock(wall, SKEW_US)

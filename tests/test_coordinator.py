@@ -120,6 +120,18 @@ async def test_a_write_that_lost_to_a_newer_version_is_stamped_past_it_and_writt
         assert [record.timestamp > ahead for _, record in node.b.writes] == [False, True]
 
 
+async def test_a_rewrite_counts_the_ttl_from_its_new_timestamp(tmp_path: Path) -> None:
+    with coordinator_node(tmp_path) as node:
+        ahead = node.clock.now() + 1_000_000
+        node.storages[URLS[1]].apply(b"k", Record.put(ahead, b"from the future"))
+        await node.coordinator.put(b"k", b"brief", ALL, ttl_ms=300)
+        assert node.coordinator.stats.rewrites == 1
+        for url in URLS:
+            held = node.held(url, b"k")
+            assert held is not None and held.value == b"brief" and held.timestamp > ahead, url
+            assert held.expires == held.timestamp + 300_000, url
+
+
 # --- nearest_first ---------------------------------------------------------------------------------------
 
 

@@ -53,8 +53,56 @@ def test_record_roundtrip_value_that_looks_like_a_header() -> None:
 
 
 def test_record_constructors() -> None:
-    assert Record.put(3, b"v") == Record(timestamp=3, tombstone=False, value=b"v")
-    assert Record.delete(3) == Record(timestamp=3, tombstone=True, value=b"")
+    assert Record.put(3, b"v") == Record(timestamp=3, tombstone=False, value=b"v", expires=0)
+    assert Record.delete(3) == Record(timestamp=3, tombstone=True, value=b"", expires=0)
+    assert Record.put(3, b"v", ttl_us=7) == Record(timestamp=3, tombstone=False, value=b"v", expires=10)
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        Record.put(0, b"", ttl_us=1),
+        Record.put(1_700_000_000_000_000, b"hello", ttl_us=1_000_000),
+        Record.put(MAX_U64 - 1, ALL_BYTES, ttl_us=1),
+        Record.put(5, encode(Record.delete(9)), ttl_us=3),  # a value that looks like a header
+    ],
+    ids=lambda record: f"ts={record.timestamp},expires={record.expires},len={len(record.value)}",
+)
+def test_record_with_an_expiry_roundtrips(record: Record) -> None:
+    data = encode(record)
+    assert data == struct.pack(">QBQ", record.timestamp, 0x02, record.expires) + record.value
+    assert decode(data) == record
+    assert check(data) is data
+
+
+def test_records_without_a_ttl_keep_the_layout_from_before_ttls() -> None:
+    # data dirs, hints and peers written before TTLs existed hold exactly these bytes
+    assert encode(Record.put(0x0102030405060708, b"v")) == bytes.fromhex("0102030405060708") + b"\x00v"
+    assert encode(Record.delete(1)) == bytes.fromhex("0000000000000001") + b"\x01"
+    assert decode(bytes.fromhex("0000000000000002") + b"\x00xyz") == Record.put(2, b"xyz")
+
+
+# --- records: expiry --------------------------------------------------------------------------------
+
+
+def test_expiry_is_judged_against_the_write_timestamp_plus_the_ttl() -> None:
+    record = Record.put(1_000, b"v", ttl_us=500)
+    assert [record.expired_at(now) for now in (0, 1_000, 1_499, 1_500, MAX_U64)] == [
+        False, False, False, True, True,
+    ]  # fmt: skip
+    assert record.absent_at(1_499) is False and record.absent_at(1_500) is True
+
+
+def test_a_permanent_value_never_expires_and_a_tombstone_is_always_absent() -> None:
+    for now in (0, 1, MAX_U64):
+        assert not Record.put(5, b"v").expired_at(now) and not Record.put(5, b"v").absent_at(now)
+        assert not Record.delete(5).expired_at(now) and Record.delete(5).absent_at(now)
+
+
+def test_restamped_counts_the_ttl_from_the_new_timestamp() -> None:
+    assert Record.put(10, b"v", ttl_us=5).restamped(100) == Record.put(100, b"v", ttl_us=5)
+    assert Record.put(10, b"v").restamped(100) == Record.put(100, b"v")  # permanent stays permanent
+    assert Record.delete(10).restamped(100) == Record.delete(100)
 
 
 # --- records: ordering ------------------------------------------------------------------------------
@@ -94,6 +142,23 @@ def test_greater_bytes_win_a_tie_between_values() -> None:
         assert newest([Record.put(9, greater), Record.put(9, smaller)]) == Record.put(9, greater)
 
 
+def test_an_expiring_version_orders_by_its_timestamp_first() -> None:
+    expiring = Record.put(5, b"v", ttl_us=1)  # expired from 6 on, and still a version of time 5
+    assert Record.put(4, b"zzz") < expiring < Record.put(6, b"")
+    assert newest([Record.put(4, b"old"), expiring]) == expiring  # it hides the older value
+    assert newest([expiring, Record.put(6, b"new")]) == Record.put(6, b"new")  # a later PUT wins
+    assert newest([expiring, Record.delete(6)]) == Record.delete(6)  # and so does a later DELETE
+
+
+def test_a_tie_at_one_timestamp_is_decided_the_same_way_with_expiries() -> None:
+    # a tombstone, then the greater bytes, then an expiring version over a permanent one, the later first
+    assert Record.put(5, b"z", ttl_us=9) < Record.delete(5)
+    assert Record.put(5, b"a", ttl_us=9) < Record.put(5, b"b")
+    assert Record.put(5, b"a") < Record.put(5, b"a", ttl_us=1) < Record.put(5, b"a", ttl_us=2)
+    versions = [Record.put(5, b"a", ttl_us=2), Record.put(5, b"a"), Record.put(5, b"a", ttl_us=1)]
+    assert {newest(order) for order in itertools.permutations(versions)} == {versions[0]}
+
+
 def test_newest_is_independent_of_answer_order() -> None:
     records: list[Record | None] = [
         Record.put(3, b"b"),
@@ -119,10 +184,10 @@ def test_newest_of_nothing_is_none() -> None:
 def test_encoding_does_not_change_the_order() -> None:
     rng = random.Random(20261121)
     records = [
-        Record(rng.choice([0, 1, 2, MAX_U64]), rng.random() < 0.3, b"")
-        if rng.random() < 0.3
-        else Record.put(rng.choice([0, 1, 2, MAX_U64]), rng.randbytes(rng.randrange(3)))
-        for _ in range(200)
+        Record.delete(rng.choice([0, 1, 2, MAX_U64]))
+        if rng.random() < 0.2
+        else Record.put(rng.choice([0, 1, 2, MAX_U64 - 3]), rng.randbytes(rng.randrange(3)), ttl_us=ttl)
+        for ttl in rng.choices([0, 0, 1, 3], k=300)
     ]
     decoded = [decode(encode(record)) for record in records]
     assert sorted(decoded) == sorted(records)
@@ -149,12 +214,35 @@ def test_truncated_tombstone_is_corrupt() -> None:
 
 
 def test_unknown_flags_are_corrupt() -> None:
-    for flags in range(2, 256):
+    for flags in range(4, 256):
         data = struct.pack(">QB", 5, flags) + b"v"
         with pytest.raises(CorruptRecord):
             decode(data)
         with pytest.raises(CorruptRecord):
             decode(data[:9])
+
+
+def test_a_truncated_expiry_is_corrupt() -> None:
+    data = encode(Record.put(5, b"", ttl_us=1))
+    assert len(data) == 17
+    for length in range(9, 17):
+        with pytest.raises(CorruptRecord, match="expiry is truncated"):
+            decode(data[:length])
+        with pytest.raises(CorruptRecord):
+            check(data[:length])
+
+
+def test_an_expiry_not_after_the_timestamp_is_corrupt() -> None:
+    for timestamp, expires in ((5, 5), (5, 4), (5, 0), (MAX_U64, 1)):
+        data = struct.pack(">QBQ", timestamp, 0x02, expires) + b"v"
+        with pytest.raises(CorruptRecord, match="not after its timestamp"):
+            decode(data)
+
+
+def test_a_tombstone_with_an_expiry_is_corrupt() -> None:
+    for tail in (b"", b"v"):
+        with pytest.raises(CorruptRecord, match="tombstone record carries an expiry"):
+            decode(struct.pack(">QBQ", 5, 0x03, 9) + tail)
 
 
 def test_tombstone_with_a_value_is_corrupt() -> None:

@@ -100,7 +100,7 @@ def test_data_survives_close_and_reopen(tmp_path: Path) -> None:
     try:
         assert storage.read(b"a") == Record.put(1, b"one")
         assert storage.read(b"b") == Record.delete(2)
-        assert list(storage.scan_live(b"\x00", None)) == [(b"a", b"one")]
+        assert list(storage.scan_live(b"\x00", None, now=0)) == [(b"a", b"one")]
     finally:
         storage.close()
 
@@ -109,8 +109,8 @@ def test_data_survives_close_and_reopen(tmp_path: Path) -> None:
 
 
 def test_scan_of_an_empty_store(store: Storage) -> None:
-    assert list(store.scan_live(b"\x00", None)) == []
-    assert list(store.scan_live(b"a", b"z")) == []
+    assert list(store.scan_live(b"\x00", None, now=0)) == []
+    assert list(store.scan_live(b"a", b"z", now=0)) == []
 
 
 def test_scan_in_key_byte_order(store: Storage) -> None:
@@ -119,22 +119,22 @@ def test_scan_in_key_byte_order(store: Storage) -> None:
     random.Random(3).shuffle(shuffled)
     for timestamp, key in enumerate(shuffled, 1):
         store.apply(key, Record.put(timestamp, b"v-" + key))
-    assert list(store.scan_live(b"\x00", None)) == [(key, b"v-" + key) for key in sorted(keys)]
+    assert list(store.scan_live(b"\x00", None, now=0)) == [(key, b"v-" + key) for key in sorted(keys)]
     # "z" (0x7a) sorts before "é" (0xc3 0xa9) in UTF-8 byte order
-    scanned = [key for key, _ in store.scan_live(b"y", None)]
+    scanned = [key for key, _ in store.scan_live(b"y", None, now=0)]
     assert scanned == [b"z", b"\x7f", b"\x80", "é".encode(), b"\xff"]
 
 
 def test_scan_bounds_are_start_inclusive_end_exclusive(store: Storage) -> None:
     for key in (b"a", b"b", b"ba", b"c", b"d"):
         store.apply(key, Record.put(1, key.upper()))
-    assert list(store.scan_live(b"b", b"d")) == [(b"b", b"B"), (b"ba", b"BA"), (b"c", b"C")]
-    assert list(store.scan_live(b"b", b"c")) == [(b"b", b"B"), (b"ba", b"BA")]
-    assert list(store.scan_live(b"bb", None)) == [(b"c", b"C"), (b"d", b"D")]
-    assert list(store.scan_live(b"a", b"a\x00")) == [(b"a", b"A")]
-    assert list(store.scan_live(b"e", None)) == []
-    assert list(store.scan_live(b"b", b"b")) == []  # end == start: empty
-    assert list(store.scan_live(b"c", b"b")) == []  # end < start: empty
+    assert list(store.scan_live(b"b", b"d", now=0)) == [(b"b", b"B"), (b"ba", b"BA"), (b"c", b"C")]
+    assert list(store.scan_live(b"b", b"c", now=0)) == [(b"b", b"B"), (b"ba", b"BA")]
+    assert list(store.scan_live(b"bb", None, now=0)) == [(b"c", b"C"), (b"d", b"D")]
+    assert list(store.scan_live(b"a", b"a\x00", now=0)) == [(b"a", b"A")]
+    assert list(store.scan_live(b"e", None, now=0)) == []
+    assert list(store.scan_live(b"b", b"b", now=0)) == []  # end == start: empty
+    assert list(store.scan_live(b"c", b"b", now=0)) == []  # end < start: empty
 
 
 def test_scan_skips_tombstones(store: Storage) -> None:
@@ -143,15 +143,26 @@ def test_scan_skips_tombstones(store: Storage) -> None:
     store.apply(b"b", Record.delete(2))
     store.apply(b"d", Record.delete(2))
     store.apply(b"e", Record.delete(2))  # a tombstone for a key that never had a value
-    assert list(store.scan_live(b"a", None)) == [(b"a", b"a"), (b"c", b"c")]
+    assert list(store.scan_live(b"a", None, now=0)) == [(b"a", b"a"), (b"c", b"c")]
     store.apply(b"b", Record.put(3, b"back"))
-    assert list(store.scan_live(b"a", None)) == [(b"a", b"a"), (b"b", b"back"), (b"c", b"c")]
+    assert list(store.scan_live(b"a", None, now=0)) == [(b"a", b"a"), (b"b", b"back"), (b"c", b"c")]
+
+
+def test_scan_skips_versions_expired_at_its_time(store: Storage) -> None:
+    store.apply(b"a", Record.put(10, b"a", ttl_us=5))  # expires at 15
+    store.apply(b"b", Record.put(10, b"b"))
+    store.apply(b"b", Record.put(11, b"b-ttl", ttl_us=5))  # newer, so it hides "b" once expired too
+    assert list(store.scan_live(b"a", None, now=14)) == [(b"a", b"a"), (b"b", b"b-ttl")]
+    assert list(store.scan_live(b"a", None, now=15)) == [(b"b", b"b-ttl")]
+    assert list(store.scan_live(b"a", None, now=16)) == []
+    store.apply(b"a", Record.put(20, b"again"))  # a later write without a TTL is permanent
+    assert list(store.scan_live(b"a", None, now=2**63)) == [(b"a", b"again")]
 
 
 def test_scan_is_lazy_and_reads_one_snapshot(store: Storage) -> None:
     for key in (b"a", b"b", b"c"):
         store.apply(key, Record.put(1, key))
-    scan = store.scan_live(b"a", None)
+    scan = store.scan_live(b"a", None, now=0)
     assert next(scan) == (b"a", b"a")
     store.apply(b"bb", Record.put(2, b"new"))  # written after the scan started
     store.apply(b"c", Record.delete(2))
@@ -197,12 +208,12 @@ def test_corrupt_record_fails_only_its_own_key(tmp_path: Path) -> None:
             assert storage.read(key) == Record.put(1, b"good-" + key)
             assert storage.read_encoded(key) == encode(Record.put(1, b"good-" + key))
         # scans skip the corrupt records and go on past them
-        assert list(storage.scan_live(b"\x00", None)) == [
+        assert list(storage.scan_live(b"\x00", None, now=0)) == [
             (b"a", b"good-a"),
             (b"m", b"good-m"),
             (b"z", b"good-z"),
         ]
-        assert list(storage.scan_live(b"flags", b"tombvalue\x00")) == [(b"m", b"good-m")]
+        assert list(storage.scan_live(b"flags", b"tombvalue\x00", now=0)) == [(b"m", b"good-m")]
     finally:
         storage.close()
 
@@ -219,7 +230,7 @@ def test_a_write_heals_a_corrupt_record(tmp_path: Path) -> None:
         assert storage.read(b"flags") == Record.delete(5)
         with pytest.raises(CorruptRecord):
             storage.read(b"tombvalue")  # still corrupt: not written
-        assert list(storage.scan_live(b"\x00", None)) == [(b"short", b"healed")]
+        assert list(storage.scan_live(b"\x00", None, now=0)) == [(b"short", b"healed")]
         # once healed, the usual rules apply again
         assert storage.apply(b"short", Record.put(0, b"a")) == Record.put(0, b"healed")
     finally:

@@ -171,9 +171,18 @@ class Client:
             raise error_of(answer, "GET")
         return answer.body
 
-    async def put(self, key: str, value: bytes, *, ack: int | None = None, from_: int | None = None) -> None:
-        """Store ``value`` under ``key`` once ``ack`` of its ``from`` replicas have it (node defaults)."""
-        answer = await self._entity("PUT", key, ack, from_, value)
+    async def put(
+        self,
+        key: str,
+        value: bytes,
+        *,
+        ack: int | None = None,
+        from_: int | None = None,
+        ttl_ms: int | None = None,
+    ) -> None:
+        """Store ``value`` under ``key`` once ``ack`` of its ``from`` replicas have it (node defaults);
+        with ``ttl_ms`` it expires that many milliseconds after the write, without it it is permanent."""
+        answer = await self._entity("PUT", key, ack, from_, value, ttl_ms)
         if answer.status != 201:
             raise error_of(answer, "PUT")
 
@@ -219,14 +228,19 @@ class Client:
         raise failure
 
     async def _entity(
-        self, method: str, key: str, ack: int | None, from_: int | None, body: bytes | None = None
+        self,
+        method: str,
+        key: str,
+        ack: int | None,
+        from_: int | None,
+        body: bytes | None = None,
+        ttl_ms: int | None = None,
     ) -> Answer:
         """The first answer that is not a 503, after the retries the module doc allows."""
         params = {"id": key}
-        if ack is not None:
-            params["ack"] = str(ack)
-        if from_ is not None:
-            params["from"] = str(from_)
+        for name, number in (("ack", ack), ("from", from_), ("ttl", ttl_ms)):
+            if number is not None:
+                params[name] = str(number)
         members = self._routing()
         order = members.order(key)
         tried: list[str] = []

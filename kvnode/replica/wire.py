@@ -30,7 +30,7 @@ import struct
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from kvnode.records import Record, encode
+from kvnode.records import MAX_HEADER_BYTES
 
 __all__ = [
     "FRAME_TARGET",
@@ -55,7 +55,7 @@ __all__ = [
 _CALL = struct.Struct(">IIBI")
 _REPLY = struct.Struct(">IIB")
 _TIMESTAMP = struct.Struct(">Q")
-_RECORD_HEADER = len(encode(Record.delete(0)))
+_RECORD_HEADER = MAX_HEADER_BYTES
 
 MAX_KEY_BYTES = 8192  # aiohttp refuses request lines over 8190 bytes, so no client key is longer
 # Calls one frame may carry: a frame is answered in one go on the event loop, so this bounds how long one
@@ -70,7 +70,7 @@ class Limits:
     """What one peer may send: the largest record is the node's body limit plus the record header.
 
     >>> Limits.for_body(1000).max_record
-    1009
+    1017
     """
 
     max_record: int
