@@ -17,8 +17,9 @@ True
 False
 
 :class:`ClockFence` holds the current verdict: ``fenced`` is a plain attribute, so a write checks it with
-one read. It also judges records against the cluster's time as this node best knows it (its wall clock
-less its own estimated offset), for every path that stores one.
+one read. It also judges records against the cluster's time as this node best knows it, for every path
+that stores one: its wall clock less its own estimated offset at the last measurement, carried forward by
+the monotonic clock, so a wall clock stepped since then is caught by the very next record.
 """
 
 from __future__ import annotations
@@ -58,9 +59,10 @@ class Verdict:
         if not self.fenced:
             return f"the clock of {far} is beyond the maximum skew from this node's and the others'"
         if self.measured >= 2:
+            direction = "ahead of" if self.offset_us > 0 else "behind"
             return (
-                f"this node's clock is {self.offset_us / 1000:+.0f} ms off the cluster's (median of "
-                f"{self.measured + 1} members); check this node's time source (NTP)"
+                f"this node's clock is {abs(self.offset_us) / 1e6:.1f} s {direction} the cluster's (the "
+                f"median of {self.measured + 1} members' clocks); check this node's time source (NTP)"
             )
         return (
             f"this node's clock and {far}'s are beyond the maximum skew apart and no third member says "
@@ -97,16 +99,21 @@ class ClockFence:
         self._offsets = offsets
         self._peers = peers
         self._now_s = now_s
+        self._anchor = (wall_us(), now_s())  # the cluster's time (us) at a monotonic instant (s)
         self.verdict = judge({}, max_skew_us)
         self.fenced = False
         self.measure_peers: Callable[[], Awaitable[None]] | None = None  # set once the peers exist
-        self._measuring: asyncio.Task[None] | None = None
+        self._measuring: asyncio.Future[None] | None = None
+        self._next_measurement: asyncio.Future[None] | None = None  # resolved by the next measurement
         self._last_refusal_log = 0.0
 
     def measured(self, peer: str, offset: Offset) -> None:
         """One measurement of ``peer`` (the replica channel's clock call)."""
-        self._offsets.record(peer, offset, at_s=self._now_s())
-        self.refresh()
+        now_s = self._now_s()
+        self._offsets.record(peer, offset, at_s=now_s)
+        self._anchor = (self.wall_us() - self.refresh().offset_us, now_s)
+        if self._next_measurement is not None and not self._next_measurement.done():
+            self._next_measurement.set_result(None)
 
     def refresh(self) -> Verdict:
         """Judge again from the current estimates (old ones age out); log a change of verdict."""
@@ -121,10 +128,15 @@ class ClockFence:
                 log.warning("clock fence lifted: this node's clock is back within the maximum skew")
         return verdict
 
+    def cluster_now_us(self) -> int:
+        """The cluster's time as this node best knows it (see the module's docstring)."""
+        anchor_us, anchor_s = self._anchor
+        return anchor_us + int((self._now_s() - anchor_s) * 1e6)
+
     def acceptable(self, timestamp: int) -> bool:
         """Whether a record stamped ``timestamp`` may be stored: at most the maximum skew ahead of the
         cluster's time as this node best knows it."""
-        return timestamp - (self.wall_us() - self.verdict.offset_us) <= self.max_skew_us
+        return timestamp - self.cluster_now_us() <= self.max_skew_us
 
     async def admit_write(self) -> None:
         """Raise ClockFenced when this node must not coordinate a write.
@@ -144,12 +156,21 @@ class ClockFence:
             raise ClockFenced(f"clock fenced: {self.verdict.describe()}")
 
     async def _judge_now(self) -> None:
-        if self.refresh().measured < self._peers and self.measure_peers is not None:
-            if self._measuring is None:  # one round at a time, shared by the writes waiting on it
-                self._measuring = asyncio.ensure_future(self.measure_peers())
-                self._measuring.add_done_callback(self._measured_all)
-            await asyncio.shield(self._measuring)
-            self.refresh()
+        """Measure the peers not measured yet, until the verdict is decided: not fenced with a majority of
+        the members measured (this node among them), or every peer answered or failed (bounded by the
+        replica timeout). A frozen peer does not hold up a write that the others already clear."""
+        verdict = self.refresh()
+        if verdict.measured >= self._peers or self.measure_peers is None:
+            return
+        if self._measuring is None:  # one round at a time, shared by the writes waiting on it
+            self._measuring = asyncio.ensure_future(self.measure_peers())
+            self._measuring.add_done_callback(self._measured_all)
+        measuring = self._measuring
+        while not measuring.done() and (verdict.fenced or 2 * (verdict.measured + 1) <= self._peers + 1):
+            if self._next_measurement is None or self._next_measurement.done():
+                self._next_measurement = asyncio.get_running_loop().create_future()
+            await asyncio.wait([measuring, self._next_measurement], return_when=asyncio.FIRST_COMPLETED)
+            verdict = self.refresh()
 
-    def _measured_all(self, task: asyncio.Task[None]) -> None:
+    def _measured_all(self, task: asyncio.Future[None]) -> None:
         self._measuring = None

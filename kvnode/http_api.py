@@ -16,6 +16,7 @@ import urllib.parse
 
 from aiohttp import web
 
+from kvnode.clock_fence import ClockFenced
 from kvnode.fanout import QuorumFailed
 from kvnode.parts import PARTS, NodeParts
 from kvnode.quorum import BadQuorum, Quorum
@@ -70,6 +71,8 @@ async def put_entity(request: web.Request) -> web.Response:
         await coordinator.put(key, value, quorum)
     except QuorumFailed as error:
         return _text(504, str(error))
+    except ClockFenced as error:
+        return _text(503, str(error))
     return _text(201, "created")
 
 
@@ -80,6 +83,8 @@ async def delete_entity(request: web.Request) -> web.Response:
         await coordinator.delete(key, quorum)
     except QuorumFailed as error:
         return _text(504, str(error))
+    except ClockFenced as error:
+        return _text(503, str(error))
     return _text(202, "accepted")
 
 
