@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -31,6 +33,14 @@ def measured_all(cluster: Cluster) -> bool:
 def settled(cluster: Cluster) -> None:
     """Wait until every node has measured every peer's clock (the channels connect at start)."""
     wait_for(lambda: measured_all(cluster), what="every node measured every peer's clock")
+
+
+def admin_status(node: Node) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "kvnode", "admin", "--url", node.url, "status"],
+        capture_output=True, text=True, timeout=30, check=True,
+    )  # fmt: skip
+    return done.stdout
 
 
 def read_everywhere(cluster: Cluster, key: str) -> list[bytes | None]:
@@ -95,6 +105,9 @@ def test_the_bad_node_refuses_writes_naming_its_offset_and_the_good_ones_name_it
         assert node.put(key, b"from-" + node.url.encode(), ack=3, from_=3).status == 201
     cluster_view = json.loads(request(good[0].url, "GET", "/v0/cluster").body)
     assert cluster_view["clock"]["far"] == [bad.url]
+    # admin status names the bad node's clock, seen from either side.
+    assert f"clock: the clock of {bad.url} is beyond" in admin_status(good[0])
+    assert "this node refuses to coordinate writes" in admin_status(bad)
     samples = scrape(bad)
     assert samples["kvnode_clock_fenced", frozenset()] == 1
     assert abs(samples["kvnode_clock_offset_seconds", frozenset()] - offset_ms / 1000) < 1
