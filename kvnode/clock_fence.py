@@ -16,10 +16,11 @@ True
 >>> judge({}, max_skew_us=5_000_000).fenced
 False
 
-:class:`ClockFence` holds the current verdict: ``fenced`` is a plain attribute, so a write checks it with
-one read. It also judges records against the cluster's time as this node best knows it, for every path
-that stores one: its wall clock less its own estimated offset at the last measurement, carried forward by
-the monotonic clock, so a wall clock stepped since then is caught by the very next record.
+:class:`ClockFence` holds the current verdict: ``ready`` (not fenced, and measured or alone) is a plain
+attribute, so a write checks it with one read and awaits :meth:`ClockFence.admit_write` only when not.
+It also judges records against the cluster's time as this node best knows it, for every path that stores
+one: its wall clock less its own estimated offset at the last measurement, carried forward by the
+monotonic clock, so a wall clock stepped since then is caught by the very next record.
 """
 
 from __future__ import annotations
@@ -102,6 +103,7 @@ class ClockFence:
         self._anchor = (wall_us(), now_s())  # the cluster's time (us) at a monotonic instant (s)
         self.verdict = judge({}, max_skew_us)
         self.fenced = False
+        self.ready = peers == 0  # a write may go ahead without judging: not fenced, and measured or alone
         self.measure_peers: Callable[[], Awaitable[None]] | None = None  # set once the peers exist
         self._measuring: asyncio.Future[None] | None = None
         self._next_measurement: asyncio.Future[None] | None = None  # resolved by the next measurement
@@ -119,6 +121,7 @@ class ClockFence:
         """Judge again from the current estimates (old ones age out); log a change of verdict."""
         before, verdict = self.verdict, judge(self._offsets.estimates(self._now_s()), self.max_skew_us)
         self.verdict, self.fenced = verdict, verdict.fenced
+        self.ready = not verdict.fenced and (verdict.measured > 0 or self._peers == 0)
         if verdict.fenced != before.fenced or verdict.far != before.far:
             if verdict.fenced:
                 log.error("clock fence: refusing to coordinate writes: %s", verdict.describe())
@@ -139,15 +142,15 @@ class ClockFence:
         return timestamp - self.cluster_now_us() <= self.max_skew_us
 
     async def admit_write(self) -> None:
-        """Raise ClockFenced when this node must not coordinate a write.
+        """Raise ClockFenced when this node must not coordinate a write; a write calls it only when not
+        ``ready``.
 
-        Two flag reads when all is well. Before any peer is measured (start, or every peer silent for a
-        while), and while fenced with a peer unmeasured, it first measures the peers it can reach: a node
-        with a bad clock must not store a write before it learns that its clock is bad, and a good node
-        that has measured only the bad one must not refuse writes while the third member would clear it.
+        Before any peer is measured (start, or every peer silent for a while), and while fenced with a
+        peer unmeasured, it first measures the peers it can reach: a node with a bad clock must not store
+        a write before it learns that its clock is bad, and a good node that has measured only the bad one
+        must not refuse writes while the third member would clear it.
         """
-        if self.fenced or not self.verdict.measured:
-            await self._judge_now()
+        await self._judge_now()
         if self.fenced:
             now = time.monotonic()
             if now - self._last_refusal_log >= _REFUSAL_LOG_EVERY_S:
