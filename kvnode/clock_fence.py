@@ -122,12 +122,15 @@ class ClockFence:
         before, verdict = self.verdict, judge(self._offsets.estimates(self._now_s()), self.max_skew_us)
         self.verdict, self.fenced = verdict, verdict.fenced
         self.ready = not verdict.fenced and (verdict.measured > 0 or self._peers == 0)
-        if verdict.fenced != before.fenced or verdict.far != before.far:
+        # Fenced with a peer unmeasured is provisional (at start, a good node may measure the bad one
+        # first): not logged here; a write it refuses is.
+        provisional = verdict.fenced and verdict.measured < self._peers
+        if (verdict.fenced != before.fenced or verdict.far != before.far) and not provisional:
             if verdict.fenced:
                 log.error("clock fence: refusing to coordinate writes: %s", verdict.describe())
             elif verdict.far:
                 log.warning("clock fence: %s", verdict.describe())
-            elif before.fenced:
+            elif before.fenced and before.measured >= self._peers:  # an announced fence, lifted
                 log.warning("clock fence lifted: this node's clock is back within the maximum skew")
         return verdict
 

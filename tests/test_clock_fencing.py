@@ -113,6 +113,10 @@ def test_the_bad_node_refuses_writes_naming_its_offset_and_the_good_ones_name_it
     assert abs(samples["kvnode_clock_offset_seconds", frozenset()] - offset_ms / 1000) < 1
     assert scrape(good[0])["kvnode_clock_fenced", frozenset()] == 0
     assert "refusing to coordinate writes" in bad.log_path.read_text()
+    for node in good:  # a good node's log names the bad clock, never its own
+        log = node.log_path.read_text()
+        assert f"clock fence: the clock of {bad.url}" in log
+        assert "this node's clock" not in log
 
 
 def test_restarted_with_a_good_clock_it_serves_writes_at_once(start_cluster: ClusterFactory) -> None:
