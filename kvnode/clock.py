@@ -9,7 +9,9 @@ offsets between the nodes' wall clocks. The logical counter of the paper is fold
 Time is not trusted: a timestamp further ahead of the local wall clock than the maximum skew is ignored
 (and counted), so one node with a wild clock cannot drag the others' clocks along with it. And the clock
 never goes backwards across restarts: before handing out a timestamp past its persisted floor, it
-persists a new floor a little ahead (a lease), and a restarted node starts from that floor.
+persists a new floor a little ahead (a lease), and a restarted node starts from that floor, unless that
+floor is beyond the maximum skew ahead of the wall clock: it was persisted while the clock was wrong, and
+holding to it would keep the node that far ahead (docs/clock-fencing.md says why dropping it is safe).
 
 >>> wall = [1_000]
 >>> clock = HybridClock(lambda: wall[0], max_skew_us=5_000)
@@ -22,6 +24,8 @@ persists a new floor a little ahead (a lease), and a restarted node starts from 
 (True, 3001)
 >>> clock.observe(99_999)                 # beyond the skew: ignored
 False
+>>> HybridClock(lambda: wall[0], max_skew_us=5_000, floor=60_000).now()   # a floor from a wrong clock
+900
 """
 
 from __future__ import annotations
@@ -56,6 +60,10 @@ class HybridClock:
     ) -> None:
         self._wall_us = wall_us
         self.max_skew_us = max_skew_us
+        # A floor beyond the maximum skew ahead was persisted while the clock was wrong: start afresh.
+        self.dropped_floor = floor if floor - wall_us() > max_skew_us else 0
+        if self.dropped_floor:
+            floor = 0
         self._last = floor
         self._floor = floor
         self._persist_floor = persist_floor

@@ -4,7 +4,8 @@ It picks the key's replicas (placement), stamps writes with the node's hybrid lo
 calls to the fan-out strategy the node runs with, and merges read answers (the newest version wins).
 Around the verdict it keeps the replicas converging: a write that a replica missed becomes a hint
 (kvnode.replica.hints), a read that found stale replicas repairs them (kvnode.read_repair), and a write
-that lost to a newer version on a replica is stamped again past it and rewritten, once.
+that lost to a newer version on a replica is stamped again past it and rewritten, once. A node whose
+clock is fenced (kvnode.clock_fence) refuses to coordinate writes: ClockFenced.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from functools import partial
 from typing import TypeVar
 
 from kvnode.clock import HybridClock
+from kvnode.clock_fence import ClockFence
 from kvnode.fanout import CallStarter, Fanout, Patient
 from kvnode.placement import Placement
 from kvnode.quorum import Quorum
@@ -69,6 +71,7 @@ class Coordinator:
         clock: HybridClock,
         hints: HintStore,
         local: Replica,
+        fence: ClockFence,
     ) -> None:
         self.placement = placement
         self._replicas = replicas
@@ -76,6 +79,7 @@ class Coordinator:
         self._fanout = fanout
         self._clock = clock
         self._hints = hints
+        self._fence = fence
         self.stats = CoordinatorStats()
 
     @property
@@ -96,11 +100,17 @@ class Coordinator:
         return newest(answers)
 
     async def put(self, key: bytes, value: bytes, quorum: Quorum, ttl_ms: int | None = None) -> None:
-        """Write value; with ``ttl_ms`` it expires that long after the write's timestamp."""
+        """Write value; with ``ttl_ms`` it expires that long after the write's timestamp. Raises
+        ClockFenced (nothing written) while this node's clock is fenced."""
+        if not self._fence.ready:
+            await self._fence.admit_write()
         ttl_us = 0 if ttl_ms is None else ttl_ms * 1000
         await self._write(key, Record.put(self._clock.now(), value, ttl_us=ttl_us), quorum)
 
     async def delete(self, key: bytes, quorum: Quorum) -> None:
+        """Raises ClockFenced (nothing written) while this node's clock is fenced."""
+        if not self._fence.ready:
+            await self._fence.admit_write()
         await self._write(key, Record.delete(self._clock.now()), quorum)
 
     async def _write(self, key: bytes, record: Record, quorum: Quorum) -> None:
@@ -161,10 +171,10 @@ class Coordinator:
         now = time.monotonic()
         if now - stats.last_skew_log >= _SKEW_LOG_EVERY_S:
             stats.last_skew_log = now
+            # Blame a clock only on the fence's evidence: the offsets measured to every member.
             log.error(
-                "%s refused a write for clock skew (%d refusals so far): this node's clock runs ahead of "
-                "its peers' by more than the maximum skew; check its time source. %s",
-                replica.url, stats.skew_refusals, error,
+                "%s refused a write for clock skew (%d refusals so far): %s. %s",
+                replica.url, stats.skew_refusals, self._fence.refresh().describe(), error,
             )  # fmt: skip
 
     def _count_repair(self) -> None:

@@ -178,6 +178,16 @@ def _state_metrics(snapshot: NodeSnapshot) -> Iterator[Metric]:
         snapshot.skew_refusals,
     )
     yield GaugeMetricFamily(
+        "kvnode_clock_offset_seconds",
+        "This node's wall clock minus the median of the members it has measured (the clock fence's view)",
+        snapshot.clock_fence.offset_us / 1e6,
+    )
+    yield GaugeMetricFamily(
+        "kvnode_clock_fenced",
+        "1 while this node's clock is fenced (off the cluster's): it refuses to coordinate writes",
+        1 if snapshot.clock_fence.fenced else 0,
+    )
+    yield GaugeMetricFamily(
         "kvnode_clock_lead_seconds",
         "How far the hybrid clock runs ahead of the wall clock",
         snapshot.clock_lead_us / 1e6,

@@ -18,6 +18,7 @@ import urllib.parse
 
 from aiohttp import web
 
+from kvnode.clock_fence import ClockFenced
 from kvnode.fanout import QuorumFailed
 from kvnode.parts import PARTS, NodeParts
 from kvnode.quorum import BadQuorum, Quorum
@@ -78,6 +79,8 @@ async def put_entity(request: web.Request) -> web.Response:
         await coordinator.put(key, value, quorum, ttl_ms)
     except QuorumFailed as error:
         return _text(504, str(error))
+    except ClockFenced as error:
+        return _text(503, str(error))
     return _text(201, "created")
 
 
@@ -88,6 +91,8 @@ async def delete_entity(request: web.Request) -> web.Response:
         await coordinator.delete(key, quorum)
     except QuorumFailed as error:
         return _text(504, str(error))
+    except ClockFenced as error:
+        return _text(503, str(error))
     return _text(202, "accepted")
 
 

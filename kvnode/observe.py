@@ -15,7 +15,7 @@ from prometheus_client.aiohttp import make_aiohttp_handler
 
 from kvnode.parts import PARTS, NodeParts
 from kvnode.replica.peer import PeerReplica
-from kvnode.snapshot import NodeSnapshot
+from kvnode.snapshot import ClockFigures, NodeSnapshot
 
 __all__ = ["add_routes", "cluster_view", "stats_view"]
 
@@ -51,7 +51,11 @@ def stats_view(parts: NodeParts, snapshot: NodeSnapshot) -> dict[str, Any]:
         "cluster": list(parts.coordinator.placement.nodes),
         "loop_lag_ms": {"samples": snapshot.loop_lag_samples, **snapshot.loop_lag_ms},
         "peers": {peer.url: peer.state for peer in snapshot.peers},
-        "clock": {"lead_ms": snapshot.clock_lead_us / 1000, "ignored_ahead": snapshot.clock_ignored},
+        "clock": {
+            "lead_ms": snapshot.clock_lead_us / 1000,
+            "ignored_ahead": snapshot.clock_ignored,
+            **_fence_view(snapshot.clock_fence),
+        },
         "hints": {
             "pending": hints.pending,
             "kept": hints.kept,
@@ -92,12 +96,25 @@ def cluster_view(url: str, members: Sequence[str], snapshot: NodeSnapshot) -> di
         "node": url,
         "cluster": list(members),
         "members": view,
+        "clock": _fence_view(snapshot.clock_fence),
         "hints": {
             "pending": {peer.url: hints.pending.get(peer.url, 0) for peer in snapshot.peers},
             "kept": {peer.url: hints.kept.get(peer.url, 0) for peer in snapshot.peers},
             "delivered": {peer.url: hints.delivered.get(peer.url, 0) for peer in snapshot.peers},
             "dropped": hints.dropped,
         },
+    }
+
+
+def _fence_view(fence: ClockFigures) -> dict[str, Any]:
+    """The clock fence's verdict: whether this node is fenced, its offset, each peer's, and who is off."""
+    return {
+        "fenced": fence.fenced,
+        "offset_ms": fence.offset_us / 1000,
+        "measured_peers": fence.measured,
+        "peer_offsets_ms": {peer: offset / 1000 for peer, offset in fence.peer_offsets_us.items()},
+        "far": list(fence.far),
+        "summary": fence.summary,
     }
 
 

@@ -8,7 +8,9 @@ tasks) and closes them in the reverse order.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -16,6 +18,8 @@ from aiohttp import web
 
 from kvnode.admission import Admission
 from kvnode.clock import HybridClock, wall_clock_us
+from kvnode.clock_fence import ClockFence
+from kvnode.clock_offsets import ClockOffsets
 from kvnode.config import NodeConfig
 from kvnode.coordinator import Coordinator
 from kvnode.exporter import NodeMetrics
@@ -28,12 +32,18 @@ from kvnode.replica.hints import HintDelivery, HintStore
 from kvnode.replica.local import LocalReplica
 from kvnode.replica.peer import PeerReplica
 from kvnode.replica.server import PeerGate, ReplicaServer
-from kvnode.snapshot import HintFigures, NodeSnapshot, PeerFigures
+from kvnode.snapshot import ClockFigures, HintFigures, NodeSnapshot, PeerFigures
 from kvnode.storage import Storage
 from kvnode.system_db import SystemDb
 from kvnode.uploads import Uploads
 
 __all__ = ["PARTS", "NodeParts", "open_parts"]
+
+log = logging.getLogger(__name__)
+
+# A peer's clock measurements count this long: a few seconds of beats, so that a clock that was fixed
+# (or a peer that went away) stops deciding the fence soon.
+_OFFSET_MAX_AGE_S = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +54,7 @@ class NodeParts:
     storage: Storage  # the client keyspace
     system: SystemDb  # the node's own state
     clock: HybridClock
+    fence: ClockFence  # whether this node's clock is the one that is off
     hints: HintStore
     coordinator: Coordinator
     local: LocalReplica  # this node's storage as one of a key's replicas
@@ -57,6 +68,7 @@ class NodeParts:
     def snapshot(self) -> NodeSnapshot:
         """What the node's counters say now: the one source of /v0/stats, /v0/cluster and /metrics."""
         hints, stats, clock, lag = self.hints, self.coordinator.stats, self.clock, self.loop_lag
+        verdict = self.fence.refresh()
         return NodeSnapshot(
             peers=tuple(
                 PeerFigures(peer.url, peer.state, peer.down_for(), peer.refusal) for peer in self.peers
@@ -72,6 +84,14 @@ class NodeParts:
             skew_refusals=stats.skew_refusals,
             clock_lead_us=clock.lead_us,
             clock_ignored=clock.ignored,
+            clock_fence=ClockFigures(
+                fenced=verdict.fenced,
+                offset_us=verdict.offset_us,
+                measured=verdict.measured,
+                far=verdict.far,
+                peer_offsets_us={peer: o.offset_us for peer, o in verdict.peers.items()},
+                summary=verdict.describe(),
+            ),
             inflight=self.admission.inflight,
             shed=self.admission.shed,
             loop_lag_samples=lag.histogram.count,
@@ -97,7 +117,14 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
         opened.callback(system.close)
         floor = system.clock_floor
         wall = wall_clock_us(config.clock_offset_ms)
-        clock = HybridClock(wall, config.max_clock_skew_ms * 1000, floor.load(), floor.persist)
+        max_skew_us = config.max_clock_skew_ms * 1000
+        clock = HybridClock(wall, max_skew_us, floor.load(), floor.persist)
+        if clock.dropped_floor:
+            log.warning(
+                "dropped the clock floor %d persisted %.0f ms ahead of the wall clock (the clock was wrong "
+                "then, or is now)", clock.dropped_floor, (clock.dropped_floor - wall()) / 1000,
+            )  # fmt: skip
+        fence = ClockFence(wall, max_skew_us, ClockOffsets(_OFFSET_MAX_AGE_S), peers=len(config.members) - 1)
         hints = HintStore(
             system.hints,
             fsync=config.fsync,
@@ -112,23 +139,26 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
                 speculative_ceiling=config.speculative_ceiling_ms / 1000,
                 auth=gate.auth,
                 limits=gate.limits,
+                clock_sampler=(fence.measured, wall),
             )
             for url in config.members
             if url != config.url
         ]
         for peer in peers:
             opened.push_async_callback(peer.close)
-        local = LocalReplica(config.url, storage)
+        fence.measure_peers = lambda: _measure_clocks(peers)
+        local = LocalReplica(config.url, storage, fence)
         replicas: dict[str, Replica] = {config.url: local}
         replicas.update({peer.url: peer for peer in peers})
         coordinator = Coordinator(
-            Placement(config.members), replicas, FANOUTS[config.fanout], clock, hints, local
+            Placement(config.members), replicas, FANOUTS[config.fanout], clock, hints, local, fence
         )
         parts = NodeParts(
             config=config,
             storage=storage,
             system=system,
             clock=clock,
+            fence=fence,
             hints=hints,
             coordinator=coordinator,
             local=local,
@@ -137,7 +167,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             metrics=NodeMetrics(),
             loop_lag=LoopLagMonitor(),
             uploads=Uploads(config.body_timeout_s),
-            replica_server=ReplicaServer(gate, storage, clock),
+            replica_server=ReplicaServer(gate, storage, clock, fence),
         )
         parts.metrics.watch(parts.snapshot, [local, *peers])
         for peer in peers:
@@ -147,6 +177,10 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
         parts.loop_lag.start()
         opened.push_async_callback(parts.loop_lag.stop)
         yield parts
+
+
+async def _measure_clocks(peers: list[PeerReplica]) -> None:
+    await asyncio.gather(*(peer.measure_clock() for peer in peers))
 
 
 def _cluster_auth(config: NodeConfig) -> ClusterAuth | None:

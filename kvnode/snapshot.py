@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from kvnode.metrics import FixedBuckets
 
-__all__ = ["HintFigures", "NodeSnapshot", "PeerFigures"]
+__all__ = ["ClockFigures", "HintFigures", "NodeSnapshot", "PeerFigures"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +28,18 @@ class HintFigures:
 
 
 @dataclass(frozen=True, slots=True)
+class ClockFigures:
+    """The clock fence's verdict (kvnode.clock_fence)."""
+
+    fenced: bool  # this node refuses to coordinate writes: its clock is off
+    offset_us: int  # this node's wall clock minus the measured members' median
+    measured: int  # peers with a current offset estimate
+    far: tuple[str, ...]  # peers beyond the maximum skew from this node
+    peer_offsets_us: dict[str, int]  # each measured peer's clock minus this node's
+    summary: str  # one line: which clock is off, and what to check
+
+
+@dataclass(frozen=True, slots=True)
 class NodeSnapshot:
     peers: tuple[PeerFigures, ...]  # in the cluster's order, this node left out
     hints: HintFigures
@@ -36,6 +48,7 @@ class NodeSnapshot:
     skew_refusals: int  # replica writes refused because this node's clock runs ahead
     clock_lead_us: int  # how far the hybrid clock runs ahead of the wall clock
     clock_ignored: int  # timestamps seen beyond the maximum skew
+    clock_fence: ClockFigures
     inflight: int  # client entity requests between arrival and answer
     shed: int  # client entity requests answered 503 since start
     loop_lag_samples: int  # in the loop-lag window (since start or the last ``/v0/stats?reset=1``)

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import TypeVar
 
 from kvnode.clock import HybridClock, wall_clock_us
+from kvnode.clock_fence import ClockFence
+from kvnode.clock_offsets import ClockOffsets
 from kvnode.config import FanoutMode
 from kvnode.coordinator import Coordinator
 from kvnode.fanout import FANOUTS
@@ -28,6 +30,11 @@ from kvnode.system_db import SystemDb
 T = TypeVar("T")
 
 
+def unjudged_fence() -> ClockFence:
+    """A fence with no peers to measure: never fenced, and it judges records by the local wall clock."""
+    return ClockFence(wall_clock_us(), 5_000_000, ClockOffsets(max_age_s=10.0), peers=0)
+
+
 class ScriptedReplica:
     """A peer as the coordinator sees it, answering from its own real storage unless told otherwise:
     ``fail_with`` fails every call at once, ``holding`` keeps calls unanswered until ``release``, and
@@ -36,7 +43,7 @@ class ScriptedReplica:
     def __init__(self, url: str, storage: Storage) -> None:
         self.url = url
         self.storage = storage
-        self._store = LocalReplica(url, storage)
+        self._store = LocalReplica(url, storage, unjudged_fence())
         self.connected = True
         self.fail_with: ReplicaError | None = None
         self.holding = False
@@ -128,13 +135,15 @@ class CoordinatorNode:
 @contextmanager
 def coordinator_node(tmp_path: Path, fanout: FanoutMode = "async") -> Iterator[CoordinatorNode]:
     with storages(tmp_path, ["a", "b", "c"]) as (a, b, c):
-        local = LocalReplica(URLS[0], a)
+        local = LocalReplica(URLS[0], a, unjudged_fence())
         peers = ScriptedReplica(URLS[1], b), ScriptedReplica(URLS[2], c)
         replicas: dict[str, Replica] = {URLS[0]: local, URLS[1]: peers[0], URLS[2]: peers[1]}
         clock = HybridClock(wall_clock_us(), max_skew_us=5_000_000)
         system = SystemDb.open(tmp_path / "a-system")
         hints = HintStore(system.hints, fsync=False, max_per_peer=100, window_s=3600)
-        coordinator = Coordinator(Placement(URLS), replicas, FANOUTS[fanout], clock, hints, local)
+        coordinator = Coordinator(
+            Placement(URLS), replicas, FANOUTS[fanout], clock, hints, local, unjudged_fence()
+        )
         try:
             yield CoordinatorNode(coordinator, clock, hints, dict(zip(URLS, (a, b, c), strict=True)), *peers)
         finally:

@@ -113,3 +113,15 @@ def test_with_the_real_wall_clock_strictly_increasing_and_near_it() -> None:
 def test_the_offset_shifts_the_wall_clock() -> None:
     ahead, plain = wall_clock_us(1500), wall_clock_us()
     assert 1_400_000 < ahead() - plain() < 1_600_000
+
+
+def test_a_floor_persisted_beyond_the_skew_ahead_is_dropped_at_start() -> None:
+    """A node restarted with a good clock after running a minute ahead starts from its wall clock; a floor
+    within the skew (an ordinary restart) still holds."""
+    wall = HandWall(1_000_000_000_000)
+    minute_ahead = HybridClock(wall, SKEW_US, floor=wall.us + 60_000_000)
+    assert minute_ahead.dropped_floor == wall.us + 60_000_000
+    assert minute_ahead.now() == wall.us
+    ordinary = HybridClock(wall, SKEW_US, floor=wall.us + FLOOR_LEASE_US)
+    assert ordinary.dropped_floor == 0
+    assert ordinary.now() == wall.us + FLOOR_LEASE_US + 1

@@ -3,14 +3,16 @@ Coordinator's reads), repairing the stale replicas after the answer, late answer
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from kvnode.quorum import Quorum
 from kvnode.read_repair import ReadRound
 from kvnode.records import Record
 from kvnode.replica.errors import ReplicaUnavailable
+from kvnode.replica.local import LocalReplica
 from kvnode.storage import Storage
-from tests.replicas import URLS, ScriptedReplica, coordinator_node, run_callbacks, storages
+from tests.replicas import URLS, ScriptedReplica, coordinator_node, run_callbacks, storages, unjudged_fence
 
 OLD, NEW = Record.put(100, b"old"), Record.put(200, b"new")
 
@@ -110,3 +112,20 @@ async def test_a_coordinator_read_repairs_the_stale_replica_and_counts_it(tmp_pa
         await run_callbacks()
         assert node.held(URLS[2], b"k") == NEW
         assert node.coordinator.stats.read_repairs == 1
+
+
+async def test_a_repair_stamped_beyond_the_skew_does_not_poison_local_storage(tmp_path: Path) -> None:
+    """A peer with a bad clock holds a version a minute ahead: the read still answers it (a read stores
+    nothing), but this node's own storage refuses the repair (kvnode.clock_fence)."""
+    with storages(tmp_path, ["a", "b"]) as (mine, theirs):
+        local = LocalReplica(URLS[0], mine, unjudged_fence())
+        peer = ScriptedReplica(URLS[1], theirs)
+        ahead = Record.put(time.time_ns() // 1000 + 60_000_000, b"from-a-minute-ahead")
+        theirs.apply(b"k", ahead)
+        mine.apply(b"k", OLD)
+        round_ = ReadRound(b"k", lambda _: None, lambda: None)
+        assert [await round_.ask(replica) for replica in (local, peer)] == [OLD, ahead]
+        round_.close()
+        await run_callbacks()
+        assert mine.read(b"k") == OLD
+        assert local.meter.calls["write", "skew_refused"] == 1

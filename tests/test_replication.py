@@ -4,6 +4,7 @@ and read repair bring stale replicas up to date, a silent peer is found by heart
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -12,6 +13,9 @@ from functools import partial
 import pytest
 
 from kvnode.config import FanoutMode
+from kvnode.records import Record
+from kvnode.replica.errors import ReplicaSkewRefused
+from kvnode.replica.peer import PeerReplica
 from tests.harness import FANOUTS, Cluster, ClusterFactory, Node, fresh_key, key_where, stats, wait_for
 
 
@@ -114,23 +118,39 @@ def test_sequential_writes_through_skewed_coordinators_keep_the_last_acknowledge
         assert (answer.status, answer.body if last else None) == ((200, last) if last else (404, None))
 
 
-def test_a_record_beyond_the_maximum_skew_is_refused_and_moves_no_clock(
+def test_a_node_beyond_the_maximum_skew_stores_nothing_and_moves_no_clock(
     start_cluster: ClusterFactory,
 ) -> None:
-    cluster = start_cluster(3, clock_offsets_ms=[0, 0, 9000])  # the third runs 9 s ahead; max skew 5 s
+    """The third node runs 9 s ahead (max skew 5 s): its clock is fenced, so its write is refused before
+    anything is stamped (tests/test_clock_fencing.py has the whole story)."""
+    cluster = start_cluster(3, clock_offsets_ms=[0, 0, 9000])
     fast = cluster[2]
     key = fresh_key("future")
     answer = fast.put(key, b"from-the-future", ack=3, from_=3)
-    assert answer.status == 504, answer.body
-    assert b"skew" in answer.body, answer.body
-    # The 504 comes at the first refusal; the other replica's may still be on its way.
-    for node in (cluster[0], cluster[1]):
-        wait_for(partial(ignored_a_timestamp, node), what=f"{node.url} refusing the record")
+    assert answer.status == 503, answer.body
+    assert b"9.0 s ahead" in answer.body, answer.body
+    for node in cluster:
         assert listed_on(node, key) is None  # refused, not stored
+    for node in (cluster[0], cluster[1]):
         assert stats(node)["clock"]["lead_ms"] < 1000  # not dragged 9 s ahead
-    wait_for(lambda: stats(fast)["coordinator"]["skew_refusals"] >= 2, what="both refusals counted")
-    fast_stats = stats(fast)
-    assert fast_stats["hints"]["pending"] == {}  # a refusal is not hinted
+    assert stats(fast)["hints"]["pending"] == {}  # nothing hinted either
+
+
+def test_a_replica_refuses_a_record_stamped_beyond_the_maximum_skew(start_cluster: ClusterFactory) -> None:
+    node = start_cluster(1)[0]
+
+    async def write_from_the_future() -> BaseException | int | None:
+        peer = PeerReplica(node.url, 2.0)
+        try:
+            ahead = Record.put(time.time_ns() // 1000 + 9_000_000, b"from-the-future")
+            [outcome] = await asyncio.gather(peer.write(b"future", ahead), return_exceptions=True)
+            return outcome
+        finally:
+            await peer.close()
+
+    assert isinstance(asyncio.run(write_from_the_future()), ReplicaSkewRefused)
+    assert listed_on(node, "future") is None
+    assert ignored_a_timestamp(node) is False  # refused before the clock saw it
 
 
 # --- hinted handoff --------------------------------------------------------------------------------------

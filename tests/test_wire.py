@@ -111,7 +111,7 @@ def test_wire_truncated_reply_frames_raise_wire_error() -> None:
 def test_wire_malformed_messages_raise_wire_error() -> None:
     good_call = _call_bytes(CallRequest(1, Op.WRITE, b"key", b"rec"))
     bad_frames = [
-        struct.pack(">IIBI", 9, 1, 3, 0),  # unknown op
+        struct.pack(">IIBI", 9, 1, 9, 0),  # unknown op
         struct.pack(">IIBI", 9, 1, 0, 0),  # op 0
         struct.pack(">IIBI", 9, 1, 1, 1),  # key runs past its message
         struct.pack(">IIBI", 12, 1, 1, 5) + b"abc",  # key runs past its message, frame has the bytes
@@ -169,3 +169,11 @@ def test_frames_breaking_the_limits_are_refused() -> None:
     ]:
         with pytest.raises(wire.WireError, match=reason):
             wire.decode_calls(frame, limits)
+
+
+def test_a_clock_call_has_no_key_and_its_answer_is_a_wall_clock() -> None:
+    limits = wire.Limits(max_record=100)
+    [call] = wire.decode_calls(wire.encode_call(5, wire.Op.CLOCK, b""), limits)
+    assert (call.call_id, call.op, call.key, call.record) == (5, wire.Op.CLOCK, b"", b"")
+    [reply] = wire.decode_replies(wire.encode_reply(5, wire.Status.CLOCK, wire.encode_timestamp(1_234)))
+    assert (reply.status, wire.decode_timestamp(reply.payload)) == (wire.Status.CLOCK, 1_234)

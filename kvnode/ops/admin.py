@@ -1,13 +1,14 @@
 """``python -m kvnode admin``: a node's view of its cluster, for a person (tables) or a script (``--json``).
 
-    python -m kvnode admin --url http://127.0.0.1:8080 status        # each member: reachable from that node?
+    python -m kvnode admin --url http://127.0.0.1:8080 status        # each member: reachable? a clock off?
     python -m kvnode admin --url http://127.0.0.1:8080 ring          # the cluster list, each member's share
     python -m kvnode admin --url http://127.0.0.1:8080 locate user:42  # the key's replicas, in order
     python -m kvnode admin --url http://127.0.0.1:8080 hints --json  # hints waiting, per target
 
 Everything comes from the node's ``GET /v0/cluster`` (kvnode.observe.cluster_view): the states of its own
-replica channels (it tries to connect to a member it is not connected to, so the answer is current) and
-its hints. A key's placement is computed here from that node's cluster list, by the same
+replica channels (it tries to connect to a member it is not connected to, so the answer is current), the
+clock fence's verdict (kvnode.clock_fence: which member's clock is off, if any) and its hints. A key's
+placement is computed here from that node's cluster list, by the same
 :class:`kvnode.placement.Placement` every node uses. A node that cannot be reached, or a bad URL, exits 2
 with one line.
 """
@@ -90,7 +91,7 @@ def _fetch(url: str) -> dict[str, Any]:
 def _status(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     pending = view["hints"]["pending"]
     members = [{**member, "hints_pending": pending.get(member["url"], 0)} for member in view["members"]]
-    return {"node": view["node"], "members": members}
+    return {"node": view["node"], "members": members, "clock": view["clock"]}
 
 
 def _ring(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
@@ -141,7 +142,8 @@ def _render(command: str, view: dict[str, Any], report: dict[str, Any]) -> str:
             for m in report["members"]
         ]
         title = f"cluster of {len(rows)} as {node} sees it"
-        return title + "\n" + _table(["MEMBER", "STATE", "REACHABLE", "DOWN FOR", "HINTS PENDING"], rows)
+        table = _table(["MEMBER", "STATE", "REACHABLE", "DOWN FOR", "HINTS PENDING"], rows)
+        return title + "\n" + table + _clock_line(report["clock"])
     if command == "ring":
         rows = [[str(m["position"]), m["url"], f"{m['first_replica_share']:.1%}"] for m in report["members"]]
         title = (
@@ -162,6 +164,15 @@ def _render(command: str, view: dict[str, Any], report: dict[str, Any]) -> str:
     dropped = ", ".join(f"{reason} {count}" for reason, count in sorted(report["dropped"].items())) or "none"
     title = f"hints kept by {node} (since it started: kept, delivered; dropped: {dropped})"
     return title + "\n" + _table(["TARGET", "PENDING", "KEPT", "DELIVERED"], rows)
+
+
+def _clock_line(clock: dict[str, Any]) -> str:
+    """A line under the status table when a member's clock is off (none when all agree)."""
+    if clock["fenced"]:
+        return f"\nclock: {clock['summary']} (this node refuses to coordinate writes)"
+    if clock["far"]:
+        return f"\nclock: {clock['summary']}"
+    return ""
 
 
 def _yes(flag: bool) -> str:

@@ -1,13 +1,17 @@
-"""This node's own storage as a replica: the same interface as a peer, answered synchronously."""
+"""This node's own storage as a replica: the same interface as a peer, answered synchronously.
+
+Like a peer, it refuses a record stamped beyond the maximum skew ahead of the cluster's time
+(kvnode.clock_fence), whether this node's own write as coordinator or a read repair from a peer."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 
+from kvnode.clock_fence import ClockFence
 from kvnode.metrics import CallMeter
 from kvnode.records import CorruptRecord, Record
-from kvnode.replica.errors import ReplicaRejected
+from kvnode.replica.errors import ReplicaRejected, ReplicaSkewRefused
 from kvnode.storage import Storage, StorageError
 
 __all__ = ["LocalReplica"]
@@ -18,9 +22,10 @@ class LocalReplica:
 
     connected = True
 
-    def __init__(self, url: str, storage: Storage) -> None:
+    def __init__(self, url: str, storage: Storage, fence: ClockFence) -> None:
         self.url = url
         self._storage = storage
+        self._fence = fence
         self._loop = asyncio.get_running_loop()
         self.meter = CallMeter()
 
@@ -45,6 +50,13 @@ class LocalReplica:
     def write(self, key: bytes, record: Record) -> asyncio.Future[int | None]:
         future: asyncio.Future[int | None] = self._loop.create_future()
         start = time.perf_counter()
+        if not self._fence.acceptable(record.timestamp):
+            reason = (
+                f"record stamped {record.timestamp} is beyond the maximum clock skew ahead of the cluster"
+            )
+            future.set_exception(ReplicaSkewRefused(f"{self.url}: {reason}"))
+            self.meter.ended("write", "skew_refused", time.perf_counter() - start)
+            return future
         try:
             held = self._storage.apply(key, record)
         except StorageError as error:

@@ -11,7 +11,8 @@ waits for it within its own deadline; after a refusal the next call tries again 
 peer is served by the very next request. A suspect peer (no answer) fails calls at once while one probe
 is out. Calls in flight are bounded in number and bytes: beyond either bound a new call fails at once
 with ReplicaOverloaded (a write becomes a hint). A heartbeat pings a quiet connection; one silent for a
-whole timeout is replaced.
+whole timeout is replaced. With a clock sampler, every beat (and every new connection) also makes one
+CLOCK call, whose round trip measures the peer's clock offset (kvnode.clock_offsets), off the request path.
 
 Create it inside the running event loop.
 """
@@ -22,7 +23,10 @@ import asyncio
 import contextlib
 import logging
 import urllib.parse
+from collections.abc import Callable
+from functools import partial
 
+from kvnode.clock_offsets import Offset, measure
 from kvnode.metrics import CallMeter, RecentLatency
 from kvnode.records import CorruptRecord, Record, decode, encode
 from kvnode.replica import wire
@@ -50,6 +54,9 @@ _MIN_BYTES_IN_FLIGHT = 16 * 1024 * 1024
 # a timeout even when timers fire late (docs/replica-channel.md).
 _BEATS_PER_TIMEOUT = 4
 
+# Where a peer's clock measurements go: (peer URL, offset), and the wall clock they are taken with.
+ClockSampler = tuple[Callable[[str, Offset], None], Callable[[], int]]
+
 
 class PeerReplica:
     def __init__(
@@ -60,8 +67,10 @@ class PeerReplica:
         speculative_ceiling: float | None = None,
         auth: ClusterAuth | None = None,
         limits: wire.Limits | None = None,
+        clock_sampler: ClockSampler | None = None,
     ) -> None:
         self.url = url
+        self._clock_sampler = clock_sampler
         self._auth = auth
         self._limits = limits or wire.Limits.for_body(16 * 1024 * 1024)
         self._refusals = RateLimitedLog(log)
@@ -136,6 +145,16 @@ class PeerReplica:
         """The connect attempt under way, if any (the operator's view of the cluster waits for it)."""
         return self._connecting
 
+    async def measure_clock(self) -> None:
+        """Connect if need be (one attempt) and measure the peer's clock once; failures are no measurement."""
+        if self._channel is None:
+            self.probe()
+            if self._connecting is not None:
+                await asyncio.wait([self._connecting], timeout=self._timeout)
+        if self._channel is not None and self._clock_sampler is not None:
+            with contextlib.suppress(ReplicaError):
+                await self._measure_clock(self._clock_sampler)
+
     def probe(self) -> None:
         """Start a connect attempt unless connected or one is under way."""
         if self._life.probe():
@@ -168,6 +187,20 @@ class PeerReplica:
         call_id, future = started
         self._outbox.put(call_id, wire.encode_call(call_id, op, key, record))
         return future
+
+    def _measure_clock(self, sampler: ClockSampler) -> asyncio.Future[object]:
+        _, wall_us = sampler
+        future = self._call(wire.Op.CLOCK, b"", b"", "clock")
+        future.add_done_callback(partial(self._clock_measured, sampler, wall_us()))
+        return future
+
+    def _clock_measured(self, sampler: ClockSampler, sent_us: int, future: asyncio.Future[object]) -> None:
+        if future.cancelled() or future.exception() is not None:
+            return
+        sample, wall_us = sampler
+        remote = future.result()
+        assert isinstance(remote, int)
+        sample(self.url, measure(sent_us=sent_us, remote_us=remote, received_us=wall_us()))
 
     def _refusal_error(self) -> ReplicaUnavailable:
         if self._life.state is PeerState.CLOSED:
@@ -223,6 +256,8 @@ class PeerReplica:
         self._heartbeat = self._loop.call_later(self._timeout / _BEATS_PER_TIMEOUT, self._beat)
         self.became_connected.set()
         self._outbox.attach(channel)
+        if self._clock_sampler is not None:
+            self._measure_clock(self._clock_sampler)
         log.info("replica channel to %s connected", self.url)
 
     def _attempt_failed(
@@ -247,6 +282,8 @@ class PeerReplica:
             self.probe()
             return
         interval = self._timeout / _BEATS_PER_TIMEOUT
+        if self._clock_sampler is not None:
+            self._measure_clock(self._clock_sampler)
         if quiet >= interval / 2:
             channel.ping()
         self._heartbeat = self._loop.call_later(interval, self._beat)
@@ -325,6 +362,9 @@ def _answer_of(op: wire.Op, reply: wire.ReplicaReply) -> object:
             return decode(reply.payload)
         if status is wire.Status.ABSENT:
             return None
+    elif op is wire.Op.CLOCK:
+        if status is wire.Status.CLOCK:
+            return wire.decode_timestamp(reply.payload)
     elif status is wire.Status.STORED:
         return None
     elif status is wire.Status.NEWER:

@@ -1,7 +1,8 @@
 """The server end of a replica channel: its routes, and answering a peer's calls from this node's storage.
 
 Every record received moves this node's clock past its timestamp, unless it is stamped beyond the maximum
-skew ahead of this node's wall clock: such a record is refused (REFUSED), not stored.
+skew ahead of the cluster's time as this node best knows it (kvnode.clock_fence): such a record is refused
+(REFUSED), not stored. A CLOCK call is answered with this node's wall clock.
 
 With a cluster secret, only a peer that passed the handshake (kvnode.replica.auth) is upgraded; anyone
 else gets a 403 and a rate-limited log line naming its address. Frames are bounded (aiohttp refuses an
@@ -18,6 +19,7 @@ import aiohttp
 from aiohttp import WSMsgType, web
 
 from kvnode.clock import HybridClock
+from kvnode.clock_fence import ClockFence
 from kvnode.records import CorruptRecord, decode
 from kvnode.replica import wire
 from kvnode.replica.auth import (
@@ -48,10 +50,11 @@ class PeerGate:
 class ReplicaServer:
     """This node's end of its peers' replica channels: their routes, and the channels open on them."""
 
-    def __init__(self, gate: PeerGate, storage: Storage, clock: HybridClock) -> None:
+    def __init__(self, gate: PeerGate, storage: Storage, clock: HybridClock, fence: ClockFence) -> None:
         self.gate = gate
         self._storage = storage
         self._clock = clock
+        self._fence = fence
         self._channels: set[web.WebSocketResponse] = set()
 
     def add_routes(self, app: web.Application) -> None:
@@ -64,7 +67,7 @@ class ReplicaServer:
             await ws.close(code=aiohttp.WSCloseCode.GOING_AWAY, message=b"node shutting down")
 
     async def _serve_channel(self, request: web.Request) -> web.StreamResponse:
-        return await serve_peer(request, self.gate, self._storage, self._clock, self._channels)
+        return await serve_peer(request, self.gate, self._storage, self._clock, self._fence, self._channels)
 
     async def _answer_challenge(self, request: web.Request) -> web.Response:
         return answer_challenge(self.gate)
@@ -82,11 +85,13 @@ def answer_challenge(gate: PeerGate) -> web.Response:
     return web.Response(text=gate.auth.issue_nonce())
 
 
-def answer_calls(storage: Storage, clock: HybridClock, calls: list[wire.CallRequest]) -> list[bytes]:
+def answer_calls(
+    storage: Storage, clock: HybridClock, fence: ClockFence, calls: list[wire.CallRequest]
+) -> list[bytes]:
     """The replies to one frame's calls, in order, once their writes are stored: together, in one
     LevelDB write. If that write fails, every call of the frame is answered FAILED."""
     batch = storage.batch()
-    replies = [answer_call(batch, clock, call) for call in calls]
+    replies = [answer_call(batch, clock, fence, call) for call in calls]
     try:
         batch.commit()
     except StorageError as error:
@@ -95,7 +100,9 @@ def answer_calls(storage: Storage, clock: HybridClock, calls: list[wire.CallRequ
     return replies
 
 
-def answer_call(storage: Storage | WriteBatch, clock: HybridClock, call: wire.CallRequest) -> bytes:
+def answer_call(
+    storage: Storage | WriteBatch, clock: HybridClock, fence: ClockFence, call: wire.CallRequest
+) -> bytes:
     """Run one peer call against local storage (or a batch of its writes) and encode the reply."""
     try:
         if call.op is wire.Op.READ:
@@ -103,10 +110,15 @@ def answer_call(storage: Storage | WriteBatch, clock: HybridClock, call: wire.Ca
             if found is None:
                 return wire.encode_reply(call.call_id, wire.Status.ABSENT)
             return wire.encode_reply(call.call_id, wire.Status.FOUND, found)
+        if call.op is wire.Op.CLOCK:
+            return wire.encode_reply(call.call_id, wire.Status.CLOCK, wire.encode_timestamp(fence.wall_us()))
         record = decode(call.record)
-        if not clock.observe(record.timestamp):
-            reason = f"record stamped {record.timestamp} is beyond the maximum clock skew ahead of this node"
+        if not fence.acceptable(record.timestamp):
+            reason = (
+                f"record stamped {record.timestamp} is beyond the maximum clock skew ahead of the cluster"
+            )
             return wire.encode_reply(call.call_id, wire.Status.REFUSED, reason.encode())
+        clock.observe(record.timestamp)
         held = storage.apply(call.key, record)
         if held == record:
             return wire.encode_reply(call.call_id, wire.Status.STORED)
@@ -120,6 +132,7 @@ async def serve_peer(
     gate: PeerGate,
     storage: Storage,
     clock: HybridClock,
+    fence: ClockFence,
     sockets: set[web.WebSocketResponse],
 ) -> web.StreamResponse:
     """Answer each request frame's calls, until the peer closes the channel."""
@@ -147,7 +160,7 @@ async def serve_peer(
                 await ws.close(code=aiohttp.WSCloseCode.PROTOCOL_ERROR, message=str(error).encode()[:120])
                 break
             try:
-                await _reply(ws, storage, clock, calls)
+                await _reply(ws, answer_calls(storage, clock, fence, calls))
             except ConnectionError:  # the peer went away mid-reply; its calls fail on its side
                 break
     finally:
@@ -155,12 +168,10 @@ async def serve_peer(
     return ws
 
 
-async def _reply(
-    ws: web.WebSocketResponse, storage: Storage, clock: HybridClock, calls: list[wire.CallRequest]
-) -> None:
+async def _reply(ws: web.WebSocketResponse, replies: list[bytes]) -> None:
     frame: list[bytes] = []
     size = 0
-    for reply in answer_calls(storage, clock, calls):
+    for reply in replies:
         frame.append(reply)
         size += len(reply)
         if size >= wire.FRAME_TARGET:

@@ -15,8 +15,9 @@ coordinator sends every call of one event-loop tick to a peer in a single frame.
 Reply payloads: FOUND carries the stored record, ABSENT nothing; a WRITE is answered STORED (the replica
 took the record, or already held that very version: nothing) or NEWER (it holds a newer version: that
 version's timestamp, u64), so a coordinator learns that its write lost and to which timestamp (see
-kvnode.coordinator). REFUSED (a record stamped beyond the replica's maximum clock skew) and FAILED carry a
-UTF-8 reason.
+kvnode.coordinator). CLOCK answers a CLOCK call with the replica's wall clock (u64 microseconds), from
+which the caller estimates the offset between their clocks (kvnode.clock_offsets). REFUSED (a record
+stamped beyond the replica's maximum clock skew) and FAILED carry a UTF-8 reason.
 
 Everything a peer sends is bounded (:class:`Limits`, from the node's body limit): a frame's size, the
 calls in one frame, a key's and a record's size. A sender splits its calls into frames of about
@@ -98,6 +99,7 @@ class WireError(ValueError):
 class Op(enum.IntEnum):
     READ = 1
     WRITE = 2
+    CLOCK = 3  # no key, no record: the replica answers CLOCK with its wall clock (kvnode.clock_offsets)
 
 
 class Status(enum.IntEnum):
@@ -107,6 +109,7 @@ class Status(enum.IntEnum):
     FAILED = 4
     NEWER = 5
     REFUSED = 6
+    CLOCK = 7
 
 
 # By wire value: a dict lookup costs a tenth of calling the enum class.
@@ -168,14 +171,14 @@ def decode_calls(frame: bytes, limits: Limits | None = None) -> list[CallRequest
         key_end = start + _CALL.size + key_len
         if key_end > end:
             raise WireError("key runs past the end of its message")
-        if limits is not None:
-            if not 0 < key_len <= MAX_KEY_BYTES:
-                raise WireError(f"key of {key_len} bytes (1 to {MAX_KEY_BYTES} allowed)")
-            if end - key_end > limits.max_record:
-                raise WireError(f"record of {end - key_end} bytes, more than {limits.max_record}")
         kind = _OPS.get(op)
         if kind is None:
             raise WireError(f"unknown op {op}")
+        if limits is not None:
+            if not 0 < key_len <= MAX_KEY_BYTES and kind is not Op.CLOCK:
+                raise WireError(f"key of {key_len} bytes (1 to {MAX_KEY_BYTES} allowed)")
+            if end - key_end > limits.max_record:
+                raise WireError(f"record of {end - key_end} bytes, more than {limits.max_record}")
         calls.append(CallRequest(call_id, kind, frame[start + _CALL.size : key_end], frame[key_end:end]))
     return calls
 

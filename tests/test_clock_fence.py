@@ -1,0 +1,189 @@
+"""kvnode.clock_fence: which clock is off, from offsets given by hand; the fence a write consults. No I/O
+(the peers' measurement is a function the test gives)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+
+import pytest
+
+from kvnode.clock_fence import ClockFence, ClockFenced, judge
+from kvnode.clock_offsets import ClockOffsets, Offset
+
+SKEW_US = 5_000_000
+MINUTE_US = 60_000_000
+
+
+def test_in_three_nodes_with_one_clock_a_minute_ahead_only_that_node_is_fenced() -> None:
+    bad = judge({"b": Offset(-MINUTE_US, 400), "c": Offset(-MINUTE_US + 300, 600)}, SKEW_US)
+    assert bad.fenced
+    assert bad.offset_us == MINUTE_US - 300  # ahead of the cluster by a minute
+    assert "this node's clock is 60.0 s ahead of the cluster's" in bad.describe()
+    for other in ("c", "b"):  # each good node sees the bad one far, and the other good one near
+        good = judge({"a": Offset(MINUTE_US, 500), other: Offset(120, 300)}, SKEW_US)
+        assert (good.fenced, good.far, good.offset_us) == (False, ("a",), -120)  # the median's offset
+        assert "the clock of a" in good.describe()
+
+
+def test_in_three_nodes_with_one_clock_a_minute_behind_only_that_node_is_fenced() -> None:
+    bad = judge({"b": Offset(MINUTE_US, 400), "c": Offset(MINUTE_US, 600)}, SKEW_US)
+    assert (bad.fenced, bad.offset_us) == (True, -MINUTE_US)
+    good = judge({"a": Offset(-MINUTE_US, 500), "c": Offset(0, 300)}, SKEW_US)
+    assert (good.fenced, good.far) == (False, ("a",))
+
+
+def test_no_estimate_is_no_fence_and_offsets_within_the_skew_are_none() -> None:
+    assert not judge({}, SKEW_US).fenced
+    near = judge({"b": Offset(SKEW_US - 1, 0), "c": Offset(-SKEW_US, 0)}, SKEW_US)
+    assert (near.fenced, near.far) == (False, ())
+
+
+def test_uncertainty_gives_the_benefit_of_the_doubt() -> None:
+    # 5.5 s apart, give or take 1 s: maybe within the skew, so not far.
+    assert judge({"b": Offset(5_500_000, 1_000_000)}, SKEW_US).far == ()
+    assert judge({"b": Offset(6_500_000, 1_000_000)}, SKEW_US).far == ("b",)
+
+
+def test_two_members_far_apart_cannot_tell_whose_clock_is_wrong_so_both_are_fenced() -> None:
+    one = judge({"b": Offset(MINUTE_US, 100)}, SKEW_US)
+    other = judge({"a": Offset(-MINUTE_US, 100)}, SKEW_US)
+    assert one.fenced and other.fenced
+    assert "no third member" in one.describe()
+
+
+def test_five_nodes_with_one_clock_ahead_and_one_behind_fence_those_two() -> None:
+    ahead = judge(
+        {
+            "b": Offset(-2 * MINUTE_US, 0),
+            "c": Offset(-MINUTE_US, 0),
+            "d": Offset(-MINUTE_US, 0),
+            "e": Offset(-MINUTE_US, 0),
+        },
+        SKEW_US,
+    )  # a is a minute ahead, b a minute behind, c, d and e right
+    assert (ahead.fenced, ahead.offset_us) == (True, MINUTE_US)
+    good = judge(
+        {"a": Offset(MINUTE_US, 0), "b": Offset(-MINUTE_US, 0), "d": Offset(0, 0), "e": Offset(0, 0)}, SKEW_US
+    )
+    assert (good.fenced, good.far) == (False, ("a", "b"))
+
+
+class Wall:
+    def __init__(self, us: int) -> None:
+        self.us = us
+
+    def __call__(self) -> int:
+        return self.us
+
+
+def fence_of(wall: Wall, peers: int = 2) -> tuple[ClockFence, list[float]]:
+    now = [0.0]
+    return ClockFence(wall, SKEW_US, ClockOffsets(max_age_s=10.0), peers=peers, now_s=lambda: now[0]), now
+
+
+def test_records_are_judged_against_the_cluster_time_this_node_best_knows() -> None:
+    wall = Wall(100 * MINUTE_US)
+    fence, _ = fence_of(wall)
+    assert fence.acceptable(wall.us + SKEW_US) and not fence.acceptable(wall.us + SKEW_US + 1)
+    # This node runs a minute behind the others: records stamped by them now are fine...
+    fence.measured("b", Offset(MINUTE_US, 100))
+    fence.measured("c", Offset(MINUTE_US, 100))
+    assert fence.fenced
+    assert fence.acceptable(wall.us + MINUTE_US + SKEW_US)
+    # ...and a minute ahead, its own stamps are refused: they are a minute ahead of the cluster.
+    ahead, _ = fence_of(wall)
+    ahead.measured("b", Offset(-MINUTE_US, 100))
+    ahead.measured("c", Offset(-MINUTE_US, 100))
+    assert not ahead.acceptable(wall.us)
+    assert ahead.acceptable(wall.us - MINUTE_US)
+
+
+def test_a_wall_clock_stepped_since_the_last_measurement_is_caught_by_the_next_record() -> None:
+    wall = Wall(100 * MINUTE_US)
+    fence, now = fence_of(wall)
+    fence.measured("b", Offset(0, 100))
+    fence.measured("c", Offset(0, 100))
+    now[0], wall.us = 0.1, wall.us + MINUTE_US + 100_000  # a step, before any new measurement
+    assert not fence.fenced
+    assert not fence.acceptable(wall.us)  # this node's next stamp
+    assert fence.acceptable(wall.us - MINUTE_US)  # what the others stamp now
+
+
+async def test_a_write_is_refused_while_fenced_and_admitted_once_the_clock_is_back() -> None:
+    wall = Wall(100 * MINUTE_US)
+    fence, now = fence_of(wall)
+    fence.measured("b", Offset(-MINUTE_US, 100))
+    fence.measured("c", Offset(-MINUTE_US, 100))
+    with pytest.raises(ClockFenced, match=r"60\.0 s ahead"):
+        await fence.admit_write()
+    now[0] = 1.0  # the clock is fixed: the next measurements clear the fence
+    fence.measured("b", Offset(0, 100))
+    fence.measured("c", Offset(0, 100))
+    await fence.admit_write()
+    assert not fence.fenced
+
+
+async def test_an_old_fence_ages_out_when_the_peers_go_silent() -> None:
+    fence, now = fence_of(Wall(0))
+    fence.measured("b", Offset(-MINUTE_US, 100))
+    fence.measured("c", Offset(-MINUTE_US, 100))
+    assert fence.fenced
+    now[0] = 11.0  # no measurement for longer than the estimates count
+    await fence.admit_write()  # no estimate is no fence
+    assert not fence.fenced
+
+
+async def test_before_any_measurement_a_write_waits_for_one_round_of_them() -> None:
+    wall = Wall(0)
+    fence, _ = fence_of(wall)
+    rounds = itertools.count(1)
+
+    async def measure_peers() -> None:
+        next(rounds)
+        await asyncio.sleep(0)
+        fence.measured("b", Offset(-MINUTE_US, 100))
+        fence.measured("c", Offset(-MINUTE_US, 100))
+
+    fence.measure_peers = measure_peers
+    outcomes = await asyncio.gather(fence.admit_write(), fence.admit_write(), return_exceptions=True)
+    assert all(isinstance(outcome, ClockFenced) for outcome in outcomes)
+    assert next(rounds) == 2  # the two writes shared one round
+
+
+async def test_peers_that_cannot_be_reached_are_no_fence() -> None:
+    fence, _ = fence_of(Wall(0))
+
+    async def nobody_answers() -> None:
+        await asyncio.sleep(0)
+
+    fence.measure_peers = nobody_answers
+    await fence.admit_write()
+    assert not fence.fenced
+
+
+async def test_a_good_node_that_measured_only_the_bad_one_measures_the_rest_before_refusing() -> None:
+    fence, _ = fence_of(Wall(0))
+    fence.measured("a", Offset(MINUTE_US, 100))
+    assert fence.fenced  # a tie, for now
+
+    async def measure_peers() -> None:
+        fence.measured("c", Offset(0, 100))
+
+    fence.measure_peers = measure_peers
+    await fence.admit_write()
+    assert (fence.fenced, fence.verdict.far) == (False, ("a",))
+
+
+async def test_a_peer_that_does_not_answer_holds_up_no_write_the_others_clear() -> None:
+    fence, _ = fence_of(Wall(0))
+    frozen = asyncio.get_running_loop().create_future()
+
+    async def measure_peers() -> None:
+        fence.measured("c", Offset(0, 100))  # answers at once; b never does
+        await frozen
+
+    fence.measure_peers = measure_peers
+    await asyncio.wait_for(fence.admit_write(), timeout=5)
+    assert (fence.fenced, fence.verdict.measured) == (False, 1)
+    frozen.cancel()
