@@ -24,15 +24,28 @@ from kvnode.parts import open_parts
 from kvnode.replica.auth import RateLimitedLog
 from kvnode.storage import StorageUnavailable
 
-__all__ = ["run_node", "serve", "serve_until_signal"]
+__all__ = ["CannotListen", "run_node", "serve", "serve_until_signal"]
 
 log = logging.getLogger("kvnode")
 
 _SHUTDOWN_TIMEOUT = 10.0  # seconds a graceful stop waits for client requests in flight
 
 
+class CannotListen(Exception):
+    """The port cannot be had (taken, or not allowed): the process's one-line reason."""
+
+
 async def serve(config: NodeConfig) -> int:
-    """Serve until SIGTERM or SIGINT; the process exit status."""
+    """Serve until SIGTERM or SIGINT; the process exit status. A node that cannot start says why in its
+    last line, written once every part is closed (a launcher reports a failed node by its last line)."""
+    try:
+        return await _serve(config)
+    except CannotListen as error:
+        print(f"kvnode: {error}", file=sys.stderr)
+        return 2
+
+
+async def _serve(config: NodeConfig) -> int:
     async with contextlib.AsyncExitStack() as stack:
         try:
             parts = await stack.enter_async_context(open_parts(config))
@@ -85,14 +98,13 @@ async def serve_until_signal(
 ) -> int:
     """Listen with a set-up runner (the garbage collector tuned for serving) until SIGTERM or SIGINT, then
     stop gracefully: stop accepting, run ``after_stop_listening``, clean up. ``warning`` is logged once
-    listening. The exit status: 0, or 2 when the port cannot be had."""
+    listening. The exit status, 0; CannotListen when the port cannot be had (the runner cleaned up)."""
     site = web.TCPSite(runner, host, port, backlog=1024)
     try:
         await site.start()
     except OSError as error:
-        print(f"kvnode: cannot listen on {host}:{port}: {error.strerror}", file=sys.stderr)
         await runner.cleanup()
-        return 2
+        raise CannotListen(f"cannot listen on {host}:{port}: {error.strerror}") from None
     _tune_gc()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

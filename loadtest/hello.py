@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import uvloop
 from aiohttp import web
 
-from kvnode.serving import serve_until_signal
+from kvnode.serving import CannotListen, serve_until_signal
 
 __all__ = ["create_app", "main"]
 
@@ -37,7 +37,11 @@ def create_app() -> web.Application:
 async def serve(host: str, port: int) -> int:
     runner = web.AppRunner(create_app(), handle_signals=False, access_log=None)
     await runner.setup()
-    return await serve_until_signal(runner, host, port, "(hello-world)")
+    try:
+        return await serve_until_signal(runner, host, port, "(hello-world)")
+    except CannotListen as error:
+        print(f"hello-world: {error}", file=sys.stderr)
+        return 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
