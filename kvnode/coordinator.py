@@ -120,8 +120,8 @@ class Coordinator:
         if held is None:
             return
         # A replica holds a newer version than this write: move past it and write again, once, to all
-        # `from` replicas. That second write's answers decide;
-        # a replica still holding a newer version then lost to a concurrent write, which LWW allows.
+        # `from` replicas. That second write's answers decide; a replica still holding a newer version
+        # then lost to a concurrent write, which LWW allows.
         self._clock.observe(held)
         self.stats.rewrites += 1
         await self._write_to(replicas, key, record.restamped(self._clock.now()), quorum)
