@@ -105,13 +105,18 @@ class Coordinator:
         if not self._fence.ready:
             await self._fence.admit_write()
         ttl_us = 0 if ttl_ms is None else ttl_ms * 1000
-        await self._write(key, Record.put(self._clock.now(), value, ttl_us=ttl_us), quorum)
+        record = Record.put(self._clock.now(), value, ttl_us=ttl_us, copies=self._copies(quorum))
+        await self._write(key, record, quorum)
 
     async def delete(self, key: bytes, quorum: Quorum) -> None:
         """Raises ClockFenced (nothing written) while this node's clock is fenced."""
         if not self._fence.ready:
             await self._fence.admit_write()
-        await self._write(key, Record.delete(self._clock.now()), quorum)
+        await self._write(key, Record.delete(self._clock.now(), copies=self._copies(quorum)), quorum)
+
+    def _copies(self, quorum: Quorum) -> int:
+        """What a record says of its replicas: their count when fewer than every member, else 0."""
+        return quorum.replicas if quorum.replicas < len(self.placement) else 0
 
     async def _write(self, key: bytes, record: Record, quorum: Quorum) -> None:
         replicas = self._replicas_for(key, quorum)

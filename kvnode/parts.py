@@ -26,6 +26,7 @@ from kvnode.exporter import NodeMetrics
 from kvnode.fanout import FANOUTS
 from kvnode.metrics import LoopLagMonitor
 from kvnode.placement import Placement
+from kvnode.repair.upkeep import SummaryUpkeep
 from kvnode.replica import Replica, wire
 from kvnode.replica.auth import ClusterAuth
 from kvnode.replica.hints import HintDelivery, HintStore
@@ -64,6 +65,7 @@ class NodeParts:
     loop_lag: LoopLagMonitor
     uploads: Uploads
     replica_server: ReplicaServer
+    summaries: SummaryUpkeep  # anti-entropy's view of what this node holds
 
     def snapshot(self) -> NodeSnapshot:
         """What the node's counters say now: the one source of /v0/stats, /v0/cluster and /metrics."""
@@ -115,6 +117,10 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
         opened.callback(storage.close)
         system = SystemDb.open(config.data_dir)
         opened.callback(system.close)
+        placement = Placement(config.members)
+        summaries = SummaryUpkeep(storage, system.summaries, config.url, placement)
+        summaries.start()
+        opened.push_async_callback(summaries.stop)  # after every writer stopped: saves the trees
         floor = system.clock_floor
         wall = wall_clock_us(config.clock_offset_ms)
         max_skew_us = config.max_clock_skew_ms * 1000
@@ -150,9 +156,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
         local = LocalReplica(config.url, storage, fence)
         replicas: dict[str, Replica] = {config.url: local}
         replicas.update({peer.url: peer for peer in peers})
-        coordinator = Coordinator(
-            Placement(config.members), replicas, FANOUTS[config.fanout], clock, hints, local, fence
-        )
+        coordinator = Coordinator(placement, replicas, FANOUTS[config.fanout], clock, hints, local, fence)
         parts = NodeParts(
             config=config,
             storage=storage,
@@ -168,6 +172,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             loop_lag=LoopLagMonitor(),
             uploads=Uploads(config.body_timeout_s),
             replica_server=ReplicaServer(gate, storage, clock, fence),
+            summaries=summaries,
         )
         parts.metrics.watch(parts.snapshot, [local, *peers])
         for peer in peers:

@@ -7,7 +7,7 @@ own state (kvnode.system_db).
 >>> tmp = tempfile.TemporaryDirectory()
 >>> store = Storage.open(Path(tmp.name) / "node", fsync=False)
 >>> store.apply(b"k", Record.put(10, b"v1"))
-Record(timestamp=10, tombstone=False, value=b'v1', expires=0)
+Record(timestamp=10, tombstone=False, value=b'v1', expires=0, copies=0)
 >>> store.apply(b"k", Record.put(9, b"old")).value   # an older write loses
 b'v1'
 >>> store.close(); tmp.cleanup()
@@ -16,16 +16,19 @@ b'v1'
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import plyvel
 
 from kvnode.records import CorruptRecord, Record, check, decode, encode
 
-__all__ = ["Storage", "StorageError", "StorageUnavailable", "WriteBatch", "open_leveldb"]
+__all__ = ["ChangeListener", "Storage", "StorageError", "StorageUnavailable", "WriteBatch", "open_leveldb"]
 
 log = logging.getLogger(__name__)
+
+ChangeListener = Callable[[bytes, bytes | None, bytes | None], None]
 
 
 class StorageError(Exception):
@@ -40,6 +43,9 @@ class Storage:
     def __init__(self, db: plyvel.DB, *, fsync: bool) -> None:
         self._db = db
         self.fsync = fsync
+        # Told of every stored change of a key's version, (key, old, new) as encoded records (None:
+        # absent), once it is stored: anti-entropy's summaries follow it (kvnode.repair.upkeep).
+        self.on_change: ChangeListener = _ignore_change
 
     @classmethod
     def open(cls, path: Path, *, fsync: bool) -> Storage:
@@ -65,15 +71,17 @@ class Storage:
         Read and write run with no await between them, so on the node's single event loop the pair is
         atomic. A corrupt stored record loses to any write: the new version heals it.
         """
-        current = self._current(key)
+        current, raw = self._current(key)
         if current is not None and current >= record:
             return current
+        encoded = encode(record)
         try:
             # sync=False still hands the write to the OS before returning (LevelDB's log is written with
             # write(2) per write), so an acknowledged write survives kill -9; sync=True also fsyncs.
-            self._db.put(key, encode(record), sync=self.fsync)
+            self._db.put(key, encoded, sync=self.fsync)
         except plyvel.Error as error:
             raise StorageError(_reason(error)) from error
+        self.on_change(key, raw, encoded)
         return record
 
     def batch(self) -> WriteBatch:
@@ -87,24 +95,36 @@ class Storage:
             raise StorageError(_reason(error)) from error
         return raw
 
-    def _current(self, key: bytes) -> Record | None:
-        """The stored version a write competes with; a corrupt one counts as none (the write heals it)."""
+    def _current(self, key: bytes) -> tuple[Record | None, bytes | None]:
+        """The stored version a write competes with, and its bytes; a corrupt one counts as no version
+        (the write heals it)."""
         raw = self._get(key)
         if raw is None:
-            return None
+            return None, None
         try:
-            return decode(raw)
+            return decode(raw), raw
         except CorruptRecord:
             log.warning("overwriting corrupt record for key %r", key)
-            return None
+            return None, raw
 
-    def _write_all(self, records: dict[bytes, Record]) -> None:
+    def _write_all(self, changes: dict[bytes, tuple[Record, bytes | None]]) -> None:
+        """Store every (new record, bytes it replaces) of ``changes`` in one LevelDB write."""
+        encoded = {key: encode(record) for key, (record, _) in changes.items()}
         try:
             with self._db.write_batch(sync=self.fsync) as batch:
-                for key, record in records.items():
-                    batch.put(key, encode(record))
+                for key, data in encoded.items():
+                    batch.put(key, data)
         except plyvel.Error as error:
             raise StorageError(_reason(error)) from error
+        for key, (_, old) in changes.items():
+            self.on_change(key, old, encoded[key])
+
+    def snapshot_records(self) -> Iterator[tuple[bytes, bytes]]:
+        """(key, encoded record) of every stored version, tombstones and corrupt ones included, in key
+        order, from a snapshot taken when this is called (not at the first ``next``): what a summary
+        rebuilt from a scan starts from, whatever is stored while it is read (kvnode.repair.upkeep)."""
+        snapshot = self._db.snapshot()
+        return _iterate(snapshot)
 
     def scan_live(self, start: bytes, stop: bytes | None, *, now: int) -> Iterator[tuple[bytes, bytes]]:
         """(key, value) of live records with start <= key < stop in key byte order, from one snapshot.
@@ -121,6 +141,15 @@ class Storage:
                     continue
                 if not record.absent_at(now):
                     yield key, record.value
+
+
+def _iterate(snapshot: Any) -> Iterator[tuple[bytes, bytes]]:
+    with snapshot.iterator() as records:
+        yield from records
+
+
+def _ignore_change(key: bytes, old: bytes | None, new: bytes | None) -> None:
+    """Storage's on_change until anti-entropy listens."""
 
 
 def open_leveldb(data_dir: Path, name: str) -> plyvel.DB:
@@ -153,19 +182,21 @@ class WriteBatch:
 
     def __init__(self, storage: Storage) -> None:
         self._storage = storage
-        self._pending: dict[bytes, Record] = {}
+        self._pending: dict[bytes, tuple[Record, bytes | None]] = {}  # new record, the bytes it replaces
 
     def read_encoded(self, key: bytes) -> bytes | None:
         pending = self._pending.get(key)
-        return encode(pending) if pending is not None else self._storage.read_encoded(key)
+        return encode(pending[0]) if pending is not None else self._storage.read_encoded(key)
 
     def apply(self, key: bytes, record: Record) -> Record:
-        current = self._pending.get(key)
-        if current is None:
-            current = self._storage._current(key)
+        pending = self._pending.get(key)
+        if pending is None:
+            current, replaced = self._storage._current(key)
+        else:
+            current, replaced = pending
         if current is not None and current >= record:
             return current
-        self._pending[key] = record
+        self._pending[key] = (record, replaced)
         return record
 
     def commit(self) -> None:

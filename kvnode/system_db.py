@@ -1,8 +1,10 @@
 """The node's own state, kept apart from the client keyspace: the ``system`` LevelDB of a data dir, one
 key prefix per part, so nothing of the node's own can show through the client API or a range scan.
 
-    clock/   the hybrid clock's persisted floor (:class:`ClockFloor`)
-    hints/   hinted handoff's per-target logs (kvnode.replica.hints.HintStore)
+    clock/    the hybrid clock's persisted floor (:class:`ClockFloor`)
+    hints/    hinted handoff's per-target logs (kvnode.replica.hints.HintStore)
+    summary/  anti-entropy's summaries as of the last clean stop (:class:`SavedSummaries`)
+    repair/   when each peer last completed a repair with this node (:class:`RepairMarks`)
 
 A new part (identity, membership, repair state) is one more prefix in ``PREFIXES`` and one more attribute
 of :class:`SystemDb`, built from its own ``prefixed_db``; no part sees another's keys.
@@ -18,17 +20,20 @@ of :class:`SystemDb`, built from its own ``prefixed_db``; no part sees another's
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import plyvel
 
 from kvnode.storage import open_leveldb
 
-__all__ = ["PREFIXES", "ClockFloor", "SystemDb"]
+__all__ = ["PREFIXES", "ClockFloor", "RepairMarks", "SavedSummaries", "SystemDb"]
 
 CLOCK_PREFIX = b"clock/"
 HINTS_PREFIX = b"hints/"
-PREFIXES = (CLOCK_PREFIX, HINTS_PREFIX)  # every part's; none may start another's
+SUMMARY_PREFIX = b"summary/"
+REPAIR_PREFIX = b"repair/"
+PREFIXES = (CLOCK_PREFIX, HINTS_PREFIX, SUMMARY_PREFIX, REPAIR_PREFIX)  # none may start another's
 
 
 class ClockFloor:
@@ -50,6 +55,64 @@ class ClockFloor:
         self._part.put(self._KEY, floor.to_bytes(8, "big"), sync=True)
 
 
+class SavedSummaries:
+    """Anti-entropy's trees, saved at a clean stop and taken back (once) at the next start.
+
+    Taking them deletes them first, durably: a node that crashes after that has none saved, so its next
+    start rebuilds the trees from a scan instead of trusting trees that missed the writes since.
+
+    >>> import tempfile
+    >>> tmp = tempfile.TemporaryDirectory(); system = SystemDb.open(Path(tmp.name))
+    >>> system.summaries.save(b"members", {"common": b"tree"})
+    >>> system.summaries.take(b"members"), system.summaries.take(b"members")
+    ({'common': b'tree'}, None)
+    >>> system.close(); tmp.cleanup()
+    """
+
+    _STAMP = b"\x00stamp"  # sorts before every tree's name
+
+    def __init__(self, part: plyvel.DB) -> None:
+        self._part = part
+
+    def save(self, stamp: bytes, trees: Mapping[str, bytes]) -> None:
+        """Save ``trees`` by name; ``stamp`` names what they were built for (the members)."""
+        with self._part.write_batch(sync=True) as batch:
+            for name, tree in trees.items():
+                batch.put(name.encode(), tree)
+            batch.put(self._STAMP, stamp)
+
+    def take(self, stamp: bytes) -> dict[str, bytes] | None:
+        """The trees saved for ``stamp``, removed from the store; None when none are (a crash, a first
+        start, or trees saved for other members)."""
+        saved = dict(self._part.iterator())
+        if not saved:
+            return None
+        with self._part.write_batch(sync=True) as batch:
+            for name in saved:
+                batch.delete(name)
+        if saved.pop(self._STAMP, None) != stamp:
+            return None
+        return {name.decode(): tree for name, tree in saved.items()}
+
+
+class RepairMarks:
+    """For each peer, the time (the hybrid clock's microseconds) at which the last repair with it that
+    completed had started: every version this node held before then, the peer holds too (or a newer one).
+    Tombstone GC reads them."""
+
+    def __init__(self, part: plyvel.DB) -> None:
+        self._part = part
+
+    def completed(self, peer: str) -> int:
+        """When the last completed repair with ``peer`` started; 0 if none has."""
+        raw: bytes | None = self._part.get(peer.encode())
+        return int.from_bytes(raw, "big") if raw else 0
+
+    def record(self, peer: str, started: int) -> None:
+        if started > self.completed(peer):
+            self._part.put(peer.encode(), started.to_bytes(8, "big"), sync=True)
+
+
 class SystemDb:
     """The owner of the ``system`` LevelDB: it opens and closes it and hands each part its prefix."""
 
@@ -57,6 +120,8 @@ class SystemDb:
         self._db = db
         self.clock_floor = ClockFloor(db.prefixed_db(CLOCK_PREFIX))
         self.hints: plyvel.DB = db.prefixed_db(HINTS_PREFIX)  # HintStore's, which keeps the format
+        self.summaries = SavedSummaries(db.prefixed_db(SUMMARY_PREFIX))
+        self.repair_marks = RepairMarks(db.prefixed_db(REPAIR_PREFIX))
 
     @classmethod
     def open(cls, data_dir: Path) -> SystemDb:

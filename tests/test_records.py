@@ -226,7 +226,7 @@ def test_a_truncated_expiry_is_corrupt() -> None:
     data = encode(Record.put(5, b"", ttl_us=1))
     assert len(data) == 17
     for length in range(9, 17):
-        with pytest.raises(CorruptRecord, match="expiry is truncated"):
+        with pytest.raises(CorruptRecord, match="shorter than its 17-byte header"):
             decode(data[:length])
         with pytest.raises(CorruptRecord):
             check(data[:length])

@@ -71,7 +71,7 @@ class Limits:
     """What one peer may send: the largest record is the node's body limit plus the record header.
 
     >>> Limits.for_body(1000).max_record
-    1017
+    1019
     """
 
     max_record: int

@@ -1,0 +1,6 @@
+"""Anti-entropy: replicas compare summaries of what they hold and exchange only the records that differ.
+
+summary     what a node holds, as one hash tree per peer (tictac: a write updates it by a delta); pure
+upkeep      the summaries kept current: every stored record's delta, a rebuild after a crash, persisted
+            at a clean stop
+"""
