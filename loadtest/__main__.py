@@ -125,6 +125,10 @@ def _parser() -> argparse.ArgumentParser:
     for command in (ui, locust):
         command.add_argument("--keys", type=positive_int, default=10_000, help="keys filled = Locust's keys")
         command.add_argument("--fanout", choices=modes, default="async", help="nodes' fan-out")
+    # Parsed by loadtest.healing itself (main hands it the arguments); listed here for --help.
+    commands.add_parser(
+        "healing", add_help=False, help="a wiped node rebuilt under load, an idle cluster's repair traffic"
+    )
     return parser
 
 
