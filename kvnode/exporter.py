@@ -159,8 +159,8 @@ def _state_metrics(snapshot: NodeSnapshot) -> Iterator[Metric]:
     )
     dropped = CounterMetricFamily(
         "kvnode_hints_dropped",
-        "Hints not kept or dropped undelivered: window (target down too long, or expired), full, "
-        "refused (for clock skew), storage",
+        "Hints not kept or dropped undelivered: window (target down too long), expired (older than the "
+        "window), grace (record older than the GC grace period), full, refused (for clock skew), storage",
         labels=["reason"],
     )
     for reason, value in sorted(hints.dropped.items()):

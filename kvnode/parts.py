@@ -136,6 +136,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             fsync=config.fsync,
             max_per_peer=config.max_hints_per_peer,
             window_s=config.hint_window_s,
+            grace_s=config.gc_grace_s,
         )
         gate = PeerGate(_cluster_auth(config), wire.Limits.for_body(config.max_body_bytes))
         peers = [
