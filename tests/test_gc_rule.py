@@ -27,11 +27,11 @@ def test_a_live_version_is_kept_however_old_and_repaired() -> None:
     assert judge(Record.put(5, b"v", ttl_us=10**9), 10**8, everyone).outcome is Outcome.KEEP
 
 
-def test_a_tombstone_is_kept_through_its_grace_period_and_dropped_after_once_repaired() -> None:
+def test_a_tombstone_is_kept_through_its_grace_period_past_its_latest_arrival_and_dropped_after() -> None:
     tombstone = Record.delete(5_000)
     repaired = marks(b=5_000 + ARRIVAL + 1, c=5_000 + ARRIVAL + 1, d=5_000 + ARRIVAL + 1)
-    assert judge(tombstone, 5_000 + GRACE, repaired).outcome is Outcome.KEEP
-    assert judge(tombstone, 5_000 + GRACE + 1, repaired).outcome is Outcome.DROP
+    assert judge(tombstone, 5_000 + ARRIVAL + GRACE, repaired).outcome is Outcome.KEEP
+    assert judge(tombstone, 5_000 + ARRIVAL + GRACE + 1, repaired).outcome is Outcome.DROP
 
 
 def test_a_tombstone_waits_for_every_replica_whose_repair_started_before_it_could_have_arrived() -> None:
@@ -46,9 +46,9 @@ def test_a_tombstone_waits_for_every_replica_whose_repair_started_before_it_coul
 def test_an_expired_version_counts_its_grace_from_its_expiry_and_needs_repairs_since_its_write() -> None:
     expiring = Record.put(5_000, b"v", ttl_us=3_000)  # expires at 8_000
     repaired = marks(b=5_000 + ARRIVAL + 1, c=5_000 + ARRIVAL + 1, d=5_000 + ARRIVAL + 1)
-    assert judge(expiring, 8_000 + GRACE, repaired).outcome is Outcome.KEEP
-    assert judge(expiring, 8_000 + GRACE + 1, repaired).outcome is Outcome.DROP
-    assert judge(expiring, 8_000 + GRACE + 1, marks()) == Verdict(Outcome.WAIT, (B, C, D))
+    assert judge(expiring, 8_000 + ARRIVAL + GRACE, repaired).outcome is Outcome.KEEP
+    assert judge(expiring, 8_000 + ARRIVAL + GRACE + 1, repaired).outcome is Outcome.DROP
+    assert judge(expiring, 8_000 + ARRIVAL + GRACE + 1, marks()) == Verdict(Outcome.WAIT, (B, C, D))
 
 
 def test_a_version_written_to_fewer_replicas_waits_only_for_those() -> None:
@@ -67,6 +67,6 @@ def test_a_version_this_node_should_not_hold_is_left_to_membership() -> None:
 
 def test_a_cluster_of_one_drops_once_the_grace_period_is_over() -> None:
     alone = GcRule(A, Placement([A]), grace_us=GRACE, arrival_us=ARRIVAL)
-    assert alone.judge(b"k", Record.delete(5), now=6 + GRACE, completed=marks().__getitem__).outcome is (
-        Outcome.DROP
-    )
+    assert alone.judge(
+        b"k", Record.delete(5), now=6 + ARRIVAL + GRACE, completed=marks().__getitem__
+    ).outcome is (Outcome.DROP)

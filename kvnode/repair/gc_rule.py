@@ -7,10 +7,12 @@ its key has completed a repair with this node that started after the version rea
 repair gave the peer this version (or a newer one), so once it is dropped here no replica holds an older
 value it was hiding. docs/gc.md says why nothing can then bring the deleted value back.
 
-When a version reached this node is not stored; its timestamp bounds it, a known time later: a write
-reaches its replicas within the replica timeout, a hint within the hint window (older hints are
-dropped), each late by at most the maximum clock skew. (b) asks for a repair that started after the
-timestamp plus that bound (``arrival_us``).
+When a version reached this node is not stored; its timestamp bounds it, a known time later
+(``arrival_us``): a write reaches its replicas within the replica timeout, a hint within the hint window
+(older hints are dropped), each stamped by a clock at most the maximum skew off this one. (b) asks for
+a repair that started after the timestamp plus that bound, and (a) counts the grace period from the
+same bound past the time the version became absent, so that a hint of an older value, which may arrive
+as late, finds the version still here.
 
 >>> placement = Placement(["http://a:1", "http://b:1", "http://c:1"])
 >>> rule = GcRule("http://a:1", placement, grace_us=100, arrival_us=10)
@@ -20,7 +22,7 @@ Verdict(outcome=<Outcome.WAIT: 'wait'>, waiting_for=('http://c:1',))
 >>> marks["http://c:1"] = 511
 >>> rule.judge(b"k", Record.delete(500), now=700, completed=marks.__getitem__).outcome
 <Outcome.DROP: 'drop'>
->>> rule.judge(b"k", Record.delete(500), now=600, completed=marks.__getitem__).outcome   # in its grace
+>>> rule.judge(b"k", Record.delete(500), now=610, completed=marks.__getitem__).outcome   # in its grace
 <Outcome.KEEP: 'keep'>
 """
 
@@ -68,7 +70,7 @@ class GcRule:
         if not record.absent_at(now):
             return _KEEP
         absent_since = record.timestamp if record.tombstone else record.expires
-        if now - absent_since <= self.grace_us:
+        if now - absent_since <= self.grace_us + self.arrival_us:
             return _KEEP
         others = self._other_replicas(key, record.copies)
         if others is None:
