@@ -15,7 +15,7 @@ from prometheus_client.aiohttp import make_aiohttp_handler
 
 from kvnode.parts import PARTS, NodeParts
 from kvnode.replica.peer import PeerReplica
-from kvnode.snapshot import ClockFigures, NodeSnapshot
+from kvnode.snapshot import ClockFigures, GcFigures, NodeSnapshot
 
 __all__ = ["add_routes", "cluster_view", "stats_view"]
 
@@ -62,6 +62,7 @@ def stats_view(parts: NodeParts, snapshot: NodeSnapshot) -> dict[str, Any]:
             "delivered": hints.delivered,
             "dropped": hints.dropped,
         },
+        "gc": _gc_view(snapshot.gc),
         "requests": {"inflight": snapshot.inflight, "shed": snapshot.shed},
         "coordinator": {
             "rewrites": snapshot.rewrites,
@@ -97,6 +98,7 @@ def cluster_view(url: str, members: Sequence[str], snapshot: NodeSnapshot) -> di
         "cluster": list(members),
         "members": view,
         "clock": _fence_view(snapshot.clock_fence),
+        "gc": _gc_view(snapshot.gc),
         "hints": {
             "pending": {peer.url: hints.pending.get(peer.url, 0) for peer in snapshot.peers},
             "kept": {peer.url: hints.kept.get(peer.url, 0) for peer in snapshot.peers},
@@ -115,6 +117,17 @@ def _fence_view(fence: ClockFigures) -> dict[str, Any]:
         "peer_offsets_ms": {peer: offset / 1000 for peer, offset in fence.peer_offsets_us.items()},
         "far": list(fence.far),
         "summary": fence.summary,
+    }
+
+
+def _gc_view(gc: GcFigures) -> dict[str, Any]:
+    """Tombstone GC's counts: dropped since start, and what waits for a repair (by peer)."""
+    return {
+        "passes": gc.passes,
+        "tombstones_dropped": gc.tombstones_dropped,
+        "expired_dropped": gc.expired_dropped,
+        "waiting": gc.waiting,
+        "waiting_for": gc.waiting_for,
     }
 
 

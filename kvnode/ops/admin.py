@@ -91,7 +91,7 @@ def _fetch(url: str) -> dict[str, Any]:
 def _status(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     pending = view["hints"]["pending"]
     members = [{**member, "hints_pending": pending.get(member["url"], 0)} for member in view["members"]]
-    return {"node": view["node"], "members": members, "clock": view["clock"]}
+    return {"node": view["node"], "members": members, "clock": view["clock"], "gc": view["gc"]}
 
 
 def _ring(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
@@ -143,7 +143,7 @@ def _render(command: str, view: dict[str, Any], report: dict[str, Any]) -> str:
         ]
         title = f"cluster of {len(rows)} as {node} sees it"
         table = _table(["MEMBER", "STATE", "REACHABLE", "DOWN FOR", "HINTS PENDING"], rows)
-        return title + "\n" + table + _clock_line(report["clock"])
+        return title + "\n" + table + _clock_line(report["clock"]) + _gc_line(report["gc"])
     if command == "ring":
         rows = [[str(m["position"]), m["url"], f"{m['first_replica_share']:.1%}"] for m in report["members"]]
         title = (
@@ -173,6 +173,18 @@ def _clock_line(clock: dict[str, Any]) -> str:
     if clock["far"]:
         return f"\nclock: {clock['summary']}"
     return ""
+
+
+def _gc_line(gc: dict[str, Any]) -> str:
+    """A line under the status table: what tombstone GC dropped, and what waits for which repair."""
+    line = (
+        f"\ngc: {gc['tombstones_dropped']} tombstones and {gc['expired_dropped']} expired values dropped "
+        f"since start; {gc['waiting']} past their grace period wait for a repair"
+    )
+    if gc["waiting_for"]:
+        peers = ", ".join(f"{peer} ({count})" for peer, count in gc["waiting_for"].items())
+        line += f" with {peers}"
+    return line
 
 
 def _yes(flag: bool) -> str:
