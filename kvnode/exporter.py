@@ -26,7 +26,7 @@ from prometheus_client.registry import Collector
 from kvnode.admission import Handler
 from kvnode.metrics import LATENCY_BUCKETS_S, CallMeter, FixedBuckets
 from kvnode.replica.peer_state import PeerState
-from kvnode.snapshot import NodeSnapshot
+from kvnode.snapshot import NodeSnapshot, RepairFigures
 
 __all__ = ["PEER_STATES", "MeteredReplica", "NodeMetrics"]
 
@@ -198,6 +198,7 @@ def _state_metrics(snapshot: NodeSnapshot) -> Iterator[Metric]:
         "Timestamps seen beyond the maximum clock skew, ignored by the clock",
         snapshot.clock_ignored,
     )
+    yield from _repair_metrics(snapshot.repair)
     lag = HistogramMetricFamily(
         "kvnode_event_loop_lag_seconds", "How late the event loop runs a callback that is ready (sampled)"
     )
@@ -230,6 +231,36 @@ def _gc_metrics(snapshot: NodeSnapshot) -> Iterator[Metric]:
     for peer in snapshot.peers:
         waiting_for.add_metric([peer.url], gc.waiting_for.get(peer.url, 0))
     yield waiting_for
+
+
+def _repair_metrics(repair: RepairFigures) -> Iterator[Metric]:
+    exchanges = CounterMetricFamily(
+        "kvnode_repair_exchanges", "Anti-entropy exchanges with a peer, by outcome", labels=["outcome"]
+    )
+    for outcome in ("completed", "failed"):
+        exchanges.add_metric([outcome], repair.exchanges.get(outcome, 0))
+    yield exchanges
+    records = CounterMetricFamily(
+        "kvnode_repair_records",
+        "Records anti-entropy moved, by direction (sent, received), or refused for clock skew",
+        labels=["direction"],
+    )
+    for direction in ("sent", "received", "refused"):
+        records.add_metric([direction], repair.records.get(direction, 0))
+    yield records
+    yield CounterMetricFamily(
+        "kvnode_repair_segments_compared", "Summary segments compared with peers", repair.segments_compared
+    )
+    yield CounterMetricFamily(
+        "kvnode_repair_segments_differing",
+        "Summary segments found to differ from a peer's",
+        repair.segments_differing,
+    )
+    yield GaugeMetricFamily(
+        "kvnode_repair_summaries_ready",
+        "0 while the anti-entropy summaries are rebuilt from a scan (after a crash), else 1",
+        1 if repair.summaries_ready else 0,
+    )
 
 
 def _add_histogram(family: HistogramMetricFamily, labels: list[str], buckets: FixedBuckets) -> None:

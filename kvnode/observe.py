@@ -15,7 +15,7 @@ from prometheus_client.aiohttp import make_aiohttp_handler
 
 from kvnode.parts import PARTS, NodeParts
 from kvnode.replica.peer import PeerReplica
-from kvnode.snapshot import ClockFigures, GcFigures, NodeSnapshot
+from kvnode.snapshot import ClockFigures, GcFigures, NodeSnapshot, RepairFigures
 
 __all__ = ["add_routes", "cluster_view", "stats_view"]
 
@@ -63,6 +63,7 @@ def stats_view(parts: NodeParts, snapshot: NodeSnapshot) -> dict[str, Any]:
             "dropped": hints.dropped,
         },
         "gc": _gc_view(snapshot.gc),
+        "repair": _repair_view(snapshot.repair),
         "requests": {"inflight": snapshot.inflight, "shed": snapshot.shed},
         "coordinator": {
             "rewrites": snapshot.rewrites,
@@ -105,6 +106,17 @@ def cluster_view(url: str, members: Sequence[str], snapshot: NodeSnapshot) -> di
             "delivered": {peer.url: hints.delivered.get(peer.url, 0) for peer in snapshot.peers},
             "dropped": hints.dropped,
         },
+    }
+
+
+def _repair_view(repair: RepairFigures) -> dict[str, Any]:
+    return {
+        "summaries_ready": repair.summaries_ready,
+        "summaries_rebuilt_from": repair.summaries_rebuilt,
+        "exchanges": repair.exchanges,
+        "segments_compared": repair.segments_compared,
+        "segments_differing": repair.segments_differing,
+        "records": repair.records,
     }
 
 

@@ -28,6 +28,7 @@ from kvnode.metrics import LoopLagMonitor
 from kvnode.placement import Placement
 from kvnode.repair.gc_pass import TombstoneGc, pass_interval_s
 from kvnode.repair.gc_rule import GcRule
+from kvnode.repair.scheduler import AntiEntropy
 from kvnode.repair.upkeep import SummaryUpkeep
 from kvnode.replica import Replica, wire
 from kvnode.replica.auth import ClusterAuth
@@ -35,7 +36,7 @@ from kvnode.replica.hints import HintDelivery, HintStore
 from kvnode.replica.local import LocalReplica
 from kvnode.replica.peer import PeerReplica
 from kvnode.replica.server import PeerGate, ReplicaServer
-from kvnode.snapshot import ClockFigures, GcFigures, HintFigures, NodeSnapshot, PeerFigures
+from kvnode.snapshot import ClockFigures, GcFigures, HintFigures, NodeSnapshot, PeerFigures, RepairFigures
 from kvnode.storage import Storage
 from kvnode.system_db import SystemDb
 from kvnode.uploads import Uploads
@@ -69,11 +70,13 @@ class NodeParts:
     replica_server: ReplicaServer
     summaries: SummaryUpkeep  # anti-entropy's view of what this node holds
     gc: TombstoneGc  # drops tombstones and expired versions once no replica needs them
+    anti_entropy: AntiEntropy  # comparing it with the peers'
 
     def snapshot(self) -> NodeSnapshot:
         """What the node's counters say now: the one source of /v0/stats, /v0/cluster and /metrics."""
         hints, stats, clock, lag = self.hints, self.coordinator.stats, self.clock, self.loop_lag
         gc = self.gc.counts
+        repair = self.anti_entropy.totals
         verdict = self.fence.refresh()
         return NodeSnapshot(
             peers=tuple(
@@ -104,6 +107,14 @@ class NodeParts:
                 far=verdict.far,
                 peer_offsets_us={peer: o.offset_us for peer, o in verdict.peers.items()},
                 summary=verdict.describe(),
+            ),
+            repair=RepairFigures(
+                summaries_ready=self.summaries.ready.is_set(),
+                summaries_rebuilt=self.summaries.rebuilt,
+                exchanges=dict(repair.exchanges),
+                segments_compared=repair.segments_compared,
+                segments_differing=repair.segments_differing,
+                records={"sent": repair.sent, "received": repair.received, "refused": repair.refused},
             ),
             inflight=self.admission.inflight,
             shed=self.admission.shed,
@@ -183,7 +194,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             metrics=NodeMetrics(),
             loop_lag=LoopLagMonitor(),
             uploads=Uploads(config.body_timeout_s),
-            replica_server=ReplicaServer(gate, storage, clock, fence),
+            replica_server=ReplicaServer(gate, storage, clock, fence, summaries),
             summaries=summaries,
             gc=TombstoneGc(
                 storage,
@@ -191,6 +202,17 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
                 system.repair_marks,
                 clock.current,
                 pass_interval_s(config.gc_grace_s),
+            ),
+            anti_entropy=AntiEntropy(
+                config.url,
+                summaries,
+                storage,
+                local,
+                peers,
+                clock,
+                system.repair_marks,
+                interval_s=config.repair_interval_s,
+                rate=config.repair_rate,
             ),
         )
         parts.metrics.watch(parts.snapshot, [local, *peers])
@@ -202,6 +224,8 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
         opened.push_async_callback(parts.gc.stop)
         parts.loop_lag.start()
         opened.push_async_callback(parts.loop_lag.stop)
+        parts.anti_entropy.start()
+        opened.push_async_callback(parts.anti_entropy.stop)
         yield parts
 
 

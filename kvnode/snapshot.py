@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from kvnode.metrics import FixedBuckets
 
-__all__ = ["ClockFigures", "GcFigures", "HintFigures", "NodeSnapshot", "PeerFigures"]
+__all__ = ["ClockFigures", "GcFigures", "HintFigures", "NodeSnapshot", "PeerFigures", "RepairFigures"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +51,18 @@ class ClockFigures:
 
 
 @dataclass(frozen=True, slots=True)
+class RepairFigures:
+    """Anti-entropy's (kvnode.repair), since start."""
+
+    summaries_ready: bool  # false while the summaries are rebuilt after a crash
+    summaries_rebuilt: int  # records scanned by that rebuild
+    exchanges: dict[str, int]  # by outcome: completed, failed
+    segments_compared: int
+    segments_differing: int
+    records: dict[str, int]  # moved by direction (sent, received), and refused for clock skew
+
+
+@dataclass(frozen=True, slots=True)
 class NodeSnapshot:
     peers: tuple[PeerFigures, ...]  # in the cluster's order, this node left out
     hints: HintFigures
@@ -61,6 +73,7 @@ class NodeSnapshot:
     clock_lead_us: int  # how far the hybrid clock runs ahead of the wall clock
     clock_ignored: int  # timestamps seen beyond the maximum skew
     clock_fence: ClockFigures
+    repair: RepairFigures
     inflight: int  # client entity requests between arrival and answer
     shed: int  # client entity requests answered 503 since start
     loop_lag_samples: int  # in the loop-lag window (since start or the last ``/v0/stats?reset=1``)

@@ -2,7 +2,8 @@
 
 Every record received moves this node's clock past its timestamp, unless it is stamped beyond the maximum
 skew ahead of the cluster's time as this node best knows it (kvnode.clock_fence): such a record is refused
-(REFUSED), not stored. A CLOCK call is answered with this node's wall clock.
+(REFUSED), not stored. A CLOCK call is answered with this node's wall clock, and anti-entropy's calls
+from this node's summaries and store (kvnode.repair.answers).
 
 With a cluster secret, only a peer that passed the handshake (kvnode.replica.auth) is upgraded; anyone
 else gets a 403 and a rate-limited log line naming its address. Frames are bounded (aiohttp refuses an
@@ -21,6 +22,8 @@ from aiohttp import WSMsgType, web
 from kvnode.clock import HybridClock
 from kvnode.clock_fence import ClockFence
 from kvnode.records import CorruptRecord, decode
+from kvnode.repair import answers as repair_answers
+from kvnode.repair.upkeep import SummaryUpkeep
 from kvnode.replica import wire
 from kvnode.replica.auth import (
     CHALLENGE_PATH,
@@ -33,7 +36,15 @@ from kvnode.replica.auth import (
 from kvnode.replica.channel import PEER_PATH
 from kvnode.storage import Storage, StorageError, WriteBatch
 
-__all__ = ["PeerGate", "ReplicaServer", "answer_call", "answer_calls", "answer_challenge", "serve_peer"]
+__all__ = [
+    "PeerGate",
+    "ReplicaServer",
+    "answer_call",
+    "answer_calls",
+    "answer_challenge",
+    "answer_repair",
+    "serve_peer",
+]
 
 log = logging.getLogger(__name__)
 
@@ -50,11 +61,19 @@ class PeerGate:
 class ReplicaServer:
     """This node's end of its peers' replica channels: their routes, and the channels open on them."""
 
-    def __init__(self, gate: PeerGate, storage: Storage, clock: HybridClock, fence: ClockFence) -> None:
+    def __init__(
+        self,
+        gate: PeerGate,
+        storage: Storage,
+        clock: HybridClock,
+        fence: ClockFence,
+        summaries: SummaryUpkeep,
+    ) -> None:
         self.gate = gate
         self._storage = storage
         self._clock = clock
         self._fence = fence
+        self._summaries = summaries
         self._channels: set[web.WebSocketResponse] = set()
 
     def add_routes(self, app: web.Application) -> None:
@@ -67,7 +86,9 @@ class ReplicaServer:
             await ws.close(code=aiohttp.WSCloseCode.GOING_AWAY, message=b"node shutting down")
 
     async def _serve_channel(self, request: web.Request) -> web.StreamResponse:
-        return await serve_peer(request, self.gate, self._storage, self._clock, self._fence, self._channels)
+        return await serve_peer(
+            request, self.gate, self._storage, self._clock, self._fence, self._summaries, self._channels
+        )
 
     async def _answer_challenge(self, request: web.Request) -> web.Response:
         return answer_challenge(self.gate)
@@ -86,12 +107,21 @@ def answer_challenge(gate: PeerGate) -> web.Response:
 
 
 def answer_calls(
-    storage: Storage, clock: HybridClock, fence: ClockFence, calls: list[wire.CallRequest]
+    storage: Storage,
+    clock: HybridClock,
+    fence: ClockFence,
+    summaries: SummaryUpkeep,
+    calls: list[wire.CallRequest],
 ) -> list[bytes]:
     """The replies to one frame's calls, in order, once their writes are stored: together, in one
     LevelDB write. If that write fails, every call of the frame is answered FAILED."""
     batch = storage.batch()
-    replies = [answer_call(batch, clock, fence, call) for call in calls]
+    replies = [
+        answer_repair(storage, summaries, call)
+        if call.op in repair_answers.REPAIR_OPS
+        else answer_call(batch, clock, fence, call)
+        for call in calls
+    ]
     try:
         batch.commit()
     except StorageError as error:
@@ -127,12 +157,22 @@ def answer_call(
         return wire.encode_reply(call.call_id, wire.Status.FAILED, str(error).encode())
 
 
+def answer_repair(storage: Storage, summaries: SummaryUpkeep, call: wire.CallRequest) -> bytes:
+    """Answer one of anti-entropy's calls (kvnode.repair.answers)."""
+    try:
+        status, payload = repair_answers.answer(storage, summaries, call)
+    except (repair_answers.NotAnswerable, wire.WireError, StorageError) as error:
+        return wire.encode_reply(call.call_id, wire.Status.FAILED, str(error).encode())
+    return wire.encode_reply(call.call_id, status, payload)
+
+
 async def serve_peer(
     request: web.Request,
     gate: PeerGate,
     storage: Storage,
     clock: HybridClock,
     fence: ClockFence,
+    summaries: SummaryUpkeep,
     sockets: set[web.WebSocketResponse],
 ) -> web.StreamResponse:
     """Answer each request frame's calls, until the peer closes the channel."""
@@ -160,7 +200,7 @@ async def serve_peer(
                 await ws.close(code=aiohttp.WSCloseCode.PROTOCOL_ERROR, message=str(error).encode()[:120])
                 break
             try:
-                await _reply(ws, answer_calls(storage, clock, fence, calls))
+                await _reply(ws, answer_calls(storage, clock, fence, summaries, calls))
             except ConnectionError:  # the peer went away mid-reply; its calls fail on its side
                 break
     finally:
