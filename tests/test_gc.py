@@ -1,23 +1,29 @@
-"""Tombstone GC on real node processes: tombstones and expired values dropped once their grace period is
-over and every replica has repaired with the node since, their disk space given back, and tombstones
-waiting for a repair counted (by the peer they wait for) in /metrics, /v0/stats and ``admin status``."""
+"""Tombstone GC on real node processes: a deleted value stays deleted whatever order repairs, hints and
+restarts come in; tombstones wait for a repair with every replica, counted by the peer they wait for
+in /metrics, /v0/stats and ``admin status``; their disk space is given back; expired values go the same
+way."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
-from tests.harness import ClusterFactory, Node, fresh_key, request, scrape, stats, total, wait_for
-from tests.test_admin import admin
+from tests.harness import (
+    ClusterFactory,
+    Node,
+    fresh_key,
+    request,
+    run_kvnode,
+    scrape,
+    stats,
+    total,
+    wait_for,
+)
 
 # The shortest grace period (the hint window may not be longer), and short bounds on how late a version
 # can reach a replica, which GC waits for too (kvnode.repair.gc_rule).
 GC = {"gc_grace_s": 1, "hint_window_s": 1, "timeout_ms": 500, "max_clock_skew_ms": 500}
-
-
-def disk_bytes(node: Node) -> int:
-    """The size of the node's client keyspace on disk (its records LevelDB)."""
-    return sum(path.stat().st_size for path in Path(node.config.data_dir, "records").iterdir())
 
 
 def gc_figures(node: Node) -> dict[str, Any]:
@@ -25,18 +31,94 @@ def gc_figures(node: Node) -> dict[str, Any]:
     return figures
 
 
-def test_deleting_everything_gives_the_space_back_once_gc_ran(start_cluster: ClusterFactory) -> None:
-    [node] = start_cluster(1, **GC)
+def repair(node: Node, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return run_kvnode(["admin", "--url", node.url, "repair", "--wait", "--json"], cwd)
+
+
+def repair_all(nodes: list[Node], cwd: Path) -> None:
+    for node in nodes:
+        result = repair(node, cwd)
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+def past_grace(nodes: list[Node], count: int) -> None:
+    """Wait until each node's GC finds ``count`` tombstones past their grace period (waiting or dropped):
+    a repair that starts from then on counts for them."""
+
+    def found(node: Node) -> bool:
+        figures = gc_figures(node)
+        return bool(figures["waiting"] + figures["tombstones_dropped"] >= count)
+
+    wait_for(lambda: all(found(node) for node in nodes), what="the tombstones past their grace period")
+
+
+def disk_bytes(node: Node) -> int:
+    """The size of the node's client keyspace on disk (its records LevelDB)."""
+    return sum(path.stat().st_size for path in Path(node.config.data_dir, "records").iterdir())
+
+
+def test_a_deleted_value_stays_deleted_whatever_order_repairs_hints_and_restarts_come_in(
+    start_cluster: ClusterFactory, tmp_path: Path
+) -> None:
+    cluster = start_cluster(3, **GC)
+    first, second, stale = cluster
+    keys = [fresh_key("deleted") for _ in range(20)]
+    for key in keys:
+        assert first.put(key, b"doomed", ack=3).status == 201
+    stale.stop()
+    for key in keys:
+        assert first.delete(key, ack=2).status == 202  # hinted for the stopped replica
+    past_grace([first, second], len(keys))
+    for node in (first, second):  # they repair with each other; the stopped replica is unreachable
+        assert repair(node, tmp_path).returncode == 1
+    wanted = {stale.url: len(keys)}
+    wait_for(
+        lambda: all(gc_figures(node)["waiting_for"] == wanted for node in (first, second)),
+        what="the tombstones waiting for the stopped replica alone",
+    )
+    assert [gc_figures(node)["tombstones_dropped"] for node in (first, second)] == [0, 0]
+    assert total(scrape(first), "kvnode_gc_waiting_for_repair", peer=stale.url) == len(keys)
+    status = run_kvnode(["admin", "--url", first.url, "status"], tmp_path)
+    assert f"{len(keys)} past their grace period wait for a repair with {stale.url} ({len(keys)})" in (
+        status.stdout
+    )
+
+    first.stop()  # a restart: what GC waits for is in the repair marks, which a restart keeps
+    first.start()
+    stale.start()  # its hints have outlived the hint window: dropped, never delivered
+    wait_for(lambda: stats(first)["hints"]["pending"] == {}, what="the old hints dropped")
+    repair_all([stale, first, second], tmp_path)
+    wait_for(
+        lambda: all(gc_figures(node)["tombstones_dropped"] >= len(keys) for node in cluster),
+        what="every replica's tombstones dropped",
+    )
+    assert [gc_figures(node)["waiting"] for node in cluster] == [0, 0, 0]
+
+    stale.stop()
+    stale.start()
+    repair_all(list(cluster), tmp_path)  # a tombstone sent back by a replica that had not dropped it yet
+    for node in cluster:
+        assert [key for key in keys if node.get(key, ack=3).status != 404] == [], node.url
+
+
+def test_deleting_everything_gives_the_space_back_once_repaired_and_collected(
+    start_cluster: ClusterFactory, tmp_path: Path
+) -> None:
+    cluster = start_cluster(3, **GC)
     keys = [fresh_key("big") for _ in range(200)]
     for index, key in enumerate(keys):
-        assert node.put(key, bytes([index % 256]) * 20_000).status == 201
-    written = disk_bytes(node)
-    assert written > 4_000_000
+        assert cluster[0].put(key, bytes([index % 256]) * 20_000, ack=3).status == 201
+    written = [disk_bytes(node) for node in cluster]
+    assert min(written) > 4_000_000
     for key in keys:
-        assert node.delete(key).status == 202
-    wait_for(lambda: gc_figures(node)["tombstones_dropped"] == len(keys), what="every tombstone dropped")
-    wait_for(lambda: disk_bytes(node) < written / 2, what="the space reclaimed")
-    assert [key for key in keys if node.get(key).status != 404] == []
+        assert cluster[0].delete(key, ack=3).status == 202
+    past_grace(list(cluster), len(keys))
+    repair_all(list(cluster), tmp_path)
+    wait_for(
+        lambda: all(disk_bytes(node) < size / 2 for node, size in zip(cluster, written, strict=True)),
+        what="the space reclaimed on every node",
+    )
+    assert [gc_figures(node)["tombstones_dropped"] >= len(keys) for node in cluster] == [True] * 3
 
 
 def test_expired_values_are_dropped_like_tombstones(start_cluster: ClusterFactory) -> None:
@@ -48,28 +130,3 @@ def test_expired_values_are_dropped_like_tombstones(start_cluster: ClusterFactor
     wait_for(lambda: gc_figures(node)["expired_dropped"] == len(keys), what="the expired values dropped")
     assert total(scrape(node), "kvnode_gc_dropped_total", kind="expired") == len(keys)
     assert gc_figures(node)["tombstones_dropped"] == 0
-
-
-def test_tombstones_wait_for_a_repair_with_every_replica_and_are_counted(
-    start_cluster: ClusterFactory,
-) -> None:
-    cluster = start_cluster(3, **GC)
-    node = cluster[0]
-    keys = [fresh_key("waits") for _ in range(4)]
-    for key in keys:
-        assert node.put(key, b"v", ack=3).status == 201
-        assert node.delete(key, ack=3).status == 202
-    peers = [cluster[1].url, cluster[2].url]
-    wait_for(lambda: gc_figures(node)["waiting"] == len(keys), what="the tombstones counted as waiting")
-    figures = gc_figures(node)
-    assert figures["waiting_for"] == dict.fromkeys(peers, len(keys))
-    assert figures["tombstones_dropped"] == 0
-    samples = scrape(node)
-    assert total(samples, "kvnode_gc_waiting") == len(keys)
-    assert [total(samples, "kvnode_gc_waiting_for_repair", peer=peer) for peer in peers] == [len(keys)] * 2
-    status = admin(node.url, "status")
-    assert status.returncode == 0, status.stderr
-    waiting = (
-        f"{len(keys)} past their grace period wait for a repair with {peers[0]} ({len(keys)}), {peers[1]}"
-    )
-    assert waiting in status.stdout
