@@ -11,7 +11,8 @@
 (naming them) when a peer could not be repaired. Everything else comes from the node's
 ``GET /v0/cluster`` (kvnode.observe.cluster_view): the states of its own
 replica channels (it tries to connect to a member it is not connected to, so the answer is current), the
-clock fence's verdict (kvnode.clock_fence: which member's clock is off, if any) and its hints. A key's
+clock fence's verdict (kvnode.clock_fence: which member's clock is off, if any), its hints and tombstone
+GC's counts (what it dropped, what waits for a repair with which peer). A key's
 placement is computed here from that node's cluster list, by the same
 :class:`kvnode.placement.Placement` every node uses. A node that cannot be reached, or a bad URL, exits 2
 with one line.
@@ -217,7 +218,10 @@ def _clock_line(clock: dict[str, Any]) -> str:
 
 
 def _gc_line(gc: dict[str, Any]) -> str:
-    """A line under the status table: what tombstone GC dropped, and what waits for which repair."""
+    """A line under the status table once tombstone GC has something to say (none before): what it
+    dropped, and what waits for a repair with whom."""
+    if not (gc["tombstones_dropped"] or gc["expired_dropped"] or gc["waiting"]):
+        return ""
     line = (
         f"\ngc: {gc['tombstones_dropped']} tombstones and {gc['expired_dropped']} expired values dropped "
         f"since start; {gc['waiting']} past their grace period wait for a repair"
