@@ -6,6 +6,7 @@ kvnode.exporter), all three from one :class:`~kvnode.snapshot.NodeSnapshot`.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -15,7 +16,7 @@ from prometheus_client.aiohttp import make_aiohttp_handler
 
 from kvnode.parts import PARTS, NodeParts
 from kvnode.replica.peer import PeerReplica
-from kvnode.snapshot import ClockFigures, GcFigures, NodeSnapshot, RepairFigures
+from kvnode.snapshot import ClockFigures, NodeSnapshot, RepairFigures
 
 __all__ = ["add_routes", "cluster_view", "stats_view"]
 
@@ -62,7 +63,7 @@ def stats_view(parts: NodeParts, snapshot: NodeSnapshot) -> dict[str, Any]:
             "delivered": hints.delivered,
             "dropped": hints.dropped,
         },
-        "gc": _gc_view(snapshot.gc),
+        "gc": dataclasses.asdict(snapshot.gc),
         "repair": _repair_view(snapshot.repair),
         "requests": {"inflight": snapshot.inflight, "shed": snapshot.shed},
         "coordinator": {
@@ -99,7 +100,7 @@ def cluster_view(url: str, members: Sequence[str], snapshot: NodeSnapshot) -> di
         "cluster": list(members),
         "members": view,
         "clock": _fence_view(snapshot.clock_fence),
-        "gc": _gc_view(snapshot.gc),
+        "gc": dataclasses.asdict(snapshot.gc),
         "hints": {
             "pending": {peer.url: hints.pending.get(peer.url, 0) for peer in snapshot.peers},
             "kept": {peer.url: hints.kept.get(peer.url, 0) for peer in snapshot.peers},
@@ -129,17 +130,6 @@ def _fence_view(fence: ClockFigures) -> dict[str, Any]:
         "peer_offsets_ms": {peer: offset / 1000 for peer, offset in fence.peer_offsets_us.items()},
         "far": list(fence.far),
         "summary": fence.summary,
-    }
-
-
-def _gc_view(gc: GcFigures) -> dict[str, Any]:
-    """Tombstone GC's counts: dropped since start, and what waits for a repair (by peer)."""
-    return {
-        "passes": gc.passes,
-        "tombstones_dropped": gc.tombstones_dropped,
-        "expired_dropped": gc.expired_dropped,
-        "waiting": gc.waiting,
-        "waiting_for": gc.waiting_for,
     }
 
 
