@@ -6,6 +6,7 @@ way."""
 from __future__ import annotations
 
 import subprocess
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +36,16 @@ def repair(node: Node, cwd: Path) -> subprocess.CompletedProcess[str]:
     return run_kvnode(["admin", "--url", node.url, "repair", "--wait", "--json"], cwd)
 
 
+def repaired(node: Node, cwd: Path) -> bool:
+    """Whether a full repair run on node completed with every peer."""
+    return repair(node, cwd).returncode == 0
+
+
 def repair_all(nodes: list[Node], cwd: Path) -> None:
+    """A full repair run on each node in turn, each until it completes with every peer (a peer just
+    restarted may not be connected at the first attempt)."""
     for node in nodes:
-        result = repair(node, cwd)
-        assert result.returncode == 0, result.stdout + result.stderr
+        wait_for(partial(repaired, node, cwd), what=f"a complete repair on {node.url}")
 
 
 def past_grace(nodes: list[Node], count: int) -> None:
