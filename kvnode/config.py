@@ -28,6 +28,9 @@ class NodeConfig:
     max_clock_skew_ms: int = 5000  # records stamped further ahead of the wall clock are refused
     clock_offset_ms: int = 0  # shifts this node's view of the wall clock (a testing aid)
     hint_window_s: int = 10800  # no hints for a replica down longer; older hints are dropped
+    # Tombstones (and expired versions) are kept at least this long (docs/gc.md); no hint older is
+    # delivered, so the hint window may not be longer.
+    gc_grace_s: int = 864_000
     max_hints_per_peer: int = 100_000
     hint_rate: int = 2000  # hints delivered to one peer per second at most
     repair_interval_s: int = 3600  # anti-entropy compares with each peer at least this often
@@ -57,6 +60,13 @@ class NodeConfig:
             )
         if len(set(self.cluster)) != len(self.cluster):
             raise ValueError("the cluster list names a node twice")
+        if self.hint_window_s > self.gc_grace_s:
+            # A hint delivered after the tombstones it could have been beaten by were dropped would bring
+            # a deleted value back.
+            raise ValueError(
+                f"--hint-window-s {self.hint_window_s} is longer than --gc-grace-s {self.gc_grace_s}: a "
+                f"deleted value could come back; make the hint window at most the grace period"
+            )
 
     @property
     def url(self) -> str:

@@ -26,6 +26,8 @@ from kvnode.exporter import NodeMetrics
 from kvnode.fanout import FANOUTS
 from kvnode.metrics import LoopLagMonitor
 from kvnode.placement import Placement
+from kvnode.repair.gc_pass import TombstoneGc, pass_interval_s
+from kvnode.repair.gc_rule import GcRule
 from kvnode.repair.scheduler import AntiEntropy
 from kvnode.repair.upkeep import SummaryUpkeep
 from kvnode.replica import Replica, wire
@@ -34,7 +36,7 @@ from kvnode.replica.hints import HintDelivery, HintStore
 from kvnode.replica.local import LocalReplica
 from kvnode.replica.peer import PeerReplica
 from kvnode.replica.server import PeerGate, ReplicaServer
-from kvnode.snapshot import ClockFigures, HintFigures, NodeSnapshot, PeerFigures, RepairFigures
+from kvnode.snapshot import ClockFigures, GcFigures, HintFigures, NodeSnapshot, PeerFigures, RepairFigures
 from kvnode.storage import Storage
 from kvnode.system_db import SystemDb
 from kvnode.uploads import Uploads
@@ -67,11 +69,13 @@ class NodeParts:
     uploads: Uploads
     replica_server: ReplicaServer
     summaries: SummaryUpkeep  # anti-entropy's view of what this node holds
+    gc: TombstoneGc  # drops tombstones and expired versions once no replica needs them
     anti_entropy: AntiEntropy  # comparing it with the peers'
 
     def snapshot(self) -> NodeSnapshot:
         """What the node's counters say now: the one source of /v0/stats, /v0/cluster and /metrics."""
         hints, stats, clock, lag = self.hints, self.coordinator.stats, self.clock, self.loop_lag
+        gc = self.gc.counts
         repair = self.anti_entropy.totals
         verdict = self.fence.refresh()
         return NodeSnapshot(
@@ -83,6 +87,13 @@ class NodeParts:
                 kept=dict(hints.kept),
                 delivered=dict(hints.delivered),
                 dropped=dict(hints.dropped),
+            ),
+            gc=GcFigures(
+                passes=gc.passes,
+                tombstones_dropped=gc.tombstones_dropped,
+                expired_dropped=gc.expired_dropped,
+                waiting=gc.waiting,
+                waiting_for=dict(gc.waiting_for),
             ),
             rewrites=stats.rewrites,
             read_repairs=stats.read_repairs,
@@ -147,6 +158,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             fsync=config.fsync,
             max_per_peer=config.max_hints_per_peer,
             window_s=config.hint_window_s,
+            grace_s=config.gc_grace_s,
         )
         gate = PeerGate(_cluster_auth(config), wire.Limits.for_body(config.max_body_bytes))
         peers = [
@@ -184,6 +196,13 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             uploads=Uploads(config.body_timeout_s),
             replica_server=ReplicaServer(gate, storage, clock, fence, summaries),
             summaries=summaries,
+            gc=TombstoneGc(
+                storage,
+                _gc_rule(config, placement),
+                system.repair_marks,
+                clock.current,
+                pass_interval_s(config.gc_grace_s),
+            ),
             anti_entropy=AntiEntropy(
                 config.url,
                 summaries,
@@ -201,6 +220,8 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             delivery = HintDelivery(hints, peer, config.hint_rate)
             delivery.start()
             opened.push_async_callback(delivery.stop)
+        parts.gc.start()
+        opened.push_async_callback(parts.gc.stop)
         parts.loop_lag.start()
         opened.push_async_callback(parts.loop_lag.stop)
         parts.anti_entropy.start()
@@ -210,6 +231,13 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
 
 async def _measure_clocks(peers: list[PeerReplica]) -> None:
     await asyncio.gather(*(peer.measure_clock() for peer in peers))
+
+
+def _gc_rule(config: NodeConfig, placement: Placement) -> GcRule:
+    # A version reaches a replica within the replica timeout (a write) or the hint window (a hint),
+    # stamped by a clock up to the maximum skew off this one's (kvnode.repair.gc_rule).
+    arrival_us = (config.timeout_ms + config.max_clock_skew_ms) * 1000 + config.hint_window_s * 1_000_000
+    return GcRule(config.url, placement, grace_us=config.gc_grace_s * 1_000_000, arrival_us=arrival_us)
 
 
 def _cluster_auth(config: NodeConfig) -> ClusterAuth | None:

@@ -41,6 +41,7 @@ def test_node_argv_gives_back_a_config_with_every_field_set_away_from_its_defaul
         max_clock_skew_ms=4321,
         clock_offset_ms=-250,
         hint_window_s=60,
+        gc_grace_s=120,
         max_hints_per_peer=99,
         hint_rate=5,
         repair_interval_s=60,
@@ -100,6 +101,8 @@ def test_a_secret_file_open_to_group_or_others_is_refused_naming_the_fix(tmp_pat
         ["node", "--port", "PORT", "--data-dir", "d", "--timeout-ms", "0"],
         ["node", "--port", "PORT", "--data-dir", "d", "--timeout-ms", "soon"],
         ["node", "--port", "PORT", "--data-dir", "d", "--max-body-bytes", "0"],
+        ["node", "--port", "PORT", "--data-dir", "d", "--hint-window-s", "61", "--gc-grace-s", "60"],
+        ["node", "--port", "PORT", "--data-dir", "d", "--gc-grace-s", "0"],
         ["node", "--port", "PORT", "--data-dir", "d", "--no-such-flag"],
         ["node", "--data-dir", "d"],  # no --port
         ["node", "--port", "PORT"],  # no --data-dir

@@ -11,7 +11,8 @@
 (naming them) when a peer could not be repaired. Everything else comes from the node's
 ``GET /v0/cluster`` (kvnode.observe.cluster_view): the states of its own
 replica channels (it tries to connect to a member it is not connected to, so the answer is current), the
-clock fence's verdict (kvnode.clock_fence: which member's clock is off, if any) and its hints. A key's
+clock fence's verdict (kvnode.clock_fence: which member's clock is off, if any), its hints and tombstone
+GC's counts (what it dropped, what waits for a repair with which peer). A key's
 placement is computed here from that node's cluster list, by the same
 :class:`kvnode.placement.Placement` every node uses. A node that cannot be reached, or a bad URL, exits 2
 with one line.
@@ -132,7 +133,7 @@ def _progress(run: dict[str, Any]) -> str:
 def _status(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     pending = view["hints"]["pending"]
     members = [{**member, "hints_pending": pending.get(member["url"], 0)} for member in view["members"]]
-    return {"node": view["node"], "members": members, "clock": view["clock"]}
+    return {"node": view["node"], "members": members, "clock": view["clock"], "gc": view["gc"]}
 
 
 def _ring(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
@@ -184,7 +185,7 @@ def _render(command: str, view: dict[str, Any], report: dict[str, Any]) -> str:
         ]
         title = f"cluster of {len(rows)} as {node} sees it"
         table = _table(["MEMBER", "STATE", "REACHABLE", "DOWN FOR", "HINTS PENDING"], rows)
-        return title + "\n" + table + _clock_line(report["clock"])
+        return title + "\n" + table + _clock_line(report["clock"]) + _gc_line(report["gc"])
     if command == "ring":
         rows = [[str(m["position"]), m["url"], f"{m['first_replica_share']:.1%}"] for m in report["members"]]
         title = (
@@ -214,6 +215,21 @@ def _clock_line(clock: dict[str, Any]) -> str:
     if clock["far"]:
         return f"\nclock: {clock['summary']}"
     return ""
+
+
+def _gc_line(gc: dict[str, Any]) -> str:
+    """A line under the status table once tombstone GC has something to say (none before): what it
+    dropped, and what waits for a repair with whom."""
+    if not (gc["tombstones_dropped"] or gc["expired_dropped"] or gc["waiting"]):
+        return ""
+    line = (
+        f"\ngc: {gc['tombstones_dropped']} tombstones and {gc['expired_dropped']} expired values dropped "
+        f"since start; {gc['waiting']} past their grace period wait for a repair"
+    )
+    if gc["waiting_for"]:
+        peers = ", ".join(f"{peer} ({count})" for peer, count in gc["waiting_for"].items())
+        line += f" with {peers}"
+    return line
 
 
 def _yes(flag: bool) -> str:

@@ -115,6 +115,13 @@ _SHARED = [
         "no hints are kept for a replica down longer than this, and older hints are dropped",
     ),
     _Flag(
+        "--gc-grace-s",
+        positive_int,
+        _DEFAULTS.gc_grace_s,
+        "tombstones and expired values are dropped no sooner than this, and only once every replica of "
+        "the key has repaired with this node since; no hint older than this is delivered",
+    ),
+    _Flag(
         "--max-hints-per-peer",
         positive_int,
         _DEFAULTS.max_hints_per_peer,

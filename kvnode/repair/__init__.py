@@ -3,4 +3,6 @@
 summary     what a node holds, as one hash tree per peer (tictac: a write updates it by a delta); pure
 upkeep      the summaries kept current: every stored record's delta, a rebuild after a crash, persisted
             at a clean stop
+gc_rule     when a tombstone or an expired version may be dropped for good; pure
+gc_pass     tombstone GC's background pass: drops what the rule allows, reclaims the space
 """
