@@ -170,7 +170,7 @@ def launch_cluster(
 
 
 def write_secret_file(path: Path, secret: str) -> Path:
-    """A cluster secret file as kvnode accepts it: readable by its owner only (0600)."""
+    """A secret file as kvnode accepts it (a cluster secret, client tokens): readable by its owner only."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(secret)
     path.chmod(0o600)
