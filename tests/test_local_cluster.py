@@ -90,17 +90,18 @@ def read_lines(stream: Iterator[bytes], into: queue.Queue[str | None]) -> None:
     into.put(None)
 
 
-NODE_LINE = re.compile(r"^  (http://[\w.]+:\d+)  pid (\d+)$")
+NODE_LINE = re.compile(r"^  (https?://[\w.]+:\d+)  pid (\d+)$")
 
 
 @contextlib.contextmanager
 def launched_cluster(
-    tmp_path: Path, nodes: int, env: Mapping[str, str] | None = None
+    tmp_path: Path, nodes: int, env: Mapping[str, str] | None = None, options: Sequence[str] = ()
 ) -> Iterator[tuple[subprocess.Popen[bytes], list[str], list[int]]]:
-    """``python -m kvnode cluster``, up and serving: (launcher, URLs it printed, node PIDs it printed).
-    Its stderr goes to tmp_path/cluster.log."""
+    """``python -m kvnode cluster [OPTIONS]``, up and serving: (launcher, URLs it printed, node PIDs it
+    printed). Its stderr goes to tmp_path/cluster.log."""
     base = consecutive_free_ports(nodes)
     args = ["cluster", "--nodes", str(nodes), "--port", str(base), "--data-dir", str(tmp_path / "data")]
+    args += options
     log = tmp_path / "cluster.log"
     with open(log, "ab") as err:
         launcher = subprocess.Popen(

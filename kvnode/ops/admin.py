@@ -11,6 +11,11 @@ clock fence's verdict (kvnode.clock_fence: which member's clock is off, if any) 
 placement is computed here from that node's cluster list, by the same
 :class:`kvnode.placement.Placement` every node uses. A node that cannot be reached, or a bad URL, exits 2
 with one line.
+
+A node started with ``--auth-tokens-file`` needs an admin token (``--token-file``); an https:// node is
+verified against ``--tls-ca``:
+
+    python -m kvnode admin --url https://127.0.0.1:8080 --tls-ca ca.pem --token-file admin.token status
 """
 
 from __future__ import annotations
@@ -22,11 +27,13 @@ import sys
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-from kvnode.ops.argtypes import http_url
+from kvnode.ops.argtypes import http_url, token_file
 from kvnode.ops.flags import OneLineParser
 from kvnode.placement import Placement
+from kvnode.tls import TlsUnusable, verifying_context
 
 __all__ = ["main"]
 
@@ -37,8 +44,8 @@ _SHARE_SAMPLE = 10_000  # keys placed to estimate each member's share of first r
 def main(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
     args = _parser(os.environ if env is None else env).parse_args(argv)
     try:
-        view = _fetch(args.url)
-    except _Unreachable as error:
+        view = _fetch(args.url, args.token, args.tls_ca)
+    except (_Unreachable, TlsUnusable) as error:
         print(f"kvnode admin: {error}", file=sys.stderr)
         return 2
     report = _REPORTS[args.command](view, args)
@@ -54,6 +61,15 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         type=http_url,
         default=default_url,
         help=f"the node to ask [env KVNODE_URL] (default: {default_url})",
+    )
+    parser.add_argument(
+        "--token-file",
+        dest="token",
+        type=token_file,
+        help="file whose first line is an admin token, for a node started with --auth-tokens-file",
+    )
+    parser.add_argument(
+        "--tls-ca", type=Path, metavar="FILE", help="the CA to verify an https:// node against (PEM)"
     )
     json_help = "print JSON for scripts instead of a table"
     parser.add_argument("--json", action="store_true", help=json_help)
@@ -75,9 +91,12 @@ class _Unreachable(Exception):
     pass
 
 
-def _fetch(url: str) -> dict[str, Any]:
+def _fetch(url: str, token: str | None, tls_ca: Path | None) -> dict[str, Any]:
+    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+    context = None if tls_ca is None else verifying_context(tls_ca)
     try:
-        with urllib.request.urlopen(url + "/v0/cluster", timeout=_TIMEOUT_S) as reply:
+        request = urllib.request.Request(url + "/v0/cluster", headers=headers)
+        with urllib.request.urlopen(request, timeout=_TIMEOUT_S, context=context) as reply:
             view: dict[str, Any] = json.loads(reply.read())
     except urllib.error.HTTPError as error:
         raise _Unreachable(f"{url}/v0/cluster answered {error.code} {error.reason}") from None

@@ -18,6 +18,7 @@ __all__ = [
     "port",
     "positive_float",
     "positive_int",
+    "token_file",
 ]
 
 
@@ -118,6 +119,20 @@ def http_urls(text: str) -> tuple[str, ...]:
     if not urls:
         raise argparse.ArgumentTypeError("the URL list is empty")
     return urls
+
+
+def token_file(text: str) -> str:
+    """The client token in the file named: its first line, stripped (the file is read, never the token
+    given on a command line, where other local users could read it)."""
+    try:
+        with open(text, encoding="utf-8") as file:
+            token = file.readline().strip()
+    except (OSError, UnicodeDecodeError) as error:
+        reason = error.strerror if isinstance(error, OSError) else "not UTF-8 text"
+        raise argparse.ArgumentTypeError(f"cannot read the token file {text}: {reason}") from None
+    if not token:
+        raise argparse.ArgumentTypeError(f"the token file {text} is empty")
+    return token
 
 
 def choices(allowed: Sequence[str]) -> Callable[[str], list[str]]:
