@@ -6,8 +6,12 @@ without the flag says once that clients are not authenticated."""
 
 from __future__ import annotations
 
+import csv
+import json
 import os
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,6 +37,7 @@ from tests.harness import (
 TOKENS = {"read": "r-Zq8dV3sJ0k", "readwrite": "w-4mXcP1uTf7", "admin": "a-Ly2Hn9QeB5"}
 TOKENS_TEXT = "".join(f"{token} {role}\n" for role, token in TOKENS.items())
 SECRET = "a cluster secret of more than enough bytes"
+LOCUSTFILE = Path(__file__).parent.parent / "loadtest" / "locustfile.py"
 
 
 def bearer(token: str) -> dict[str, str]:
@@ -177,6 +182,39 @@ async def test_the_client_passes_its_token_and_routes_without_admin(cluster: Clu
     with pytest.raises(Exception, match="401"):
         async with Client(cluster[0].url):
             pass
+
+
+def python(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=90)
+
+
+def test_admin_and_the_load_tools_pass_a_token_from_a_file(cluster: Cluster, tmp_path: Path) -> None:
+    admin_token = write_secret_file(tmp_path / "admin.token", TOKENS["admin"] + "\n")
+    writer_token = write_secret_file(tmp_path / "writer.token", TOKENS["readwrite"] + "\n")
+    url, urls = cluster[0].url, ",".join(cluster.urls)
+    admin = ["-m", "kvnode", "admin", "--url", url]
+    status = python(*admin, "--token-file", str(admin_token), "status", "--json")
+    assert status.returncode == 0 and len(json.loads(status.stdout)["members"]) == 3, status.stderr
+    refused = python(*admin, "status")
+    assert "answered 401" in assert_exit_2_with_one_line(refused)
+
+    keys = ["--keys", "20", "--token-file", str(writer_token)]
+    filled = python("-m", "loadtest", "fill", "--url", urls, *keys)
+    assert filled.returncode == 0, filled.stderr
+    summary = tmp_path / "rate.json"
+    rate = python("-m", "loadtest", "rate", "--url", urls, "--op", "put", "--rate", "40", "--duration", "1",
+                  "--connections", "4", "--json", str(summary), *keys)  # fmt: skip
+    assert rate.returncode == 0, rate.stderr
+    assert json.loads(summary.read_text())["errors"] == {}
+
+    prefix = tmp_path / "locust"
+    locust = ["-m", "locust", "-f", str(LOCUSTFILE), "--headless", "-u", "2", "-r", "2", "-t", "2s"]
+    locust += ["--host", url, "--csv", str(prefix), "--kv-keys", "20", "--kv-workload", "get"]
+    finished = python(*locust, "--kv-token-file", str(writer_token))
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    with open(f"{prefix}_stats.csv", newline="") as stats:
+        total = next(row for row in csv.DictReader(stats) if row["Name"] == "Aggregated")
+    assert int(total["Request Count"]) > 0 and int(total["Failure Count"]) == 0
 
 
 def test_sighup_reads_the_file_again_and_keeps_the_old_table_when_it_is_bad(

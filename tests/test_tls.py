@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import http.client
 import ssl
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +24,14 @@ from kvnode.replica.auth import ClusterAuth
 from kvnode.replica.errors import ReplicaUnavailable
 from kvnode.replica.peer import PeerReplica
 from kvnode.tls import verifying_context
-from tests.harness import Cluster, ClusterFactory, fresh_key, launch_cluster, request
+from tests.harness import (
+    Cluster,
+    ClusterFactory,
+    assert_exit_2_with_one_line,
+    fresh_key,
+    launch_cluster,
+    request,
+)
 
 SECRET = "a cluster secret of more than enough bytes"
 
@@ -71,6 +80,19 @@ def test_a_tls_cluster_serves_https_and_replicates(
     assert request(cluster[0].url, "PUT", "/v0/entity", params, body=b"over tls", context=ca).status == 201
     answer = request(cluster[1].url, "GET", "/v0/entity", params, context=ca)
     assert (answer.status, answer.body) == (200, b"over tls")
+
+
+def test_admin_verifies_the_node_against_the_ca_it_is_given(
+    cluster: Cluster, certificates: tuple[NodeCertificate, NodeCertificate]
+) -> None:
+    def admin(ca: Path) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "kvnode", "admin", "--url", cluster[0].url, "--tls-ca", str(ca)]
+        return subprocess.run([*argv, "status"], capture_output=True, text=True, timeout=30)
+
+    trusting = admin(certificates[0].ca)
+    assert trusting.returncode == 0 and cluster[2].url in trusting.stdout, trusting.stderr
+    other = admin(certificates[1].ca)
+    assert "CERTIFICATE_VERIFY_FAILED" in assert_exit_2_with_one_line(other)
 
 
 def test_a_client_trusting_another_ca_is_refused(
