@@ -25,6 +25,9 @@ import logging
 from pathlib import Path
 from typing import Literal, get_args
 
+from kvnode.replica.auth import CHALLENGE_PATH
+from kvnode.replica.channel import PEER_PATH
+
 __all__ = [
     "BadTokensFile",
     "ClientTokens",
@@ -44,8 +47,7 @@ _RANK: dict[Role, int] = {"read": 0, "readwrite": 1, "admin": 2}
 _ROLES: tuple[Role, ...] = get_args(Role)
 # Paths anyone may use: the node's name (a launcher's probe), and the replica channel, which has the
 # cluster secret's handshake of its own (kvnode.replica.auth).
-_OPEN_PATHS = frozenset({"/v0/status"})
-_OPEN_PREFIX = "/v0/internal/"
+_OPEN_PATHS = frozenset({"/v0/status", CHALLENGE_PATH, PEER_PATH})
 _ADMIN_PATHS = frozenset({"/v0/cluster", "/v0/stats", "/metrics"})
 _BEARER = "Bearer "
 
@@ -79,7 +81,7 @@ class TokenTable:
 def role_needed(method: str, path: str, *, metrics_open: bool) -> Role | None:
     """The least role a request needs; None for a path open to anyone. Entity writes need readwrite, the
     operator's paths admin, and anything else a valid token (a read token gets 404 for a wrong path)."""
-    if path in _OPEN_PATHS or path.startswith(_OPEN_PREFIX) or (metrics_open and path == "/metrics"):
+    if path in _OPEN_PATHS or (metrics_open and path == "/metrics"):
         return None
     if path in _ADMIN_PATHS:
         return "admin"

@@ -42,7 +42,10 @@ def _token_check(tokens: ClientTokens, metrics_open: bool) -> Middleware:
 
     @web.middleware
     async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
-        needed = role_needed(request.method, request.path, metrics_open=metrics_open)
+        # The path of the route that matched, not the request's: the role follows the handler that runs.
+        resource = request.match_info.route.resource
+        path = request.path if resource is None else resource.canonical
+        needed = role_needed(request.method, path, metrics_open=metrics_open)
         if needed is not None:
             role = tokens.table.role_of(request.headers.get(hdrs.AUTHORIZATION))
             if role is None:
