@@ -72,8 +72,8 @@ class NodeConfig:
         scheme = "https://" if self.tls else "http://"
         other = [url for url in self.members if not url.startswith(scheme)]
         if other:
-            raise ValueError(f"{'with' if self.tls else 'without'} TLS every member's URL is {scheme}..., "
-                             f"not {other[0]}")  # fmt: skip
+            with_tls = "with" if self.tls else "without"
+            raise ValueError(f"{with_tls} TLS every member's URL is {scheme}..., not {other[0]}")
 
     @property
     def tls(self) -> bool:

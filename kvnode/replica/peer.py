@@ -13,6 +13,8 @@ is out. Calls in flight are bounded in number and bytes: beyond either bound a n
 with ReplicaOverloaded (a write becomes a hint). A heartbeat pings a quiet connection; one silent for a
 whole timeout is replaced. With a clock sampler, every beat (and every new connection) also makes one
 CLOCK call, whose round trip measures the peer's clock offset (kvnode.clock_offsets), off the request path.
+With an SSL context the connection speaks TLS, verifying the peer against the cluster's CA (kvnode.tls);
+a TLS handshake that fails is a refusal ("tls"), as a refused HMAC handshake is.
 
 Create it inside the running event loop.
 """
@@ -26,7 +28,6 @@ import ssl
 import urllib.parse
 from collections.abc import Callable
 from functools import partial
-from ssl import SSLContext
 
 from kvnode.clock_offsets import Offset, measure
 from kvnode.metrics import CallMeter, RecentLatency
@@ -70,7 +71,7 @@ class PeerReplica:
         auth: ClusterAuth | None = None,
         limits: wire.Limits | None = None,
         clock_sampler: ClockSampler | None = None,
-        ssl_context: SSLContext | None = None,  # TLS (kvnode.tls.client_context)
+        ssl_context: ssl.SSLContext | None = None,  # TLS (kvnode.tls.client_context)
     ) -> None:
         self.url = url
         self._ssl = ssl_context
