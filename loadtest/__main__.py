@@ -76,7 +76,6 @@ def _parser() -> argparse.ArgumentParser:
             "--token-file",
             dest="token",
             type=token_file,
-            default="",
             help="file whose first line is the client token sent with every request (--auth-tokens-file)",
         )
 
@@ -185,7 +184,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     rate = args.command == "rate"
     op: Op = args.op if rate else "put"
     path = args.path if rate else ENTITY_PATH
-    workload = Workload(op, args.keys, args.value_size, args.ack, args.from_, path=path, token=args.token)
+    token = args.token or ""
+    workload = Workload(op, args.keys, args.value_size, args.ack, args.from_, path=path, token=token)
     if args.command == "fill":
         written, failures = interruptible.run(fill(args.url, workload, args.concurrency))
         print(f"filled {written} of {args.keys} keys ({args.value_size}-byte values) on {','.join(args.url)}")
@@ -205,9 +205,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-async def _members(url: str, token: str) -> list[str]:
+async def _members(url: str, token: str | None) -> list[str]:
     """The cluster's members, as the node at ``url`` names them (placement hashes these exact URLs)."""
-    async with Client(url, token=token or None) as client:
+    async with Client(url, token=token) as client:
         return list(client.members)
 
 
