@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from kvnode.admission import Admission
+from kvnode.client_auth import ClientTokens
 from kvnode.clock import HybridClock, wall_clock_us
 from kvnode.clock_fence import ClockFence
 from kvnode.clock_offsets import ClockOffsets
@@ -39,6 +40,7 @@ from kvnode.replica.server import PeerGate, ReplicaServer
 from kvnode.snapshot import ClockFigures, GcFigures, HintFigures, NodeSnapshot, PeerFigures, RepairFigures
 from kvnode.storage import Storage
 from kvnode.system_db import SystemDb
+from kvnode.tls import client_context
 from kvnode.uploads import Uploads
 
 __all__ = ["PARTS", "NodeParts", "open_parts"]
@@ -71,6 +73,7 @@ class NodeParts:
     summaries: SummaryUpkeep  # anti-entropy's view of what this node holds
     gc: TombstoneGc  # drops tombstones and expired versions once no replica needs them
     anti_entropy: AntiEntropy  # comparing it with the peers'
+    tokens: ClientTokens | None  # the clients' tokens, with --auth-tokens-file
 
     def snapshot(self) -> NodeSnapshot:
         """What the node's counters say now: the one source of /v0/stats, /v0/cluster and /metrics."""
@@ -131,9 +134,12 @@ PARTS = web.AppKey("parts", NodeParts)
 async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
     """The node's parts, open and running (hint delivery, the loop-lag monitor) until the block ends.
 
-    Raises kvnode.storage.StorageUnavailable when the data dir cannot be had. Call it inside the running
+    Raises kvnode.storage.StorageUnavailable when the data dir cannot be had, kvnode.tls.TlsUnusable and
+    kvnode.client_auth.BadTokensFile when the TLS or token files cannot be used. Call it inside the running
     event loop (the replicas keep a reference to it).
     """
+    peer_ssl = client_context(config)
+    tokens = None if config.auth_tokens_file is None else ClientTokens(config.auth_tokens_file)
     async with contextlib.AsyncExitStack() as opened:
         storage = Storage.open(config.data_dir, fsync=config.fsync)
         opened.callback(storage.close)
@@ -160,7 +166,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             window_s=config.hint_window_s,
             grace_s=config.gc_grace_s,
         )
-        gate = PeerGate(_cluster_auth(config), wire.Limits.for_body(config.max_body_bytes))
+        gate = PeerGate(_cluster_auth(config), wire.Limits.for_body(config.max_body_bytes), tls=config.tls)
         peers = [
             PeerReplica(
                 url,
@@ -169,6 +175,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
                 auth=gate.auth,
                 limits=gate.limits,
                 clock_sampler=(fence.measured, wall),
+                ssl_context=peer_ssl,
             )
             for url in config.members
             if url != config.url
@@ -214,6 +221,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
                 interval_s=config.repair_interval_s,
                 rate=config.repair_rate,
             ),
+            tokens=tokens,
         )
         parts.metrics.watch(parts.snapshot, [local, *peers])
         for peer in peers:

@@ -29,7 +29,8 @@ SECRET = "a cluster secret of more than enough bytes"
 
 
 def test_node_argv_gives_back_a_config_with_every_field_set_away_from_its_default(tmp_path: Path) -> None:
-    members = ("http://[::1]:9001", "http://[::1]:9002", "http://proxy.example:9003")
+    members = ("https://[::1]:9001", "https://[::1]:9002", "https://proxy.example:9003")
+    tokens = write_secret_file(tmp_path / "tokens", "a-client-token admin")
     config = NodeConfig(
         host="::1",
         port=9002,
@@ -53,7 +54,13 @@ def test_node_argv_gives_back_a_config_with_every_field_set_away_from_its_defaul
         cluster_secret_file=write_secret_file(tmp_path / "cluster.secret", SECRET),
         fsync=True,
         access_log=True,
-        advertise_url="http://proxy.example:9003",
+        advertise_url="https://proxy.example:9003",
+        tls_cert=tmp_path / "node.pem",
+        tls_key=tmp_path / "node.key",
+        tls_ca=tmp_path / "ca.pem",
+        tls_client_auth=True,
+        auth_tokens_file=tokens,
+        metrics_open=True,
     )
     defaults = NodeConfig()
     unchanged = [

@@ -16,6 +16,11 @@ GC's counts (what it dropped, what waits for a repair with which peer). A key's
 placement is computed here from that node's cluster list, by the same
 :class:`kvnode.placement.Placement` every node uses. A node that cannot be reached, or a bad URL, exits 2
 with one line.
+
+A node started with ``--auth-tokens-file`` needs an admin token (``--token-file``); an https:// node is
+verified against ``--tls-ca``:
+
+    python -m kvnode admin --url https://127.0.0.1:8080 --tls-ca ca.pem --token-file admin.token status
 """
 
 from __future__ import annotations
@@ -28,11 +33,13 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-from kvnode.ops.argtypes import http_url
+from kvnode.ops.argtypes import http_url, token_file
 from kvnode.ops.flags import OneLineParser
 from kvnode.placement import Placement
+from kvnode.tls import TlsUnusable, verifying_context
 
 __all__ = ["main"]
 
@@ -46,8 +53,8 @@ def main(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
     try:
         if args.command == "repair":
             return _repair(args)
-        view = _fetch(args.url)
-    except _Unreachable as error:
+        view = _fetch(args.url, args.token, args.tls_ca)
+    except (_Unreachable, TlsUnusable) as error:
         print(f"kvnode admin: {error}", file=sys.stderr)
         return 2
     report = _REPORTS[args.command](view, args)
@@ -63,6 +70,15 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         type=http_url,
         default=default_url,
         help=f"the node to ask [env KVNODE_URL] (default: {default_url})",
+    )
+    parser.add_argument(
+        "--token-file",
+        dest="token",
+        type=token_file,
+        help="file whose first line is an admin token, for a node started with --auth-tokens-file",
+    )
+    parser.add_argument(
+        "--tls-ca", type=Path, metavar="FILE", help="the CA to verify an https:// node against (PEM)"
     )
     json_help = "print JSON for scripts instead of a table"
     parser.add_argument("--json", action="store_true", help=json_help)
@@ -90,10 +106,14 @@ class _Unreachable(Exception):
     pass
 
 
-def _fetch(url: str, path: str = "/v0/cluster", method: str = "GET") -> dict[str, Any]:
-    request = urllib.request.Request(url + path, method=method)
+def _fetch(
+    url: str, token: str | None, tls_ca: Path | None, path: str = "/v0/cluster", method: str = "GET"
+) -> dict[str, Any]:
+    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+    context = None if tls_ca is None else verifying_context(tls_ca)
     try:
-        with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as reply:
+        request = urllib.request.Request(url + path, headers=headers, method=method)
+        with urllib.request.urlopen(request, timeout=_TIMEOUT_S, context=context) as reply:
             view: dict[str, Any] = json.loads(reply.read())
     except urllib.error.HTTPError as error:
         raise _Unreachable(f"{method} {url}{path} answered {error.code} {error.reason}") from None
@@ -105,7 +125,7 @@ def _fetch(url: str, path: str = "/v0/cluster", method: str = "GET") -> dict[str
 
 
 def _repair(args: argparse.Namespace) -> int:
-    run = _fetch(args.url, "/v0/repair", "POST")
+    run = _fetch(args.url, args.token, args.tls_ca, "/v0/repair", "POST")
     if not args.wait:
         print(
             json.dumps(run, indent=2) if args.json else f"repair started on {args.url}; follow it with --wait"
@@ -118,7 +138,7 @@ def _repair(args: argparse.Namespace) -> int:
             print(line, file=sys.stderr, flush=True)
             shown = line
         time.sleep(_POLL_S)
-        run = _fetch(args.url, "/v0/repair")
+        run = _fetch(args.url, args.token, args.tls_ca, "/v0/repair")
     print(json.dumps(run, indent=2) if args.json else run["summary"])
     return 1 if run["unreached"] else 0
 
