@@ -231,6 +231,11 @@ def _gc_metrics(snapshot: NodeSnapshot) -> Iterator[Metric]:
     for peer in snapshot.peers:
         waiting_for.add_metric([peer.url], gc.waiting_for.get(peer.url, 0))
     yield waiting_for
+    yield CounterMetricFamily(
+        "kvnode_gc_unconfirmed",
+        "Versions the GC rule allowed but kept: another replica did not answer, or held an older version",
+        gc.unconfirmed,
+    )
 
 
 def _repair_metrics(repair: RepairFigures) -> Iterator[Metric]:

@@ -97,6 +97,7 @@ class NodeParts:
                 expired_dropped=gc.expired_dropped,
                 waiting=gc.waiting,
                 waiting_for=dict(gc.waiting_for),
+                unconfirmed=gc.unconfirmed,
             ),
             rewrites=stats.rewrites,
             read_repairs=stats.read_repairs,
@@ -209,6 +210,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
                 system.repair_marks,
                 clock.current,
                 pass_interval_s(config.gc_grace_s),
+                {peer.url: peer for peer in peers},
             ),
             anti_entropy=AntiEntropy(
                 config.url,

@@ -36,6 +36,7 @@ class GcFigures:
     expired_dropped: int  # versions whose TTL ran out, since start
     waiting: int  # past the grace period but kept for a repair, as the last pass found
     waiting_for: dict[str, int]  # of those, how many wait for a repair with each peer
+    unconfirmed: int  # allowed by the rule but kept: a replica did not answer or held an older version
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ way."""
 from __future__ import annotations
 
 import subprocess
+import time
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from tests.harness import (
     ClusterFactory,
     Node,
     fresh_key,
+    key_where,
     request,
     run_kvnode,
     scrape,
@@ -137,3 +139,44 @@ def test_expired_values_are_dropped_like_tombstones(start_cluster: ClusterFactor
     wait_for(lambda: gc_figures(node)["expired_dropped"] == len(keys), what="the expired values dropped")
     assert total(scrape(node), "kvnode_gc_dropped_total", kind="expired") == len(keys)
     assert gc_figures(node)["tombstones_dropped"] == 0
+
+
+def listed(node: Node, key: str) -> bool:
+    """Whether node's own store holds a live version of key."""
+    return bool(node.scan(key, key + "\x00"))
+
+
+def test_a_tombstone_is_kept_while_a_replica_still_holds_the_value_it_deletes(
+    start_cluster: ClusterFactory, tmp_path: Path
+) -> None:
+    """The repair marks say a replica received what this node held when a repair started; a tombstone
+    that came later by read repair is not covered by them. GC asks the replicas before dropping."""
+    cluster = start_cluster(3, **GC, repair_interval_s=10**7)  # no background repair: the test drives them
+    first, second, third = cluster
+    key = key_where(cluster.urls, "late", lambda order: order == cluster.urls)
+    assert first.put(key, b"deleted value", ack=3).status == 201
+    second.stop()
+    third.stop()
+    assert first.delete(key, ack=1).status == 202  # only the first holds the tombstone
+    deleted = time.monotonic()
+    time.sleep(1.5)  # the subject: the hints for the others outlive the 1 s hint window
+    second.start()
+    third.start()
+    wait_for(lambda: stats(first)["hints"]["pending"] == {}, what="the hints dropped")
+    time.sleep(max(0.0, deleted + 2.5 - time.monotonic()))  # past the rule's arrival bound (2 s)
+    first.stop()
+    assert repair(second, tmp_path).returncode == 1  # with the third only: both hold the value
+    first.start()
+    assert first.get(key, ack=2, from_=2).status == 404  # read repair gives the second the tombstone
+    wait_for(lambda: not listed(second, key), what="the tombstone on the second")
+    third.stop()
+    assert repair(second, tmp_path).returncode == 1  # with the first only: both hold the tombstone
+    third.start()
+    # The second's repair marks now allow dropping the tombstone, but the third still holds the value.
+    wait_for(lambda: gc_figures(second)["unconfirmed"] >= 2, what="two passes kept it unconfirmed")
+    assert gc_figures(second)["tombstones_dropped"] == 0
+    assert listed(third, key)
+    repair_all([first, second, third], tmp_path)  # the third gets the tombstone
+    wait_for(lambda: gc_figures(second)["tombstones_dropped"] >= 1, what="the tombstone dropped")
+    for node in cluster:
+        assert node.get(key, ack=3).status == 404

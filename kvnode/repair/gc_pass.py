@@ -7,6 +7,13 @@ rule (kvnode.repair.gc_rule) allows to drop are deleted by one storage call that
 it still holds that very version (a write stored since the chunk was read wins) and tells the summaries.
 At the end of a pass the span of the dropped keys is compacted in a worker thread: a LevelDB delete only
 writes a marker, and the old versions' bytes go only when their range is compacted.
+
+Before a version the rule allows goes, every other replica of its key is asked for its own version, and
+the version is dropped only if each holds it, a newer one, or nothing. The rule's repair marks prove
+that each replica received what this node held when a repair started; a tombstone that reached this node
+later, by read repair or by an exchange with a third replica, is not covered by them, and a replica
+still holding the value it deletes would give that value back once the tombstone is gone. Asking costs a
+read per replica of each version about to be dropped, and nothing for the others.
 """
 
 from __future__ import annotations
@@ -15,11 +22,13 @@ import asyncio
 import collections
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from kvnode.records import CorruptRecord, decode
+from kvnode.records import CorruptRecord, Record, decode
 from kvnode.repair.gc_rule import GcRule, Outcome
+from kvnode.replica import Replica
+from kvnode.replica.errors import ReplicaError
 from kvnode.storage import Storage, StorageError
 from kvnode.system_db import RepairMarks
 
@@ -29,6 +38,7 @@ log = logging.getLogger(__name__)
 
 SCAN_RATE = 20_000  # records read per second at most
 _CHUNK = 1000  # records read between two yields to the event loop
+_CONFIRM_WINDOW = 64  # versions whose replicas are asked at once before they are dropped
 
 
 def pass_interval_s(grace_s: float) -> float:
@@ -48,6 +58,8 @@ class GcCounts:
     # from the last complete pass; by peer, how many wait for a repair with that peer.
     waiting: int = 0
     waiting_for: dict[str, int] = field(default_factory=dict)
+    # Allowed by the rule but kept: a replica did not answer, or still held an older version.
+    unconfirmed: int = 0
 
 
 class TombstoneGc:
@@ -60,8 +72,10 @@ class TombstoneGc:
         marks: RepairMarks,
         now: Callable[[], int],
         interval_s: float,
+        replicas: Mapping[str, Replica],
     ) -> None:
         self.counts = GcCounts()
+        self._replicas = replicas  # the other members, by URL, to confirm a drop with
         self._storage = storage
         self._rule = rule
         self._marks = marks
@@ -102,7 +116,8 @@ class TombstoneGc:
         start = b""
         while chunk := storage.read_chunk(start, _CHUNK):
             start = chunk[-1][0] + b"\x00"
-            doomed, tombstones = [], set()
+            allowed: list[tuple[bytes, bytes, Record]] = []
+            tombstones = set()
             now = self._now()
             for key, raw in chunk:
                 try:
@@ -111,13 +126,14 @@ class TombstoneGc:
                     continue  # a write heals it; GC leaves it be
                 verdict = self._rule.judge(key, record, now=now, completed=self._marks.completed)
                 if verdict.outcome is Outcome.DROP:
-                    doomed.append((key, raw))
+                    allowed.append((key, raw, record))
                     if record.tombstone:
                         tombstones.add(key)
                 elif verdict.outcome is Outcome.WAIT:
                     waiting += 1
                     waiting_for.update(verdict.waiting_for)
-            dropped = storage.drop(doomed)  # no await since the chunk's judgement
+            doomed = await self._confirmed(allowed)
+            dropped = storage.drop(doomed)  # drops only versions still stored as they were read
             if dropped:
                 first = dropped[0] if first is None else first
                 last = dropped[-1]
@@ -135,6 +151,35 @@ class TombstoneGc:
                 counts.tombstones_dropped + counts.expired_dropped - dropped_before, waiting,
                 time.monotonic() - started,
             )  # fmt: skip
+
+    async def _confirmed(self, allowed: list[tuple[bytes, bytes, Record]]) -> list[tuple[bytes, bytes]]:
+        """The (key, bytes) of the allowed versions that every other replica holds, newer, or not at all."""
+        confirmed = []
+        for start in range(0, len(allowed), _CONFIRM_WINDOW):
+            window = allowed[start : start + _CONFIRM_WINDOW]
+            answers = await asyncio.gather(*(self._held_everywhere(key, record) for key, _, record in window))
+            for (key, raw, _), held in zip(window, answers, strict=True):
+                if held:
+                    confirmed.append((key, raw))
+                else:
+                    self.counts.unconfirmed += 1
+        return confirmed
+
+    async def _held_everywhere(self, key: bytes, record: Record) -> bool:
+        others = self._rule.other_replicas(key, record.copies) or ()
+        if any(url not in self._replicas for url in others):
+            return False
+        versions = await asyncio.gather(
+            *(self._replicas[url].read(key) for url in others), return_exceptions=True
+        )
+        for version in versions:
+            if isinstance(version, ReplicaError):
+                return False
+            if isinstance(version, BaseException):
+                raise version
+            if version is not None and version < record:
+                return False
+        return True
 
     async def _compact(self, first: bytes, last: bytes) -> None:
         """Reclaim the dropped keys' space (first <= key <= last) in a worker thread; a stop waits for it."""

@@ -72,14 +72,14 @@ class GcRule:
         absent_since = record.timestamp if record.tombstone else record.expires
         if now - absent_since <= self.grace_us + self.arrival_us:
             return _KEEP
-        others = self._other_replicas(key, record.copies)
+        others = self.other_replicas(key, record.copies)
         if others is None:
             return _KEEP  # this node should not hold it at all: membership's business, not GC's
         reached_by = record.timestamp + self.arrival_us
         waiting = tuple(peer for peer in others if completed(peer) <= reached_by)
         return Verdict(Outcome.WAIT, waiting) if waiting else _DROP
 
-    def _other_replicas(self, key: bytes, copies: int) -> tuple[str, ...] | None:
+    def other_replicas(self, key: bytes, copies: int) -> tuple[str, ...] | None:
         """The replicas of a version written to ``copies`` (0: every member) other than this node; None
         when this node is not one of them."""
         if copies == 0:
