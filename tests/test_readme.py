@@ -16,22 +16,29 @@ must print those lines. Other comments are explanations.
 from __future__ import annotations
 
 import json
+import random
 import re
+import selectors
 import shutil
+import socket
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from kvnode.placement import Placement
-from tests.harness import ClusterFactory, stats, wait_for
+from tests.harness import ClusterFactory, clean_env, stats, wait_for
 
 README = Path(__file__).parent.parent / "README.md"
 # The sections whose examples run, in order: the tour, then operating a cluster (metrics and admin).
 SECTIONS = ("## A short tour", "## Operating a cluster")
 README_PORTS = {"8080": 0, "8081": 1, "8082": 2}  # the README's node -> index in the test cluster
+# Its own cluster (TLS and tokens), started as the README starts it, on ports 8443-8445 rewritten.
+SECURITY = "## Security"
 
 
 @dataclass
@@ -41,9 +48,9 @@ class Block:
     shown_output: str | None = None  # the ``text`` block that follows a shell block
 
 
-def tour_blocks(markdown: str) -> list[Block]:
+def tour_blocks(markdown: str, headings: tuple[str, ...] = SECTIONS) -> list[Block]:
     sections = []
-    for heading in SECTIONS:
+    for heading in headings:
         start = markdown.index(heading)
         sections.append(markdown[start : markdown.index("\n## ", start + len(heading))])
     blocks: list[Block] = []
@@ -120,6 +127,7 @@ def check_shown_output(shown: str, output: bytes) -> None:
 def test_every_curl_example_is_in_a_block_the_tour_test_runs() -> None:
     markdown = README.read_text()
     run = [line for block in tour_blocks(markdown) if runnable(block) for line in logical_lines(block.text)]
+    run += [line for block in tour_blocks(markdown, (SECURITY,)) for line in logical_lines(block.text)]
     everywhere = [
         line
         for text in re.findall(r"^```\w*\n(.*?)^```$", markdown, re.M | re.S)
@@ -209,10 +217,10 @@ def test_admin_examples_print_what_the_readme_shows(start_cluster: ClusterFactor
         ), command
 
 
-def run_python(source: str, urls: list[str], cwd: Path) -> None:
+def run_python(source: str, urls: list[str], cwd: Path, rewrite: Callable[[str], str] | None = None) -> None:
     expected = source.partition("# prints:\n")[2]
     assert expected, "a Python example ends with what it prints"
-    python = [sys.executable, "-c", rewrite_ports(source, urls)]
+    python = [sys.executable, "-c", rewrite(source) if rewrite else rewrite_ports(source, urls)]
     finished = subprocess.run(python, cwd=cwd, capture_output=True, text=True, timeout=30)
     assert finished.returncode == 0, finished.stderr
     assert finished.stdout.splitlines() == [line.removeprefix("# ") for line in expected.splitlines()]
@@ -227,3 +235,72 @@ def run_python(source: str, urls: list[str], cwd: Path) -> None:
 )
 def test_split_comment(line: str, expected: tuple[str, str]) -> None:
     assert split_comment(line) == expected
+
+
+def consecutive_free_ports(count: int) -> int:
+    """The first of ``count`` consecutive loopback ports free now (``cluster`` takes them in a row)."""
+    for _ in range(100):
+        base = random.randrange(20_000, 60_000)
+        sockets = []
+        try:
+            for port in range(base, base + count):
+                sock = socket.socket()
+                sockets.append(sock)
+                sock.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        finally:
+            for sock in sockets:
+                sock.close()
+        return base
+    raise AssertionError("no free ports")
+
+
+def wait_until_ready(cluster: subprocess.Popen[str], seconds: float = 60) -> None:
+    """Read the cluster command's output until it says it is ready; fail if it exits or takes too long."""
+    assert cluster.stdout is not None
+    selector = selectors.DefaultSelector()
+    selector.register(cluster.stdout, selectors.EVENT_READ)
+    deadline = time.monotonic() + seconds
+    said: list[str] = []
+    while time.monotonic() < deadline:
+        if selector.select(timeout=0.5):
+            line = cluster.stdout.readline()
+            assert line, f"the cluster exited: {''.join(said)}"
+            said.append(line)
+            if " ready " in line:
+                return
+    raise AssertionError(f"the cluster was not ready in time: {''.join(said)}")
+
+
+@pytest.mark.skipif(
+    shutil.which("curl") is None or shutil.which("openssl") is None, reason="needs curl, openssl"
+)
+def test_security_section_runs_as_written(tmp_path: Path) -> None:
+    setup, commands, python = tour_blocks(README.read_text(), (SECURITY,))
+    base = consecutive_free_ports(3)
+
+    def rewrite(text: str) -> str:
+        text = re.sub(r"\b844([3-5])\b", lambda found: str(base + int(found.group(1)) - 3), text)
+        return text.replace(".venv/bin/python", sys.executable)
+
+    *preparing, start = logical_lines(setup.text)
+    for line in preparing:
+        subprocess.run(["bash", "-c", line], cwd=tmp_path, check=True, timeout=30)
+    cluster = subprocess.Popen(
+        ["bash", "-c", "exec " + rewrite(start)], cwd=tmp_path, env=clean_env(),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        wait_until_ready(cluster)
+        for line in logical_lines(commands.text):
+            command, comment = split_comment(line)
+            finished = subprocess.run(
+                ["bash", "-c", rewrite(command)], cwd=tmp_path, capture_output=True, timeout=30
+            )
+            assert finished.returncode == 0, f"`{command}` exited {finished.returncode}: {finished.stderr!r}"
+            check_claim(command, comment, finished.stdout)
+        run_python(python.text, [], tmp_path, rewrite)
+    finally:
+        cluster.terminate()
+        cluster.wait(timeout=60)
