@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -26,14 +26,16 @@ from kvnode.exporter import NodeMetrics
 from kvnode.fanout import FANOUTS
 from kvnode.metrics import LoopLagMonitor
 from kvnode.placement import Placement
+from kvnode.repair.rebuild import Rebuild, RebuildProgress
 from kvnode.repair.upkeep import SummaryUpkeep
 from kvnode.replica import Replica, wire
 from kvnode.replica.auth import ClusterAuth
 from kvnode.replica.hints import HintDelivery, HintStore
+from kvnode.replica.identities import Identities
 from kvnode.replica.local import LocalReplica
 from kvnode.replica.peer import PeerReplica
 from kvnode.replica.server import PeerGate, ReplicaServer
-from kvnode.snapshot import ClockFigures, HintFigures, NodeSnapshot, PeerFigures
+from kvnode.snapshot import ClockFigures, HintFigures, NodeSnapshot, PeerFigures, RebuildFigures
 from kvnode.storage import Storage
 from kvnode.system_db import SystemDb
 from kvnode.uploads import Uploads
@@ -66,14 +68,19 @@ class NodeParts:
     uploads: Uploads
     replica_server: ReplicaServer
     summaries: SummaryUpkeep  # anti-entropy's view of what this node holds
+    rebuild: Rebuild  # whether this node's data is whole, and its rebuild if it is not
 
     def snapshot(self) -> NodeSnapshot:
         """What the node's counters say now: the one source of /v0/stats, /v0/cluster and /metrics."""
         hints, stats, clock, lag = self.hints, self.coordinator.stats, self.clock, self.loop_lag
         verdict = self.fence.refresh()
+        known, progress = self.system.peer_identities, self.rebuild.progress
         return NodeSnapshot(
             peers=tuple(
-                PeerFigures(peer.url, peer.state, peer.down_for(), peer.refusal) for peer in self.peers
+                PeerFigures(
+                    peer.url, peer.state, peer.down_for(), peer.refusal, peer.node_state, known.get(peer.url)
+                )
+                for peer in self.peers
             ),
             hints=HintFigures(
                 pending=hints.pending_by_target(),
@@ -93,6 +100,15 @@ class NodeParts:
                 far=verdict.far,
                 peer_offsets_us={peer: o.offset_us for peer, o in verdict.peers.items()},
                 summary=verdict.describe(),
+            ),
+            rebuild=RebuildFigures(
+                identity=self.system.identity.value,
+                node_state=self.rebuild.node_state().value,
+                peers=progress.peers,
+                peers_done=len(progress.done),
+                records_received=progress.records_received,
+                attempts=progress.attempts,
+                waiting_for=dict(progress.waiting_for),
             ),
             inflight=self.admission.inflight,
             shed=self.admission.shed,
@@ -137,7 +153,11 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             max_per_peer=config.max_hints_per_peer,
             window_s=config.hint_window_s,
         )
-        gate = PeerGate(_cluster_auth(config), wire.Limits.for_body(config.max_body_bytes))
+        rebuild = Rebuild(system.identity, config.url, config.members)
+        identities = Identities(
+            config.url, config.members, system.identity, system.peer_identities, rebuild.peer_met
+        )
+        gate = PeerGate(_cluster_auth(config), wire.Limits.for_body(config.max_body_bytes), identities)
         peers = [
             PeerReplica(
                 url,
@@ -146,6 +166,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
                 auth=gate.auth,
                 limits=gate.limits,
                 clock_sampler=(fence.measured, wall),
+                identities=identities,
             )
             for url in config.members
             if url != config.url
@@ -153,7 +174,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
         for peer in peers:
             opened.push_async_callback(peer.close)
         fence.measure_peers = lambda: _measure_clocks(peers)
-        local = LocalReplica(config.url, storage, fence)
+        local = LocalReplica(config.url, storage, fence, rebuild.node_state)
         replicas: dict[str, Replica] = {config.url: local}
         replicas.update({peer.url: peer for peer in peers})
         coordinator = Coordinator(placement, replicas, FANOUTS[config.fanout], clock, hints, local, fence)
@@ -171,8 +192,9 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             metrics=NodeMetrics(),
             loop_lag=LoopLagMonitor(),
             uploads=Uploads(config.body_timeout_s),
-            replica_server=ReplicaServer(gate, storage, clock, fence),
+            replica_server=ReplicaServer(gate, storage, clock, fence, rebuild.node_state),
             summaries=summaries,
+            rebuild=rebuild,
         )
         parts.metrics.watch(parts.snapshot, [local, *peers])
         for peer in peers:
@@ -181,7 +203,20 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             opened.push_async_callback(delivery.stop)
         parts.loop_lag.start()
         opened.push_async_callback(parts.loop_lag.stop)
+        rebuild.start(_full_repair_stand_in, lambda: _probe_all(peers))
+        opened.push_async_callback(rebuild.stop)
         yield parts
+
+
+def _probe_all(peers: list[PeerReplica]) -> None:
+    for peer in peers:
+        peer.probe()
+
+
+# TODO(lead, at merge): the stand-in for anti-entropy's full repair until it lands on main; it completes
+# with no peer, so a rebuilding node stays so.
+async def _full_repair_stand_in(peers: Collection[str], progress: RebuildProgress) -> dict[str, str]:
+    return dict.fromkeys(peers, "anti-entropy is not merged yet")
 
 
 async def _measure_clocks(peers: list[PeerReplica]) -> None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from kvnode.metrics import FixedBuckets
 
-__all__ = ["ClockFigures", "HintFigures", "NodeSnapshot", "PeerFigures"]
+__all__ = ["ClockFigures", "HintFigures", "NodeSnapshot", "PeerFigures", "RebuildFigures"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,6 +17,8 @@ class PeerFigures:
     state: str  # its replica channel's (kvnode.replica.peer_state.PeerState's values)
     down_for_s: float  # since it last failed with no answer since; 0 while it answers
     refusal: str  # while refused: what the handshake was refused for ("secret", ...); else ""
+    node_state: str  # the state of its data as it last said (kvnode.repair.rebuild_state); "" before
+    identity: str  # the identity it had when this node last met it; "" before
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +42,19 @@ class ClockFigures:
 
 
 @dataclass(frozen=True, slots=True)
+class RebuildFigures:
+    """This node's identity, the state of its data, and its rebuild's progress (kvnode.repair.rebuild)."""
+
+    identity: str
+    node_state: str  # unknown, rebuilding, serving
+    peers: int  # to complete a repair with while rebuilding
+    peers_done: int
+    records_received: int
+    attempts: int  # full repairs started
+    waiting_for: dict[str, str]  # peer -> why its last repair failed
+
+
+@dataclass(frozen=True, slots=True)
 class NodeSnapshot:
     peers: tuple[PeerFigures, ...]  # in the cluster's order, this node left out
     hints: HintFigures
@@ -49,6 +64,7 @@ class NodeSnapshot:
     clock_lead_us: int  # how far the hybrid clock runs ahead of the wall clock
     clock_ignored: int  # timestamps seen beyond the maximum skew
     clock_fence: ClockFigures
+    rebuild: RebuildFigures
     inflight: int  # client entity requests between arrival and answer
     shed: int  # client entity requests answered 503 since start
     loop_lag_samples: int  # in the loop-lag window (since start or the last ``/v0/stats?reset=1``)
