@@ -78,7 +78,12 @@ class NodeParts:
         return NodeSnapshot(
             peers=tuple(
                 PeerFigures(
-                    peer.url, peer.state, peer.down_for(), peer.refusal, peer.node_state, known.get(peer.url)
+                    peer.url,
+                    peer.state,
+                    peer.down_for(),
+                    peer.refusal,
+                    peer.node_state,
+                    known.get(peer.url)[0],
                 )
                 for peer in self.peers
             ),

@@ -173,19 +173,22 @@ class NodeIdentity:
 
 
 class PeerIdentities:
-    """The identity each peer (by URL) had when this node last completed a handshake with it."""
+    """For each peer (by URL), the identity it had when this node last completed a handshake with it, and
+    the one that identity replaced (a member that came back as another node), "" where none."""
 
     def __init__(self, part: plyvel.DB) -> None:
         self._part = part
 
-    def get(self, peer: str) -> str:
-        """The identity remembered for ``peer``; "" if none is."""
+    def get(self, peer: str) -> tuple[str, str]:
+        """The identity remembered for ``peer`` and the one it replaced."""
         raw: bytes | None = self._part.get(peer.encode())
-        return raw.decode() if raw else ""
+        current, _, replaced = (raw or b"").decode().partition(" ")
+        return current, replaced
 
     def remember(self, peer: str, identity: str) -> None:
-        if identity != self.get(peer):
-            self._part.put(peer.encode(), identity.encode(), sync=True)
+        current, _ = self.get(peer)
+        if identity != current:
+            self._part.put(peer.encode(), f"{identity} {current}".encode(), sync=True)
 
 
 class SystemDb:

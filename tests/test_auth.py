@@ -27,13 +27,13 @@ class FakeClock:
         return self.now
 
 
-CLIENT_ID, SERVER_ID = "c1" * 16, "5e" * 16
+CLIENT_ID, SERVER_ID, OLD_SERVER_ID = "c1" * 16, "5e" * 16, "0e" * 16
 
 
 def handshake(client: ClusterAuth, server: ClusterAuth, meant: str | None = None) -> Introduction:
     """The client's introduction as the server read it; the server's proof checked by the client."""
     headers, expected = client.upgrade_headers(
-        meant or server.own_url, server.issue_nonce(), Introduction(CLIENT_ID, SERVER_ID)
+        meant or server.own_url, server.issue_nonce(), Introduction(CLIENT_ID, SERVER_ID, OLD_SERVER_ID)
     )
     _, theirs = server.admit(headers)
     assert server_proof_ok(server.answer_headers(headers, Introduction(SERVER_ID, "")), expected)
@@ -44,7 +44,7 @@ def test_members_with_the_same_secret_prove_themselves_to_each_other() -> None:
     theirs = handshake(
         ClusterAuth(SECRET.encode(), MEMBERS, MEMBERS[0]), ClusterAuth(SECRET.encode(), MEMBERS, MEMBERS[1])
     )
-    assert theirs == Introduction(CLIENT_ID, SERVER_ID)
+    assert theirs == Introduction(CLIENT_ID, SERVER_ID, OLD_SERVER_ID)
 
 
 def test_an_introduction_changed_on_the_way_fails_the_proof() -> None:
@@ -53,6 +53,9 @@ def test_an_introduction_changed_on_the_way_fails_the_proof() -> None:
     headers, expected = client.upgrade_headers(MEMBERS[1], server.issue_nonce(), Introduction(CLIENT_ID))
     with pytest.raises(AuthError, match="wrong proof"):
         server.admit({**headers, "X-Kvnode-Remembered": SERVER_ID})
+    headers, expected = client.upgrade_headers(MEMBERS[1], server.issue_nonce(), Introduction(CLIENT_ID))
+    with pytest.raises(AuthError, match="wrong proof"):
+        server.admit({**headers, "X-Kvnode-Replaced": SERVER_ID})
     headers, expected = client.upgrade_headers(MEMBERS[1], server.issue_nonce(), Introduction(CLIENT_ID))
     server.admit(headers)
     answer = {
@@ -63,9 +66,8 @@ def test_an_introduction_changed_on_the_way_fails_the_proof() -> None:
 
 
 def test_anything_but_an_identity_reads_as_none() -> None:
-    assert Introduction.of({"X-Kvnode-Identity": "not hex", "x-kvnode-remembered": SERVER_ID}) == (
-        Introduction("", SERVER_ID)
-    )
+    headers = {"X-Kvnode-Identity": "not hex", "x-kvnode-remembered": SERVER_ID, "X-Kvnode-Replaced": "0"}
+    assert Introduction.of(headers) == Introduction("", SERVER_ID, "")
 
 
 @pytest.mark.parametrize(

@@ -99,8 +99,10 @@ def test_a_new_data_dir_gets_an_identity_kept_across_restarts(tmp_path: Path) ->
 
 def test_peer_identities_are_remembered_by_url(system_db: SystemDb) -> None:
     peers = system_db.peer_identities
-    assert peers.get("http://b:1") == ""
+    assert peers.get("http://b:1") == ("", "")
     peers.remember("http://b:1", "0b" * 16)
     peers.remember("http://c:1", "0c" * 16)
     peers.remember("http://b:1", "1b" * 16)
-    assert (peers.get("http://b:1"), peers.get("http://c:1")) == ("1b" * 16, "0c" * 16)
+    peers.remember("http://b:1", "1b" * 16)  # met again: it still replaced the first
+    assert peers.get("http://b:1") == ("1b" * 16, "0b" * 16)
+    assert peers.get("http://c:1") == ("0c" * 16, "")

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 
 from kvnode.repair.rebuild_state import NodeState, RebuildState
+from kvnode.replica.auth import Introduction
 from kvnode.system_db import NodeIdentity
 
 __all__ = ["FullRepair", "Rebuild", "RebuildProgress"]
@@ -65,17 +66,17 @@ class Rebuild:
     def node_state(self) -> NodeState:
         return self._machine.state
 
-    def peer_met(self, peer_url: str, remembered: str) -> None:
-        """A handshake with ``peer_url`` completed; the peer remembered ``remembered`` for this node."""
-        changed = self._machine.peer_met(remembered, self._identity.value)
+    def peer_met(self, peer_url: str, theirs: Introduction) -> None:
+        """A handshake with ``peer_url`` completed, and the peer introduced itself as ``theirs``."""
+        changed = self._machine.peer_met(theirs.remembered, theirs.replaced, self._identity.value)
         if changed is None:
             return
         self._save(changed)
         if changed is NodeState.REBUILDING:
             log.warning(
-                "this node's data was lost: %s knew this URL as node %s, and this node is %s; rebuilding "
-                "from every peer (reads answer not ready until then, writes are taken)",
-                peer_url, remembered, self._identity.value,
+                "this node's data was lost: %s knew this URL as another node (%s), this node is %s; "
+                "rebuilding from every peer (reads answer not ready until then, writes are taken)",
+                peer_url, self._machine.known_as, self._identity.value,
             )  # fmt: skip
         else:
             log.info("%s did not know this node before: a new member, serving", peer_url)

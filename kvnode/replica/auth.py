@@ -1,7 +1,8 @@
 """Who may use a replica channel: a mutual proof that both ends hold the cluster secret, for this cluster
 and protocol version, and are the members they claim to be. The secret itself never travels. Each end
 also introduces itself (:class:`Introduction`): its identity, and the identity it remembered for the
-other end, which is how a member whose disk was lost learns so (kvnode.repair.rebuild_state).
+other end (with the one that replaced), which is how a member whose disk was lost learns so
+(kvnode.repair.rebuild_state).
 
 The handshake, on one TCP connection before the WebSocket upgrade:
 
@@ -65,6 +66,7 @@ SERVER_NONCE_HEADER = "X-Kvnode-Server-Nonce"
 PROOF_HEADER = "X-Kvnode-Proof"
 IDENTITY_HEADER = "X-Kvnode-Identity"
 REMEMBERED_HEADER = "X-Kvnode-Remembered"
+REPLACED_HEADER = "X-Kvnode-Replaced"
 _IDENTITY = re.compile("[0-9a-f]{32}")  # kvnode.system_db.NodeIdentity's: 16 random bytes in hex
 NONCE_TTL_S = 10.0
 MAX_NONCES = 4096  # challenges outstanding at once; the oldest is forgotten beyond
@@ -81,19 +83,33 @@ class AuthError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Introduction:
-    """What one end of a replica handshake says of itself: its identity, and the identity it remembered
-    for the other end's URL ("" when it remembered none). Anything but an identity reads as ""."""
+    """What one end of a replica handshake says of itself: its identity, the identity it remembered for
+    the other end's URL, and the one that identity replaced (kvnode.system_db.PeerIdentities; "" where
+    none). Anything but an identity reads as ""."""
 
     identity: str = ""
     remembered: str = ""
+    replaced: str = ""
 
     def headers(self) -> dict[str, str]:
-        return {IDENTITY_HEADER: self.identity, REMEMBERED_HEADER: self.remembered}
+        return {
+            IDENTITY_HEADER: self.identity,
+            REMEMBERED_HEADER: self.remembered,
+            REPLACED_HEADER: self.replaced,
+        }
 
     @classmethod
     def of(cls, headers: Mapping[str, str]) -> Introduction:
         """The introduction in request or answer headers (names in any case)."""
-        return cls(_header_identity(headers, IDENTITY_HEADER), _header_identity(headers, REMEMBERED_HEADER))
+        return cls(
+            _header_identity(headers, IDENTITY_HEADER),
+            _header_identity(headers, REMEMBERED_HEADER),
+            _header_identity(headers, REPLACED_HEADER),
+        )
+
+    def fields(self) -> tuple[str, str, str]:
+        """What a proof covers of it."""
+        return self.identity, self.remembered, self.replaced
 
 
 def _header_identity(headers: Mapping[str, str], name: str) -> str:
@@ -141,7 +157,7 @@ class ClusterAuth:
         return hmac.new(self._secret, message.encode(), hashlib.sha256).hexdigest()
 
     def _server_proof(self, client_fields: tuple[str, ...], server: Introduction) -> str:
-        return self._proof("server", *client_fields, server.identity, server.remembered)
+        return self._proof("server", *client_fields, *server.fields())
 
     # --- client side ------------------------------------------------------------------------------------
 
@@ -151,14 +167,7 @@ class ClusterAuth:
         """The headers of the upgrade request to ``server_url``, and the proof its 101 must carry (given
         the introduction the 101 carries)."""
         client_nonce = secrets.token_hex(16)
-        args = (
-            self.own_url,
-            server_url,
-            client_nonce,
-            server_nonce,
-            introduction.identity,
-            introduction.remembered,
-        )
+        args = (self.own_url, server_url, client_nonce, server_nonce, *introduction.fields())
         headers = {
             CLIENT_HEADER: self.own_url,
             SERVER_HEADER: server_url,
@@ -202,7 +211,7 @@ class ClusterAuth:
         if expiry is None or expiry < self._clock():
             raise AuthError("unknown, used or expired challenge")
         introduction = Introduction.of(headers)
-        args = (client, server, client_nonce, server_nonce, introduction.identity, introduction.remembered)
+        args = (client, server, client_nonce, server_nonce, *introduction.fields())
         if not hmac.compare_digest(proof, self._proof("client", *args)):
             raise AuthError(
                 "wrong proof: the connecting node holds a different cluster secret than this node (or "
@@ -220,7 +229,7 @@ class ClusterAuth:
             request_headers.get(name, "")
             for name in (CLIENT_HEADER, SERVER_HEADER, CLIENT_NONCE_HEADER, SERVER_NONCE_HEADER)
         )
-        proof = self._server_proof((*args, client.identity, client.remembered), introduction)
+        proof = self._server_proof((*args, *client.fields()), introduction)
         return {PROOF_HEADER: proof, **introduction.headers()}
 
 
