@@ -30,6 +30,9 @@ class NodeConfig:
     hint_window_s: int = 10800  # no hints for a replica down longer; older hints are dropped
     max_hints_per_peer: int = 100_000
     hint_rate: int = 2000  # hints delivered to one peer per second at most
+    repair_interval_s: int = 3600  # anti-entropy compares with each peer at least this often
+    # Records anti-entropy moves per second at most: a rebuild of 100,000 records takes about 20 s.
+    repair_rate: int = 5000
     max_body_bytes: int = 16 * 1024 * 1024
     body_timeout_s: int = 10  # a PUT whose body has not all arrived by then is answered 408
     # /v0/entity requests in progress at once; more are answered 503 at once. The knee of latency vs

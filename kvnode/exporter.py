@@ -27,7 +27,7 @@ from kvnode.admission import Handler
 from kvnode.metrics import LATENCY_BUCKETS_S, CallMeter, FixedBuckets
 from kvnode.repair.rebuild_state import NodeState
 from kvnode.replica.peer_state import PeerState
-from kvnode.snapshot import NodeSnapshot
+from kvnode.snapshot import NodeSnapshot, RepairFigures
 
 __all__ = ["PEER_STATES", "MeteredReplica", "NodeMetrics"]
 
@@ -199,6 +199,7 @@ def _state_metrics(snapshot: NodeSnapshot) -> Iterator[Metric]:
         snapshot.clock_ignored,
     )
     yield from _rebuild_metrics(snapshot)
+    yield from _repair_metrics(snapshot.repair)
     lag = HistogramMetricFamily(
         "kvnode_event_loop_lag_seconds", "How late the event loop runs a callback that is ready (sampled)"
     )
@@ -215,7 +216,7 @@ def _rebuild_metrics(snapshot: NodeSnapshot) -> Iterator[Metric]:
         labels=["state"],
     )
     for name in NodeState:
-        state.add_metric([name.value], 1 if name.value == rebuild.node_state else 0)
+        state.add_metric([name.value], 1 if name.value == rebuild.state else 0)
     yield state
     yield CounterMetricFamily(
         "kvnode_rebuild_records",
@@ -226,6 +227,36 @@ def _rebuild_metrics(snapshot: NodeSnapshot) -> Iterator[Metric]:
         "kvnode_rebuild_peers_done",
         "Peers this node's rebuild has completed a repair with",
         rebuild.peers_done,
+    )
+
+
+def _repair_metrics(repair: RepairFigures) -> Iterator[Metric]:
+    exchanges = CounterMetricFamily(
+        "kvnode_repair_exchanges", "Anti-entropy exchanges with a peer, by outcome", labels=["outcome"]
+    )
+    for outcome in ("completed", "failed"):
+        exchanges.add_metric([outcome], repair.exchanges.get(outcome, 0))
+    yield exchanges
+    records = CounterMetricFamily(
+        "kvnode_repair_records",
+        "Records anti-entropy moved, by direction (sent, received), or refused for clock skew",
+        labels=["direction"],
+    )
+    for direction in ("sent", "received", "refused"):
+        records.add_metric([direction], repair.records.get(direction, 0))
+    yield records
+    yield CounterMetricFamily(
+        "kvnode_repair_segments_compared", "Summary segments compared with peers", repair.segments_compared
+    )
+    yield CounterMetricFamily(
+        "kvnode_repair_segments_differing",
+        "Summary segments found to differ from a peer's",
+        repair.segments_differing,
+    )
+    yield GaugeMetricFamily(
+        "kvnode_repair_summaries_ready",
+        "0 while the anti-entropy summaries are rebuilt from a scan (after a crash), else 1",
+        1 if repair.summaries_ready else 0,
     )
 
 

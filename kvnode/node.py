@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from kvnode import http_api, observe
+from kvnode import admin_api, http_api, observe
 from kvnode.admission import Handler
 from kvnode.parts import PARTS, NodeParts
 
@@ -22,6 +22,7 @@ def create_app(parts: NodeParts) -> web.Application:
     app[PARTS] = parts
     http_api.add_routes(app, parts)
     observe.add_routes(app, parts)
+    admin_api.add_routes(app)
     parts.replica_server.add_routes(app)
     _answer_unrouted(app)
     app.on_shutdown.append(_close_replica_channels)

@@ -15,7 +15,7 @@ from prometheus_client.aiohttp import make_aiohttp_handler
 
 from kvnode.parts import PARTS, NodeParts
 from kvnode.replica.peer import PeerReplica
-from kvnode.snapshot import ClockFigures, NodeSnapshot, RebuildFigures
+from kvnode.snapshot import ClockFigures, NodeSnapshot, RebuildFigures, RepairFigures
 
 __all__ = ["add_routes", "cluster_view", "stats_view"]
 
@@ -63,6 +63,7 @@ def stats_view(parts: NodeParts, snapshot: NodeSnapshot) -> dict[str, Any]:
             "delivered": hints.delivered,
             "dropped": hints.dropped,
         },
+        "repair": _repair_view(snapshot.repair),
         "requests": {"inflight": snapshot.inflight, "shed": snapshot.shed},
         "coordinator": {
             "rewrites": snapshot.rewrites,
@@ -87,7 +88,7 @@ def cluster_view(url: str, members: Sequence[str], snapshot: NodeSnapshot) -> di
                     "state": "self",
                     "reachable": True,
                     "down_for_s": 0.0,
-                    "node_state": snapshot.rebuild.node_state,
+                    "node_state": snapshot.rebuild.state,
                     "identity": snapshot.rebuild.identity,
                 }
             )
@@ -120,6 +121,17 @@ def cluster_view(url: str, members: Sequence[str], snapshot: NodeSnapshot) -> di
     }
 
 
+def _repair_view(repair: RepairFigures) -> dict[str, Any]:
+    return {
+        "summaries_ready": repair.summaries_ready,
+        "summaries_rebuilt_from": repair.summaries_rebuilt,
+        "exchanges": repair.exchanges,
+        "segments_compared": repair.segments_compared,
+        "segments_differing": repair.segments_differing,
+        "records": repair.records,
+    }
+
+
 def _fence_view(fence: ClockFigures) -> dict[str, Any]:
     """The clock fence's verdict: whether this node is fenced, its offset, each peer's, and who is off."""
     return {
@@ -137,10 +149,11 @@ def _rebuild_view(rebuild: RebuildFigures) -> dict[str, Any]:
     progress (all zero when it never rebuilt since start)."""
     return {
         "identity": rebuild.identity,
-        "node_state": rebuild.node_state,
+        "state": rebuild.state,
         "peers": rebuild.peers,
         "peers_done": rebuild.peers_done,
         "records_received": rebuild.records_received,
+        "seconds": rebuild.seconds,
         "attempts": rebuild.attempts,
         "waiting_for": rebuild.waiting_for,
     }

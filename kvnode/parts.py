@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -26,7 +26,8 @@ from kvnode.exporter import NodeMetrics
 from kvnode.fanout import FANOUTS
 from kvnode.metrics import LoopLagMonitor
 from kvnode.placement import Placement
-from kvnode.repair.rebuild import Rebuild, RebuildProgress
+from kvnode.repair.rebuild import Rebuild
+from kvnode.repair.scheduler import AntiEntropy
 from kvnode.repair.upkeep import SummaryUpkeep
 from kvnode.replica import Replica, wire
 from kvnode.replica.auth import ClusterAuth
@@ -35,7 +36,14 @@ from kvnode.replica.identities import Identities
 from kvnode.replica.local import LocalReplica
 from kvnode.replica.peer import PeerReplica
 from kvnode.replica.server import PeerGate, ReplicaServer
-from kvnode.snapshot import ClockFigures, HintFigures, NodeSnapshot, PeerFigures, RebuildFigures
+from kvnode.snapshot import (
+    ClockFigures,
+    HintFigures,
+    NodeSnapshot,
+    PeerFigures,
+    RebuildFigures,
+    RepairFigures,
+)
 from kvnode.storage import Storage
 from kvnode.system_db import SystemDb
 from kvnode.uploads import Uploads
@@ -68,11 +76,13 @@ class NodeParts:
     uploads: Uploads
     replica_server: ReplicaServer
     summaries: SummaryUpkeep  # anti-entropy's view of what this node holds
+    anti_entropy: AntiEntropy  # comparing it with the peers'
     rebuild: Rebuild  # whether this node's data is whole, and its rebuild if it is not
 
     def snapshot(self) -> NodeSnapshot:
         """What the node's counters say now: the one source of /v0/stats, /v0/cluster and /metrics."""
         hints, stats, clock, lag = self.hints, self.coordinator.stats, self.clock, self.loop_lag
+        repair = self.anti_entropy.totals
         verdict = self.fence.refresh()
         known, progress = self.system.peer_identities, self.rebuild.progress
         return NodeSnapshot(
@@ -108,12 +118,21 @@ class NodeParts:
             ),
             rebuild=RebuildFigures(
                 identity=self.system.identity.value,
-                node_state=self.rebuild.node_state().value,
+                state=self.rebuild.node_state().value,
                 peers=progress.peers,
                 peers_done=len(progress.done),
                 records_received=progress.records_received,
+                seconds=round(progress.seconds(), 3),
                 attempts=progress.attempts,
                 waiting_for=dict(progress.waiting_for),
+            ),
+            repair=RepairFigures(
+                summaries_ready=self.summaries.ready.is_set(),
+                summaries_rebuilt=self.summaries.rebuilt,
+                exchanges=dict(repair.exchanges),
+                segments_compared=repair.segments_compared,
+                segments_differing=repair.segments_differing,
+                records={"sent": repair.sent, "received": repair.received, "refused": repair.refused},
             ),
             inflight=self.admission.inflight,
             shed=self.admission.shed,
@@ -158,7 +177,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             max_per_peer=config.max_hints_per_peer,
             window_s=config.hint_window_s,
         )
-        rebuild = Rebuild(system.identity, config.url, config.members)
+        rebuild = Rebuild(system.identity, len(config.members))
         identities = Identities(
             config.url, config.members, system.identity, system.peer_identities, rebuild.peer_met
         )
@@ -197,8 +216,19 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             metrics=NodeMetrics(),
             loop_lag=LoopLagMonitor(),
             uploads=Uploads(config.body_timeout_s),
-            replica_server=ReplicaServer(gate, storage, clock, fence, rebuild.node_state),
+            replica_server=ReplicaServer(gate, storage, clock, fence, summaries, rebuild.node_state),
             summaries=summaries,
+            anti_entropy=AntiEntropy(
+                config.url,
+                summaries,
+                storage,
+                local,
+                peers,
+                clock,
+                system.repair_marks,
+                interval_s=config.repair_interval_s,
+                rate=config.repair_rate,
+            ),
             rebuild=rebuild,
         )
         parts.metrics.watch(parts.snapshot, [local, *peers])
@@ -208,20 +238,11 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             opened.push_async_callback(delivery.stop)
         parts.loop_lag.start()
         opened.push_async_callback(parts.loop_lag.stop)
-        rebuild.start(_full_repair_stand_in, lambda: _probe_all(peers))
+        parts.anti_entropy.start()
+        opened.push_async_callback(parts.anti_entropy.stop)
+        rebuild.start(parts.anti_entropy)
         opened.push_async_callback(rebuild.stop)
         yield parts
-
-
-def _probe_all(peers: list[PeerReplica]) -> None:
-    for peer in peers:
-        peer.probe()
-
-
-# TODO(lead, at merge): the stand-in for anti-entropy's full repair until it lands on main; it completes
-# with no peer, so a rebuilding node stays so.
-async def _full_repair_stand_in(peers: Collection[str], progress: RebuildProgress) -> dict[str, str]:
-    return dict.fromkeys(peers, "anti-entropy is not merged yet")
 
 
 async def _measure_clocks(peers: list[PeerReplica]) -> None:

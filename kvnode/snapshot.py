@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from kvnode.metrics import FixedBuckets
 
-__all__ = ["ClockFigures", "HintFigures", "NodeSnapshot", "PeerFigures", "RebuildFigures"]
+__all__ = ["ClockFigures", "HintFigures", "NodeSnapshot", "PeerFigures", "RebuildFigures", "RepairFigures"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,12 +46,25 @@ class RebuildFigures:
     """This node's identity, the state of its data, and its rebuild's progress (kvnode.repair.rebuild)."""
 
     identity: str
-    node_state: str  # unknown, rebuilding, serving
+    state: str  # of its data: unknown, rebuilding, serving
     peers: int  # to complete a repair with while rebuilding
     peers_done: int
     records_received: int
-    attempts: int  # full repairs started
+    seconds: float  # the rebuild's, so far or in all (0 when this node did not rebuild since start)
+    attempts: int  # rounds of repairs with the peers not done yet
     waiting_for: dict[str, str]  # peer -> why its last repair failed
+
+
+@dataclass(frozen=True, slots=True)
+class RepairFigures:
+    """Anti-entropy's (kvnode.repair), since start."""
+
+    summaries_ready: bool  # false while the summaries are rebuilt after a crash
+    summaries_rebuilt: int  # records scanned by that rebuild
+    exchanges: dict[str, int]  # by outcome: completed, failed
+    segments_compared: int
+    segments_differing: int
+    records: dict[str, int]  # moved by direction (sent, received), and refused for clock skew
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +78,7 @@ class NodeSnapshot:
     clock_ignored: int  # timestamps seen beyond the maximum skew
     clock_fence: ClockFigures
     rebuild: RebuildFigures
+    repair: RepairFigures
     inflight: int  # client entity requests between arrival and answer
     shed: int  # client entity requests answered 503 since start
     loop_lag_samples: int  # in the loop-lag window (since start or the last ``/v0/stats?reset=1``)

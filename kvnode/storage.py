@@ -15,6 +15,7 @@ b'v1'
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -118,6 +119,18 @@ class Storage:
             raise StorageError(_reason(error)) from error
         for key, (_, old) in changes.items():
             self.on_change(key, old, encoded[key])
+
+    def raw(self, key: bytes) -> bytes | None:
+        """Key's stored bytes as they are, unchecked: what anti-entropy's summary digested."""
+        return self._get(key)
+
+    def keys_after(self, after: bytes, limit: int) -> list[bytes]:
+        """Up to ``limit`` stored keys after ``after`` (b"": from the first), in key order."""
+        try:
+            with self._db.iterator(start=after, include_start=False, include_value=False) as keys:
+                return list(itertools.islice(keys, limit))
+        except plyvel.Error as error:
+            raise StorageError(_reason(error)) from error
 
     def snapshot_records(self) -> Iterator[tuple[bytes, bytes]]:
         """(key, encoded record) of every stored version, tombstones and corrupt ones included, in key

@@ -1,6 +1,7 @@
-"""``python -m loadtest rate|fill|compare|report|selfbench|ui|locust``: constant-rate load, filling a
-store, the fan-out comparison (and its report drawn again from its results), the load generator's own
-benchmark, and Locust on a fresh local cluster (its web UI, or a bounded headless run with reports)."""
+"""``python -m loadtest rate|fill|compare|report|selfbench|ui|locust|healing``: constant-rate load, filling
+a store, the fan-out comparison (and its report drawn again from its results), the load generator's own
+benchmark, Locust on a fresh local cluster (its web UI, or a bounded headless run with reports), and what
+healing costs (a wiped node rebuilt under load, an idle cluster's repair traffic)."""
 
 from __future__ import annotations
 
@@ -124,6 +125,10 @@ def _parser() -> argparse.ArgumentParser:
     for command in (ui, locust):
         command.add_argument("--keys", type=positive_int, default=10_000, help="keys filled = Locust's keys")
         command.add_argument("--fanout", choices=modes, default="async", help="nodes' fan-out")
+    # Parsed by loadtest.healing itself (main hands it the arguments); listed here for --help.
+    commands.add_parser(
+        "healing", add_help=False, help="a wiped node rebuilt under load, an idle cluster's repair traffic"
+    )
     return parser
 
 
@@ -149,6 +154,12 @@ def _stop_on_signals() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["healing"]:  # its own parser: a measurement with its own flags
+        from loadtest.healing import main as healing
+
+        _stop_on_signals()
+        return healing(arguments[1:], shlex.join(["python", "-m", "loadtest", *arguments]))
     args = _parser().parse_args(argv)
     _stop_on_signals()
     if args.command == "compare":

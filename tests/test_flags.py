@@ -43,6 +43,8 @@ def test_node_argv_gives_back_a_config_with_every_field_set_away_from_its_defaul
         hint_window_s=60,
         max_hints_per_peer=99,
         hint_rate=5,
+        repair_interval_s=60,
+        repair_rate=10,
         max_body_bytes=1000,
         body_timeout_s=3,
         max_inflight=7,

@@ -41,8 +41,8 @@ def test_stats_cluster_and_metrics_agree_on_a_stopped_peers_hints(start_cluster:
     stats = get_json(coordinator, "/v0/stats")
     assert stats["node"] == coordinator.url
     assert set(stats) == {
-        "node", "fanout", "cluster", "loop_lag_ms", "peers", "clock", "hints", "requests", "coordinator",
-        "rebuild",
+        "node", "fanout", "cluster", "loop_lag_ms", "peers", "clock", "hints", "repair", "requests",
+        "coordinator", "rebuild",
     }  # fmt: skip
     assert stats["hints"]["kept"][stopped.url] >= 2
     assert stats["peers"][running.url] == "connected"
@@ -55,6 +55,6 @@ def test_stats_cluster_and_metrics_agree_on_a_stopped_peers_hints(start_cluster:
     assert members[coordinator.url]["state"] == "self"
     assert members[running.url]["reachable"] and not members[stopped.url]["reachable"]
     assert stats["rebuild"] == view["rebuild"]
-    assert view["rebuild"]["node_state"] == members[coordinator.url]["node_state"] == "serving"
+    assert view["rebuild"]["state"] == members[coordinator.url]["node_state"] == "serving"
 
     assert hints_pending_metric(coordinator) == {running.url: 0, stopped.url: 2}

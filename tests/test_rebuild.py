@@ -17,7 +17,7 @@ SECRET = "rebuild-test-secret-" * 2
 
 
 def node_state(node: Node) -> str:
-    state: str = stats(node)["rebuild"]["node_state"]
+    state: str = stats(node)["rebuild"]["state"]
     return state
 
 

@@ -7,12 +7,18 @@ must see a version at least as new as the last write acknowledged before the rea
 intersection) and no newer than the last one issued. Afterwards every key reads, with ack=3&from=3, its
 last acknowledged write (404 if that was a DELETE); only a later write that was not acknowledged (504, a
 write that may still have been applied) may stand in its place.
+
+Then the same under a nemesis (each node in turn killed with SIGKILL and restarted, or frozen, each time
+for longer than the hint window), after which anti-entropy alone must make every replica's own listing
+identical.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -20,7 +26,7 @@ from dataclasses import dataclass, field
 import aiohttp
 import pytest
 
-from tests.harness import ClusterFactory
+from tests.harness import Cluster, ClusterFactory, stats, wait_for
 
 SOAK_SECONDS = 20.0
 CLIENTS = 32
@@ -186,3 +192,64 @@ def test_concurrent_clients_lose_no_acknowledged_write(
     assert asyncio.run(final_state(cluster.urls, soak)) == []
     for node in cluster:
         assert node.process is not None and node.process.poll() is None, f"{node.url} died"
+
+
+# --- with a nemesis, and anti-entropy healing what it broke ------------------------------------------------
+
+NEMESIS_FAULT_S = 2.0  # how long one fault lasts: longer than the hint window, so hints cannot heal it
+
+
+def nemesis(cluster: Cluster, stop: threading.Event, log: list[str]) -> None:
+    """Kill -9 and restart, then freeze and resume, each node in turn, until ``stop``. Runs on the main
+    thread: a node dies with the thread that started it (kvnode.ops.processes.die_with_parent)."""
+    for round_ in itertools.count():
+        node = cluster[round_ % len(cluster)]
+        if round_ % 2 == 0:
+            node.kill()
+            log.append(f"killed {node.url}")
+            stop.wait(NEMESIS_FAULT_S)
+            node.start()
+        else:
+            node.freeze()
+            log.append(f"froze {node.url}")
+            stop.wait(NEMESIS_FAULT_S)
+            node.resume()
+        if stop.wait(0.5):
+            return
+
+
+def own_listings(cluster: Cluster) -> list[dict[bytes, bytes]]:
+    return [dict(node.scan("soak-", "soak.")) for node in cluster]
+
+
+@pytest.mark.timeout(240)
+def test_under_a_nemesis_no_acknowledged_write_is_lost_and_anti_entropy_makes_replicas_identical(
+    start_cluster: ClusterFactory,
+) -> None:
+    cluster = start_cluster(3, hint_window_s=1, repair_interval_s=1)
+    stop, log = threading.Event(), list[str]()
+    soaks: list[Soak] = []
+
+    def clients() -> None:
+        try:
+            soaks.append(asyncio.run(run_soak(cluster.urls, SOAK_SECONDS)))
+        finally:
+            stop.set()
+
+    running = threading.Thread(target=clients)
+    running.start()
+    nemesis(cluster, stop, log)
+    running.join()
+    assert soaks, "the soak's clients failed"
+    soak = soaks[0]
+    summary = f"{soak.operations} operations: {dict(soak.outcomes)}; nemesis: {log}"
+    print(summary)
+    assert soak.violations == [], summary
+    assert len(log) >= 4, summary
+    healing = time.monotonic()
+    wait_for(lambda: len({tuple(sorted(listing.items())) for listing in own_listings(cluster)}) == 1,
+             seconds=120, what="every replica's own listing identical")  # fmt: skip
+    converged_s = time.monotonic() - healing
+    moved = sum(stats(node)["repair"]["records"]["received"] for node in cluster)
+    print(f"replicas identical {converged_s:.1f} s after the nemesis stopped; {moved} records received")
+    assert asyncio.run(final_state(cluster.urls, soak)) == []

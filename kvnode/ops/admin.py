@@ -4,8 +4,12 @@
     python -m kvnode admin --url http://127.0.0.1:8080 ring          # the cluster list, each member's share
     python -m kvnode admin --url http://127.0.0.1:8080 locate user:42  # the key's replicas, in order
     python -m kvnode admin --url http://127.0.0.1:8080 hints --json  # hints waiting, per target
+    python -m kvnode admin --url http://127.0.0.1:8080 repair --wait  # anti-entropy with every peer, now
 
-Everything comes from the node's ``GET /v0/cluster`` (kvnode.observe.cluster_view): the states of its own
+``repair`` asks the node for a full anti-entropy repair (``POST /v0/repair``, kvnode.admin_api); with
+``--wait`` it prints progress on stderr until the repair is done, then a one-line summary, and exits 1
+(naming them) when a peer could not be repaired. Everything else comes from the node's
+``GET /v0/cluster`` (kvnode.observe.cluster_view): the states of its own
 replica channels (it tries to connect to a member it is not connected to, so the answer is current), the
 state of each member's data (serving, or rebuilding after a lost disk, with this node's progress), the
 clock fence's verdict (kvnode.clock_fence: which member's clock is off, if any) and its hints. A key's
@@ -20,6 +24,7 @@ import argparse
 import json
 import os
 import sys
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
@@ -31,6 +36,7 @@ from kvnode.placement import Placement
 
 __all__ = ["main"]
 
+_POLL_S = 0.5  # how often repair --wait asks for progress
 _TIMEOUT_S = 10.0  # the node itself waits up to its replica timeout for connect attempts
 _SHARE_SAMPLE = 10_000  # keys placed to estimate each member's share of first replicas
 
@@ -38,6 +44,8 @@ _SHARE_SAMPLE = 10_000  # keys placed to estimate each member's share of first r
 def main(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
     args = _parser(os.environ if env is None else env).parse_args(argv)
     try:
+        if args.command == "repair":
+            return _repair(args)
         view = _fetch(args.url)
     except _Unreachable as error:
         print(f"kvnode admin: {error}", file=sys.stderr)
@@ -61,7 +69,9 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     # --json after the command too; SUPPRESS keeps a subcommand from resetting one given before it.
     after = OneLineParser(add_help=False)
     after.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=json_help)
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{status,ring,locate,hints}")
+    commands = parser.add_subparsers(
+        dest="command", required=True, metavar="{status,ring,locate,hints,repair}"
+    )
     commands.add_parser("status", parents=[after], help="each member, and whether this node reaches it")
     commands.add_parser(
         "ring", parents=[after], help="the cluster list and each member's share of first replicas"
@@ -69,6 +79,10 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     locate = commands.add_parser("locate", parents=[after], help="the replicas of a key, in placement order")
     locate.add_argument("key", help="the entity id")
     commands.add_parser("hints", parents=[after], help="hints waiting for delivery, per target")
+    repair = commands.add_parser(
+        "repair", parents=[after], help="a full anti-entropy repair of the node's keys with every peer, now"
+    )
+    repair.add_argument("--wait", action="store_true", help="follow it to its end (exit 1 if a peer failed)")
     return parser
 
 
@@ -76,17 +90,44 @@ class _Unreachable(Exception):
     pass
 
 
-def _fetch(url: str) -> dict[str, Any]:
+def _fetch(url: str, path: str = "/v0/cluster", method: str = "GET") -> dict[str, Any]:
+    request = urllib.request.Request(url + path, method=method)
     try:
-        with urllib.request.urlopen(url + "/v0/cluster", timeout=_TIMEOUT_S) as reply:
+        with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as reply:
             view: dict[str, Any] = json.loads(reply.read())
     except urllib.error.HTTPError as error:
-        raise _Unreachable(f"{url}/v0/cluster answered {error.code} {error.reason}") from None
+        raise _Unreachable(f"{method} {url}{path} answered {error.code} {error.reason}") from None
     except urllib.error.URLError as error:
         raise _Unreachable(f"cannot reach {url}: {error.reason}") from None
     except (OSError, ValueError) as error:  # a timeout, a reset, a body that is not JSON
-        raise _Unreachable(f"cannot read {url}/v0/cluster: {error}") from None
+        raise _Unreachable(f"cannot read {url}{path}: {error}") from None
     return view
+
+
+def _repair(args: argparse.Namespace) -> int:
+    run = _fetch(args.url, "/v0/repair", "POST")
+    if not args.wait:
+        print(
+            json.dumps(run, indent=2) if args.json else f"repair started on {args.url}; follow it with --wait"
+        )
+        return 0
+    shown = ""
+    while not run["done"]:
+        line = _progress(run)
+        if line != shown:
+            print(line, file=sys.stderr, flush=True)
+            shown = line
+        time.sleep(_POLL_S)
+        run = _fetch(args.url, "/v0/repair")
+    print(json.dumps(run, indent=2) if args.json else run["summary"])
+    return 1 if run["unreached"] else 0
+
+
+def _progress(run: dict[str, Any]) -> str:
+    outcomes = run["outcomes"].values()
+    moved = sum(o["sent"] + o["received"] for o in outcomes)
+    done, peers = len(run["outcomes"]), len(run["peers"])
+    return f"repairing with {run['current'] or '-'}: {done} of {peers} peers done, {moved} records moved"
 
 
 def _status(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:

@@ -122,6 +122,18 @@ _SHARED = [
     ),
     _Flag("--hint-rate", positive_int, _DEFAULTS.hint_rate, "hints delivered to one peer per second at most"),
     _Flag(
+        "--repair-interval-s",
+        positive_int,
+        _DEFAULTS.repair_interval_s,
+        "anti-entropy compares this node's summaries with each peer's at least this often",
+    ),
+    _Flag(
+        "--repair-rate",
+        positive_int,
+        _DEFAULTS.repair_rate,
+        "records anti-entropy moves (sent and received) per second at most",
+    ),
+    _Flag(
         "--max-body-bytes", positive_int, _DEFAULTS.max_body_bytes, "largest PUT body accepted (413 above)"
     ),
     _Flag(

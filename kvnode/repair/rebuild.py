@@ -2,8 +2,9 @@
 
 :class:`Rebuild` saves every state before acting on it (so a crash resumes where the node was), asks
 every peer while the state is unknown (a handshake is enough: kvnode.replica.identities tells what the
-peer remembered), and while rebuilding runs a full repair with every peer until each one has completed
-once, retrying the ones that failed (a peer down is waited for, and said so in the log), then serves.
+peer remembered), and while rebuilding repairs with every peer (anti-entropy's exchange,
+kvnode.repair.scheduler) until each one has completed once, retrying the ones that failed (a peer down is
+waited for, and said so in the log), then serves.
 Its figures (records received, peers done) go to ``/v0/stats``, ``/v0/cluster``, ``admin status`` and
 ``/metrics``.
 """
@@ -14,14 +15,14 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 
 from kvnode.repair.rebuild_state import NodeState, RebuildState
+from kvnode.repair.scheduler import AntiEntropy
 from kvnode.replica.auth import Introduction
 from kvnode.system_db import NodeIdentity
 
-__all__ = ["FullRepair", "Rebuild", "RebuildProgress"]
+__all__ = ["Rebuild", "RebuildProgress"]
 
 log = logging.getLogger(__name__)
 
@@ -32,36 +33,36 @@ _ASK_EVERY_S = 0.2
 
 @dataclass(slots=True)
 class RebuildProgress:
-    """How far the rebuild is; ``records_received`` is added to by the repair as records arrive."""
+    """How far the rebuild is, updated as each repair with a peer ends."""
 
     peers: int  # to complete a repair with
     done: set[str] = field(default_factory=set)  # peers a repair completed with
     records_received: int = 0
-    attempts: int = 0  # full repairs started
+    attempts: int = 0  # rounds of repairs with the peers not done yet
     waiting_for: dict[str, str] = field(default_factory=dict)  # peer -> why its last repair failed
+    started: float | None = None  # time.monotonic() when this process began rebuilding
+    ended: float | None = None
 
-
-# Repairs this node with each of ``peers`` and returns, for each one whose repair did not complete, why
-# (an empty dict: every one completed). Records received are counted into the progress as they arrive.
-FullRepair = Callable[[Collection[str], RebuildProgress], Awaitable[dict[str, str]]]
+    def seconds(self) -> float:
+        """How long the rebuild took, or has taken so far; 0 when this process did not rebuild."""
+        if self.started is None:
+            return 0.0
+        return (self.ended or time.monotonic()) - self.started
 
 
 class Rebuild:
     """The state of this node's data, saved in ``identity``, and the task that rebuilds it. Create it
     inside the running event loop; :meth:`start` once the peers exist."""
 
-    def __init__(
-        self, identity: NodeIdentity, own_url: str, members: Collection[str], retry_s: float = 1.0
-    ) -> None:
+    def __init__(self, identity: NodeIdentity, members: int, retry_s: float = 1.0) -> None:
+        """``members``: the cluster's, this node included."""
         self._identity = identity
-        self._peers = sorted(set(members) - {own_url})
-        self._machine = RebuildState.at_start(identity.saved_state(), len(members))
+        self._machine = RebuildState.at_start(identity.saved_state(), members)
         self._save(self._machine.state)
         self._retry_s = retry_s
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self.progress = RebuildProgress(peers=len(self._peers))
-        self._started = time.monotonic()
+        self.progress = RebuildProgress(peers=members - 1)
 
     def node_state(self) -> NodeState:
         return self._machine.state
@@ -82,10 +83,10 @@ class Rebuild:
             log.info("%s did not know this node before: a new member, serving", peer_url)
         self._changed.set()
 
-    def start(self, full_repair: FullRepair, probe: Callable[[], None]) -> None:
-        """Act on the state from now on: ``probe`` starts a connect attempt to every peer not connected."""
+    def start(self, anti_entropy: AntiEntropy) -> None:
+        """Act on the state from now on, repairing with ``anti_entropy``'s peers."""
         if not self._machine.serving:
-            self._task = asyncio.get_running_loop().create_task(self._run(full_repair, probe))
+            self._task = asyncio.get_running_loop().create_task(self._run(anti_entropy))
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -96,25 +97,35 @@ class Rebuild:
     def _save(self, state: NodeState) -> None:
         self._identity.save_state("" if state is NodeState.SERVING else state.value)
 
-    async def _run(self, full_repair: FullRepair, probe: Callable[[], None]) -> None:
+    async def _run(self, anti_entropy: AntiEntropy) -> None:
         while self._machine.state is NodeState.UNKNOWN:
-            probe()
+            for peer in anti_entropy.peers:  # a completed handshake is all it takes
+                peer.probe()
             self._changed.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), _ASK_EVERY_S)
         progress = self.progress
+        progress.started = time.monotonic()
         while self._machine.state is NodeState.REBUILDING:
-            remaining = [peer for peer in self._peers if peer not in progress.done]
             progress.attempts += 1
             waited_for = set(progress.waiting_for)
-            progress.waiting_for = await full_repair(remaining, progress)
-            progress.done.update(peer for peer in remaining if peer not in progress.waiting_for)
+            for peer in anti_entropy.peers:
+                if peer.url in progress.done:
+                    continue
+                outcome = await anti_entropy.repair_with(peer)
+                progress.records_received += outcome.received
+                if outcome.completed:
+                    progress.done.add(peer.url)
+                    progress.waiting_for.pop(peer.url, None)
+                else:
+                    progress.waiting_for[peer.url] = outcome.reason
             if not progress.waiting_for:
                 self._machine.rebuilt()
                 self._save(self._machine.state)
+                progress.ended = time.monotonic()
                 log.info(
                     "rebuilt: %d records received from %d peers in %.1fs; serving reads",
-                    progress.records_received, len(progress.done), time.monotonic() - self._started,
+                    progress.records_received, len(progress.done), progress.seconds(),
                 )  # fmt: skip
                 return
             if set(progress.waiting_for) != waited_for:  # one line each time the peers waited for change

@@ -122,6 +122,12 @@ class PeerReplica:
         """A write, counted apart from the coordinator's (op="hint" in kvnode_replica_calls_total)."""
         return self._call(wire.Op.WRITE, key, encode(record), "hint")  # type: ignore[return-value]
 
+    def repair(self, op: wire.Op, key: bytes, record: bytes = b"") -> asyncio.Future[object]:
+        """One of anti-entropy's calls (kvnode.repair.scheduler), counted apart (op="repair"): a READ
+        resolves to a Record or None, a WRITE as a write does, BRANCHES, SEGMENTS and LIST to the reply's
+        payload."""
+        return self._call(op, key, record, "repair")
+
     # --- for operators and the hint delivery ----------------------------------------------------------
 
     @property
@@ -357,6 +363,13 @@ class PeerReplica:
             self._life.failed(self._loop.time())
 
 
+_REPAIR_ANSWERS = {
+    wire.Op.BRANCHES: wire.Status.HASHES,
+    wire.Op.SEGMENTS: wire.Status.HASHES,
+    wire.Op.LIST: wire.Status.LISTING,
+}
+
+
 def _answer_of(op: wire.Op, reply: wire.ReplicaReply) -> object:
     """The value a call resolves to, from its reply; raises for a failed or mismatched reply."""
     status = reply.status
@@ -374,6 +387,9 @@ def _answer_of(op: wire.Op, reply: wire.ReplicaReply) -> object:
     elif op is wire.Op.CLOCK:
         if status is wire.Status.CLOCK:
             return wire.decode_clock(reply.payload)
+    elif op in _REPAIR_ANSWERS:
+        if status is _REPAIR_ANSWERS[op]:
+            return reply.payload
     elif status is wire.Status.STORED:
         return None
     elif status is wire.Status.NEWER:

@@ -2,8 +2,9 @@
 
 Every record received moves this node's clock past its timestamp, unless it is stamped beyond the maximum
 skew ahead of the cluster's time as this node best knows it (kvnode.clock_fence): such a record is refused
-(REFUSED), not stored. A CLOCK call is answered with this node's wall clock and the state of its data.
-While that data is not whole (kvnode.repair.rebuild_state), a READ is answered NOT_READY.
+(REFUSED), not stored. A CLOCK call is answered with this node's wall clock and the state of its data,
+and anti-entropy's calls from this node's summaries and store (kvnode.repair.answers). While this node's
+data is not whole (kvnode.repair.rebuild_state), a READ is answered NOT_READY.
 
 With a cluster secret, only a peer that passed the handshake (kvnode.replica.auth) is upgraded; anyone
 else gets a 403 and a rate-limited log line naming its address. Either way, the peer's introduction goes
@@ -25,7 +26,9 @@ from aiohttp import WSMsgType, web
 from kvnode.clock import HybridClock
 from kvnode.clock_fence import ClockFence
 from kvnode.records import CorruptRecord, decode
+from kvnode.repair import answers as repair_answers
 from kvnode.repair.rebuild_state import NodeState
+from kvnode.repair.upkeep import SummaryUpkeep
 from kvnode.replica import wire
 from kvnode.replica.auth import (
     CHALLENGE_PATH,
@@ -65,11 +68,12 @@ class ReplicaServer:
         storage: Storage,
         clock: HybridClock,
         fence: ClockFence,
+        summaries: SummaryUpkeep,
         node_state: Callable[[], NodeState] = lambda: NodeState.SERVING,
     ) -> None:
         self.gate = gate
         self._storage = storage
-        self._answers = CallAnswers(clock, fence, node_state)
+        self._answers = CallAnswers(clock, fence, summaries, node_state)
         self._channels: set[web.WebSocketResponse] = set()
 
     def add_routes(self, app: web.Application) -> None:
@@ -103,17 +107,24 @@ def answer_challenge(gate: PeerGate) -> web.Response:
 @dataclass(frozen=True, slots=True)
 class CallAnswers:
     """How this node answers a peer's calls: the clock a received record moves, the fence it must pass,
-    and the state of this node's data (whether it may answer a read)."""
+    the summaries anti-entropy's calls read, and the state of this node's data (whether it may answer a
+    read)."""
 
     clock: HybridClock
     fence: ClockFence
+    summaries: SummaryUpkeep
     node_state: Callable[[], NodeState]
 
     def answer_calls(self, storage: Storage, calls: list[wire.CallRequest]) -> list[bytes]:
         """The replies to one frame's calls, in order, once their writes are stored: together, in one
         LevelDB write. If that write fails, every call of the frame is answered FAILED."""
         batch = storage.batch()
-        replies = [self.answer_call(batch, call) for call in calls]
+        replies = [
+            self.answer_repair(storage, call)
+            if call.op in repair_answers.REPAIR_OPS
+            else self.answer_call(batch, call)
+            for call in calls
+        ]
         try:
             batch.commit()
         except StorageError as error:
@@ -147,6 +158,14 @@ class CallAnswers:
             return wire.encode_reply(call.call_id, wire.Status.NEWER, wire.encode_timestamp(held.timestamp))
         except (CorruptRecord, StorageError) as error:
             return wire.encode_reply(call.call_id, wire.Status.FAILED, str(error).encode())
+
+    def answer_repair(self, storage: Storage, call: wire.CallRequest) -> bytes:
+        """Answer one of anti-entropy's calls (kvnode.repair.answers)."""
+        try:
+            status, payload = repair_answers.answer(storage, self.summaries, call)
+        except (repair_answers.NotAnswerable, wire.WireError, StorageError) as error:
+            return wire.encode_reply(call.call_id, wire.Status.FAILED, str(error).encode())
+        return wire.encode_reply(call.call_id, status, payload)
 
 
 async def serve_peer(

@@ -30,6 +30,9 @@ from __future__ import annotations
 
 import enum
 import struct
+import sys
+from array import array
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -49,10 +52,18 @@ __all__ = [
     "call_size",
     "decode_calls",
     "decode_clock",
+    "decode_hashes",
+    "decode_list_request",
+    "decode_listing",
+    "decode_numbers",
     "decode_replies",
     "decode_timestamp",
     "encode_call",
     "encode_clock",
+    "encode_hashes",
+    "encode_list_request",
+    "encode_listing",
+    "encode_numbers",
     "encode_reply",
     "encode_timestamp",
 ]
@@ -60,6 +71,8 @@ __all__ = [
 _CALL = struct.Struct(">IIBI")
 _REPLY = struct.Struct(">IIB")
 _TIMESTAMP = struct.Struct(">Q")
+_U16 = struct.Struct(">H")
+_ENTRY = struct.Struct(">HQ")  # key length, version digest
 _RECORD_HEADER = MAX_HEADER_BYTES
 
 MAX_KEY_BYTES = 8192  # aiohttp refuses request lines over 8190 bytes, so no client key is longer
@@ -104,6 +117,10 @@ class Op(enum.IntEnum):
     READ = 1
     WRITE = 2
     CLOCK = 3  # no key, no record: the replica answers CLOCK with its wall clock (kvnode.clock_offsets)
+    # Anti-entropy (kvnode.repair); the key is the caller's URL, whose summary tree is meant.
+    BRANCHES = 4  # no record: answered HASHES, the tree's branch hashes
+    SEGMENTS = 5  # record = branches (u16 each): answered HASHES, those branches' segment hashes
+    LIST = 6  # record = encode_list_request: answered LISTING, one page of those segments' keys
 
 
 class Status(enum.IntEnum):
@@ -114,7 +131,9 @@ class Status(enum.IntEnum):
     NEWER = 5
     REFUSED = 6
     CLOCK = 7
-    NOT_READY = 8
+    HASHES = 8  # u64 each
+    LISTING = 9  # encode_listing
+    NOT_READY = 10
 
 
 # By wire value: a dict lookup costs a tenth of calling the enum class.
@@ -178,6 +197,83 @@ def decode_clock(payload: bytes) -> tuple[int, str]:
     if len(payload) < _TIMESTAMP.size:
         raise WireError(f"clock payload is {len(payload)} bytes, expected at least {_TIMESTAMP.size}")
     return int(_TIMESTAMP.unpack_from(payload)[0]), payload[_TIMESTAMP.size :].decode("ascii", "replace")
+
+
+def encode_hashes(hashes: Iterable[int]) -> bytes:
+    """u64 hashes (summary trees' branches or segments), and the u16 numbers of branches asked for.
+
+    >>> decode_hashes(encode_hashes([1, 2**64 - 1]))
+    [1, 18446744073709551615]
+    """
+    values = array("Q", hashes)
+    if sys.byteorder == "little":
+        values.byteswap()
+    return values.tobytes()
+
+
+def decode_hashes(payload: bytes) -> list[int]:
+    if len(payload) % 8:
+        raise WireError(f"hash payload of {len(payload)} bytes is not a whole number of u64")
+    values = array("Q", payload)
+    if sys.byteorder == "little":
+        values.byteswap()
+    return values.tolist()
+
+
+def encode_numbers(numbers: Iterable[int]) -> bytes:
+    """u16 numbers: the branches a SEGMENTS call asks for."""
+    return b"".join(_U16.pack(number) for number in numbers)
+
+
+def decode_numbers(payload: bytes) -> list[int]:
+    if len(payload) % 2:
+        raise WireError(f"number payload of {len(payload)} bytes is not a whole number of u16")
+    return [number for (number,) in _U16.iter_unpack(payload)]
+
+
+def encode_list_request(cursor: bytes, segments: bytes) -> bytes:
+    """A LIST call's record: list keys after ``cursor`` (b"": from the first) in the segments whose bits
+    are set in ``segments`` (a bitmap, bit i of byte i // 8 for segment i)."""
+    return _U16.pack(len(cursor)) + cursor + segments
+
+
+def decode_list_request(record: bytes) -> tuple[bytes, bytes]:
+    if len(record) < _U16.size:
+        raise WireError("LIST request shorter than its cursor length")
+    (length,) = _U16.unpack_from(record)
+    end = _U16.size + length
+    if len(record) < end:
+        raise WireError("LIST request's cursor runs past its end")
+    return record[_U16.size : end], record[end:]
+
+
+def encode_listing(next_cursor: bytes, entries: Iterable[tuple[bytes, int]]) -> bytes:
+    """A page of (key, version digest) and the cursor to ask the next page from (b"": the last page).
+
+    >>> decode_listing(encode_listing(b"k2", [(b"k1", 7)]))
+    (b'k2', [(b'k1', 7)])
+    """
+    parts = [_U16.pack(len(next_cursor)), next_cursor]
+    for key, digest in entries:
+        parts.append(_ENTRY.pack(len(key), digest))
+        parts.append(key)
+    return b"".join(parts)
+
+
+def decode_listing(payload: bytes) -> tuple[bytes, list[tuple[bytes, int]]]:
+    cursor, offset = decode_list_request(payload)[0], _U16.size
+    offset += len(cursor)
+    entries = []
+    while offset < len(payload):
+        if len(payload) - offset < _ENTRY.size:
+            raise WireError("listing ends inside an entry header")
+        length, digest = _ENTRY.unpack_from(payload, offset)
+        offset += _ENTRY.size
+        if offset + length > len(payload):
+            raise WireError("listing's key runs past its end")
+        entries.append((payload[offset : offset + length], digest))
+        offset += length
+    return cursor, entries
 
 
 def decode_calls(frame: bytes, limits: Limits | None = None) -> list[CallRequest]:
