@@ -11,9 +11,21 @@ from typing import Any
 
 import pytest
 
-from tests.harness import ClusterFactory, Node, request, stats, wait_for
+from tests.harness import (
+    ClusterFactory,
+    Node,
+    clean_env,
+    key_where,
+    request,
+    run_kvnode,
+    scrape,
+    stats,
+    total,
+    wait_for,
+)
 
 SECRET = "rebuild-test-secret-" * 2
+KEYS = 40  # acknowledged keys whose first replica is the node that loses its disk
 
 
 def node_state(node: Node) -> str:
@@ -56,3 +68,43 @@ def test_a_new_cluster_serves_on_every_node_and_its_members_know_each_other(
         members = cluster_view(node)["members"]  # its probe meets every peer
         assert {m["url"]: m["identity"] for m in members} == identities
         wait_for(partial(sees_every_member_serve, node), what=f"{node.url} hearing every member serve")
+
+
+def test_a_wiped_node_rebuilds_never_answering_404_then_serves_every_key_alone(
+    start_cluster: ClusterFactory,
+) -> None:
+    """With C down the rebuild cannot complete, so B is seen rebuilding for as long as the test needs; a
+    crash then resumes it; C back, it completes."""
+    cluster = start_cluster(3)
+    a, b, c = cluster
+    keys = [key_where(cluster.urls, "lost", lambda order: order[0] == b.url) for _ in range(KEYS)]
+    for key in keys:
+        assert a.put(key, key.encode(), ack=3).status == 201
+    c.stop()
+    wipe(b)
+    wait_for(partial(in_state, b, "rebuilding"), what="the wiped node rebuilding")
+    assert "came back as another node" in a.log_path.read_text()
+
+    for key in keys:  # its own storage never answers for a key it lost, not even "absent"
+        assert b.get(key, ack=1, from_=1).status == 504  # a failed replica
+        response = b.get(key, ack=1)  # a peer answers instead
+        assert (response.status, response.body) == (200, key.encode())
+    written = key_where(cluster.urls, "during", lambda order: order[0] == b.url)
+    assert b.put(written, b"taken", ack=2).status == 201  # writes are taken meanwhile
+    wait_for(lambda: stats(b)["rebuild"]["peers_done"] == 1, what="the repair with A")
+    finished = run_kvnode(["admin", "--url", b.url, "status"], b.config.data_dir, clean_env())
+    assert f"data: {b.url} is rebuilding: 1 of 2 peers done" in finished.stdout, finished.stdout
+    assert total(scrape(b), "kvnode_rebuild_records_total") >= KEYS
+
+    b.kill()  # a crash during the rebuild: it resumes, never back to serving unrepaired
+    b.start()
+    assert node_state(b) == "rebuilding"
+    c.start()
+    wait_for(partial(in_state, b, "serving"), what="the rebuild to complete")
+
+    a.stop()
+    c.stop()
+    for key in keys:
+        response = b.get(key, ack=1)
+        assert (response.status, response.body) == (200, key.encode())
+    assert b.get(written, ack=1).body == b"taken"
