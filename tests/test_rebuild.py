@@ -85,8 +85,9 @@ def test_a_wiped_node_rebuilds_never_answering_404_then_serves_every_key_alone(
     wait_for(partial(in_state, b, "rebuilding"), what="the wiped node rebuilding")
     assert "came back as another node" in a.log_path.read_text()
 
-    for key in keys:  # its own storage never answers for a key it lost, not even "absent"
+    for key in keys:  # it never answers for a key it lost, not even "absent", to itself or to a peer
         assert b.get(key, ack=1, from_=1).status == 504  # a failed replica
+        assert a.get(key, ack=1, from_=1).status == 504
         response = b.get(key, ack=1)  # a peer answers instead
         assert (response.status, response.body) == (200, key.encode())
     written = key_where(cluster.urls, "during", lambda order: order[0] == b.url)

@@ -1,6 +1,8 @@
 """Anti-entropy: replicas compare summaries of what they hold and exchange only the records that differ.
 
-summary     what a node holds, as one hash tree per peer (tictac: a write updates it by a delta); pure
-upkeep      the summaries kept current: every stored record's delta, a rebuild after a crash, persisted
-            at a clean stop
+summary        what a node holds, as one hash tree per peer (tictac: a write updates it by a delta); pure
+upkeep         the summaries kept current: every stored record's delta, a rebuild after a crash,
+               persisted at a clean stop
+rebuild_state  whether this node's data is whole: unknown, rebuilding (its disk was lost), serving; pure
+rebuild        acting on it: each state saved, the peers asked, a repair with every peer until all done
 """
