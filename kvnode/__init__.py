@@ -13,7 +13,8 @@ The request path, top to bottom:
                   in system_db (the clock's floor, hints)
 
 Around it: parts (a node's parts, opened and closed in one place), node (its aiohttp app), serving (one
-process until SIGTERM), config (a node's configuration), placement and clock (pure), clock_offsets and
+process until SIGTERM), config (a node's configuration), tls (its SSL contexts), client_auth (client
+tokens and their roles), placement and clock (pure), clock_offsets and
 clock_fence (each peer's clock offset, and whether this node's clock is the one that is off), metrics
 (histograms), snapshot, observe and exporter (/v0/stats, /v0/cluster, /metrics), uploads (request bodies
 being read), client (a Python client that routes each request to a replica of its key). Below the

@@ -11,9 +11,11 @@ __all__ = ["FanoutMode", "NodeConfig", "node_url"]
 FanoutMode = Literal["async", "sync", "speculative"]
 
 
-def node_url(host: str, port: int) -> str:
-    """The URL of a node listening on HOST:PORT; an IPv6 address goes in brackets (RFC 3986)."""
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+def node_url(host: str, port: int, tls: bool = False) -> str:
+    """The URL of a node listening on HOST:PORT, https:// with TLS; an IPv6 address goes in brackets
+    (RFC 3986)."""
+    scheme = "https" if tls else "http"
+    return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +30,9 @@ class NodeConfig:
     max_clock_skew_ms: int = 5000  # records stamped further ahead of the wall clock are refused
     clock_offset_ms: int = 0  # shifts this node's view of the wall clock (a testing aid)
     hint_window_s: int = 10800  # no hints for a replica down longer; older hints are dropped
+    # Tombstones (and expired versions) are kept at least this long (docs/gc.md); no hint older is
+    # delivered, so the hint window may not be longer.
+    gc_grace_s: int = 864_000
     max_hints_per_peer: int = 100_000
     hint_rate: int = 2000  # hints delivered to one peer per second at most
     repair_interval_s: int = 3600  # anti-entropy compares with each peer at least this often
@@ -47,6 +52,14 @@ class NodeConfig:
     # The URL the cluster list names this node by, when peers reach it at another address than
     # http://HOST:PORT (through a proxy, as loadtest's slow-replica scenario does); "" = http://HOST:PORT.
     advertise_url: str = ""
+    # TLS (kvnode.tls): this node's certificate and key, and the CA every member's certificate is signed
+    # by; all three or none. With them the node serves https:// only and its replica channel speaks TLS.
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_ca: Path | None = None
+    tls_client_auth: bool = False  # clients must present a certificate the CA signed
+    auth_tokens_file: Path | None = None  # client tokens and their roles (kvnode.client_auth)
+    metrics_open: bool = False  # /metrics answers without a token, as exporters usually do
 
     def __post_init__(self) -> None:
         if not 0 < self.port < 65536:
@@ -57,10 +70,32 @@ class NodeConfig:
             )
         if len(set(self.cluster)) != len(self.cluster):
             raise ValueError("the cluster list names a node twice")
+        if self.hint_window_s > self.gc_grace_s:
+            # A hint delivered after the tombstones it could have been beaten by were dropped would bring
+            # a deleted value back.
+            raise ValueError(
+                f"--hint-window-s {self.hint_window_s} is longer than --gc-grace-s {self.gc_grace_s}: a "
+                f"deleted value could come back; make the hint window at most the grace period"
+            )
+        tls_files = (self.tls_cert, self.tls_key, self.tls_ca)
+        if any(tls_files) and not all(tls_files):
+            raise ValueError("--tls-cert, --tls-key and --tls-ca go together")
+        if self.tls_client_auth and not self.tls:
+            raise ValueError("--tls-client-auth needs --tls-cert, --tls-key and --tls-ca")
+        scheme = "https://" if self.tls else "http://"
+        other = [url for url in self.members if not url.startswith(scheme)]
+        if other:
+            with_tls = "with" if self.tls else "without"
+            raise ValueError(f"{with_tls} TLS every member's URL is {scheme}..., not {other[0]}")
+
+    @property
+    def tls(self) -> bool:
+        """Whether the node serves https:// and its replica channel speaks TLS."""
+        return self.tls_cert is not None
 
     @property
     def url(self) -> str:
-        return self.advertise_url or node_url(self.host, self.port)
+        return self.advertise_url or node_url(self.host, self.port, self.tls)
 
     @property
     def members(self) -> tuple[str, ...]:

@@ -160,13 +160,14 @@ def _state_metrics(snapshot: NodeSnapshot) -> Iterator[Metric]:
     )
     dropped = CounterMetricFamily(
         "kvnode_hints_dropped",
-        "Hints not kept or dropped undelivered: window (target down too long, or expired), full, "
-        "refused (for clock skew), storage",
+        "Hints not kept or dropped undelivered: window (target down too long), expired (older than the "
+        "window), grace (record older than the GC grace period), full, refused (for clock skew), storage",
         labels=["reason"],
     )
     for reason, value in sorted(hints.dropped.items()):
         dropped.add_metric([reason], value)
     yield dropped
+    yield from _gc_metrics(snapshot)
     yield CounterMetricFamily(
         "kvnode_read_repairs", "Repair writes sent to stale replicas", snapshot.read_repairs
     )
@@ -205,6 +206,33 @@ def _state_metrics(snapshot: NodeSnapshot) -> Iterator[Metric]:
     )
     _add_histogram(lag, [], snapshot.loop_lag_since_start)
     yield lag
+
+
+def _gc_metrics(snapshot: NodeSnapshot) -> Iterator[Metric]:
+    gc = snapshot.gc
+    yield CounterMetricFamily("kvnode_gc_passes", "Tombstone GC passes over the store completed", gc.passes)
+    dropped = CounterMetricFamily(
+        "kvnode_gc_dropped",
+        "Versions tombstone GC dropped, by kind: tombstone, or expired (a TTL that ran out)",
+        labels=["kind"],
+    )
+    dropped.add_metric(["tombstone"], gc.tombstones_dropped)
+    dropped.add_metric(["expired"], gc.expired_dropped)
+    yield dropped
+    yield GaugeMetricFamily(
+        "kvnode_gc_waiting",
+        "Tombstones and expired versions past the grace period, kept until every replica of their key has "
+        "completed a repair with this node (as the last GC pass found)",
+        gc.waiting,
+    )
+    waiting_for = GaugeMetricFamily(
+        "kvnode_gc_waiting_for_repair",
+        "Of those, how many wait for a repair with each peer (as the last GC pass found)",
+        labels=["peer"],
+    )
+    for peer in snapshot.peers:
+        waiting_for.add_metric([peer.url], gc.waiting_for.get(peer.url, 0))
+    yield waiting_for
 
 
 def _rebuild_metrics(snapshot: NodeSnapshot) -> Iterator[Metric]:

@@ -1,5 +1,6 @@
 """A node's aiohttp application, wired from its open parts (kvnode.parts): the client API, the operator's
-endpoints and the replica channel's routes, one-line answers for unknown paths and methods, and what its
+endpoints and the replica channel's routes, one-line answers for unknown paths and methods, the client
+token check (with ``--auth-tokens-file`` only: without it there is no middleware at all), and what its
 shutdown closes. kvnode.serving runs it.
 
 Shutdown (kvnode.serving): stop listening, wait for request bodies still arriving, close peers' replica
@@ -8,17 +9,20 @@ channels (here), let the client requests in flight finish, then close the parts.
 
 from __future__ import annotations
 
-from aiohttp import web
+from aiohttp import hdrs, web
+from aiohttp.typedefs import Middleware
 
 from kvnode import admin_api, http_api, observe
 from kvnode.admission import Handler
+from kvnode.client_auth import ClientTokens, covers, role_needed
 from kvnode.parts import PARTS, NodeParts
 
 __all__ = ["create_app"]
 
 
 def create_app(parts: NodeParts) -> web.Application:
-    app = web.Application(client_max_size=parts.config.max_body_bytes)
+    middlewares = [] if parts.tokens is None else [_token_check(parts.tokens, parts.config.metrics_open)]
+    app = web.Application(client_max_size=parts.config.max_body_bytes, middlewares=middlewares)
     app[PARTS] = parts
     http_api.add_routes(app, parts)
     observe.add_routes(app, parts)
@@ -31,6 +35,33 @@ def create_app(parts: NodeParts) -> web.Application:
 
 async def _close_replica_channels(app: web.Application) -> None:
     await app[PARTS].replica_server.close_channels()
+
+
+def _token_check(tokens: ClientTokens, metrics_open: bool) -> Middleware:
+    """401 (with ``WWW-Authenticate: Bearer``) for a request without a valid token, 403 for one whose
+    role does not allow it (kvnode.client_auth); open paths pass untouched."""
+
+    @web.middleware
+    async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
+        # The path of the route that matched, not the request's: the role follows the handler that runs.
+        resource = request.match_info.route.resource
+        path = request.path if resource is None else resource.canonical
+        needed = role_needed(request.method, path, metrics_open=metrics_open)
+        if needed is not None:
+            role = tokens.table.role_of(request.headers.get(hdrs.AUTHORIZATION))
+            if role is None:
+                return web.Response(
+                    status=401,
+                    text="a client token is needed: Authorization: Bearer TOKEN\n",
+                    headers={hdrs.WWW_AUTHENTICATE: 'Bearer realm="kvnode"'},
+                )
+            if not covers(role, needed):
+                return web.Response(
+                    status=403, text=f"a {role} token may not {request.method} {request.path}\n"
+                )
+        return await handler(request)
+
+    return check
 
 
 def _answer_unrouted(app: web.Application) -> None:

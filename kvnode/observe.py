@@ -6,6 +6,7 @@ kvnode.exporter), all three from one :class:`~kvnode.snapshot.NodeSnapshot`.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -63,6 +64,7 @@ def stats_view(parts: NodeParts, snapshot: NodeSnapshot) -> dict[str, Any]:
             "delivered": hints.delivered,
             "dropped": hints.dropped,
         },
+        "gc": dataclasses.asdict(snapshot.gc),
         "repair": _repair_view(snapshot.repair),
         "requests": {"inflight": snapshot.inflight, "shed": snapshot.shed},
         "coordinator": {
@@ -111,6 +113,7 @@ def cluster_view(url: str, members: Sequence[str], snapshot: NodeSnapshot) -> di
         "cluster": list(members),
         "members": view,
         "clock": _fence_view(snapshot.clock_fence),
+        "gc": dataclasses.asdict(snapshot.gc),
         "rebuild": _rebuild_view(snapshot.rebuild),
         "hints": {
             "pending": {peer.url: hints.pending.get(peer.url, 0) for peer in snapshot.peers},

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from kvnode.admission import Admission
+from kvnode.client_auth import ClientTokens
 from kvnode.clock import HybridClock, wall_clock_us
 from kvnode.clock_fence import ClockFence
 from kvnode.clock_offsets import ClockOffsets
@@ -26,6 +27,8 @@ from kvnode.exporter import NodeMetrics
 from kvnode.fanout import FANOUTS
 from kvnode.metrics import LoopLagMonitor
 from kvnode.placement import Placement
+from kvnode.repair.gc_pass import TombstoneGc, pass_interval_s
+from kvnode.repair.gc_rule import GcRule
 from kvnode.repair.rebuild import Rebuild
 from kvnode.repair.scheduler import AntiEntropy
 from kvnode.repair.upkeep import SummaryUpkeep
@@ -38,6 +41,7 @@ from kvnode.replica.peer import PeerReplica
 from kvnode.replica.server import PeerGate, ReplicaServer
 from kvnode.snapshot import (
     ClockFigures,
+    GcFigures,
     HintFigures,
     NodeSnapshot,
     PeerFigures,
@@ -46,6 +50,7 @@ from kvnode.snapshot import (
 )
 from kvnode.storage import Storage
 from kvnode.system_db import SystemDb
+from kvnode.tls import client_context
 from kvnode.uploads import Uploads
 
 __all__ = ["PARTS", "NodeParts", "open_parts"]
@@ -76,12 +81,15 @@ class NodeParts:
     uploads: Uploads
     replica_server: ReplicaServer
     summaries: SummaryUpkeep  # anti-entropy's view of what this node holds
+    gc: TombstoneGc  # drops tombstones and expired versions once no replica needs them
     anti_entropy: AntiEntropy  # comparing it with the peers'
+    tokens: ClientTokens | None  # the clients' tokens, with --auth-tokens-file
     rebuild: Rebuild  # whether this node's data is whole, and its rebuild if it is not
 
     def snapshot(self) -> NodeSnapshot:
         """What the node's counters say now: the one source of /v0/stats, /v0/cluster and /metrics."""
         hints, stats, clock, lag = self.hints, self.coordinator.stats, self.clock, self.loop_lag
+        gc = self.gc.counts
         repair = self.anti_entropy.totals
         verdict = self.fence.refresh()
         known, progress = self.system.peer_identities, self.rebuild.progress
@@ -102,6 +110,13 @@ class NodeParts:
                 kept=dict(hints.kept),
                 delivered=dict(hints.delivered),
                 dropped=dict(hints.dropped),
+            ),
+            gc=GcFigures(
+                passes=gc.passes,
+                tombstones_dropped=gc.tombstones_dropped,
+                expired_dropped=gc.expired_dropped,
+                waiting=gc.waiting,
+                waiting_for=dict(gc.waiting_for),
             ),
             rewrites=stats.rewrites,
             read_repairs=stats.read_repairs,
@@ -149,9 +164,12 @@ PARTS = web.AppKey("parts", NodeParts)
 async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
     """The node's parts, open and running (hint delivery, the loop-lag monitor) until the block ends.
 
-    Raises kvnode.storage.StorageUnavailable when the data dir cannot be had. Call it inside the running
+    Raises kvnode.storage.StorageUnavailable when the data dir cannot be had, kvnode.tls.TlsUnusable and
+    kvnode.client_auth.BadTokensFile when the TLS or token files cannot be used. Call it inside the running
     event loop (the replicas keep a reference to it).
     """
+    peer_ssl = client_context(config)
+    tokens = None if config.auth_tokens_file is None else ClientTokens(config.auth_tokens_file)
     async with contextlib.AsyncExitStack() as opened:
         storage = Storage.open(config.data_dir, fsync=config.fsync)
         opened.callback(storage.close)
@@ -176,12 +194,18 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             fsync=config.fsync,
             max_per_peer=config.max_hints_per_peer,
             window_s=config.hint_window_s,
+            grace_s=config.gc_grace_s,
         )
         rebuild = Rebuild(system.identity, len(config.members))
         identities = Identities(
             config.url, config.members, system.identity, system.peer_identities, rebuild.peer_met
         )
-        gate = PeerGate(_cluster_auth(config), wire.Limits.for_body(config.max_body_bytes), identities)
+        gate = PeerGate(
+            _cluster_auth(config),
+            wire.Limits.for_body(config.max_body_bytes),
+            identities=identities,
+            tls=config.tls,
+        )
         peers = [
             PeerReplica(
                 url,
@@ -190,6 +214,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
                 auth=gate.auth,
                 limits=gate.limits,
                 clock_sampler=(fence.measured, wall),
+                ssl_context=peer_ssl,
                 identities=identities,
             )
             for url in config.members
@@ -218,6 +243,13 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             uploads=Uploads(config.body_timeout_s),
             replica_server=ReplicaServer(gate, storage, clock, fence, summaries, rebuild.node_state),
             summaries=summaries,
+            gc=TombstoneGc(
+                storage,
+                _gc_rule(config, placement),
+                system.repair_marks,
+                clock.current,
+                pass_interval_s(config.gc_grace_s),
+            ),
             anti_entropy=AntiEntropy(
                 config.url,
                 summaries,
@@ -229,6 +261,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
                 interval_s=config.repair_interval_s,
                 rate=config.repair_rate,
             ),
+            tokens=tokens,
             rebuild=rebuild,
         )
         parts.metrics.watch(parts.snapshot, [local, *peers])
@@ -236,6 +269,8 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             delivery = HintDelivery(hints, peer, config.hint_rate)
             delivery.start()
             opened.push_async_callback(delivery.stop)
+        parts.gc.start()
+        opened.push_async_callback(parts.gc.stop)
         parts.loop_lag.start()
         opened.push_async_callback(parts.loop_lag.stop)
         parts.anti_entropy.start()
@@ -247,6 +282,13 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
 
 async def _measure_clocks(peers: list[PeerReplica]) -> None:
     await asyncio.gather(*(peer.measure_clock() for peer in peers))
+
+
+def _gc_rule(config: NodeConfig, placement: Placement) -> GcRule:
+    # A version reaches a replica within the replica timeout (a write) or the hint window (a hint),
+    # stamped by a clock up to the maximum skew off this one's (kvnode.repair.gc_rule).
+    arrival_us = (config.timeout_ms + config.max_clock_skew_ms) * 1000 + config.hint_window_s * 1_000_000
+    return GcRule(config.url, placement, grace_us=config.gc_grace_s * 1_000_000, arrival_us=arrival_us)
 
 
 def _cluster_auth(config: NodeConfig) -> ClusterAuth | None:

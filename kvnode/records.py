@@ -93,10 +93,8 @@ class Record(NamedTuple):
         return 0 < self.expires <= now
 
     def absent_at(self, now: int) -> bool:
-        """Whether this version reads as absent at ``now``: a tombstone, or expired, which behaves as one.
-
-        Tombstone GC (issue 17, not built yet) hooks in here: it may drop a version absent at ``now``
-        minus the grace period, an expired one like a tombstone."""
+        """Whether this version reads as absent at ``now``: a tombstone, or expired, which behaves as one
+        (and tombstone GC drops it as one: kvnode.repair.gc_rule)."""
         return self.tombstone or self.expired_at(now)
 
 

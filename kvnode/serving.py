@@ -11,18 +11,21 @@ import contextlib
 import gc
 import logging
 import signal
+import ssl
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 import uvloop
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from kvnode.config import NodeConfig
+from kvnode.client_auth import BadTokensFile
+from kvnode.config import NodeConfig, node_url
 from kvnode.node import create_app
 from kvnode.parts import open_parts
 from kvnode.replica.auth import RateLimitedLog
 from kvnode.storage import StorageUnavailable
+from kvnode.tls import TlsUnusable, server_context
 
 __all__ = ["CannotListen", "run_node", "serve", "serve_until_signal"]
 
@@ -49,7 +52,8 @@ async def _serve(config: NodeConfig) -> int:
     async with contextlib.AsyncExitStack() as stack:
         try:
             parts = await stack.enter_async_context(open_parts(config))
-        except StorageUnavailable as error:
+            ssl_context = server_context(config)
+        except (StorageUnavailable, TlsUnusable, BadTokensFile) as error:
             print(f"kvnode: {error}", file=sys.stderr)
             return 2
         runner = web.AppRunner(
@@ -68,14 +72,22 @@ async def _serve(config: NodeConfig) -> int:
                     await parts.uploads.none_left()
 
         description = f"cluster of {len(config.members)}, {config.fanout} fan-out, data in {config.data_dir}"
-        warning = (
-            ""
-            if config.cluster_secret
-            else "no cluster secret (--cluster-secret-file or KVNODE_CLUSTER_SECRET): the replica channel "
-            f"serves anyone who can reach {config.url}"
-        )
+        warnings = []
+        if not config.cluster_secret:
+            warnings.append(
+                "no cluster secret (--cluster-secret-file or KVNODE_CLUSTER_SECRET): the replica channel "
+                f"serves anyone who can reach {config.url}"
+            )
+        tokens = parts.tokens
+        if tokens is None:
+            warnings.append(
+                "no --auth-tokens-file: clients are not authenticated, and anyone who can reach "
+                f"{config.url} may read, write and delete"
+            )
+        else:
+            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, tokens.reload)
         return await serve_until_signal(
-            runner, config.host, config.port, description, finish_uploads, warning
+            runner, config.host, config.port, description, finish_uploads, warnings, ssl_context
         )
 
 
@@ -94,12 +106,15 @@ async def serve_until_signal(
     port: int,
     description: str = "",
     after_stop_listening: Callable[[], Awaitable[None]] | None = None,
-    warning: str = "",
+    warnings: Sequence[str] = (),
+    ssl_context: ssl.SSLContext | None = None,
 ) -> int:
     """Listen with a set-up runner (the garbage collector tuned for serving) until SIGTERM or SIGINT, then
-    stop gracefully: stop accepting, run ``after_stop_listening``, clean up. ``warning`` is logged once
-    listening. The exit status, 0; CannotListen when the port cannot be had (the runner cleaned up)."""
-    site = web.TCPSite(runner, host, port, backlog=1024)
+    stop gracefully: stop accepting, run ``after_stop_listening``, clean up. Each of ``warnings`` is logged
+    once listening; with ``ssl_context`` the site serves HTTPS only. The exit status, 0; CannotListen
+    when the port cannot be had (the runner cleaned up)."""
+    site = web.TCPSite(runner, host, port, backlog=1024, ssl_context=ssl_context)
+    url = node_url(host, port, ssl_context is not None)
     try:
         await site.start()
     except OSError as error:
@@ -110,11 +125,11 @@ async def serve_until_signal(
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    log.info("serving on http://%s:%d %s", host, port, description)
-    if warning:
+    log.info("serving on %s %s", url, description)
+    for warning in warnings:
         log.warning("%s", warning)
     await stop.wait()
-    log.info("http://%s:%d stopping", host, port)
+    log.info("%s stopping", url)
     await site.stop()
     if after_stop_listening is not None:
         await after_stop_listening()

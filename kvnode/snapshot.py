@@ -8,7 +8,15 @@ from dataclasses import dataclass
 
 from kvnode.metrics import FixedBuckets
 
-__all__ = ["ClockFigures", "HintFigures", "NodeSnapshot", "PeerFigures", "RebuildFigures", "RepairFigures"]
+__all__ = [
+    "ClockFigures",
+    "GcFigures",
+    "HintFigures",
+    "NodeSnapshot",
+    "PeerFigures",
+    "RebuildFigures",
+    "RepairFigures",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +35,17 @@ class HintFigures:
     kept: dict[str, int]  # by target, since start
     delivered: dict[str, int]  # by target, since start
     dropped: dict[str, int]  # not kept or dropped undelivered, by reason, since start
+
+
+@dataclass(frozen=True, slots=True)
+class GcFigures:
+    """Tombstone GC's counts (kvnode.repair.gc_pass)."""
+
+    passes: int  # complete passes since start
+    tombstones_dropped: int  # since start
+    expired_dropped: int  # versions whose TTL ran out, since start
+    waiting: int  # past the grace period but kept for a repair, as the last pass found
+    waiting_for: dict[str, int]  # of those, how many wait for a repair with each peer
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +90,7 @@ class RepairFigures:
 class NodeSnapshot:
     peers: tuple[PeerFigures, ...]  # in the cluster's order, this node left out
     hints: HintFigures
+    gc: GcFigures
     rewrites: int  # writes stamped again because a replica held a newer version
     read_repairs: int  # repair writes sent to stale replicas
     skew_refusals: int  # replica writes refused because this node's clock runs ahead

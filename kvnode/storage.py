@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +138,42 @@ class Storage:
         rebuilt from a scan starts from, whatever is stored while it is read (kvnode.repair.upkeep)."""
         snapshot = self._db.snapshot()
         return _iterate(snapshot)
+
+    def read_chunk(self, start: bytes, limit: int) -> list[tuple[bytes, bytes]]:
+        """Up to ``limit`` (key, encoded record) with key >= start, in key order, tombstones and corrupt
+        records included: a scan in chunks, each from its own iterator, so that no snapshot outlives a
+        chunk and keeps dropped records' space from being reclaimed (kvnode.repair.gc_pass)."""
+        try:
+            with self._db.iterator(start=start) as records:
+                return list(itertools.islice(records, limit))
+        except plyvel.Error as error:
+            raise StorageError(_reason(error)) from error
+
+    def drop(self, versions: Iterable[tuple[bytes, bytes]]) -> list[bytes]:
+        """Delete each key of (key, encoded record) ``versions`` whose stored version is still that one,
+        in one LevelDB write; the keys deleted. The checks and the write run with no await between them,
+        so a version stored since it was read is never lost; on_change is told (key, old, None)."""
+        dropped = [(key, raw) for key, raw in versions if self._get(key) == raw]
+        if not dropped:
+            return []
+        try:
+            with self._db.write_batch(sync=self.fsync) as batch:
+                for key, _ in dropped:
+                    batch.delete(key)
+        except plyvel.Error as error:
+            raise StorageError(_reason(error)) from error
+        for key, raw in dropped:
+            self.on_change(key, raw, None)
+        return [key for key, _ in dropped]
+
+    def compact(self, start: bytes, stop: bytes) -> None:
+        """Reclaim the space of what was deleted with start <= key <= stop (LevelDB's compaction of the
+        range: a deleted key's old versions stay on disk until then). Blocking, and safe from another
+        thread."""
+        try:
+            self._db.compact_range(start=start, stop=stop)
+        except plyvel.Error as error:
+            raise StorageError(_reason(error)) from error
 
     def scan_live(self, start: bytes, stop: bytes | None, *, now: int) -> Iterator[tuple[bytes, bytes]]:
         """(key, value) of live records with start <= key < stop in key byte order, from one snapshot.

@@ -16,7 +16,7 @@ from typing import TypeVar
 
 from kvnode.client import Client
 from kvnode.fanout import FANOUTS
-from kvnode.ops.argtypes import choices, http_urls, positive_float, positive_int
+from kvnode.ops.argtypes import choices, http_urls, positive_float, positive_int, token_file
 from loadtest import interruptible
 from loadtest.fill import fill
 from loadtest.openloop import RateResult, run_rate
@@ -73,6 +73,12 @@ def _parser() -> argparse.ArgumentParser:
         command.add_argument("--value-size", type=int, default=100, help="bytes per PUT value")
         command.add_argument("--ack", type=int, help="replicas that must answer (default: the node's)")
         command.add_argument("--from", dest="from_", type=int, help="replicas asked (default: all)")
+        command.add_argument(
+            "--token-file",
+            dest="token",
+            type=token_file,
+            help="file whose first line is the client token sent with every request (--auth-tokens-file)",
+        )
 
     compare = commands.add_parser("compare", help="the fan-out modes on fresh 3-node clusters, to capacity")
     compare.add_argument("--rates", type=_comma_list(positive_float), help="common rates, comma-separated")
@@ -189,7 +195,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     rate = args.command == "rate"
     op: Op = args.op if rate else "put"
     path = args.path if rate else ENTITY_PATH
-    workload = Workload(op, args.keys, args.value_size, args.ack, args.from_, path=path)
+    token = args.token or ""
+    workload = Workload(op, args.keys, args.value_size, args.ack, args.from_, path=path, token=token)
     if args.command == "fill":
         written, failures = interruptible.run(fill(args.url, workload, args.concurrency))
         print(f"filled {written} of {args.keys} keys ({args.value_size}-byte values) on {','.join(args.url)}")
@@ -198,7 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
         return 0
     if args.token_aware:
-        args.url = interruptible.run(_members(args.url[0]))
+        args.url = interruptible.run(_members(args.url[0], args.token))
         print(f"token-aware: each request to its key's first replica of {','.join(args.url)}")
     result = _rate(args, workload)
     print(result.wrk2_text())
@@ -209,9 +216,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-async def _members(url: str) -> list[str]:
+async def _members(url: str, token: str | None) -> list[str]:
     """The cluster's members, as the node at ``url`` names them (placement hashes these exact URLs)."""
-    async with Client(url) as client:
+    async with Client(url, token=token) as client:
         return list(client.members)
 
 

@@ -37,13 +37,15 @@ async def fill(
     all ends it early (the cluster is refusing, not flaking). ``say`` hears about each pass that had
     failures. Returns (keys written, the failures of the keys that never took, by status).
     """
-    put = Workload("put", workload.keys, workload.value_size, workload.ack, workload.from_)
+    put = Workload(
+        "put", workload.keys, workload.value_size, workload.ack, workload.from_, token=workload.token
+    )
     todo: Sequence[int] = range(workload.keys)
     written = 0
     failed: dict[int, str] = {}
     connector = aiohttp.TCPConnector(limit=concurrency)
     timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT)
-    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout, headers=put.headers()) as session:
         for number in range(1, passes + 1):
             failed = await _put_each(session, urls, put, todo, concurrency)
             written += len(todo) - len(failed)

@@ -50,7 +50,8 @@ class RequestEncoder:
         self.keys = keys
         query = "".join(f"&{name}={value}" for name, value in workload.quorum_params().items())
         target = f"{workload.path}?id=".encode()
-        head_end = f"{query} HTTP/1.1\r\nHost: {host}:{port}\r\n".encode()
+        headers = "".join(f"{name}: {value}\r\n" for name, value in workload.headers().items())
+        head_end = f"{query} HTTP/1.1\r\nHost: {host}:{port}\r\n{headers}".encode()
         value = workload.value
         self._pieces = {
             "GET": (b"GET " + target, head_end + b"\r\n"),

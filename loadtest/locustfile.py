@@ -17,9 +17,10 @@ One class with a choice, not one class per workload: Locust's class picker selec
 form when the UI starts, so the UI started with deletes running next to reads of the deleted keys.
 
 Other options (flags, ``LOCUST_KV_*`` environment variables, or the UI's form): ``--kv-keys``,
-``--kv-value-size``, ``--kv-ack``, ``--kv-from``. Reads expect a filled store: run
-``python -m loadtest fill --url URL --keys N`` first with the same N. Locust users wait for each answer
-(closed loop), so under a stall they slow down and Locust's latencies understate it: use
+``--kv-value-size``, ``--kv-ack``, ``--kv-from``, ``--kv-token-file`` (``LOCUST_KV_TOKEN_FILE``: a file
+whose first line is the client token, for a node started with ``--auth-tokens-file``). Reads expect a
+filled store: run ``python -m loadtest fill --url URL --keys N`` first with the same N. Locust users wait
+for each answer (closed loop), so under a stall they slow down and Locust's latencies understate it: use
 ``python -m loadtest rate`` for latency figures.
 """
 
@@ -34,6 +35,7 @@ import locust.stats
 from locust import FastHttpUser, constant, events, task
 from locust.env import Environment
 
+from kvnode.ops.argtypes import token_file
 from loadtest.workload import ENTITY_PATH, Op, Workload
 
 __all__ = ["DEFAULT_WORKLOAD", "WORKLOADS", "KvUser"]
@@ -60,6 +62,7 @@ def _add_options(parser: Any) -> None:
         "value-size": {"type": int, "default": 100, "help": "bytes per PUT value"},
         "ack": {"type": int, "default": 0, "help": "replicas that must answer (0: node default)"},
         "from": {"type": int, "default": 0, "help": "replicas asked (0: node default)"},
+        "token-file": {"default": "", "help": "file whose first line is the client token (none: no token)"},
     }
     for name, settings in options.items():
         env_var = "LOCUST_KV_" + name.upper().replace("-", "_")
@@ -87,6 +90,7 @@ class KvUser(FastHttpUser):
         seed = random.randrange(2**32)  # each user its own key sequence
         self.rng = random.Random(seed)
         mix = WORKLOADS[options.kv_workload]
+        token = token_file(options.kv_token_file) if options.kv_token_file else ""
         self.workloads = [
             Workload(
                 op,
@@ -95,6 +99,7 @@ class KvUser(FastHttpUser):
                 ack=options.kv_ack or None,
                 from_=options.kv_from or None,
                 seed=seed + index,
+                token=token,
             )
             for index, (op, _) in enumerate(mix)
         ]
@@ -109,6 +114,7 @@ class KvUser(FastHttpUser):
             request.method,
             path,
             data=request.body,  # type: ignore[arg-type]  # its hint omits bytes, which it sends as is
+            headers=workload.headers(),
             name=ENTITY_PATH,  # Locust shows the method beside it: "GET /v0/entity", not "GET GET ..."
             catch_response=True,
         ) as response:

@@ -61,6 +61,7 @@ class Workload:
     from_: int | None = None
     seed: int = 1
     path: str = ENTITY_PATH  # loadtest.selfbench points the generator at the hello-world app's "/"
+    token: str = field(default="", repr=False)  # sent as Authorization: Bearer TOKEN ("" = none)
     _rng: random.Random = field(init=False, repr=False)
     value: bytes = field(init=False, repr=False)
 
@@ -91,6 +92,10 @@ class Workload:
         if self.op == "mixed":
             return _METHODS[self._rng.choices(_MIXED_OPS, _MIXED_WEIGHTS)[0]]
         return _METHODS[self.op]
+
+    def headers(self) -> dict[str, str]:
+        """The headers every request carries: the client token, if any."""
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
     def quorum_params(self) -> dict[str, str]:
         """The ack and from query parameters this workload sets (none: the node's defaults)."""

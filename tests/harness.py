@@ -14,6 +14,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -50,11 +51,18 @@ def request(
     body: bytes | None = None,
     timeout: float = 10.0,
     headers: Mapping[str, str] | None = None,
+    context: ssl.SSLContext | None = None,
 ) -> Response:
-    """One HTTP request on a fresh connection; params are percent-encoded."""
+    """One HTTP request on a fresh connection (HTTPS verified with ``context`` for an https:// URL);
+    params are percent-encoded."""
     parsed = urllib.parse.urlsplit(url)
     target = path + ("?" + urllib.parse.urlencode(params, quote_via=urllib.parse.quote) if params else "")
-    conn = http.client.HTTPConnection(parsed.hostname or "127.0.0.1", parsed.port, timeout=timeout)
+    host = parsed.hostname or "127.0.0.1"
+    conn = (
+        http.client.HTTPSConnection(host, parsed.port, timeout=timeout, context=context)
+        if parsed.scheme == "https"
+        else http.client.HTTPConnection(host, parsed.port, timeout=timeout)
+    )
     try:
         conn.request(method, target, body=body, headers=dict(headers or {}))
         reply = conn.getresponse()
@@ -170,7 +178,7 @@ def launch_cluster(
 
 
 def write_secret_file(path: Path, secret: str) -> Path:
-    """A cluster secret file as kvnode accepts it: readable by its owner only (0600)."""
+    """A secret file as kvnode accepts it (a cluster secret, client tokens): readable by its owner only."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(secret)
     path.chmod(0o600)

@@ -140,7 +140,7 @@ def coordinator_node(tmp_path: Path, fanout: FanoutMode = "async") -> Iterator[C
         replicas: dict[str, Replica] = {URLS[0]: local, URLS[1]: peers[0], URLS[2]: peers[1]}
         clock = HybridClock(wall_clock_us(), max_skew_us=5_000_000)
         system = SystemDb.open(tmp_path / "a-system")
-        hints = HintStore(system.hints, fsync=False, max_per_peer=100, window_s=3600)
+        hints = HintStore(system.hints, fsync=False, max_per_peer=100, window_s=3600, grace_s=864000)
         coordinator = Coordinator(
             Placement(URLS), replicas, FANOUTS[fanout], clock, hints, local, unjudged_fence()
         )

@@ -19,6 +19,8 @@ from kvnode.ops.argtypes import host, http_url, http_urls
         "http://[::1]:8080",
         "http://[2001:db8::7]:1",
         "http://[fe80::1]:65535",
+        "https://node.example:8443",
+        "https://[::1]:8443",
     ],
 )
 def test_http_url_accepts_host_names_and_ip_literals(url: str) -> None:
@@ -36,11 +38,11 @@ def test_http_url_writes_an_ipv6_address_one_way_as_node_urls_do() -> None:
     [
         ("http://::1:8080", "an IPv6 address goes in brackets, as in http://[::1]:8080"),
         ("http://2001:db8::7:8080", "an IPv6 address goes in brackets"),
-        ("http://[::1]", "URLs look like http://HOST:PORT or http://[IPV6]:PORT"),
+        ("http://[::1]", "URLs look like http://HOST:PORT, https://HOST:PORT or http://[IPV6]:PORT"),
         ("http://[::g]:8080", "not an IPv6 address: [::g]"),
         ("http://[198.51.100.1]:8080", "not an IPv6 address"),
         ("http://host", "URLs look like"),
-        ("https://host:8080", "URLs look like"),
+        ("ftp://host:8080", "URLs look like"),
         ("http://host:8080/path", "URLs look like"),
         ("http://user@host:8080", "URLs look like"),
         ("http://host:08080", "URLs look like"),

@@ -29,7 +29,8 @@ SECRET = "a cluster secret of more than enough bytes"
 
 
 def test_node_argv_gives_back_a_config_with_every_field_set_away_from_its_default(tmp_path: Path) -> None:
-    members = ("http://[::1]:9001", "http://[::1]:9002", "http://proxy.example:9003")
+    members = ("https://[::1]:9001", "https://[::1]:9002", "https://proxy.example:9003")
+    tokens = write_secret_file(tmp_path / "tokens", "a-client-token admin")
     config = NodeConfig(
         host="::1",
         port=9002,
@@ -41,6 +42,7 @@ def test_node_argv_gives_back_a_config_with_every_field_set_away_from_its_defaul
         max_clock_skew_ms=4321,
         clock_offset_ms=-250,
         hint_window_s=60,
+        gc_grace_s=120,
         max_hints_per_peer=99,
         hint_rate=5,
         repair_interval_s=60,
@@ -52,7 +54,13 @@ def test_node_argv_gives_back_a_config_with_every_field_set_away_from_its_defaul
         cluster_secret_file=write_secret_file(tmp_path / "cluster.secret", SECRET),
         fsync=True,
         access_log=True,
-        advertise_url="http://proxy.example:9003",
+        advertise_url="https://proxy.example:9003",
+        tls_cert=tmp_path / "node.pem",
+        tls_key=tmp_path / "node.key",
+        tls_ca=tmp_path / "ca.pem",
+        tls_client_auth=True,
+        auth_tokens_file=tokens,
+        metrics_open=True,
     )
     defaults = NodeConfig()
     unchanged = [
@@ -100,6 +108,8 @@ def test_a_secret_file_open_to_group_or_others_is_refused_naming_the_fix(tmp_pat
         ["node", "--port", "PORT", "--data-dir", "d", "--timeout-ms", "0"],
         ["node", "--port", "PORT", "--data-dir", "d", "--timeout-ms", "soon"],
         ["node", "--port", "PORT", "--data-dir", "d", "--max-body-bytes", "0"],
+        ["node", "--port", "PORT", "--data-dir", "d", "--hint-window-s", "61", "--gc-grace-s", "60"],
+        ["node", "--port", "PORT", "--data-dir", "d", "--gc-grace-s", "0"],
         ["node", "--port", "PORT", "--data-dir", "d", "--no-such-flag"],
         ["node", "--data-dir", "d"],  # no --port
         ["node", "--port", "PORT"],  # no --data-dir

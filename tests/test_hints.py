@@ -13,6 +13,7 @@ from kvnode.system_db import SystemDb
 
 B, C = "http://b:8080", "http://c:8080"
 WINDOW_S = 10.0
+GRACE_S = 20.0
 
 
 @pytest.fixture
@@ -23,7 +24,12 @@ def wall() -> list[int]:
 
 def hint_store(system: SystemDb, wall: list[int], max_per_peer: int = 100) -> HintStore:
     return HintStore(
-        system.hints, fsync=False, max_per_peer=max_per_peer, window_s=WINDOW_S, wall_ms=lambda: wall[0]
+        system.hints,
+        fsync=False,
+        max_per_peer=max_per_peer,
+        window_s=WINDOW_S,
+        grace_s=GRACE_S,
+        wall_ms=lambda: wall[0],
     )
 
 
@@ -74,12 +80,24 @@ def test_a_target_down_longer_than_the_window_gets_no_hint(system_db: SystemDb, 
 
 def test_a_hint_expires_once_older_than_the_window(system_db: SystemDb, wall: list[int]) -> None:
     store = hint_store(system_db, wall)
-    store.add(B, b"k", Record.put(1, b"v"), down_for=0.0)
+    store.add(B, b"k", Record.put(wall[0] * 1000, b"v"), down_for=0.0)
     [hint] = store.oldest(B, 1)
     wall[0] += int(WINDOW_S * 1000)
-    assert not store.expired(hint)
+    assert store.stale(hint) is None
     wall[0] += 1
-    assert store.expired(hint)
+    assert store.stale(hint) == "expired"
+
+
+def test_a_hint_whose_record_is_older_than_the_grace_period_is_never_delivered(
+    system_db: SystemDb, wall: list[int]
+) -> None:
+    store = hint_store(system_db, wall)
+    stamped_ms = wall[0] - int(GRACE_S * 1000)  # a record stamped long before the hint was kept
+    store.add(B, b"k", Record.delete(stamped_ms * 1000), down_for=0.0)
+    [hint] = store.oldest(B, 1)
+    assert store.stale(hint) is None
+    wall[0] += 1
+    assert store.stale(hint) == "grace"
 
 
 def test_a_hint_removed_twice_is_counted_once(system_db: SystemDb, wall: list[int]) -> None:

@@ -22,8 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kvnode.config import NodeConfig
+from kvnode.ops.certs import ClusterCertificates
 from kvnode.ops.local_cluster import start_local_cluster
 from kvnode.ops.processes import NodeProcess, ServerProcess, free_ports
+from kvnode.tls import verifying_context
 from tests.harness import (
     DEADLINE,
     Node,
@@ -90,17 +92,18 @@ def read_lines(stream: Iterator[bytes], into: queue.Queue[str | None]) -> None:
     into.put(None)
 
 
-NODE_LINE = re.compile(r"^  (http://[\w.]+:\d+)  pid (\d+)$")
+NODE_LINE = re.compile(r"^  (https?://[\w.]+:\d+)  pid (\d+)$")
 
 
 @contextlib.contextmanager
 def launched_cluster(
-    tmp_path: Path, nodes: int, env: Mapping[str, str] | None = None
+    tmp_path: Path, nodes: int, env: Mapping[str, str] | None = None, options: Sequence[str] = ()
 ) -> Iterator[tuple[subprocess.Popen[bytes], list[str], list[int]]]:
-    """``python -m kvnode cluster``, up and serving: (launcher, URLs it printed, node PIDs it printed).
-    Its stderr goes to tmp_path/cluster.log."""
+    """``python -m kvnode cluster [OPTIONS]``, up and serving: (launcher, URLs it printed, node PIDs it
+    printed). Its stderr goes to tmp_path/cluster.log."""
     base = consecutive_free_ports(nodes)
     args = ["cluster", "--nodes", str(nodes), "--port", str(base), "--data-dir", str(tmp_path / "data")]
+    args += options
     log = tmp_path / "cluster.log"
     with open(log, "ab") as err:
         launcher = subprocess.Popen(
@@ -161,6 +164,21 @@ def test_cluster_command_starts_serves_and_stops_on_sigint(tmp_path: Path) -> No
         )
         for port in range(base, base + 3):
             assert refuses_connections(port)
+
+
+def test_cluster_with_tls_makes_its_certificates_and_serves_https_only(tmp_path: Path) -> None:
+    with launched_cluster(tmp_path, 2, options=["--tls"]) as (launcher, urls, _):
+        certificates = ClusterCertificates(tmp_path / "data" / "tls")
+        ca = verifying_context(certificates.ca)
+        assert all(url.startswith("https://127.0.0.1:") for url in urls), urls
+        for url in urls:
+            node = certificates.node(f"node-{url.rpartition(':')[2]}")
+            assert node.cert.is_file() and node.key.stat().st_mode & 0o777 == 0o600
+        quorum: dict[str, str | int] = {"id": "k", "ack": 2}
+        assert request(urls[0], "PUT", "/v0/entity", quorum, b"secure", context=ca).status == 201
+        assert request(urls[1], "GET", "/v0/entity", quorum, context=ca).body == b"secure"
+        launcher.send_signal(signal.SIGTERM)
+        assert launcher.wait(DEADLINE) == 0
 
 
 def test_cluster_nodes_do_not_outlive_a_killed_launcher(tmp_path: Path) -> None:

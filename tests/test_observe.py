@@ -41,7 +41,7 @@ def test_stats_cluster_and_metrics_agree_on_a_stopped_peers_hints(start_cluster:
     stats = get_json(coordinator, "/v0/stats")
     assert stats["node"] == coordinator.url
     assert set(stats) == {
-        "node", "fanout", "cluster", "loop_lag_ms", "peers", "clock", "hints", "repair", "requests",
+        "node", "fanout", "cluster", "loop_lag_ms", "peers", "clock", "hints", "gc", "repair", "requests",
         "coordinator", "rebuild",
     }  # fmt: skip
     assert stats["hints"]["kept"][stopped.url] >= 2

@@ -285,3 +285,25 @@ def test_a_batch_stores_nothing_before_commit_and_its_reads_see_its_own_writes(s
     batch.commit()
     assert store.read(b"new") == Record.put(2, b"b")
     assert store.read(b"old") == Record.put(5, b"stored")
+
+
+def test_drop_deletes_only_keys_still_holding_that_version_and_tells_on_change(store: Storage) -> None:
+    changes: list[tuple[bytes, bytes | None, bytes | None]] = []
+    for key in (b"a", b"b", b"c"):
+        store.apply(key, Record.delete(1))
+    seen = store.read_chunk(b"", 10)
+    assert [key for key, _ in seen] == [b"a", b"b", b"c"]
+    store.apply(b"b", Record.put(2, b"written since"))
+    store.on_change = lambda key, old, new: changes.append((key, old, new))
+    assert store.drop(seen) == [b"a", b"c"]
+    assert store.read(b"a") is None and store.read(b"c") is None
+    assert store.read(b"b") == Record.put(2, b"written since")
+    tombstone = encode(Record.delete(1))
+    assert changes == [(b"a", tombstone, None), (b"c", tombstone, None)]
+
+
+def test_read_chunk_reads_from_its_start_up_to_its_limit(store: Storage) -> None:
+    for key in (b"a", b"b", b"c", b"d"):
+        store.apply(key, Record.put(1, key))
+    assert [key for key, _ in store.read_chunk(b"b", 2)] == [b"b", b"c"]
+    assert store.read_chunk(b"e", 2) == []

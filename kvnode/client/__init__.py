@@ -6,7 +6,8 @@
         await kv.delete("greeting", ack=3)
 
 **Routing (token-aware).** On entering, the client learns the cluster's members from ``GET /v0/cluster``
-of a seed and places keys with :class:`kvnode.placement.Placement`, the rule every node uses. A request
+of a seed (from the open ``GET /v0/status`` when its token's role is not admin: members without their
+reachability) and places keys with :class:`kvnode.placement.Placement`, the rule every node uses. A request
 goes to the first member in its key's placement order that the client has not found failing, so the
 coordinator is a replica and its own copy answers locally. A member that refused a connection, dropped
 one or did not answer in time is demoted (asked after every other member) for 5 s, and the client
@@ -29,6 +30,11 @@ cannot reach either. Requests share one ``aiohttp.ClientSession``, so connection
 - A scan is a read: when no connection to its node can be opened it goes to the next member (unless
   the call named the node); a stream that fails after it started raises :class:`Unreachable`.
 
+**Security.** ``token`` is sent as ``Authorization: Bearer TOKEN`` on every request (a node started
+with ``--auth-tokens-file`` answers 401 without a valid one and 403 when its role does not allow the
+request: :class:`BadRequest`, never retried). ``ssl`` is the context https:// nodes are verified with,
+say ``kvnode.tls.verifying_context(Path("ca.pem"))``; give it a certificate too for ``--tls-client-auth``.
+
 Errors are :class:`KvnodeError` subclasses: :class:`NotFound`, :class:`BadRequest`,
 :class:`QuorumNotReached`, :class:`Overloaded`, :class:`ServerError` and :class:`Unreachable`. When
 retries run out, the last one is raised.
@@ -41,6 +47,7 @@ import contextlib
 import json
 import time
 from collections.abc import AsyncIterator, Mapping
+from ssl import SSLContext
 from types import TracebackType
 from typing import Any
 
@@ -89,6 +96,8 @@ class Client:
         connect_timeout: float = 2.0,
         attempts: int = 3,
         max_retry_wait: float = 5.0,
+        token: str | None = None,
+        ssl: SSLContext | None = None,
     ) -> None:
         if not seeds:
             raise ValueError("a client needs at least one seed URL")
@@ -99,13 +108,19 @@ class Client:
         self.max_retry_wait = max_retry_wait
         self._timeout = aiohttp.ClientTimeout(total=timeout, sock_connect=connect_timeout)
         self._scan_timeout = aiohttp.ClientTimeout(sock_connect=connect_timeout, sock_read=timeout)
+        self._headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+        self._ssl = ssl
         self._session: aiohttp.ClientSession | None = None
         self._members: Members | None = None
         self._refresh: asyncio.Task[None] | None = None
         self._refreshed_at = float("-inf")
 
     async def __aenter__(self) -> Client:
-        self._session = aiohttp.ClientSession(timeout=self._timeout)
+        self._session = aiohttp.ClientSession(
+            timeout=self._timeout,
+            headers=self._headers,
+            connector=aiohttp.TCPConnector(ssl=True if self._ssl is None else self._ssl),
+        )
         # aiohttp sends an idempotent method again, once, when its connection drops; a write that may
         # have been applied must not be, so this client decides every retry itself (see the module doc).
         self._session._retry_connection = False
@@ -150,11 +165,14 @@ class Client:
         for url in dict.fromkeys([*self.seeds, *known]):
             try:
                 answer = await self._send(url, "GET", "/v0/cluster")
+                if answer.status == 403:  # a token without admin: the members, not their reachability
+                    answer = await self._send(url, "GET", "/v0/status")
             except Unreachable as failure:
                 error = failure
                 continue
             if answer.status != 200:
-                error = Unreachable(url, f"/v0/cluster answered {answer.status}")
+                said = answer.body.decode("utf-8", "replace").strip()
+                error = Unreachable(url, f"/v0/cluster answered {answer.status} {said}".rstrip())
                 continue
             try:
                 self._learn(json.loads(answer.body))
@@ -305,9 +323,10 @@ class Client:
             self._refresh = None
 
     def _learn(self, view: dict[str, Any]) -> None:
-        """Take a ``/v0/cluster`` view: read it whole first, so that a bad one changes nothing."""
+        """Take a ``/v0/cluster`` view (or ``/v0/status``, which has no reachability): read it whole
+        first, so that a bad one changes nothing."""
         members = [str(url) for url in view["cluster"]]
-        unreachable = [str(member["url"]) for member in view["members"] if not member["reachable"]]
+        unreachable = [str(member["url"]) for member in view.get("members", []) if not member["reachable"]]
         routing = self._members
         if routing is None or routing.placement.nodes != tuple(members):
             fresh = Members(members)

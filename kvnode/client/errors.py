@@ -34,8 +34,9 @@ class NotFound(KvnodeError):
 
 
 class BadRequest(KvnodeError):
-    """A ``4xx`` other than a GET's 404 (a bad id or quorum, a body over the limit, ...): the request
-    itself is wrong, so it is never retried. ``reason`` is the node's one line."""
+    """A ``4xx`` other than a GET's 404 (a bad id or quorum, a body over the limit, no valid token (401)
+    or a role that does not allow the request (403), ...): the request itself is wrong, so it is never
+    retried. ``reason`` is the node's one line."""
 
     def __init__(self, url: str, reason: str, status: int) -> None:
         super().__init__(url, f"{status} {reason}")

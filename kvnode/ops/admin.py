@@ -12,10 +12,16 @@
 ``GET /v0/cluster`` (kvnode.observe.cluster_view): the states of its own
 replica channels (it tries to connect to a member it is not connected to, so the answer is current), the
 state of each member's data (serving, or rebuilding after a lost disk, with this node's progress), the
-clock fence's verdict (kvnode.clock_fence: which member's clock is off, if any) and its hints. A key's
+clock fence's verdict (kvnode.clock_fence: which member's clock is off, if any), its hints and tombstone
+GC's counts (what it dropped, what waits for a repair with which peer). A key's
 placement is computed here from that node's cluster list, by the same
 :class:`kvnode.placement.Placement` every node uses. A node that cannot be reached, or a bad URL, exits 2
 with one line.
+
+A node started with ``--auth-tokens-file`` needs an admin token (``--token-file``); an https:// node is
+verified against ``--tls-ca``:
+
+    python -m kvnode admin --url https://127.0.0.1:8080 --tls-ca ca.pem --token-file admin.token status
 """
 
 from __future__ import annotations
@@ -28,11 +34,13 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-from kvnode.ops.argtypes import http_url
+from kvnode.ops.argtypes import http_url, token_file
 from kvnode.ops.flags import OneLineParser
 from kvnode.placement import Placement
+from kvnode.tls import TlsUnusable, verifying_context
 
 __all__ = ["main"]
 
@@ -46,8 +54,8 @@ def main(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
     try:
         if args.command == "repair":
             return _repair(args)
-        view = _fetch(args.url)
-    except _Unreachable as error:
+        view = _fetch(args.url, args.token, args.tls_ca)
+    except (_Unreachable, TlsUnusable) as error:
         print(f"kvnode admin: {error}", file=sys.stderr)
         return 2
     report = _REPORTS[args.command](view, args)
@@ -63,6 +71,15 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         type=http_url,
         default=default_url,
         help=f"the node to ask [env KVNODE_URL] (default: {default_url})",
+    )
+    parser.add_argument(
+        "--token-file",
+        dest="token",
+        type=token_file,
+        help="file whose first line is an admin token, for a node started with --auth-tokens-file",
+    )
+    parser.add_argument(
+        "--tls-ca", type=Path, metavar="FILE", help="the CA to verify an https:// node against (PEM)"
     )
     json_help = "print JSON for scripts instead of a table"
     parser.add_argument("--json", action="store_true", help=json_help)
@@ -90,10 +107,14 @@ class _Unreachable(Exception):
     pass
 
 
-def _fetch(url: str, path: str = "/v0/cluster", method: str = "GET") -> dict[str, Any]:
-    request = urllib.request.Request(url + path, method=method)
+def _fetch(
+    url: str, token: str | None, tls_ca: Path | None, path: str = "/v0/cluster", method: str = "GET"
+) -> dict[str, Any]:
+    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+    context = None if tls_ca is None else verifying_context(tls_ca)
     try:
-        with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as reply:
+        request = urllib.request.Request(url + path, headers=headers, method=method)
+        with urllib.request.urlopen(request, timeout=_TIMEOUT_S, context=context) as reply:
             view: dict[str, Any] = json.loads(reply.read())
     except urllib.error.HTTPError as error:
         raise _Unreachable(f"{method} {url}{path} answered {error.code} {error.reason}") from None
@@ -105,7 +126,7 @@ def _fetch(url: str, path: str = "/v0/cluster", method: str = "GET") -> dict[str
 
 
 def _repair(args: argparse.Namespace) -> int:
-    run = _fetch(args.url, "/v0/repair", "POST")
+    run = _fetch(args.url, args.token, args.tls_ca, "/v0/repair", "POST")
     if not args.wait:
         print(
             json.dumps(run, indent=2) if args.json else f"repair started on {args.url}; follow it with --wait"
@@ -118,7 +139,7 @@ def _repair(args: argparse.Namespace) -> int:
             print(line, file=sys.stderr, flush=True)
             shown = line
         time.sleep(_POLL_S)
-        run = _fetch(args.url, "/v0/repair")
+        run = _fetch(args.url, args.token, args.tls_ca, "/v0/repair")
     print(json.dumps(run, indent=2) if args.json else run["summary"])
     return 1 if run["unreached"] else 0
 
@@ -133,7 +154,13 @@ def _progress(run: dict[str, Any]) -> str:
 def _status(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     pending = view["hints"]["pending"]
     members = [{**member, "hints_pending": pending.get(member["url"], 0)} for member in view["members"]]
-    return {"node": view["node"], "members": members, "clock": view["clock"], "rebuild": view["rebuild"]}
+    return {
+        "node": view["node"],
+        "members": members,
+        "clock": view["clock"],
+        "gc": view["gc"],
+        "rebuild": view["rebuild"],
+    }
 
 
 def _ring(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
@@ -186,7 +213,7 @@ def _render(command: str, view: dict[str, Any], report: dict[str, Any]) -> str:
         title = f"cluster of {len(rows)} as {node} sees it"
         table = _table(["MEMBER", "STATE", "REACHABLE", "DOWN FOR", "HINTS PENDING"], rows)
         data = _data_lines(report["members"], report["rebuild"])
-        return title + "\n" + table + _clock_line(report["clock"]) + data
+        return title + "\n" + table + _clock_line(report["clock"]) + _gc_line(report["gc"]) + data
     if command == "ring":
         rows = [[str(m["position"]), m["url"], f"{m['first_replica_share']:.1%}"] for m in report["members"]]
         title = (
@@ -216,6 +243,21 @@ def _clock_line(clock: dict[str, Any]) -> str:
     if clock["far"]:
         return f"\nclock: {clock['summary']}"
     return ""
+
+
+def _gc_line(gc: dict[str, Any]) -> str:
+    """A line under the status table once tombstone GC has something to say (none before): what it
+    dropped, and what waits for a repair with whom."""
+    if not (gc["tombstones_dropped"] or gc["expired_dropped"] or gc["waiting"]):
+        return ""
+    line = (
+        f"\ngc: {gc['tombstones_dropped']} tombstones and {gc['expired_dropped']} expired values dropped "
+        f"since start; {gc['waiting']} past their grace period wait for a repair"
+    )
+    if gc["waiting_for"]:
+        peers = ", ".join(f"{peer} ({count})" for peer, count in gc["waiting_for"].items())
+        line += f" with {peers}"
+    return line
 
 
 def _data_lines(members: list[dict[str, Any]], rebuild: dict[str, Any]) -> str:

@@ -18,6 +18,7 @@ __all__ = [
     "port",
     "positive_float",
     "positive_int",
+    "token_file",
 ]
 
 
@@ -63,7 +64,9 @@ def port(text: str) -> int:
 
 
 # A host name or IPv4 address, or in brackets an IPv6 address (RFC 3986; checked by _ipv6), then a port.
-_HTTP_URL = re.compile(r"http://(?P<host>[A-Za-z0-9._-]+|\[(?P<ipv6>[^]]*)\]):(?P<port>0|[1-9][0-9]{0,4})")
+_HTTP_URL = re.compile(
+    r"(?P<scheme>https?)://(?P<host>[A-Za-z0-9._-]+|\[(?P<ipv6>[^]]*)\]):(?P<port>0|[1-9][0-9]{0,4})"
+)
 _HOST_NAME = re.compile(r"[A-Za-z0-9._-]+")
 
 
@@ -87,17 +90,18 @@ def host(text: str) -> str:
 
 
 def http_url(text: str) -> str:
-    """One http://HOST:PORT URL (a trailing slash dropped); an IPv6 host in brackets: http://[::1]:8080."""
+    """One http://HOST:PORT or https://HOST:PORT URL (a trailing slash dropped); an IPv6 host in
+    brackets: http://[::1]:8080."""
     url = text.strip().rstrip("/")
     match = _HTTP_URL.fullmatch(url)
     if match is None:
-        netloc = url.removeprefix("http://")
+        netloc = url.removeprefix("https://").removeprefix("http://")
         if _ipv6(netloc) or _ipv6(netloc.rpartition(":")[0]):
             raise argparse.ArgumentTypeError(
                 f"an IPv6 address goes in brackets, as in http://[::1]:8080, got {text!r}"
             )
         raise argparse.ArgumentTypeError(
-            f"URLs look like http://HOST:PORT or http://[IPV6]:PORT, got {text!r}"
+            f"URLs look like http://HOST:PORT, https://HOST:PORT or http://[IPV6]:PORT, got {text!r}"
         )
     if not 0 < int(match["port"]) < 65536:
         raise argparse.ArgumentTypeError(f"port must be between 1 and 65535, got {text!r}")
@@ -106,7 +110,7 @@ def http_url(text: str) -> str:
     address = _ipv6(match["ipv6"])
     if address is None:
         raise argparse.ArgumentTypeError(f"not an IPv6 address: [{match['ipv6']}] in {text!r}")
-    return f"http://[{address}]:{match['port']}"
+    return f"{match['scheme']}://[{address}]:{match['port']}"
 
 
 def http_urls(text: str) -> tuple[str, ...]:
@@ -115,6 +119,20 @@ def http_urls(text: str) -> tuple[str, ...]:
     if not urls:
         raise argparse.ArgumentTypeError("the URL list is empty")
     return urls
+
+
+def token_file(text: str) -> str:
+    """The client token in the file named: its first line, stripped (the file is read, never the token
+    given on a command line, where other local users could read it)."""
+    try:
+        with open(text, encoding="utf-8") as file:
+            token = file.readline().strip()
+    except (OSError, UnicodeDecodeError) as error:
+        reason = error.strerror if isinstance(error, OSError) else "not UTF-8 text"
+        raise argparse.ArgumentTypeError(f"cannot read the token file {text}: {reason}") from None
+    if not token:
+        raise argparse.ArgumentTypeError(f"the token file {text} is empty")
+    return token
 
 
 def choices(allowed: Sequence[str]) -> Callable[[str], list[str]]:

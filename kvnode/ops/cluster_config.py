@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvnode.config import NodeConfig, node_url
+from kvnode.ops.certs import ClusterCertificates
 
 __all__ = ["ClusterConfig", "cluster_configs"]
 
@@ -18,6 +19,7 @@ class ClusterConfig:
 
     nodes: int = 3
     node: NodeConfig = field(default_factory=NodeConfig)
+    tls: bool = False  # the launcher makes a throwaway CA and each node's certificate (kvnode.ops.certs)
 
     def __post_init__(self) -> None:
         if self.nodes < 1:
@@ -25,8 +27,24 @@ class ClusterConfig:
         if self.node.port + self.nodes - 1 > 65535:
             raise ValueError(f"ports {self.node.port}..{self.node.port + self.nodes - 1} run past 65535")
 
+    @property
+    def certificates(self) -> ClusterCertificates:
+        """Where ``tls`` keeps the CA and the nodes' certificates: DATA_DIR/tls."""
+        return ClusterCertificates(self.node.data_dir / "tls")
+
     def node_configs(self) -> list[NodeConfig]:
-        return cluster_configs(self.node, range(self.node.port, self.node.port + self.nodes))
+        """Each node's configuration; with ``tls``, each serves with its own certificate, node-PORT.pem."""
+        ports = range(self.node.port, self.node.port + self.nodes)
+        if not self.tls:
+            return cluster_configs(self.node, ports)
+        ca = self.certificates.ca
+        # Any certificate makes the URLs https://; then each node is given its own.
+        configs = cluster_configs(dataclasses.replace(self.node, tls_cert=ca, tls_key=ca, tls_ca=ca), ports)
+        own = [self.certificates.node(f"node-{config.port}") for config in configs]
+        return [
+            dataclasses.replace(config, tls_cert=node.cert, tls_key=node.key)
+            for config, node in zip(configs, own, strict=True)
+        ]
 
 
 def cluster_configs(
@@ -35,7 +53,7 @@ def cluster_configs(
     """The nodes of one cluster on ``ports`` (any ports; ClusterConfig's are consecutive): every node is
     given the same list, in the order of ``ports``; node i keeps its data in ``data_dirs[i]``, by default
     ``base.data_dir / node-PORT``."""
-    urls = tuple(node_url(base.host, port) for port in ports)
+    urls = tuple(node_url(base.host, port, base.tls) for port in ports)
     dirs = data_dirs or [base.data_dir / f"node-{port}" for port in ports]
     return [
         dataclasses.replace(base, port=port, data_dir=data_dir, cluster=urls)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn, get_args
 
+from kvnode.client_auth import read_tokens_file
 from kvnode.config import FanoutMode, NodeConfig
 from kvnode.ops.argtypes import host, http_urls, integer, port, positive_int
 from kvnode.ops.cluster_config import ClusterConfig
@@ -115,6 +116,13 @@ _SHARED = [
         "no hints are kept for a replica down longer than this, and older hints are dropped",
     ),
     _Flag(
+        "--gc-grace-s",
+        positive_int,
+        _DEFAULTS.gc_grace_s,
+        "tombstones and expired values are dropped no sooner than this, and only once every replica of "
+        "the key has repaired with this node since; no hint older than this is delivered",
+    ),
+    _Flag(
         "--max-hints-per-peer",
         positive_int,
         _DEFAULTS.max_hints_per_peer,
@@ -157,6 +165,17 @@ _SHARED = [
         "FILE",
         optional=True,
     ),
+    _Flag(
+        "--auth-tokens-file",
+        Path,
+        None,
+        "file of client tokens, one 'TOKEN ROLE' a line (roles read, readwrite, admin), readable by its "
+        "owner only, read again on SIGHUP; every client request then needs 'Authorization: Bearer TOKEN' "
+        "(without it clients are not authenticated)",
+        "FILE",
+        optional=True,
+    ),
+    _Flag("--metrics-open", None, False, "with --auth-tokens-file, /metrics still answers without a token"),
     _Flag("--fsync", None, False, "fsync every write before acknowledging it (survives power loss; slower)"),
     _Flag("--access-log", None, False, "log every HTTP request"),
 ]
@@ -167,8 +186,8 @@ _NODE = [
         "--cluster",
         http_urls,
         (),
-        "every node's URL, comma-separated, the same list in the same order on "
-        "every node; must include this node's http://HOST:PORT (default: a cluster of one)",
+        "every node's URL, comma-separated, the same list in the same order on every node; must include "
+        "this node's http://HOST:PORT (https:// with TLS; default: a cluster of one)",
         "URL,URL,...",
     ),
     _Flag(
@@ -179,6 +198,25 @@ _NODE = [
         "(default: http://HOST:PORT)",
         "URL",
     ),
+    _Flag(
+        "--tls-cert",
+        Path,
+        None,
+        "this node's certificate (PEM); with --tls-key and --tls-ca the node serves https:// only and its "
+        "replica channel speaks TLS",
+        "FILE",
+        optional=True,
+    ),
+    _Flag("--tls-key", Path, None, "the private key of --tls-cert (PEM)", "FILE", optional=True),
+    _Flag(
+        "--tls-ca",
+        Path,
+        None,
+        "the CA (PEM) that signed every member's certificate; peers verify each other against it",
+        "FILE",
+        optional=True,
+    ),
+    _Flag("--tls-client-auth", None, False, "clients must present a certificate the --tls-ca signed"),
     _Flag(
         "--clock-offset-ms",
         integer,
@@ -191,6 +229,12 @@ _CLUSTER = [
     _Flag("--nodes", positive_int, ClusterConfig().nodes, "how many node processes to start"),
     _Flag("--port", port, _DEFAULTS.port, "port of the first node; the others follow consecutively"),
     _Flag("--data-dir", Path, _DEFAULTS.data_dir, "each node keeps its data in DATA_DIR/node-PORT", "DIR"),
+    _Flag(
+        "--tls",
+        None,
+        False,
+        "serve https:// with a throwaway CA and certificates for each node, made in DATA_DIR/tls",
+    ),
     *_SHARED,
 ]
 
@@ -258,13 +302,15 @@ def parse_args(argv: Sequence[str], env: Mapping[str, str]) -> NodeConfig | Clus
         command.error(f"--data-dir {values['data_dir']}{where} exists and is not a directory")
     try:
         values["cluster_secret"] = read_cluster_secret(values["cluster_secret_file"], env)
+        if values["auth_tokens_file"] is not None:
+            read_tokens_file(values["auth_tokens_file"])  # refused here, before any node starts
     except ValueError as error:
         command.error(str(error))
     try:
         if name == "node":
             return NodeConfig(**values)
-        nodes = values.pop("nodes")
-        return ClusterConfig(nodes=nodes, node=NodeConfig(**values))
+        nodes, tls = values.pop("nodes"), values.pop("tls")
+        return ClusterConfig(nodes=nodes, node=NodeConfig(**values), tls=tls)
     except ValueError as error:
         command.error(str(error))
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 from kvnode.config import NodeConfig
+from kvnode.ops.certs import CertificatesUnavailable
 from kvnode.ops.cluster_config import ClusterConfig, cluster_configs
 from kvnode.ops.data_dir import ClusterPidFile, ClusterRunning
 from kvnode.ops.flags import read_cluster_secret, unknown_variables
@@ -147,6 +148,14 @@ def run_cluster(config: ClusterConfig) -> int:
                 print(f"kvnode: {error}", file=sys.stderr)
                 return 2
             config = dataclasses.replace(config, node=dataclasses.replace(config.node, cluster_secret=secret))
+        if config.tls:
+            try:
+                config.certificates.make(f"node-{node.port}" for node in config.node_configs())
+            except (CertificatesUnavailable, OSError) as error:
+                reason = error.strerror if isinstance(error, OSError) else str(error)
+                print(f"kvnode: cannot make certificates in {config.certificates.directory}: {reason}",
+                      file=sys.stderr)  # fmt: skip
+                return 2
         return _serve(config, secret_path, stop)
     finally:
         pid_file.release()
@@ -177,6 +186,8 @@ def _serve(config: ClusterConfig, secret_path: Path | None, stop: threading.Even
             print(f"  {node.url}  pid {node.pid}", flush=True)
         if secret_path is not None:
             print(f"The cluster secret is in {secret_path} (nodes that join: --cluster-secret-file).")
+        if config.tls:
+            print(f"Clients verify the nodes with the CA {config.certificates.ca} (curl --cacert).")
         print("Ctrl-C stops every node.", flush=True)
         return _watch(nodes, stop)
     finally:

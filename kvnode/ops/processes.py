@@ -15,6 +15,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -26,6 +27,7 @@ from typing import IO, TypeVar
 
 from kvnode.config import NodeConfig
 from kvnode.ops.flags import node_argv, node_env
+from kvnode.tls import client_context
 
 __all__ = [
     "NodeProcess",
@@ -170,6 +172,7 @@ class ServerProcess:
         self.log_path = log_path
         self.new_session = new_session
         self.extra_env: dict[str, str] = {}  # added to this process's environment for the child
+        self.ssl_context: ssl.SSLContext | None = None  # how to reach an https:// URL
         self.process: subprocess.Popen[bytes] | None = None
         self._relay: _Relay | None = None
         self._log_start = 0  # where this run's output begins in log_path
@@ -240,7 +243,13 @@ class ServerProcess:
     def serves(self) -> bool:
         """``/v0/status`` answers 200 (and, for an identified server, names this process)."""
         parts = urllib.parse.urlsplit(self.url)
-        connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=_PROBE_TIMEOUT)
+        connection = (
+            http.client.HTTPSConnection(
+                parts.hostname or "", parts.port, timeout=_PROBE_TIMEOUT, context=self.ssl_context
+            )
+            if parts.scheme == "https"
+            else http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=_PROBE_TIMEOUT)
+        )
         try:
             connection.request("GET", "/v0/status")
             response = connection.getresponse()
@@ -301,6 +310,7 @@ class NodeProcess(ServerProcess):
     ) -> None:
         super().__init__(argv or node_argv(config), config.url, log_path, new_session=new_session)
         self.extra_env = node_env(config)  # the cluster secret travels in the environment, never argv
+        self.ssl_context = client_context(config)  # the node's own certificate, for --tls-client-auth
         self.config = config
 
 

@@ -44,9 +44,9 @@ from kvnode.repair.summary import SEGMENTS, SegmentTree
 
 __all__ = ["SEGMENTS_PER_ROUND", "Exchange", "ImpossibleStep", "Moves", "Step"]
 
-# Segments listed and moved together: a bound on the keys held in memory at once (a sixteenth of the
+# Segments listed and moved together: a bound on the keys held in memory at once (a quarter of the
 # keyspace), at the price of walking the keys once per round when everything differs (a rebuild).
-SEGMENTS_PER_ROUND = 256
+SEGMENTS_PER_ROUND = 1024
 
 
 class Step(enum.Enum):

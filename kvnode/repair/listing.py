@@ -16,7 +16,7 @@ from kvnode.storage import Storage
 
 __all__ = ["KEYS_PER_PAGE", "PAGE_BYTES", "in_bitmap", "list_page", "segment_bitmap"]
 
-KEYS_PER_PAGE = 4096  # keys walked for one page at most
+KEYS_PER_PAGE = 1024  # keys walked for one page at most: about a millisecond of the event loop
 PAGE_BYTES = 64 * 1024  # listed bytes in one page at most (about)
 
 

@@ -82,6 +82,6 @@ class SummaryUpkeep:
                 await asyncio.sleep(0)  # let client traffic in between chunks
         self.rebuilt = count
         self.ready.set()
-        log.info(
-            "rebuilt the anti-entropy summaries from %d records in %.1f s", count, time.monotonic() - started
-        )
+        if count:  # a new data dir has nothing to say (and a node that cannot listen says one line)
+            seconds = time.monotonic() - started
+            log.info("rebuilt the anti-entropy summaries from %d records in %.1f s", count, seconds)

@@ -2,7 +2,9 @@
 
 As in Cassandra: one ordered log per target node (here in the hints part of the node's system database,
 kvnode.system_db, never the client keyspace), bounded per target, with a hint window: no new hints for a
-replica down longer than the window, and hints older than the window are dropped at delivery. One task
+replica down longer than the window, and hints older than the window are dropped at delivery, and so are
+hints whose record is older than the tombstone GC's grace period, which a dropped tombstone could no
+longer beat (docs/gc.md; the hint window is at most the grace period, so this is a second guard). One task
 per peer delivers its hints in order, a batch at a time, at a throttled rate, whenever the peer is
 reachable; it also connects its peer at start.
 
@@ -10,7 +12,7 @@ reachable; it also connects its peer at start.
     >>> tmp = tempfile.TemporaryDirectory()
     >>> from kvnode.system_db import SystemDb
     >>> system = SystemDb.open(pathlib.Path(tmp.name))
-    >>> store = HintStore(system.hints, fsync=False, max_per_peer=1000, window_s=10800)
+    >>> store = HintStore(system.hints, fsync=False, max_per_peer=1000, window_s=10800, grace_s=864000)
     >>> store.add("http://b:8080", b"k", Record.put(7, b"v"), down_for=0.0)   # its sequence number
     1
     >>> store.pending("http://b:8080")
@@ -59,12 +61,14 @@ class HintStore:
         fsync: bool,
         max_per_peer: int,
         window_s: float,
+        grace_s: float,
         wall_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
     ) -> None:
         self._db = log  # target | NUL | seq -> a hint; SystemDb.hints, whose prefix keeps it apart
         self._fsync = fsync
         self.max_per_peer = max_per_peer
         self.window_ms = int(window_s * 1000)
+        self.grace_ms = int(grace_s * 1000)
         self._wall_ms = wall_ms
         self._pending: collections.Counter[str] = collections.Counter()
         self.kept: collections.Counter[str] = collections.Counter()  # by target, since start
@@ -132,8 +136,15 @@ class HintStore:
                 break
         return hints
 
-    def expired(self, hint: Hint) -> bool:
-        return self._wall_ms() - hint.created_ms > self.window_ms
+    def stale(self, hint: Hint) -> str | None:
+        """Why ``hint`` must be dropped undelivered, if it must: "expired", kept longer than the hint
+        window; "grace", its record older than the GC grace period. None: deliver it."""
+        now_ms = self._wall_ms()
+        if now_ms - hint.created_ms > self.window_ms:
+            return "expired"
+        if now_ms - hint.record.timestamp // 1000 > self.grace_ms:
+            return "grace"
+        return None
 
     def added_event(self, target: str) -> asyncio.Event:
         """Set whenever a hint for ``target`` is kept (the delivery task waits on it)."""
@@ -214,11 +225,16 @@ class HintDelivery:
         """Send the oldest hints; the number sent, or None when the peer failed some of them."""
         store, url = self._store, self._peer.url
         hints = store.oldest(url, _BATCH, _BATCH_BYTES)
-        expired = [hint.seq for hint in hints if store.expired(hint)]
-        if expired:
-            store.remove(url, expired)
-            store.dropped["expired"] += len(expired)
-        live = [hint for hint in hints if not store.expired(hint)]
+        live, stale = [], []
+        for hint in hints:
+            reason = store.stale(hint)
+            if reason is None:
+                live.append(hint)
+            else:
+                store.dropped[reason] += 1
+                stale.append(hint.seq)
+        if stale:
+            store.remove(url, stale)
         outcomes = await asyncio.gather(
             *(self._peer.deliver_hint(hint.key, hint.record) for hint in live), return_exceptions=True
         )

@@ -13,6 +13,8 @@ is out. Calls in flight are bounded in number and bytes: beyond either bound a n
 with ReplicaOverloaded (a write becomes a hint). A heartbeat pings a quiet connection; one silent for a
 whole timeout is replaced. With a clock sampler, every beat (and every new connection) also makes one
 CLOCK call, whose round trip measures the peer's clock offset (kvnode.clock_offsets), off the request path.
+With an SSL context the connection speaks TLS, verifying the peer against the cluster's CA (kvnode.tls);
+a TLS handshake that fails is a refusal ("tls"), as a refused HMAC handshake is.
 
 Create it inside the running event loop.
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import urllib.parse
 from collections.abc import Callable
 from functools import partial
@@ -71,9 +74,11 @@ class PeerReplica:
         auth: ClusterAuth | None = None,
         limits: wire.Limits | None = None,
         clock_sampler: ClockSampler | None = None,
+        ssl_context: ssl.SSLContext | None = None,  # TLS (kvnode.tls.client_context)
         identities: Identities | None = None,
     ) -> None:
         self.url = url
+        self._ssl = ssl_context
         self._identities = identities
         self.node_state = ""  # the state of the peer's data, as its last CLOCK answer said ("" before one)
         self._clock_sampler = clock_sampler
@@ -83,7 +88,7 @@ class PeerReplica:
         self._loop = asyncio.get_running_loop()
         parts = urllib.parse.urlsplit(url)
         if parts.hostname is None or parts.port is None:
-            raise ValueError(f"a peer URL is http://HOST:PORT, got {url!r}")
+            raise ValueError(f"a peer URL is http://HOST:PORT or https://HOST:PORT, got {url!r}")
         self._host, self._port, self._authority = parts.hostname, parts.port, parts.netloc
         self._timeout = timeout
         self._speculative_ceiling = timeout if speculative_ceiling is None else speculative_ceiling
@@ -139,7 +144,7 @@ class PeerReplica:
     @property
     def refusal(self) -> str:
         """While refused: what the peer's refusal of the handshake was about ("secret", "membership",
-        "handshake"); "" otherwise."""
+        "handshake", "tls"); "" otherwise."""
         return self._life.refusal if self._life.state is PeerState.REFUSED else ""
 
     def speculative_delay(self) -> float:
@@ -237,7 +242,13 @@ class PeerReplica:
         channel: ClientChannel | None = None
         try:
             async with asyncio.timeout(self._timeout):
-                _, channel = await self._loop.create_connection(self._new_channel, self._host, self._port)
+                _, channel = await self._loop.create_connection(
+                    self._new_channel,
+                    self._host,
+                    self._port,
+                    ssl=self._ssl,
+                    server_hostname=self._host if self._ssl is not None else None,
+                )
                 await channel.upgraded
         except TimeoutError:
             # Nothing answered: a frozen or unreachable host. A frozen peer accepts TCP but never answers
@@ -251,6 +262,11 @@ class PeerReplica:
             return
         except WebSocketError as error:  # the connection broke before the upgrade was answered
             self._attempt_failed(channel, AttemptFailure.UNREACHABLE, str(error))
+            return
+        except ssl.SSLError as error:  # a certificate the CA did not sign, on either side
+            reason = f"TLS: {error.reason or error}"
+            self._refusals.warning("replica channel to %s refused: %s", self.url, reason)
+            self._attempt_failed(channel, AttemptFailure.DENIED, reason, refusal="tls")
             return
         except OSError as error:
             self._attempt_failed(channel, AttemptFailure.UNREACHABLE, str(error) or type(error).__name__)

@@ -7,11 +7,12 @@ and anti-entropy's calls from this node's summaries and store (kvnode.repair.ans
 data is not whole (kvnode.repair.rebuild_state), a READ is answered NOT_READY.
 
 With a cluster secret, only a peer that passed the handshake (kvnode.replica.auth) is upgraded; anyone
-else gets a 403 and a rate-limited log line naming its address. Either way, the peer's introduction goes
-to :class:`~kvnode.replica.identities.Identities` before the 101 answers it with this node's. Frames are
-bounded (aiohttp refuses an oversize frame from its header, before buffering it) and so are the calls in
-a frame; a peer that breaks a bound loses its connection. Replies to one frame go out in frames of about
-``wire.FRAME_TARGET`` bytes.
+else gets a 403 and a rate-limited log line naming its address. Over TLS, a connection that presented no
+certificate the cluster's CA signed gets the same before any handshake (kvnode.tls). Either way, the
+peer's introduction goes to :class:`~kvnode.replica.identities.Identities` before the 101 answers it with
+this node's. Frames are bounded (aiohttp refuses an oversize frame from its header, before buffering it)
+and so are the calls in a frame; a peer that breaks a bound loses its connection. Replies to one frame go
+out in frames of about ``wire.FRAME_TARGET`` bytes.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ class PeerGate:
     auth: ClusterAuth | None
     limits: wire.Limits
     identities: Identities | None = None
+    tls: bool = False  # served over TLS: a peer must present a certificate the CA signed
     refusals: RateLimitedLog = field(default_factory=lambda: RateLimitedLog(log))
 
 
@@ -86,10 +88,22 @@ class ReplicaServer:
             await ws.close(code=aiohttp.WSCloseCode.GOING_AWAY, message=b"node shutting down")
 
     async def _serve_channel(self, request: web.Request) -> web.StreamResponse:
+        uncertified = _refuse_uncertified(self.gate, request)
+        if uncertified is not None:
+            return uncertified
         return await serve_peer(request, self.gate, self._storage, self._answers, self._channels)
 
     async def _answer_challenge(self, request: web.Request) -> web.Response:
-        return answer_challenge(self.gate)
+        return _refuse_uncertified(self.gate, request) or answer_challenge(self.gate)
+
+
+def _refuse_uncertified(gate: PeerGate, request: web.Request) -> web.Response | None:
+    """A 403 for a TLS connection that presented no client certificate (the TLS layer has verified any
+    that was presented against the CA); None when the peer may go on."""
+    if not gate.tls or (request.transport is not None and request.transport.get_extra_info("peercert")):
+        return None
+    gate.refusals.warning("refused a replica channel from %s: no client certificate", request.remote)
+    return web.Response(status=403, text="replica channel refused: present a certificate the CA signed\n")
 
 
 def answer_challenge(gate: PeerGate) -> web.Response:

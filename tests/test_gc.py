@@ -1,0 +1,139 @@
+"""Tombstone GC on real node processes: a deleted value stays deleted whatever order repairs, hints and
+restarts come in; tombstones wait for a repair with every replica, counted by the peer they wait for
+in /metrics, /v0/stats and ``admin status``; their disk space is given back; expired values go the same
+way."""
+
+from __future__ import annotations
+
+import subprocess
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from tests.harness import (
+    ClusterFactory,
+    Node,
+    fresh_key,
+    request,
+    run_kvnode,
+    scrape,
+    stats,
+    total,
+    wait_for,
+)
+
+# The shortest grace period (the hint window may not be longer), and short bounds on how late a version
+# can reach a replica, which GC waits for too (kvnode.repair.gc_rule).
+GC = {"gc_grace_s": 1, "hint_window_s": 1, "timeout_ms": 500, "max_clock_skew_ms": 500}
+
+
+def gc_figures(node: Node) -> dict[str, Any]:
+    figures: dict[str, Any] = stats(node)["gc"]
+    return figures
+
+
+def repair(node: Node, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return run_kvnode(["admin", "--url", node.url, "repair", "--wait", "--json"], cwd)
+
+
+def repaired(node: Node, cwd: Path) -> bool:
+    """Whether a full repair run on node completed with every peer."""
+    return repair(node, cwd).returncode == 0
+
+
+def repair_all(nodes: list[Node], cwd: Path) -> None:
+    """A full repair run on each node in turn, each until it completes with every peer (a peer just
+    restarted may not be connected at the first attempt)."""
+    for node in nodes:
+        wait_for(partial(repaired, node, cwd), what=f"a complete repair on {node.url}")
+
+
+def past_grace(nodes: list[Node], count: int) -> None:
+    """Wait until each node's GC finds ``count`` tombstones past their grace period (waiting or dropped):
+    a repair that starts from then on counts for them."""
+
+    def found(node: Node) -> bool:
+        figures = gc_figures(node)
+        return bool(figures["waiting"] + figures["tombstones_dropped"] >= count)
+
+    wait_for(lambda: all(found(node) for node in nodes), what="the tombstones past their grace period")
+
+
+def disk_bytes(node: Node) -> int:
+    """The size of the node's client keyspace on disk (its records LevelDB)."""
+    return sum(path.stat().st_size for path in Path(node.config.data_dir, "records").iterdir())
+
+
+def test_a_deleted_value_stays_deleted_whatever_order_repairs_hints_and_restarts_come_in(
+    start_cluster: ClusterFactory, tmp_path: Path
+) -> None:
+    cluster = start_cluster(3, **GC)
+    first, second, stale = cluster
+    keys = [fresh_key("deleted") for _ in range(20)]
+    for key in keys:
+        assert first.put(key, b"doomed", ack=3).status == 201
+    stale.stop()
+    for key in keys:
+        assert first.delete(key, ack=2).status == 202  # hinted for the stopped replica
+    past_grace([first, second], len(keys))
+    for node in (first, second):  # they repair with each other; the stopped replica is unreachable
+        assert repair(node, tmp_path).returncode == 1
+    wanted = {stale.url: len(keys)}
+    wait_for(
+        lambda: all(gc_figures(node)["waiting_for"] == wanted for node in (first, second)),
+        what="the tombstones waiting for the stopped replica alone",
+    )
+    assert [gc_figures(node)["tombstones_dropped"] for node in (first, second)] == [0, 0]
+    assert total(scrape(first), "kvnode_gc_waiting_for_repair", peer=stale.url) == len(keys)
+    status = run_kvnode(["admin", "--url", first.url, "status"], tmp_path)
+    assert f"{len(keys)} past their grace period wait for a repair with {stale.url} ({len(keys)})" in (
+        status.stdout
+    )
+
+    first.stop()  # a restart: what GC waits for is in the repair marks, which a restart keeps
+    first.start()
+    stale.start()  # its hints have outlived the hint window: dropped, never delivered
+    wait_for(lambda: stats(first)["hints"]["pending"] == {}, what="the old hints dropped")
+    repair_all([stale, first, second], tmp_path)
+    wait_for(
+        lambda: all(gc_figures(node)["tombstones_dropped"] >= len(keys) for node in cluster),
+        what="every replica's tombstones dropped",
+    )
+    assert [gc_figures(node)["waiting"] for node in cluster] == [0, 0, 0]
+
+    stale.stop()
+    stale.start()
+    repair_all(list(cluster), tmp_path)  # a tombstone sent back by a replica that had not dropped it yet
+    for node in cluster:
+        assert [key for key in keys if node.get(key, ack=3).status != 404] == [], node.url
+
+
+def test_deleting_everything_gives_the_space_back_once_repaired_and_collected(
+    start_cluster: ClusterFactory, tmp_path: Path
+) -> None:
+    cluster = start_cluster(3, **GC)
+    keys = [fresh_key("big") for _ in range(200)]
+    for index, key in enumerate(keys):
+        assert cluster[0].put(key, bytes([index % 256]) * 20_000, ack=3).status == 201
+    written = [disk_bytes(node) for node in cluster]
+    assert min(written) > 4_000_000
+    for key in keys:
+        assert cluster[0].delete(key, ack=3).status == 202
+    past_grace(list(cluster), len(keys))
+    repair_all(list(cluster), tmp_path)
+    wait_for(
+        lambda: all(disk_bytes(node) < size / 2 for node, size in zip(cluster, written, strict=True)),
+        what="the space reclaimed on every node",
+    )
+    assert [gc_figures(node)["tombstones_dropped"] >= len(keys) for node in cluster] == [True] * 3
+
+
+def test_expired_values_are_dropped_like_tombstones(start_cluster: ClusterFactory) -> None:
+    [node] = start_cluster(1, **GC)
+    keys = [fresh_key("ttl") for _ in range(5)]
+    for key in keys:
+        reply = request(node.url, "PUT", "/v0/entity", {"id": key, "ttl": 100}, body=b"short-lived")
+        assert reply.status == 201
+    wait_for(lambda: gc_figures(node)["expired_dropped"] == len(keys), what="the expired values dropped")
+    assert total(scrape(node), "kvnode_gc_dropped_total", kind="expired") == len(keys)
+    assert gc_figures(node)["tombstones_dropped"] == 0
