@@ -25,6 +25,7 @@ from prometheus_client.registry import Collector
 
 from kvnode.admission import Handler
 from kvnode.metrics import LATENCY_BUCKETS_S, CallMeter, FixedBuckets
+from kvnode.repair.rebuild_state import NodeState
 from kvnode.replica.peer_state import PeerState
 from kvnode.snapshot import NodeSnapshot, RepairFigures
 
@@ -198,6 +199,7 @@ def _state_metrics(snapshot: NodeSnapshot) -> Iterator[Metric]:
         "Timestamps seen beyond the maximum clock skew, ignored by the clock",
         snapshot.clock_ignored,
     )
+    yield from _rebuild_metrics(snapshot)
     yield from _repair_metrics(snapshot.repair)
     lag = HistogramMetricFamily(
         "kvnode_event_loop_lag_seconds", "How late the event loop runs a callback that is ready (sampled)"
@@ -235,6 +237,29 @@ def _gc_metrics(snapshot: NodeSnapshot) -> Iterator[Metric]:
         "kvnode_gc_unconfirmed",
         "Versions the GC rule allowed but kept: another replica did not answer, or held an older version",
         gc.unconfirmed,
+    )
+
+
+def _rebuild_metrics(snapshot: NodeSnapshot) -> Iterator[Metric]:
+    rebuild = snapshot.rebuild
+    state = GaugeMetricFamily(
+        "kvnode_node_state",
+        "1 for the state of this node's data: serving, rebuilding (its disk was lost), unknown (new data "
+        "dir, no peer asked yet)",
+        labels=["state"],
+    )
+    for name in NodeState:
+        state.add_metric([name.value], 1 if name.value == rebuild.state else 0)
+    yield state
+    yield CounterMetricFamily(
+        "kvnode_rebuild_records",
+        "Records received by this node's rebuild since start",
+        rebuild.records_received,
+    )
+    yield GaugeMetricFamily(
+        "kvnode_rebuild_peers_done",
+        "Peers this node's rebuild has completed a repair with",
+        rebuild.peers_done,
     )
 
 

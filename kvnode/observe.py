@@ -16,7 +16,7 @@ from prometheus_client.aiohttp import make_aiohttp_handler
 
 from kvnode.parts import PARTS, NodeParts
 from kvnode.replica.peer import PeerReplica
-from kvnode.snapshot import ClockFigures, NodeSnapshot, RepairFigures
+from kvnode.snapshot import ClockFigures, NodeSnapshot, RebuildFigures, RepairFigures
 
 __all__ = ["add_routes", "cluster_view", "stats_view"]
 
@@ -52,6 +52,7 @@ def stats_view(parts: NodeParts, snapshot: NodeSnapshot) -> dict[str, Any]:
         "cluster": list(parts.coordinator.placement.nodes),
         "loop_lag_ms": {"samples": snapshot.loop_lag_samples, **snapshot.loop_lag_ms},
         "peers": {peer.url: peer.state for peer in snapshot.peers},
+        "rebuild": _rebuild_view(snapshot.rebuild),
         "clock": {
             "lead_ms": snapshot.clock_lead_us / 1000,
             "ignored_ahead": snapshot.clock_ignored,
@@ -75,14 +76,24 @@ def stats_view(parts: NodeParts, snapshot: NodeSnapshot) -> dict[str, Any]:
 
 
 def cluster_view(url: str, members: Sequence[str], snapshot: NodeSnapshot) -> dict[str, Any]:
-    """The node's view of its cluster: each member's channel state as this node sees it, and its hints
-    by peer."""
+    """The node's view of its cluster: each member's channel state as this node sees it, the state of its
+    data (as the member last said), this node's rebuild, and its hints by peer."""
     by_url = {peer.url: peer for peer in snapshot.peers}
     view = []
     for member in members:
         peer = by_url.get(member)
         if peer is None:
-            view.append({"url": member, "self": True, "state": "self", "reachable": True, "down_for_s": 0.0})
+            view.append(
+                {
+                    "url": member,
+                    "self": True,
+                    "state": "self",
+                    "reachable": True,
+                    "down_for_s": 0.0,
+                    "node_state": snapshot.rebuild.state,
+                    "identity": snapshot.rebuild.identity,
+                }
+            )
         else:
             view.append(
                 {
@@ -92,6 +103,8 @@ def cluster_view(url: str, members: Sequence[str], snapshot: NodeSnapshot) -> di
                     "reachable": peer.state == "connected",
                     "down_for_s": round(peer.down_for_s, 3),
                     "refusal": peer.refusal,
+                    "node_state": peer.node_state,
+                    "identity": peer.identity,
                 }
             )
     hints = snapshot.hints
@@ -101,6 +114,7 @@ def cluster_view(url: str, members: Sequence[str], snapshot: NodeSnapshot) -> di
         "members": view,
         "clock": _fence_view(snapshot.clock_fence),
         "gc": dataclasses.asdict(snapshot.gc),
+        "rebuild": _rebuild_view(snapshot.rebuild),
         "hints": {
             "pending": {peer.url: hints.pending.get(peer.url, 0) for peer in snapshot.peers},
             "kept": {peer.url: hints.kept.get(peer.url, 0) for peer in snapshot.peers},
@@ -130,6 +144,21 @@ def _fence_view(fence: ClockFigures) -> dict[str, Any]:
         "peer_offsets_ms": {peer: offset / 1000 for peer, offset in fence.peer_offsets_us.items()},
         "far": list(fence.far),
         "summary": fence.summary,
+    }
+
+
+def _rebuild_view(rebuild: RebuildFigures) -> dict[str, Any]:
+    """This node's identity, the state of its data (serving, rebuilding, unknown) and its rebuild's
+    progress (all zero when it never rebuilt since start)."""
+    return {
+        "identity": rebuild.identity,
+        "state": rebuild.state,
+        "peers": rebuild.peers,
+        "peers_done": rebuild.peers_done,
+        "records_received": rebuild.records_received,
+        "seconds": rebuild.seconds,
+        "attempts": rebuild.attempts,
+        "waiting_for": rebuild.waiting_for,
     }
 
 

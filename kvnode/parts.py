@@ -29,15 +29,25 @@ from kvnode.metrics import LoopLagMonitor
 from kvnode.placement import Placement
 from kvnode.repair.gc_pass import TombstoneGc, pass_interval_s
 from kvnode.repair.gc_rule import GcRule
+from kvnode.repair.rebuild import Rebuild
 from kvnode.repair.scheduler import AntiEntropy
 from kvnode.repair.upkeep import SummaryUpkeep
 from kvnode.replica import Replica, wire
 from kvnode.replica.auth import ClusterAuth
 from kvnode.replica.hints import HintDelivery, HintStore
+from kvnode.replica.identities import Identities
 from kvnode.replica.local import LocalReplica
 from kvnode.replica.peer import PeerReplica
 from kvnode.replica.server import PeerGate, ReplicaServer
-from kvnode.snapshot import ClockFigures, GcFigures, HintFigures, NodeSnapshot, PeerFigures, RepairFigures
+from kvnode.snapshot import (
+    ClockFigures,
+    GcFigures,
+    HintFigures,
+    NodeSnapshot,
+    PeerFigures,
+    RebuildFigures,
+    RepairFigures,
+)
 from kvnode.storage import Storage
 from kvnode.system_db import SystemDb
 from kvnode.tls import client_context
@@ -74,6 +84,7 @@ class NodeParts:
     gc: TombstoneGc  # drops tombstones and expired versions once no replica needs them
     anti_entropy: AntiEntropy  # comparing it with the peers'
     tokens: ClientTokens | None  # the clients' tokens, with --auth-tokens-file
+    rebuild: Rebuild  # whether this node's data is whole, and its rebuild if it is not
 
     def snapshot(self) -> NodeSnapshot:
         """What the node's counters say now: the one source of /v0/stats, /v0/cluster and /metrics."""
@@ -81,9 +92,18 @@ class NodeParts:
         gc = self.gc.counts
         repair = self.anti_entropy.totals
         verdict = self.fence.refresh()
+        known, progress = self.system.peer_identities, self.rebuild.progress
         return NodeSnapshot(
             peers=tuple(
-                PeerFigures(peer.url, peer.state, peer.down_for(), peer.refusal) for peer in self.peers
+                PeerFigures(
+                    peer.url,
+                    peer.state,
+                    peer.down_for(),
+                    peer.refusal,
+                    peer.node_state,
+                    known.get(peer.url)[0],
+                )
+                for peer in self.peers
             ),
             hints=HintFigures(
                 pending=hints.pending_by_target(),
@@ -111,6 +131,16 @@ class NodeParts:
                 far=verdict.far,
                 peer_offsets_us={peer: o.offset_us for peer, o in verdict.peers.items()},
                 summary=verdict.describe(),
+            ),
+            rebuild=RebuildFigures(
+                identity=self.system.identity.value,
+                state=self.rebuild.node_state().value,
+                peers=progress.peers,
+                peers_done=len(progress.done),
+                records_received=progress.records_received,
+                seconds=round(progress.seconds(), 3),
+                attempts=progress.attempts,
+                waiting_for=dict(progress.waiting_for),
             ),
             repair=RepairFigures(
                 summaries_ready=self.summaries.ready.is_set(),
@@ -167,7 +197,16 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             window_s=config.hint_window_s,
             grace_s=config.gc_grace_s,
         )
-        gate = PeerGate(_cluster_auth(config), wire.Limits.for_body(config.max_body_bytes), tls=config.tls)
+        rebuild = Rebuild(system.identity, len(config.members))
+        identities = Identities(
+            config.url, config.members, system.identity, system.peer_identities, rebuild.peer_met
+        )
+        gate = PeerGate(
+            _cluster_auth(config),
+            wire.Limits.for_body(config.max_body_bytes),
+            identities=identities,
+            tls=config.tls,
+        )
         peers = [
             PeerReplica(
                 url,
@@ -177,6 +216,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
                 limits=gate.limits,
                 clock_sampler=(fence.measured, wall),
                 ssl_context=peer_ssl,
+                identities=identities,
             )
             for url in config.members
             if url != config.url
@@ -184,7 +224,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
         for peer in peers:
             opened.push_async_callback(peer.close)
         fence.measure_peers = lambda: _measure_clocks(peers)
-        local = LocalReplica(config.url, storage, fence)
+        local = LocalReplica(config.url, storage, fence, rebuild.node_state)
         replicas: dict[str, Replica] = {config.url: local}
         replicas.update({peer.url: peer for peer in peers})
         coordinator = Coordinator(placement, replicas, FANOUTS[config.fanout], clock, hints, local, fence)
@@ -202,7 +242,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             metrics=NodeMetrics(),
             loop_lag=LoopLagMonitor(),
             uploads=Uploads(config.body_timeout_s),
-            replica_server=ReplicaServer(gate, storage, clock, fence, summaries),
+            replica_server=ReplicaServer(gate, storage, clock, fence, summaries, rebuild.node_state),
             summaries=summaries,
             gc=TombstoneGc(
                 storage,
@@ -224,6 +264,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
                 rate=config.repair_rate,
             ),
             tokens=tokens,
+            rebuild=rebuild,
         )
         parts.metrics.watch(parts.snapshot, [local, *peers])
         for peer in peers:
@@ -236,6 +277,8 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
         opened.push_async_callback(parts.loop_lag.stop)
         parts.anti_entropy.start()
         opened.push_async_callback(parts.anti_entropy.stop)
+        rebuild.start(parts.anti_entropy)
+        opened.push_async_callback(rebuild.stop)
         yield parts
 
 

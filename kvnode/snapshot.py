@@ -8,7 +8,15 @@ from dataclasses import dataclass
 
 from kvnode.metrics import FixedBuckets
 
-__all__ = ["ClockFigures", "GcFigures", "HintFigures", "NodeSnapshot", "PeerFigures", "RepairFigures"]
+__all__ = [
+    "ClockFigures",
+    "GcFigures",
+    "HintFigures",
+    "NodeSnapshot",
+    "PeerFigures",
+    "RebuildFigures",
+    "RepairFigures",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,6 +25,8 @@ class PeerFigures:
     state: str  # its replica channel's (kvnode.replica.peer_state.PeerState's values)
     down_for_s: float  # since it last failed with no answer since; 0 while it answers
     refusal: str  # while refused: what the handshake was refused for ("secret", ...); else ""
+    node_state: str  # the state of its data as it last said (kvnode.repair.rebuild_state); "" before
+    identity: str  # the identity it had when this node last met it; "" before
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +62,20 @@ class ClockFigures:
 
 
 @dataclass(frozen=True, slots=True)
+class RebuildFigures:
+    """This node's identity, the state of its data, and its rebuild's progress (kvnode.repair.rebuild)."""
+
+    identity: str
+    state: str  # of its data: unknown, rebuilding, serving
+    peers: int  # to complete a repair with while rebuilding
+    peers_done: int
+    records_received: int
+    seconds: float  # the rebuild's, so far or in all (0 when this node did not rebuild since start)
+    attempts: int  # rounds of repairs with the peers not done yet
+    waiting_for: dict[str, str]  # peer -> why its last repair failed
+
+
+@dataclass(frozen=True, slots=True)
 class RepairFigures:
     """Anti-entropy's (kvnode.repair), since start."""
 
@@ -74,6 +98,7 @@ class NodeSnapshot:
     clock_lead_us: int  # how far the hybrid clock runs ahead of the wall clock
     clock_ignored: int  # timestamps seen beyond the maximum skew
     clock_fence: ClockFigures
+    rebuild: RebuildFigures
     repair: RepairFigures
     inflight: int  # client entity requests between arrival and answer
     shed: int  # client entity requests answered 503 since start

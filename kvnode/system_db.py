@@ -5,8 +5,10 @@ key prefix per part, so nothing of the node's own can show through the client AP
     hints/    hinted handoff's per-target logs (kvnode.replica.hints.HintStore)
     summary/  anti-entropy's summaries as of the last clean stop (:class:`SavedSummaries`)
     repair/   when each peer last completed a repair with this node (:class:`RepairMarks`)
+    identity/ who this node is, and whether its data is whole yet (:class:`NodeIdentity`)
+    peers/    the identity each peer had when this node last met it (:class:`PeerIdentities`)
 
-A new part (identity, membership, repair state) is one more prefix in ``PREFIXES`` and one more attribute
+A new part (membership, GC watermarks) is one more prefix in ``PREFIXES`` and one more attribute
 of :class:`SystemDb`, built from its own ``prefixed_db``; no part sees another's keys.
 
 >>> import tempfile
@@ -20,6 +22,7 @@ of :class:`SystemDb`, built from its own ``prefixed_db``; no part sees another's
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -27,13 +30,24 @@ import plyvel
 
 from kvnode.storage import open_leveldb
 
-__all__ = ["PREFIXES", "ClockFloor", "RepairMarks", "SavedSummaries", "SystemDb"]
+__all__ = [
+    "PREFIXES",
+    "ClockFloor",
+    "NodeIdentity",
+    "PeerIdentities",
+    "RepairMarks",
+    "SavedSummaries",
+    "SystemDb",
+]
 
 CLOCK_PREFIX = b"clock/"
 HINTS_PREFIX = b"hints/"
 SUMMARY_PREFIX = b"summary/"
 REPAIR_PREFIX = b"repair/"
-PREFIXES = (CLOCK_PREFIX, HINTS_PREFIX, SUMMARY_PREFIX, REPAIR_PREFIX)  # none may start another's
+IDENTITY_PREFIX = b"identity/"
+PEERS_PREFIX = b"peers/"
+# None may start another's.
+PREFIXES = (CLOCK_PREFIX, HINTS_PREFIX, SUMMARY_PREFIX, REPAIR_PREFIX, IDENTITY_PREFIX, PEERS_PREFIX)
 
 
 class ClockFloor:
@@ -113,6 +127,70 @@ class RepairMarks:
             self._part.put(peer.encode(), started.to_bytes(8, "big"), sync=True)
 
 
+class NodeIdentity:
+    """This node's identity (16 random bytes, hex), generated the first time its system database opens,
+    and the state of its data it saved (kvnode.repair.rebuild_state: "unknown" until a peer told whether
+    this node was a member before, "rebuilding" until it got its records back; none once whole).
+
+    A new identity is saved together with the state "unknown", in one write: a node that crashes before
+    any peer answered is still unknown at its next start.
+
+    >>> import tempfile
+    >>> tmp = tempfile.TemporaryDirectory(); system = SystemDb.open(Path(tmp.name))
+    >>> len(system.identity.value), system.identity.created, system.identity.saved_state()
+    (32, True, 'unknown')
+    >>> system.identity.save_state(""); system.close(); system = SystemDb.open(Path(tmp.name))
+    >>> system.identity.created, system.identity.saved_state()
+    (False, '')
+    >>> system.close(); tmp.cleanup()
+    """
+
+    _ID = b"id"
+    _STATE = b"state"
+
+    def __init__(self, part: plyvel.DB) -> None:
+        self._part = part
+        raw: bytes | None = part.get(self._ID)
+        self.created = raw is None  # generated at this start: the data dir was new (or lost)
+        if raw is None:
+            raw = secrets.token_hex(16).encode()
+            with part.write_batch(sync=True) as batch:
+                batch.put(self._STATE, b"unknown")
+                batch.put(self._ID, raw)
+        self.value = raw.decode()
+
+    def saved_state(self) -> str:
+        """The state of this node's data as last saved; "" when it is whole."""
+        raw: bytes | None = self._part.get(self._STATE)
+        return raw.decode() if raw else ""
+
+    def save_state(self, state: str) -> None:
+        """Save the state of this node's data ("" when it is whole)."""
+        if state:
+            self._part.put(self._STATE, state.encode(), sync=True)
+        else:
+            self._part.delete(self._STATE, sync=True)
+
+
+class PeerIdentities:
+    """For each peer (by URL), the identity it had when this node last completed a handshake with it, and
+    the one that identity replaced (a member that came back as another node), "" where none."""
+
+    def __init__(self, part: plyvel.DB) -> None:
+        self._part = part
+
+    def get(self, peer: str) -> tuple[str, str]:
+        """The identity remembered for ``peer`` and the one it replaced."""
+        raw: bytes | None = self._part.get(peer.encode())
+        current, _, replaced = (raw or b"").decode().partition(" ")
+        return current, replaced
+
+    def remember(self, peer: str, identity: str) -> None:
+        current, _ = self.get(peer)
+        if identity != current:
+            self._part.put(peer.encode(), f"{identity} {current}".encode(), sync=True)
+
+
 class SystemDb:
     """The owner of the ``system`` LevelDB: it opens and closes it and hands each part its prefix."""
 
@@ -122,6 +200,8 @@ class SystemDb:
         self.hints: plyvel.DB = db.prefixed_db(HINTS_PREFIX)  # HintStore's, which keeps the format
         self.summaries = SavedSummaries(db.prefixed_db(SUMMARY_PREFIX))
         self.repair_marks = RepairMarks(db.prefixed_db(REPAIR_PREFIX))
+        self.identity = NodeIdentity(db.prefixed_db(IDENTITY_PREFIX))
+        self.peer_identities = PeerIdentities(db.prefixed_db(PEERS_PREFIX))
 
     @classmethod
     def open(cls, data_dir: Path) -> SystemDb:

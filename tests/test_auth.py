@@ -11,6 +11,7 @@ from kvnode.replica.auth import (
     PROOF_HEADER,
     AuthError,
     ClusterAuth,
+    Introduction,
     server_proof_ok,
 )
 
@@ -26,17 +27,47 @@ class FakeClock:
         return self.now
 
 
-def handshake(client: ClusterAuth, server: ClusterAuth, meant: str | None = None) -> str:
-    headers, expected = client.upgrade_headers(meant or server.own_url, server.issue_nonce())
-    proof = server.admit(headers)
-    assert server_proof_ok({PROOF_HEADER.lower(): proof}, expected)
-    return proof
+CLIENT_ID, SERVER_ID, OLD_SERVER_ID = "c1" * 16, "5e" * 16, "0e" * 16
+
+
+def handshake(client: ClusterAuth, server: ClusterAuth, meant: str | None = None) -> Introduction:
+    """The client's introduction as the server read it; the server's proof checked by the client."""
+    headers, expected = client.upgrade_headers(
+        meant or server.own_url, server.issue_nonce(), Introduction(CLIENT_ID, SERVER_ID, OLD_SERVER_ID)
+    )
+    _, theirs = server.admit(headers)
+    assert server_proof_ok(server.answer_headers(headers, Introduction(SERVER_ID, "")), expected)
+    return theirs
 
 
 def test_members_with_the_same_secret_prove_themselves_to_each_other() -> None:
-    handshake(
+    theirs = handshake(
         ClusterAuth(SECRET.encode(), MEMBERS, MEMBERS[0]), ClusterAuth(SECRET.encode(), MEMBERS, MEMBERS[1])
     )
+    assert theirs == Introduction(CLIENT_ID, SERVER_ID, OLD_SERVER_ID)
+
+
+def test_an_introduction_changed_on_the_way_fails_the_proof() -> None:
+    client = ClusterAuth(SECRET.encode(), MEMBERS, MEMBERS[0])
+    server = ClusterAuth(SECRET.encode(), MEMBERS, MEMBERS[1])
+    headers, expected = client.upgrade_headers(MEMBERS[1], server.issue_nonce(), Introduction(CLIENT_ID))
+    with pytest.raises(AuthError, match="wrong proof"):
+        server.admit({**headers, "X-Kvnode-Remembered": SERVER_ID})
+    headers, expected = client.upgrade_headers(MEMBERS[1], server.issue_nonce(), Introduction(CLIENT_ID))
+    with pytest.raises(AuthError, match="wrong proof"):
+        server.admit({**headers, "X-Kvnode-Replaced": SERVER_ID})
+    headers, expected = client.upgrade_headers(MEMBERS[1], server.issue_nonce(), Introduction(CLIENT_ID))
+    server.admit(headers)
+    answer = {
+        name.lower(): value for name, value in server.answer_headers(headers, Introduction(SERVER_ID)).items()
+    }
+    assert server_proof_ok(answer, expected)
+    assert not server_proof_ok({**answer, "x-kvnode-remembered": CLIENT_ID}, expected)
+
+
+def test_anything_but_an_identity_reads_as_none() -> None:
+    headers = {"X-Kvnode-Identity": "not hex", "x-kvnode-remembered": SERVER_ID, "X-Kvnode-Replaced": "0"}
+    assert Introduction.of(headers) == Introduction("", SERVER_ID, "")
 
 
 @pytest.mark.parametrize(
@@ -63,7 +94,7 @@ def test_a_server_without_the_secret_cannot_prove_itself() -> None:
     impostor = ClusterAuth(b"not the secret!!", MEMBERS, MEMBERS[1])
     nonce = impostor.issue_nonce()
     headers, expected = client.upgrade_headers(MEMBERS[1], nonce)
-    forged = impostor._proof("server", MEMBERS[0], MEMBERS[1], headers["X-Kvnode-Client-Nonce"], nonce)
+    forged = impostor.answer_headers(headers, Introduction())[PROOF_HEADER]
     assert not server_proof_ok({PROOF_HEADER.lower(): forged}, expected)
     assert not server_proof_ok({}, expected)
 

@@ -42,7 +42,7 @@ def test_stats_cluster_and_metrics_agree_on_a_stopped_peers_hints(start_cluster:
     assert stats["node"] == coordinator.url
     assert set(stats) == {
         "node", "fanout", "cluster", "loop_lag_ms", "peers", "clock", "hints", "gc", "repair", "requests",
-        "coordinator",
+        "coordinator", "rebuild",
     }  # fmt: skip
     assert stats["hints"]["kept"][stopped.url] >= 2
     assert stats["peers"][running.url] == "connected"
@@ -54,5 +54,7 @@ def test_stats_cluster_and_metrics_agree_on_a_stopped_peers_hints(start_cluster:
     members = {member["url"]: member for member in view["members"]}
     assert members[coordinator.url]["state"] == "self"
     assert members[running.url]["reachable"] and not members[stopped.url]["reachable"]
+    assert stats["rebuild"] == view["rebuild"]
+    assert view["rebuild"]["state"] == members[coordinator.url]["node_state"] == "serving"
 
     assert hints_pending_metric(coordinator) == {running.url: 0, stopped.url: 2}

@@ -74,3 +74,35 @@ def test_the_system_database_never_shows_in_the_client_keyspace(tmp_path: Path) 
 def test_a_system_database_open_elsewhere_is_unavailable(system_db: SystemDb, tmp_path: Path) -> None:
     with pytest.raises(StorageUnavailable, match="cannot open data dir"):
         SystemDb.open(tmp_path / "node")
+
+
+def test_a_new_data_dir_gets_an_identity_kept_across_restarts(tmp_path: Path) -> None:
+    system = SystemDb.open(tmp_path / "node")
+    identity = system.identity.value
+    assert system.identity.created and system.identity.saved_state() == "unknown"
+    system.identity.save_state("rebuilding")
+    system.close()
+    system = SystemDb.open(tmp_path / "node")
+    try:
+        assert system.identity.value == identity and not system.identity.created
+        assert system.identity.saved_state() == "rebuilding"  # a crash during a rebuild resumes it
+        system.identity.save_state("")
+        assert system.identity.saved_state() == ""
+    finally:
+        system.close()
+    other = SystemDb.open(tmp_path / "other")
+    try:
+        assert other.identity.value != identity
+    finally:
+        other.close()
+
+
+def test_peer_identities_are_remembered_by_url(system_db: SystemDb) -> None:
+    peers = system_db.peer_identities
+    assert peers.get("http://b:1") == ("", "")
+    peers.remember("http://b:1", "0b" * 16)
+    peers.remember("http://c:1", "0c" * 16)
+    peers.remember("http://b:1", "1b" * 16)
+    peers.remember("http://b:1", "1b" * 16)  # met again: it still replaced the first
+    assert peers.get("http://b:1") == ("1b" * 16, "0b" * 16)
+    assert peers.get("http://c:1") == ("0c" * 16, "")

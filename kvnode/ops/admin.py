@@ -1,6 +1,6 @@
 """``python -m kvnode admin``: a node's view of its cluster, for a person (tables) or a script (``--json``).
 
-    python -m kvnode admin --url http://127.0.0.1:8080 status        # each member: reachable? a clock off?
+    python -m kvnode admin --url http://127.0.0.1:8080 status        # each member: reachable? rebuilding?
     python -m kvnode admin --url http://127.0.0.1:8080 ring          # the cluster list, each member's share
     python -m kvnode admin --url http://127.0.0.1:8080 locate user:42  # the key's replicas, in order
     python -m kvnode admin --url http://127.0.0.1:8080 hints --json  # hints waiting, per target
@@ -11,6 +11,7 @@
 (naming them) when a peer could not be repaired. Everything else comes from the node's
 ``GET /v0/cluster`` (kvnode.observe.cluster_view): the states of its own
 replica channels (it tries to connect to a member it is not connected to, so the answer is current), the
+state of each member's data (serving, or rebuilding after a lost disk, with this node's progress), the
 clock fence's verdict (kvnode.clock_fence: which member's clock is off, if any), its hints and tombstone
 GC's counts (what it dropped, what waits for a repair with which peer). A key's
 placement is computed here from that node's cluster list, by the same
@@ -153,7 +154,13 @@ def _progress(run: dict[str, Any]) -> str:
 def _status(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     pending = view["hints"]["pending"]
     members = [{**member, "hints_pending": pending.get(member["url"], 0)} for member in view["members"]]
-    return {"node": view["node"], "members": members, "clock": view["clock"], "gc": view["gc"]}
+    return {
+        "node": view["node"],
+        "members": members,
+        "clock": view["clock"],
+        "gc": view["gc"],
+        "rebuild": view["rebuild"],
+    }
 
 
 def _ring(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
@@ -205,7 +212,8 @@ def _render(command: str, view: dict[str, Any], report: dict[str, Any]) -> str:
         ]
         title = f"cluster of {len(rows)} as {node} sees it"
         table = _table(["MEMBER", "STATE", "REACHABLE", "DOWN FOR", "HINTS PENDING"], rows)
-        return title + "\n" + table + _clock_line(report["clock"]) + _gc_line(report["gc"])
+        data = _data_lines(report["members"], report["rebuild"])
+        return title + "\n" + table + _clock_line(report["clock"]) + _gc_line(report["gc"]) + data
     if command == "ring":
         rows = [[str(m["position"]), m["url"], f"{m['first_replica_share']:.1%}"] for m in report["members"]]
         title = (
@@ -250,6 +258,28 @@ def _gc_line(gc: dict[str, Any]) -> str:
         peers = ", ".join(f"{peer} ({count})" for peer, count in gc["waiting_for"].items())
         line += f" with {peers}"
     return line
+
+
+def _data_lines(members: list[dict[str, Any]], rebuild: dict[str, Any]) -> str:
+    """A line under the status table for each member whose data is not whole: this node's with its
+    rebuild's progress, a peer's as it last said (none while every member serves)."""
+    lines = []
+    for member in members:
+        state = member["node_state"]
+        if state in ("serving", ""):
+            continue
+        line = f"\ndata: {member['url']} is {state}"
+        if member["self"] and state == "rebuilding":
+            line += (
+                f": {rebuild['peers_done']} of {rebuild['peers']} peers done, "
+                f"{rebuild['records_received']} records received"
+            )
+            waiting = "; ".join(f"{peer}: {why}" for peer, why in rebuild["waiting_for"].items())
+            line += f"; waiting for {waiting}" if waiting else ""
+        elif member["self"]:
+            line += ": a new data dir, until a peer says whether this node was a member"
+        lines.append(line)
+    return "".join(lines)
 
 
 def _yes(flag: bool) -> str:

@@ -11,6 +11,8 @@ or in one of the :mod:`~kvnode.replica.errors`; nothing else reaches the coordin
     outbox      the calls to one peer waiting to be sent, and their framing
     channel     the client end of that channel: an asyncio.Protocol speaking WebSocket (websocket)
     server      the other end: its routes, its open channels, answering a peer's calls from local storage
+    auth        the handshake: both ends prove they hold the cluster secret, and introduce themselves
+    identities  what this node says of itself in a handshake, and remembers of the peers it met
     wire        the replica protocol's messages (pure)
     hints       hinted handoff: writes a replica missed, kept durably and delivered when it is back
 """

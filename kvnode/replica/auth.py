@@ -1,21 +1,29 @@
 """Who may use a replica channel: a mutual proof that both ends hold the cluster secret, for this cluster
-and protocol version, and are the members they claim to be. The secret itself never travels.
+and protocol version, and are the members they claim to be. The secret itself never travels. Each end
+also introduces itself (:class:`Introduction`): its identity, and the identity it remembered for the
+other end (with the one that replaced), which is how a member whose disk was lost learns so
+(kvnode.repair.rebuild_state).
 
 The handshake, on one TCP connection before the WebSocket upgrade:
 
 1. the client asks ``GET /v0/internal/challenge``; the server answers a fresh nonce (single use, expires);
 2. the client's upgrade request names itself (its URL in the cluster list), the server it means, its own
-   nonce, the server's nonce, and its proof: HMAC-SHA256(secret, version | "client" | cluster id | both
-   URLs | both nonces), the cluster id being a hash of the member list;
+   nonce, the server's nonce, its introduction, and its proof: HMAC-SHA256(secret, version | "client" |
+   cluster id | both URLs | both nonces | its introduction), the cluster id being a hash of the member list;
 3. the server checks the client is another member, that it is the member meant, takes the nonce and
-   checks the proof; it answers 403 before the upgrade, or 101 carrying its own proof (role "server"),
-   which the client checks in turn.
+   checks the proof; it answers 403 before the upgrade, or 101 carrying its own introduction and proof
+   (role "server", covering both introductions), which the client checks in turn.
+
+Without a secret there is no challenge and no proof: the upgrade request names the client and carries its
+introduction, and the 101 the server's, as plain headers.
 
     >>> a = ClusterAuth(b"s" * 32, ("http://a:1", "http://b:1"), "http://a:1")
     >>> b = ClusterAuth(b"s" * 32, ("http://a:1", "http://b:1"), "http://b:1")
-    >>> headers, expected = a.upgrade_headers("http://b:1", b.issue_nonce())
-    >>> b.admit(headers) == expected
-    True
+    >>> headers, expected = a.upgrade_headers("http://b:1", b.issue_nonce(), Introduction("a" * 32))
+    >>> client, introduction = b.admit(headers)
+    >>> answer = b.answer_headers(headers, Introduction("b" * 32, introduction.identity))
+    >>> client, server_proof_ok(answer, expected)
+    ('http://a:1', True)
 """
 
 from __future__ import annotations
@@ -25,18 +33,23 @@ import hashlib
 import hmac
 import logging
 import os
+import re
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
     "CHALLENGE_PATH",
+    "CLIENT_HEADER",
     "MIN_SECRET_BYTES",
     "PROOF_HEADER",
     "SECRET_ADVICE",
     "AuthError",
     "ClusterAuth",
+    "ExpectedProof",
+    "Introduction",
     "RateLimitedLog",
     "cluster_id",
     "create_secret_file",
@@ -51,6 +64,10 @@ SERVER_HEADER = "X-Kvnode-Server"
 CLIENT_NONCE_HEADER = "X-Kvnode-Client-Nonce"
 SERVER_NONCE_HEADER = "X-Kvnode-Server-Nonce"
 PROOF_HEADER = "X-Kvnode-Proof"
+IDENTITY_HEADER = "X-Kvnode-Identity"
+REMEMBERED_HEADER = "X-Kvnode-Remembered"
+REPLACED_HEADER = "X-Kvnode-Replaced"
+_IDENTITY = re.compile("[0-9a-f]{32}")  # kvnode.system_db.NodeIdentity's: 16 random bytes in hex
 NONCE_TTL_S = 10.0
 MAX_NONCES = 4096  # challenges outstanding at once; the oldest is forgotten beyond
 # How to fix a handshake refused for the secret, said by both ends.
@@ -62,6 +79,51 @@ SECRET_ADVICE = (
 
 class AuthError(Exception):
     """A peer failed the handshake; the message says why (never the secret)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Introduction:
+    """What one end of a replica handshake says of itself: its identity, the identity it remembered for
+    the other end's URL, and the one that identity replaced (kvnode.system_db.PeerIdentities; "" where
+    none). Anything but an identity reads as ""."""
+
+    identity: str = ""
+    remembered: str = ""
+    replaced: str = ""
+
+    def headers(self) -> dict[str, str]:
+        return {
+            IDENTITY_HEADER: self.identity,
+            REMEMBERED_HEADER: self.remembered,
+            REPLACED_HEADER: self.replaced,
+        }
+
+    @classmethod
+    def of(cls, headers: Mapping[str, str]) -> Introduction:
+        """The introduction in request or answer headers (names in any case)."""
+        return cls(
+            _header_identity(headers, IDENTITY_HEADER),
+            _header_identity(headers, REMEMBERED_HEADER),
+            _header_identity(headers, REPLACED_HEADER),
+        )
+
+    def fields(self) -> tuple[str, str, str]:
+        """What a proof covers of it."""
+        return self.identity, self.remembered, self.replaced
+
+
+def _header_identity(headers: Mapping[str, str], name: str) -> str:
+    value = _header(headers, name)
+    return value if _IDENTITY.fullmatch(value) else ""
+
+
+def _header(headers: Mapping[str, str], name: str) -> str:
+    """A header by name as written or in lower case (kvnode.replica.websocket.parse_head's)."""
+    return headers.get(name) or headers.get(name.lower(), "")
+
+
+# The proof a server's 101 must carry, from the introduction it carries (ClusterAuth.upgrade_headers).
+ExpectedProof = Callable[[Introduction], str]
 
 
 def cluster_id(members: Sequence[str]) -> str:
@@ -89,35 +151,32 @@ class ClusterAuth:
     def __repr__(self) -> str:  # never the secret
         return f"ClusterAuth(own_url={self.own_url!r}, cluster={self._cluster[:12]})"
 
-    def _proof(self, role: str, client: str, server: str, client_nonce: str, server_nonce: str) -> str:
-        message = "\n".join(
-            (
-                "kvnode-replica",
-                PROTOCOL_VERSION,
-                role,
-                self._cluster,
-                client,
-                server,
-                client_nonce,
-                server_nonce,
-            )
-        )
+    def _proof(self, role: str, *fields: str) -> str:
+        """``fields``: both URLs, both nonces, the client's introduction, and for the server its own."""
+        message = "\n".join(("kvnode-replica", PROTOCOL_VERSION, role, self._cluster, *fields))
         return hmac.new(self._secret, message.encode(), hashlib.sha256).hexdigest()
+
+    def _server_proof(self, client_fields: tuple[str, ...], server: Introduction) -> str:
+        return self._proof("server", *client_fields, *server.fields())
 
     # --- client side ------------------------------------------------------------------------------------
 
-    def upgrade_headers(self, server_url: str, server_nonce: str) -> tuple[dict[str, str], str]:
-        """The headers of the upgrade request to ``server_url``, and the proof its 101 must carry."""
+    def upgrade_headers(
+        self, server_url: str, server_nonce: str, introduction: Introduction = Introduction()
+    ) -> tuple[dict[str, str], ExpectedProof]:
+        """The headers of the upgrade request to ``server_url``, and the proof its 101 must carry (given
+        the introduction the 101 carries)."""
         client_nonce = secrets.token_hex(16)
-        args = (self.own_url, server_url, client_nonce, server_nonce)
+        args = (self.own_url, server_url, client_nonce, server_nonce, *introduction.fields())
         headers = {
             CLIENT_HEADER: self.own_url,
             SERVER_HEADER: server_url,
             CLIENT_NONCE_HEADER: client_nonce,
             SERVER_NONCE_HEADER: server_nonce,
             PROOF_HEADER: self._proof("client", *args),
+            **introduction.headers(),
         }
-        return headers, self._proof("server", *args)
+        return headers, lambda server: self._server_proof(args, server)
 
     # --- server side ------------------------------------------------------------------------------------
 
@@ -131,8 +190,8 @@ class ClusterAuth:
         nonces[nonce] = now + NONCE_TTL_S
         return nonce
 
-    def admit(self, headers: Mapping[str, str]) -> str:
-        """Check a client's upgrade request; the proof to answer it with, or AuthError."""
+    def admit(self, headers: Mapping[str, str]) -> tuple[str, Introduction]:
+        """Check a client's upgrade request: the client's URL and its introduction, or AuthError."""
         client, server = headers.get(CLIENT_HEADER, ""), headers.get(SERVER_HEADER, "")
         client_nonce, server_nonce = (
             headers.get(CLIENT_NONCE_HEADER, ""),
@@ -151,18 +210,32 @@ class ClusterAuth:
         expiry = self._nonces.pop(server_nonce, None)
         if expiry is None or expiry < self._clock():
             raise AuthError("unknown, used or expired challenge")
-        args = (client, server, client_nonce, server_nonce)
+        introduction = Introduction.of(headers)
+        args = (client, server, client_nonce, server_nonce, *introduction.fields())
         if not hmac.compare_digest(proof, self._proof("client", *args)):
             raise AuthError(
                 "wrong proof: the connecting node holds a different cluster secret than this node (or "
                 f"another member list); {SECRET_ADVICE}"
             )
-        return self._proof("server", *args)
+        return client, introduction
+
+    def answer_headers(
+        self, request_headers: Mapping[str, str], introduction: Introduction
+    ) -> dict[str, str]:
+        """The headers of the 101 answering an admitted upgrade request: this node's introduction, and
+        its proof."""
+        client = Introduction.of(request_headers)
+        args = tuple(
+            request_headers.get(name, "")
+            for name in (CLIENT_HEADER, SERVER_HEADER, CLIENT_NONCE_HEADER, SERVER_NONCE_HEADER)
+        )
+        proof = self._server_proof((*args, *client.fields()), introduction)
+        return {PROOF_HEADER: proof, **introduction.headers()}
 
 
-def server_proof_ok(headers: Mapping[str, str], expected: str) -> bool:
+def server_proof_ok(headers: Mapping[str, str], expected: ExpectedProof) -> bool:
     """Whether a server's 101 answer carries the proof the client expects."""
-    return hmac.compare_digest(headers.get(PROOF_HEADER.lower(), ""), expected)
+    return hmac.compare_digest(_header(headers, PROOF_HEADER), expected(Introduction.of(headers)))
 
 
 class RateLimitedLog:

@@ -3,7 +3,9 @@ WebSocket and parses frames inside ``data_received``, with no task or queue per 
 WebSocket needs (docs/replica-channel.md).
 
 With a cluster secret, the connection first asks for a challenge and proves itself in the upgrade
-request, and the server's 101 must prove itself in turn (kvnode.replica.auth). The transport's write
+request, and the server's 101 must prove itself in turn (kvnode.replica.auth); with or without a secret,
+each end introduces itself, and the server's introduction goes to
+:class:`~kvnode.replica.identities.Identities` once the upgrade is accepted. The transport's write
 buffer is respected: while it is over its high-water mark the calls wait in the outbox
 (kvnode.replica.outbox).
 """
@@ -15,8 +17,17 @@ import logging
 from typing import Protocol, cast
 
 from kvnode.replica import websocket
-from kvnode.replica.auth import CHALLENGE_PATH, SECRET_ADVICE, ClusterAuth, server_proof_ok
+from kvnode.replica.auth import (
+    CHALLENGE_PATH,
+    CLIENT_HEADER,
+    SECRET_ADVICE,
+    ClusterAuth,
+    ExpectedProof,
+    Introduction,
+    server_proof_ok,
+)
 from kvnode.replica.errors import ReplicaError, ReplicaProtocolError, ReplicaUnavailable
+from kvnode.replica.identities import Identities
 from kvnode.replica.websocket import HandshakeError, WebSocketError
 
 __all__ = ["PEER_PATH", "ChannelListener", "ClientChannel", "HandshakeRefused"]
@@ -65,14 +76,17 @@ class ClientChannel(asyncio.Protocol):
         authority: str,
         auth: ClusterAuth | None,
         max_frame: int,
+        identities: Identities | None = None,
     ) -> None:
         self._listener = listener
         self._url = url
         self._authority = authority
         self._auth = auth
         self._max_frame = max_frame
+        self._identities = identities
+        self._introduction = Introduction() if identities is None else identities.introduce(url)
         self._accept = b""
-        self._server_proof = ""  # what the server's 101 must carry, once the challenge is answered
+        self._server_proof: ExpectedProof | None = None  # what the 101 must carry, once challenged
         self._head = b""
         self._decoder: websocket.FrameDecoder | None = None
         self.paused = False  # the transport's write buffer is over its high-water mark
@@ -81,7 +95,12 @@ class ClientChannel(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass it
         if self._auth is None:
-            self._send_upgrade({})
+            identities = self._identities
+            self._send_upgrade(
+                {}
+                if identities is None
+                else {CLIENT_HEADER: identities.own_url, **self._introduction.headers()}
+            )
         else:
             self.transport.write(f"GET {CHALLENGE_PATH} HTTP/1.1\r\nHost: {self._authority}\r\n\r\n".encode())
 
@@ -142,12 +161,16 @@ class ClientChannel(asyncio.Protocol):
         if status_line.split(" ", 2)[1:2] == ["403"]:
             raise self._upgrade_refused(status_line, rest)
         headers = websocket.check_handshake(head, self._accept)
-        if self._auth is not None and not server_proof_ok(headers, self._server_proof):
+        if self._auth is not None and not (
+            self._server_proof is not None and server_proof_ok(headers, self._server_proof)
+        ):
             raise HandshakeRefused(
                 f"{self._url} did not prove it holds this node's cluster secret: it holds a different one; "
                 + SECRET_ADVICE,
                 "secret",
             )
+        if self._identities is not None:
+            self._identities.met(self._url, Introduction.of(headers))
         self._decoder = websocket.FrameDecoder(self._max_frame)
         if not self.upgraded.done():
             self.upgraded.set_result(None)
@@ -169,7 +192,7 @@ class ClientChannel(asyncio.Protocol):
             return b""  # the nonce has not all arrived
         nonce = rest[: int(length)].decode("latin-1").strip()
         self._head = b""
-        headers_out, self._server_proof = self._auth.upgrade_headers(self._url, nonce)
+        headers_out, self._server_proof = self._auth.upgrade_headers(self._url, nonce, self._introduction)
         self._send_upgrade(headers_out)
         return b""
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 __all__ = [
     "HINTED_FAILURES",
     "ReplicaError",
+    "ReplicaNotReady",
     "ReplicaOverloaded",
     "ReplicaProtocolError",
     "ReplicaRejected",
@@ -44,6 +45,11 @@ class ReplicaSkewRefused(ReplicaRejected):
     """The replica refused a record stamped further ahead of its wall clock than the maximum skew."""
 
 
+class ReplicaNotReady(ReplicaRejected):
+    """The replica's data is not whole (it rebuilds after losing its disk, or does not know yet whether it
+    must): what it holds cannot answer a read, not even "absent"."""
+
+
 # A write that failed this way is kept as a hint for the replica; a refusal for skew is not (it would be
 # refused again), and neither is a protocol error (the peer is not speaking our protocol).
 HINTED_FAILURES: tuple[type[ReplicaError], ...] = (ReplicaUnavailable, ReplicaTimeout, ReplicaOverloaded)
@@ -56,6 +62,7 @@ _OUTCOMES: dict[type[BaseException], str] = {
     ReplicaProtocolError: "protocol_error",
     ReplicaRejected: "rejected",
     ReplicaSkewRefused: "skew_refused",
+    ReplicaNotReady: "not_ready",
 }
 
 

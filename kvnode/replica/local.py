@@ -1,17 +1,20 @@
 """This node's own storage as a replica: the same interface as a peer, answered synchronously.
 
 Like a peer, it refuses a record stamped beyond the maximum skew ahead of the cluster's time
-(kvnode.clock_fence), whether this node's own write as coordinator or a read repair from a peer."""
+(kvnode.clock_fence), whether this node's own write as coordinator or a read repair from a peer. While its
+data is not whole (kvnode.repair.rebuild_state), it takes writes but answers reads "not ready"."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 from kvnode.clock_fence import ClockFence
 from kvnode.metrics import CallMeter
 from kvnode.records import CorruptRecord, Record
-from kvnode.replica.errors import ReplicaRejected, ReplicaSkewRefused
+from kvnode.repair.rebuild_state import NodeState
+from kvnode.replica.errors import ReplicaNotReady, ReplicaRejected, ReplicaSkewRefused
 from kvnode.storage import Storage, StorageError
 
 __all__ = ["LocalReplica"]
@@ -22,10 +25,17 @@ class LocalReplica:
 
     connected = True
 
-    def __init__(self, url: str, storage: Storage, fence: ClockFence) -> None:
+    def __init__(
+        self,
+        url: str,
+        storage: Storage,
+        fence: ClockFence,
+        node_state: Callable[[], NodeState] = lambda: NodeState.SERVING,
+    ) -> None:
         self.url = url
         self._storage = storage
         self._fence = fence
+        self._node_state = node_state
         self._loop = asyncio.get_running_loop()
         self.meter = CallMeter()
 
@@ -38,6 +48,11 @@ class LocalReplica:
     def read(self, key: bytes) -> asyncio.Future[Record | None]:
         future: asyncio.Future[Record | None] = self._loop.create_future()
         start = time.perf_counter()
+        state = self._node_state()
+        if state is not NodeState.SERVING:
+            future.set_exception(ReplicaNotReady(f"{self.url} is {state}: its data is not whole yet"))
+            self.meter.ended("read", "not_ready", time.perf_counter() - start)
+            return future
         try:
             future.set_result(self._storage.read(key))
             outcome = "ok"

@@ -28,6 +28,7 @@ import ssl
 import urllib.parse
 from collections.abc import Callable
 from functools import partial
+from typing import cast
 
 from kvnode.clock_offsets import Offset, measure
 from kvnode.metrics import CallMeter, RecentLatency
@@ -37,11 +38,13 @@ from kvnode.replica.auth import ClusterAuth, RateLimitedLog
 from kvnode.replica.channel import ClientChannel, HandshakeRefused
 from kvnode.replica.errors import (
     ReplicaError,
+    ReplicaNotReady,
     ReplicaProtocolError,
     ReplicaRejected,
     ReplicaSkewRefused,
     ReplicaUnavailable,
 )
+from kvnode.replica.identities import Identities
 from kvnode.replica.inflight import CallsInFlight
 from kvnode.replica.outbox import Outbox
 from kvnode.replica.peer_state import AttemptFailure, PeerLife, PeerState
@@ -72,9 +75,12 @@ class PeerReplica:
         limits: wire.Limits | None = None,
         clock_sampler: ClockSampler | None = None,
         ssl_context: ssl.SSLContext | None = None,  # TLS (kvnode.tls.client_context)
+        identities: Identities | None = None,
     ) -> None:
         self.url = url
         self._ssl = ssl_context
+        self._identities = identities
+        self.node_state = ""  # the state of the peer's data, as its last CLOCK answer said ("" before one)
         self._clock_sampler = clock_sampler
         self._auth = auth
         self._limits = limits or wire.Limits.for_body(16 * 1024 * 1024)
@@ -209,9 +215,8 @@ class PeerReplica:
         if future.cancelled() or future.exception() is not None:
             return
         sample, wall_us = sampler
-        remote = future.result()
-        assert isinstance(remote, int)
-        sample(self.url, measure(sent_us=sent_us, remote_us=remote, received_us=wall_us()))
+        remote_us, self.node_state = cast(tuple[int, str], future.result())
+        sample(self.url, measure(sent_us=sent_us, remote_us=remote_us, received_us=wall_us()))
 
     def _refusal_error(self) -> ReplicaUnavailable:
         if self._life.state is PeerState.CLOSED:
@@ -229,7 +234,9 @@ class PeerReplica:
         self._connecting = self._loop.create_task(self._connect())
 
     def _new_channel(self) -> ClientChannel:
-        return ClientChannel(self, self.url, self._authority, self._auth, self._limits.max_frame)
+        return ClientChannel(
+            self, self.url, self._authority, self._auth, self._limits.max_frame, self._identities
+        )
 
     async def _connect(self) -> None:
         channel: ClientChannel | None = None
@@ -386,6 +393,8 @@ def _answer_of(op: wire.Op, reply: wire.ReplicaReply) -> object:
         raise ReplicaRejected(reply.payload.decode("utf-8", "replace"))
     if status is wire.Status.REFUSED:
         raise ReplicaSkewRefused(reply.payload.decode("utf-8", "replace"))
+    if status is wire.Status.NOT_READY:
+        raise ReplicaNotReady("its data is not whole yet (it rebuilds)")
     if op is wire.Op.READ:
         if status is wire.Status.FOUND:
             return decode(reply.payload)
@@ -393,7 +402,7 @@ def _answer_of(op: wire.Op, reply: wire.ReplicaReply) -> object:
             return None
     elif op is wire.Op.CLOCK:
         if status is wire.Status.CLOCK:
-            return wire.decode_timestamp(reply.payload)
+            return wire.decode_clock(reply.payload)
     elif op in _REPAIR_ANSWERS:
         if status is _REPAIR_ANSWERS[op]:
             return reply.payload

@@ -2,20 +2,23 @@
 
 Every record received moves this node's clock past its timestamp, unless it is stamped beyond the maximum
 skew ahead of the cluster's time as this node best knows it (kvnode.clock_fence): such a record is refused
-(REFUSED), not stored. A CLOCK call is answered with this node's wall clock, and anti-entropy's calls
-from this node's summaries and store (kvnode.repair.answers).
+(REFUSED), not stored. A CLOCK call is answered with this node's wall clock and the state of its data,
+and anti-entropy's calls from this node's summaries and store (kvnode.repair.answers). While this node's
+data is not whole (kvnode.repair.rebuild_state), a READ is answered NOT_READY.
 
 With a cluster secret, only a peer that passed the handshake (kvnode.replica.auth) is upgraded; anyone
 else gets a 403 and a rate-limited log line naming its address. Over TLS, a connection that presented no
-certificate the cluster's CA signed gets the same before any handshake (kvnode.tls). Frames are bounded
-(aiohttp refuses an oversize frame from its header, before buffering it) and so are the calls in a frame;
-a peer that breaks a bound loses its connection. Replies to one frame go out in frames of about
-``wire.FRAME_TARGET`` bytes.
+certificate the cluster's CA signed gets the same before any handshake (kvnode.tls). Either way, the
+peer's introduction goes to :class:`~kvnode.replica.identities.Identities` before the 101 answers it with
+this node's. Frames are bounded (aiohttp refuses an oversize frame from its header, before buffering it)
+and so are the calls in a frame; a peer that breaks a bound loses its connection. Replies to one frame go
+out in frames of about ``wire.FRAME_TARGET`` bytes.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -25,38 +28,35 @@ from kvnode.clock import HybridClock
 from kvnode.clock_fence import ClockFence
 from kvnode.records import CorruptRecord, decode
 from kvnode.repair import answers as repair_answers
+from kvnode.repair.rebuild_state import NodeState
 from kvnode.repair.upkeep import SummaryUpkeep
 from kvnode.replica import wire
 from kvnode.replica.auth import (
     CHALLENGE_PATH,
-    PROOF_HEADER,
+    CLIENT_HEADER,
     SECRET_ADVICE,
     AuthError,
     ClusterAuth,
+    Introduction,
     RateLimitedLog,
 )
 from kvnode.replica.channel import PEER_PATH
+from kvnode.replica.identities import Identities
 from kvnode.storage import Storage, StorageError, WriteBatch
 
-__all__ = [
-    "PeerGate",
-    "ReplicaServer",
-    "answer_call",
-    "answer_calls",
-    "answer_challenge",
-    "answer_repair",
-    "serve_peer",
-]
+__all__ = ["CallAnswers", "PeerGate", "ReplicaServer", "answer_challenge", "serve_peer"]
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
 class PeerGate:
-    """Who may open a replica channel to this node (None: anyone), and what a peer may send on it."""
+    """Who may open a replica channel to this node (None: anyone), what a peer may send on it, and who
+    hears of the peers that open one (None: nobody)."""
 
     auth: ClusterAuth | None
     limits: wire.Limits
+    identities: Identities | None = None
     tls: bool = False  # served over TLS: a peer must present a certificate the CA signed
     refusals: RateLimitedLog = field(default_factory=lambda: RateLimitedLog(log))
 
@@ -71,12 +71,11 @@ class ReplicaServer:
         clock: HybridClock,
         fence: ClockFence,
         summaries: SummaryUpkeep,
+        node_state: Callable[[], NodeState] = lambda: NodeState.SERVING,
     ) -> None:
         self.gate = gate
         self._storage = storage
-        self._clock = clock
-        self._fence = fence
-        self._summaries = summaries
+        self._answers = CallAnswers(clock, fence, summaries, node_state)
         self._channels: set[web.WebSocketResponse] = set()
 
     def add_routes(self, app: web.Application) -> None:
@@ -92,9 +91,7 @@ class ReplicaServer:
         uncertified = _refuse_uncertified(self.gate, request)
         if uncertified is not None:
             return uncertified
-        return await serve_peer(
-            request, self.gate, self._storage, self._clock, self._fence, self._summaries, self._channels
-        )
+        return await serve_peer(request, self.gate, self._storage, self._answers, self._channels)
 
     async def _answer_challenge(self, request: web.Request) -> web.Response:
         return _refuse_uncertified(self.gate, request) or answer_challenge(self.gate)
@@ -121,83 +118,94 @@ def answer_challenge(gate: PeerGate) -> web.Response:
     return web.Response(text=gate.auth.issue_nonce())
 
 
-def answer_calls(
-    storage: Storage,
-    clock: HybridClock,
-    fence: ClockFence,
-    summaries: SummaryUpkeep,
-    calls: list[wire.CallRequest],
-) -> list[bytes]:
-    """The replies to one frame's calls, in order, once their writes are stored: together, in one
-    LevelDB write. If that write fails, every call of the frame is answered FAILED."""
-    batch = storage.batch()
-    replies = [
-        answer_repair(storage, summaries, call)
-        if call.op in repair_answers.REPAIR_OPS
-        else answer_call(batch, clock, fence, call)
-        for call in calls
-    ]
-    try:
-        batch.commit()
-    except StorageError as error:
-        reason = str(error).encode()
-        return [wire.encode_reply(call.call_id, wire.Status.FAILED, reason) for call in calls]
-    return replies
+@dataclass(frozen=True, slots=True)
+class CallAnswers:
+    """How this node answers a peer's calls: the clock a received record moves, the fence it must pass,
+    the summaries anti-entropy's calls read, and the state of this node's data (whether it may answer a
+    read)."""
 
+    clock: HybridClock
+    fence: ClockFence
+    summaries: SummaryUpkeep
+    node_state: Callable[[], NodeState]
 
-def answer_call(
-    storage: Storage | WriteBatch, clock: HybridClock, fence: ClockFence, call: wire.CallRequest
-) -> bytes:
-    """Run one peer call against local storage (or a batch of its writes) and encode the reply."""
-    try:
-        if call.op is wire.Op.READ:
-            found = storage.read_encoded(call.key)
-            if found is None:
-                return wire.encode_reply(call.call_id, wire.Status.ABSENT)
-            return wire.encode_reply(call.call_id, wire.Status.FOUND, found)
-        if call.op is wire.Op.CLOCK:
-            return wire.encode_reply(call.call_id, wire.Status.CLOCK, wire.encode_timestamp(fence.wall_us()))
-        record = decode(call.record)
-        if not fence.acceptable(record.timestamp):
-            reason = (
-                f"record stamped {record.timestamp} is beyond the maximum clock skew ahead of the cluster"
-            )
-            return wire.encode_reply(call.call_id, wire.Status.REFUSED, reason.encode())
-        clock.observe(record.timestamp)
-        held = storage.apply(call.key, record)
-        if held == record:
-            return wire.encode_reply(call.call_id, wire.Status.STORED)
-        return wire.encode_reply(call.call_id, wire.Status.NEWER, wire.encode_timestamp(held.timestamp))
-    except (CorruptRecord, StorageError) as error:
-        return wire.encode_reply(call.call_id, wire.Status.FAILED, str(error).encode())
+    def answer_calls(self, storage: Storage, calls: list[wire.CallRequest]) -> list[bytes]:
+        """The replies to one frame's calls, in order, once their writes are stored: together, in one
+        LevelDB write. If that write fails, every call of the frame is answered FAILED."""
+        batch = storage.batch()
+        replies = [
+            self.answer_repair(storage, call)
+            if call.op in repair_answers.REPAIR_OPS
+            else self.answer_call(batch, call)
+            for call in calls
+        ]
+        try:
+            batch.commit()
+        except StorageError as error:
+            reason = str(error).encode()
+            return [wire.encode_reply(call.call_id, wire.Status.FAILED, reason) for call in calls]
+        return replies
 
+    def answer_call(self, storage: Storage | WriteBatch, call: wire.CallRequest) -> bytes:
+        """Run one peer call against local storage (or a batch of its writes) and encode the reply."""
+        try:
+            if call.op is wire.Op.READ:
+                if self.node_state() is not NodeState.SERVING:
+                    return wire.encode_reply(call.call_id, wire.Status.NOT_READY)
+                found = storage.read_encoded(call.key)
+                if found is None:
+                    return wire.encode_reply(call.call_id, wire.Status.ABSENT)
+                return wire.encode_reply(call.call_id, wire.Status.FOUND, found)
+            if call.op is wire.Op.CLOCK:
+                clock = wire.encode_clock(self.fence.wall_us(), self.node_state())
+                return wire.encode_reply(call.call_id, wire.Status.CLOCK, clock)
+            record = decode(call.record)
+            if not self.fence.acceptable(record.timestamp):
+                reason = (
+                    f"record stamped {record.timestamp} is beyond the maximum clock skew ahead of the cluster"
+                )
+                return wire.encode_reply(call.call_id, wire.Status.REFUSED, reason.encode())
+            self.clock.observe(record.timestamp)
+            held = storage.apply(call.key, record)
+            if held == record:
+                return wire.encode_reply(call.call_id, wire.Status.STORED)
+            return wire.encode_reply(call.call_id, wire.Status.NEWER, wire.encode_timestamp(held.timestamp))
+        except (CorruptRecord, StorageError) as error:
+            return wire.encode_reply(call.call_id, wire.Status.FAILED, str(error).encode())
 
-def answer_repair(storage: Storage, summaries: SummaryUpkeep, call: wire.CallRequest) -> bytes:
-    """Answer one of anti-entropy's calls (kvnode.repair.answers)."""
-    try:
-        status, payload = repair_answers.answer(storage, summaries, call)
-    except (repair_answers.NotAnswerable, wire.WireError, StorageError) as error:
-        return wire.encode_reply(call.call_id, wire.Status.FAILED, str(error).encode())
-    return wire.encode_reply(call.call_id, status, payload)
+    def answer_repair(self, storage: Storage, call: wire.CallRequest) -> bytes:
+        """Answer one of anti-entropy's calls (kvnode.repair.answers)."""
+        try:
+            status, payload = repair_answers.answer(storage, self.summaries, call)
+        except (repair_answers.NotAnswerable, wire.WireError, StorageError) as error:
+            return wire.encode_reply(call.call_id, wire.Status.FAILED, str(error).encode())
+        return wire.encode_reply(call.call_id, status, payload)
 
 
 async def serve_peer(
     request: web.Request,
     gate: PeerGate,
     storage: Storage,
-    clock: HybridClock,
-    fence: ClockFence,
-    summaries: SummaryUpkeep,
+    answers: CallAnswers,
     sockets: set[web.WebSocketResponse],
 ) -> web.StreamResponse:
     """Answer each request frame's calls, until the peer closes the channel."""
     ws = web.WebSocketResponse(max_msg_size=gate.limits.max_frame, compress=False)
-    if gate.auth is not None:
+    if gate.auth is None:
+        client, introduction = request.headers.get(CLIENT_HEADER, ""), Introduction.of(request.headers)
+    else:
         try:
-            ws.headers[PROOF_HEADER] = gate.auth.admit(request.headers)
+            client, introduction = gate.auth.admit(request.headers)
         except AuthError as error:
             gate.refusals.warning("refused a replica channel from %s: %s", request.remote, error)
             return web.Response(status=403, text=f"replica channel refused: {error}\n")
+    ours = Introduction()
+    if gate.identities is not None:
+        ours = gate.identities.introduce(client)
+        gate.identities.met(client, introduction)  # before the 101: the peer learns of this node after
+    ws.headers.update(
+        ours.headers() if gate.auth is None else gate.auth.answer_headers(request.headers, ours)
+    )
     await ws.prepare(request)
     sockets.add(ws)
     try:
@@ -215,7 +223,7 @@ async def serve_peer(
                 await ws.close(code=aiohttp.WSCloseCode.PROTOCOL_ERROR, message=str(error).encode()[:120])
                 break
             try:
-                await _reply(ws, answer_calls(storage, clock, fence, summaries, calls))
+                await _reply(ws, answers.answer_calls(storage, calls))
             except ConnectionError:  # the peer went away mid-reply; its calls fail on its side
                 break
     finally:

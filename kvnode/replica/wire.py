@@ -16,8 +16,10 @@ Reply payloads: FOUND carries the stored record, ABSENT nothing; a WRITE is answ
 took the record, or already held that very version: nothing) or NEWER (it holds a newer version: that
 version's timestamp, u64), so a coordinator learns that its write lost and to which timestamp (see
 kvnode.coordinator). CLOCK answers a CLOCK call with the replica's wall clock (u64 microseconds), from
-which the caller estimates the offset between their clocks (kvnode.clock_offsets). REFUSED (a record
-stamped beyond the replica's maximum clock skew) and FAILED carry a UTF-8 reason.
+which the caller estimates the offset between their clocks (kvnode.clock_offsets), followed by the state
+of the replica's data (kvnode.repair.rebuild_state, ASCII), which its peers show. REFUSED (a record
+stamped beyond the replica's maximum clock skew) and FAILED carry a UTF-8 reason. NOT_READY answers a
+READ on a replica whose data is not whole (it rebuilds): a failed replica, never "absent".
 
 Everything a peer sends is bounded (:class:`Limits`, from the node's body limit): a frame's size, the
 calls in one frame, a key's and a record's size. A sender splits its calls into frames of about
@@ -49,6 +51,7 @@ __all__ = [
     "WireError",
     "call_size",
     "decode_calls",
+    "decode_clock",
     "decode_hashes",
     "decode_list_request",
     "decode_listing",
@@ -56,6 +59,7 @@ __all__ = [
     "decode_replies",
     "decode_timestamp",
     "encode_call",
+    "encode_clock",
     "encode_hashes",
     "encode_list_request",
     "encode_listing",
@@ -129,6 +133,7 @@ class Status(enum.IntEnum):
     CLOCK = 7
     HASHES = 8  # u64 each
     LISTING = 9  # encode_listing
+    NOT_READY = 10
 
 
 # By wire value: a dict lookup costs a tenth of calling the enum class.
@@ -177,6 +182,21 @@ def decode_timestamp(payload: bytes) -> int:
     if len(payload) != _TIMESTAMP.size:
         raise WireError(f"timestamp payload is {len(payload)} bytes, expected {_TIMESTAMP.size}")
     return int(_TIMESTAMP.unpack(payload)[0])
+
+
+def encode_clock(wall_us: int, node_state: str) -> bytes:
+    """A CLOCK reply's payload: the replica's wall clock, and the state of its data.
+
+    >>> decode_clock(encode_clock(1_700_000_000_000_000, "rebuilding"))
+    (1700000000000000, 'rebuilding')
+    """
+    return _TIMESTAMP.pack(wall_us) + node_state.encode()
+
+
+def decode_clock(payload: bytes) -> tuple[int, str]:
+    if len(payload) < _TIMESTAMP.size:
+        raise WireError(f"clock payload is {len(payload)} bytes, expected at least {_TIMESTAMP.size}")
+    return int(_TIMESTAMP.unpack_from(payload)[0]), payload[_TIMESTAMP.size :].decode("ascii", "replace")
 
 
 def encode_hashes(hashes: Iterable[int]) -> bytes:

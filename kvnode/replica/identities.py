@@ -1,0 +1,56 @@
+"""Who this node and its peers are, as replica handshakes tell it: what this node says of itself to a peer
+(kvnode.replica.auth.Introduction), and what it does once a handshake with a peer completed, as client or
+as server: remember the peer's identity (one line in the log when a member came back as another node: its
+disk was lost), and pass on the peer's introduction, which says what it remembered of this node
+(kvnode.repair.rebuild).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from kvnode.replica.auth import Introduction
+from kvnode.system_db import NodeIdentity, PeerIdentities
+
+__all__ = ["Identities"]
+
+log = logging.getLogger(__name__)
+
+
+class Identities:
+    """``peer_met(peer_url, introduction)`` hears of every completed handshake."""
+
+    def __init__(
+        self,
+        own_url: str,
+        members: Sequence[str],
+        own: NodeIdentity,
+        peers: PeerIdentities,
+        peer_met: Callable[[str, Introduction], None],
+    ) -> None:
+        self.own_url = own_url
+        self._others = frozenset(members) - {own_url}
+        self._own = own
+        self._peers = peers
+        self._peer_met = peer_met
+
+    def introduce(self, peer_url: str) -> Introduction:
+        """What this node says of itself in a handshake with ``peer_url``."""
+        return Introduction(self._own.value, *self._peers.get(peer_url))
+
+    def met(self, peer_url: str, theirs: Introduction) -> None:
+        """A handshake with ``peer_url`` completed, and the peer introduced itself as ``theirs``. Anyone
+        but another member (possible without a secret) is not remembered."""
+        if peer_url not in self._others:
+            return
+        known, _ = self._peers.get(peer_url)
+        if theirs.identity and theirs.identity != known:
+            if known:
+                log.warning(
+                    "member %s came back as another node (identity %s, was %s): its data was lost, it "
+                    "rebuilds from its peers",
+                    peer_url, theirs.identity, known,
+                )  # fmt: skip
+            self._peers.remember(peer_url, theirs.identity)
+        self._peer_met(peer_url, theirs)
