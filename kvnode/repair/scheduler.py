@@ -288,7 +288,7 @@ class AntiEntropy:
 
     async def _fetch(self, peer: PeerReplica, key: bytes) -> str:
         """Read the peer's version of key; store it if newer, else send this node's: what moved."""
-        theirs = await peer.repair(wire.Op.READ, key)
+        theirs = await peer.repair(wire.Op.FETCH, key)  # a rebuilding peer's versions count too
         assert theirs is None or isinstance(theirs, Record)
         mine = self._local_version(key)
         if theirs is not None and (mine is None or theirs > mine):

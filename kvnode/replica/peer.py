@@ -128,7 +128,7 @@ class PeerReplica:
         return self._call(wire.Op.WRITE, key, encode(record), "hint")  # type: ignore[return-value]
 
     def repair(self, op: wire.Op, key: bytes, record: bytes = b"") -> asyncio.Future[object]:
-        """One of anti-entropy's calls (kvnode.repair.scheduler), counted apart (op="repair"): a READ
+        """One of anti-entropy's calls (kvnode.repair.scheduler), counted apart (op="repair"): a FETCH
         resolves to a Record or None, a WRITE as a write does, BRANCHES, SEGMENTS and LIST to the reply's
         payload."""
         return self._call(op, key, record, "repair")
@@ -395,7 +395,7 @@ def _answer_of(op: wire.Op, reply: wire.ReplicaReply) -> object:
         raise ReplicaSkewRefused(reply.payload.decode("utf-8", "replace"))
     if status is wire.Status.NOT_READY:
         raise ReplicaNotReady("its data is not whole yet (it rebuilds)")
-    if op is wire.Op.READ:
+    if op is wire.Op.READ or op is wire.Op.FETCH:
         if status is wire.Status.FOUND:
             return decode(reply.payload)
         if status is wire.Status.ABSENT:

@@ -4,7 +4,8 @@ Every record received moves this node's clock past its timestamp, unless it is s
 skew ahead of the cluster's time as this node best knows it (kvnode.clock_fence): such a record is refused
 (REFUSED), not stored. A CLOCK call is answered with this node's wall clock and the state of its data,
 and anti-entropy's calls from this node's summaries and store (kvnode.repair.answers). While this node's
-data is not whole (kvnode.repair.rebuild_state), a READ is answered NOT_READY.
+data is not whole (kvnode.repair.rebuild_state), a READ is answered NOT_READY; a FETCH, anti-entropy's
+read, is answered as ever.
 
 With a cluster secret, only a peer that passed the handshake (kvnode.replica.auth) is upgraded; anyone
 else gets a 403 and a rate-limited log line naming its address. Over TLS, a connection that presented no
@@ -149,8 +150,8 @@ class CallAnswers:
     def answer_call(self, storage: Storage | WriteBatch, call: wire.CallRequest) -> bytes:
         """Run one peer call against local storage (or a batch of its writes) and encode the reply."""
         try:
-            if call.op is wire.Op.READ:
-                if self.node_state() is not NodeState.SERVING:
+            if call.op is wire.Op.READ or call.op is wire.Op.FETCH:
+                if call.op is wire.Op.READ and self.node_state() is not NodeState.SERVING:
                     return wire.encode_reply(call.call_id, wire.Status.NOT_READY)
                 found = storage.read_encoded(call.key)
                 if found is None:

@@ -121,6 +121,7 @@ class Op(enum.IntEnum):
     BRANCHES = 4  # no record: answered HASHES, the tree's branch hashes
     SEGMENTS = 5  # record = branches (u16 each): answered HASHES, those branches' segment hashes
     LIST = 6  # record = encode_list_request: answered LISTING, one page of those segments' keys
+    FETCH = 7  # a READ for anti-entropy: answered even while the node rebuilds (its versions count too)
 
 
 class Status(enum.IntEnum):
