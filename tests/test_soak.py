@@ -8,9 +8,9 @@ intersection) and no newer than the last one issued. Afterwards every key reads,
 last acknowledged write (404 if that was a DELETE); only a later write that was not acknowledged (504, a
 write that may still have been applied) may stand in its place.
 
-Then the same under a nemesis (each node in turn killed with SIGKILL and restarted, or frozen, each time
-for longer than the hint window), after which anti-entropy alone must make every replica's own listing
-identical.
+Then the same under a nemesis (each node in turn killed with SIGKILL and restarted, frozen, or wiped,
+each time for longer than the hint window), after which anti-entropy alone must make every replica's own
+listing identical.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
+import shutil
 import threading
 import time
 from collections import Counter
@@ -200,20 +201,25 @@ NEMESIS_FAULT_S = 2.0  # how long one fault lasts: longer than the hint window, 
 
 
 def nemesis(cluster: Cluster, stop: threading.Event, log: list[str]) -> None:
-    """Kill -9 and restart, then freeze and resume, each node in turn, until ``stop``. Runs on the main
-    thread: a node dies with the thread that started it (kvnode.ops.processes.die_with_parent)."""
+    """Kill -9 and restart, freeze and resume, or wipe (stop, remove the data dir, start), each node in
+    turn, until ``stop``. Runs on the main thread: a node dies with the thread that started it
+    (kvnode.ops.processes.die_with_parent)."""
     for round_ in itertools.count():
         node = cluster[round_ % len(cluster)]
-        if round_ % 2 == 0:
-            node.kill()
-            log.append(f"killed {node.url}")
-            stop.wait(NEMESIS_FAULT_S)
-            node.start()
-        else:
+        fault = ("kill", "freeze", "wipe")[round_ % 3]
+        log.append(f"{fault} {node.url}")
+        if fault == "freeze":
             node.freeze()
-            log.append(f"froze {node.url}")
             stop.wait(NEMESIS_FAULT_S)
             node.resume()
+        else:
+            if fault == "kill":
+                node.kill()
+            else:
+                node.stop()
+                shutil.rmtree(node.config.data_dir)
+            stop.wait(NEMESIS_FAULT_S)
+            node.start()
         if stop.wait(0.5):
             return
 
@@ -247,6 +253,8 @@ def test_under_a_nemesis_no_acknowledged_write_is_lost_and_anti_entropy_makes_re
     assert soak.violations == [], summary
     assert len(log) >= 4, summary
     healing = time.monotonic()
+    wait_for(lambda: all(stats(node)["rebuild"]["state"] == "serving" for node in cluster), seconds=120,
+             what="every node serving (a wiped one rebuilt)")  # fmt: skip
     wait_for(lambda: len({tuple(sorted(listing.items())) for listing in own_listings(cluster)}) == 1,
              seconds=120, what="every replica's own listing identical")  # fmt: skip
     converged_s = time.monotonic() - healing
