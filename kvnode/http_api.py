@@ -117,9 +117,16 @@ async def get_entities(request: web.Request) -> web.StreamResponse:
 
 
 async def get_status(request: web.Request) -> web.Response:
-    """Which process serves here: a launcher checks that the node answering is the one it started."""
-    config = request.app[PARTS].config
-    body = {"url": config.url, "pid": os.getpid(), "cluster": list(config.members)}
+    """Which process serves here: a launcher checks that the node answering is the one it started, and
+    waits until its data is known to be whole or not (``data``: unknown, rebuilding, serving)."""
+    parts = request.app[PARTS]
+    config = parts.config
+    body = {
+        "url": config.url,
+        "pid": os.getpid(),
+        "cluster": list(config.members),
+        "data": parts.rebuild.node_state().value,
+    }
     return web.Response(text=json.dumps(body) + "\n", content_type="application/json")
 
 

@@ -83,7 +83,12 @@ def test_status_answers_200_naming_the_node(shared: Node) -> None:
     response = request(shared.url, "GET", "/v0/status")
     assert response.status == 200
     assert response.headers["content-type"].startswith("application/json")
-    assert json.loads(response.body) == {"url": shared.url, "pid": shared.pid, "cluster": [shared.url]}
+    assert json.loads(response.body) == {
+        "url": shared.url,
+        "pid": shared.pid,
+        "cluster": [shared.url],
+        "data": "serving",
+    }
 
 
 def test_put_201_then_get_200_with_the_exact_bytes(shared: Node, ns: str) -> None:

@@ -150,7 +150,7 @@ def test_cluster_command_starts_serves_and_stops_on_sigint(tmp_path: Path) -> No
         for url, pid in zip(urls, node_pids, strict=True):
             response = request(url, "GET", "/v0/status")
             assert response.status == 200
-            assert json.loads(response.body) == {"url": url, "pid": pid, "cluster": urls}
+            assert json.loads(response.body) == {"url": url, "pid": pid, "cluster": urls, "data": "serving"}
         assert request(urls[0], "PUT", "/v0/entity?id=k", body=b"cluster value").status == 201
         for url in urls:  # from = 3, ack = 2 by default: every node reads it back
             assert request(url, "GET", "/v0/entity?id=k").body == b"cluster value"

@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -38,6 +39,7 @@ from kvnode.replica.auth import create_secret_file
 __all__ = ["LocalCluster", "run_cluster", "start_local_cluster"]
 
 S = TypeVar("S", bound=ServerProcess)
+_POLL_S = 0.05
 N = TypeVar("N", bound=NodeProcess)
 
 
@@ -66,8 +68,20 @@ class LocalCluster(Generic[S]):
         return [node.pid for node in self.nodes]
 
     def start(self, timeout: float = READY_TIMEOUT, cancel: threading.Event | None = None) -> None:
-        """Start every process and wait until each serves; see :func:`start_together`."""
+        """Start every process and wait until each serves (see :func:`start_together`) and each node
+        knows whether its data is whole: a new cluster's nodes learn it from each other at once, and
+        a read through one that does not know yet would fail."""
+        deadline = time.monotonic() + timeout
         start_together([*self.nodes, *self.helpers], timeout, cancel)
+        waiting = [node for node in self.nodes if isinstance(node, NodeProcess)]
+        while waiting and not (cancel is not None and cancel.is_set()):
+            waiting = [node for node in waiting if not node.data_known()]
+            if waiting and time.monotonic() > deadline:
+                self.stop()
+                late = waiting[0]
+                reason = f"kvnode: {late.url} did not learn from any peer whether its data is whole"
+                raise NodeStartError(late.url, reason, late.log_path)
+            time.sleep(_POLL_S)
 
     def stop(self, timeout: float = STOP_TIMEOUT) -> None:
         """SIGTERM every process still running (SIGCONT first if frozen), SIGKILL those left after

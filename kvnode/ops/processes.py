@@ -23,7 +23,7 @@ import time
 import urllib.parse
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, TypeVar
+from typing import IO, Any, TypeVar
 
 from kvnode.config import NodeConfig
 from kvnode.ops.flags import node_argv, node_env
@@ -242,6 +242,10 @@ class ServerProcess:
 
     def serves(self) -> bool:
         """``/v0/status`` answers 200 (and, for an identified server, names this process)."""
+        return self.status() is not None
+
+    def status(self) -> dict[str, Any] | None:
+        """``/v0/status``'s answer when it is 200 (for an identified server, one naming this process)."""
         parts = urllib.parse.urlsplit(self.url)
         connection = (
             http.client.HTTPSConnection(
@@ -255,18 +259,20 @@ class ServerProcess:
             response = connection.getresponse()
             body = response.read()
         except (OSError, http.client.HTTPException):
-            return False
+            return None
         finally:
             connection.close()
         if response.status != 200:
-            return False
+            return None
         if not self.identified:
-            return True
+            return {}
         try:
             status = json.loads(body)
         except ValueError:
-            return False
-        return isinstance(status, dict) and status.get("url") == self.url and status.get("pid") == self.pid
+            return None
+        if isinstance(status, dict) and status.get("url") == self.url and status.get("pid") == self.pid:
+            return status
+        return None
 
     def last_line(self) -> str:
         """The last non-empty line this run of the process wrote ("" if none)."""
@@ -312,6 +318,12 @@ class NodeProcess(ServerProcess):
         self.extra_env = node_env(config)  # the cluster secret travels in the environment, never argv
         self.ssl_context = client_context(config)  # the node's own certificate, for --tls-client-auth
         self.config = config
+
+    def data_known(self) -> bool:
+        """Whether the node knows if its data is whole (serving) or not (rebuilding): a node with a new
+        data dir is unknown until a peer has told it whether the cluster knew its URL as another node."""
+        status = self.status()
+        return status is not None and status.get("data") != "unknown"
 
 
 def start_together(

@@ -105,7 +105,8 @@ class Rebuild:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), _ASK_EVERY_S)
         progress = self.progress
-        progress.started = time.monotonic()
+        if self._machine.state is NodeState.REBUILDING:
+            progress.started = time.monotonic()
         while self._machine.state is NodeState.REBUILDING:
             progress.attempts += 1
             waited_for = set(progress.waiting_for)
