@@ -16,14 +16,16 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from kvnode.admission import Admission
+from kvnode.admission import Admission, default_max_inflight_bytes
 from kvnode.clock import HybridClock, wall_clock_us
 from kvnode.clock_fence import ClockFence
 from kvnode.clock_offsets import ClockOffsets
 from kvnode.config import NodeConfig
+from kvnode.connections import ConnectionGuard, capacity
 from kvnode.coordinator import Coordinator
 from kvnode.exporter import NodeMetrics
 from kvnode.fanout import FANOUTS
+from kvnode.memory import Settler
 from kvnode.metrics import LoopLagMonitor
 from kvnode.placement import Placement
 from kvnode.replica import Replica, wire
@@ -60,6 +62,7 @@ class NodeParts:
     local: LocalReplica  # this node's storage as one of a key's replicas
     peers: list[PeerReplica]  # every other member, in the cluster's order
     admission: Admission
+    connections: ConnectionGuard
     metrics: NodeMetrics
     loop_lag: LoopLagMonitor
     uploads: Uploads
@@ -93,7 +96,11 @@ class NodeParts:
                 summary=verdict.describe(),
             ),
             inflight=self.admission.inflight,
+            inflight_bytes=self.admission.inflight_bytes,
             shed=self.admission.shed,
+            client_connections=self.connections.clients,
+            connections_refused=self.connections.refused,
+            header_timeouts=self.connections.header_timeouts,
             loop_lag_samples=lag.histogram.count,
             loop_lag_ms=lag.histogram.summary_ms(),
             loop_lag_since_start=lag.since_start.copy(),
@@ -153,6 +160,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
         coordinator = Coordinator(
             Placement(config.members), replicas, FANOUTS[config.fanout], clock, hints, local, fence
         )
+        settler = Settler()
         parts = NodeParts(
             config=config,
             storage=storage,
@@ -163,15 +171,23 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             coordinator=coordinator,
             local=local,
             peers=peers,
-            admission=Admission(config.max_inflight),
+            admission=Admission(
+                config.max_inflight,
+                config.max_inflight_bytes or default_max_inflight_bytes(),
+                config.max_body_bytes,
+                settler,
+            ),
+            connections=capacity(len(config.members), config.max_connections, config.header_timeout_s),
             metrics=NodeMetrics(),
             loop_lag=LoopLagMonitor(),
             uploads=Uploads(config.body_timeout_s),
             replica_server=ReplicaServer(gate, storage, clock, fence),
         )
         parts.metrics.watch(parts.snapshot, [local, *peers])
+        settler.start()
+        opened.push_async_callback(settler.stop)
         for peer in peers:
-            delivery = HintDelivery(hints, peer, config.hint_rate)
+            delivery = HintDelivery(hints, peer, config.hint_rate, settler)
             delivery.start()
             opened.push_async_callback(delivery.stop)
         parts.loop_lag.start()

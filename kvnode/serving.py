@@ -16,12 +16,12 @@ from collections.abc import Awaitable, Callable
 
 import uvloop
 from aiohttp import web
-from aiohttp.http_exceptions import HttpProcessingError
 
+from kvnode import memory
 from kvnode.config import NodeConfig
+from kvnode.connections import GuardedRunner, raise_descriptor_limit
 from kvnode.node import create_app
-from kvnode.parts import open_parts
-from kvnode.replica.auth import RateLimitedLog
+from kvnode.parts import NodeParts, open_parts
 from kvnode.storage import StorageUnavailable
 
 __all__ = ["CannotListen", "run_node", "serve", "serve_until_signal"]
@@ -46,14 +46,18 @@ async def serve(config: NodeConfig) -> int:
 
 
 async def _serve(config: NodeConfig) -> int:
+    descriptors = raise_descriptor_limit()
     async with contextlib.AsyncExitStack() as stack:
         try:
             parts = await stack.enter_async_context(open_parts(config))
         except StorageUnavailable as error:
             print(f"kvnode: {error}", file=sys.stderr)
             return 2
-        runner = web.AppRunner(
+        _log_capacity(descriptors, parts)
+        runner = GuardedRunner(
             create_app(parts),
+            parts.connections,
+            config.idle_timeout_s,
             handle_signals=False,
             access_log=logging.getLogger("kvnode.access") if config.access_log else None,
             shutdown_timeout=_SHUTDOWN_TIMEOUT,
@@ -77,6 +81,17 @@ async def _serve(config: NodeConfig) -> int:
         return await serve_until_signal(
             runner, config.host, config.port, description, finish_uploads, warning
         )
+
+
+def _log_capacity(descriptors: tuple[int, int], parts: NodeParts) -> None:
+    before, after = descriptors
+    raised = f"raised from {before}" if after > before else "the hard limit"
+    guard = parts.connections
+    log.info(
+        "descriptor limit %d (%s): up to %d client connections, %d more kept for peers' handshakes; "
+        "%d MiB of request bodies in progress",
+        after, raised, guard.max_connections, guard.peer_reserve, parts.admission.max_bytes >> 20,
+    )  # fmt: skip
 
 
 def _tune_gc() -> None:
@@ -122,26 +137,7 @@ async def serve_until_signal(
     return 0
 
 
-class MalformedRequests(logging.Filter):
-    """aiohttp answers a request its parser refuses (a raw non-ASCII byte in the request line, say) with
-    400 before any handler runs, and logs it at ERROR with a traceback, once per request: any client could
-    flood the log. It is the client's fault, so one rate-limited warning line stands for such requests."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._refusals = RateLimitedLog(log)
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        error = record.exc_info[1] if record.exc_info else None
-        if not isinstance(error, HttpProcessingError):
-            return True
-        reason = (str(error.message).strip().splitlines() or ["malformed request"])[0].rstrip(":")
-        remote = record.args[0] if isinstance(record.args, tuple) and record.args else "a client"
-        self._refusals.warning("answered 400 to a malformed request from %s: %s", remote, reason)
-        return False
-
-
 def run_node(config: NodeConfig) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    logging.getLogger("aiohttp.server").addFilter(MalformedRequests())
+    memory.tune_malloc()
     return uvloop.run(serve(config))
