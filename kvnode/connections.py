@@ -16,7 +16,7 @@ aiohttp's RequestHandler) that:
   counting as a client's;
 - answers a request the parser refuses with one plain-text line, logged as one rate-limited warning.
 
-aiohttp's private names this relies on, all here (tests/test_connections.py checks each, so an aiohttp
+aiohttp's private names this relies on, all here (tests/test_limits.py checks each, so an aiohttp
 upgrade that changes them fails there by name): ``AppRunner._make_server`` (overridden: the app's Server
 is rebuilt as ours), ``Server._kwargs`` (the protocol's arguments), ``RequestHandler._request_count``
 (the requests parsed on a connection so far).
@@ -196,7 +196,7 @@ class _GuardedProtocol(RequestHandler):
         response.force_close()
         return response
 
-    def peer_request(self, path: str) -> bool:
+    def admits(self, path: str) -> bool:
         """Whether a request for ``path`` may go on: a provisional connection may only shake hands."""
         if path == PEER_PATH and self._kind is not None and self._kind is not Kind.PEER:
             self._guard.release(self._kind)
@@ -245,15 +245,20 @@ class _GuardedServer(web.Server):
         async def gated(request: web.BaseRequest) -> web.StreamResponse:
             protocol = request.protocol
             assert isinstance(protocol, _GuardedProtocol)
-            if protocol.peer_request(request.path):
-                return await handler(request)
-            guard.refused += 1
-            response = web.Response(
-                status=503,
-                text=f"too many connections ({guard.max_connections} clients); retry\n",
-                headers={"Retry-After": "1"},
-            )
-            response.force_close()
+            path = request.path
+            if not protocol.admits(path):
+                guard.refused += 1
+                refusal = web.Response(
+                    status=503,
+                    text=f"too many connections ({guard.max_connections} clients); retry\n",
+                    headers={"Retry-After": "1"},
+                )
+                refusal.force_close()
+                return refusal
+            response = await handler(request)
+            if path == PEER_PATH:
+                # No longer counted, the connection ends with its channel, or with the refused handshake.
+                response.force_close()
             return response
 
         return gated
