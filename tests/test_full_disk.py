@@ -5,7 +5,6 @@ in a mount namespace of the node's own (``unshare -rm``); where that is not allo
 from __future__ import annotations
 
 import shutil
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kvnode.ops.processes import free_ports
+from kvnode.ops.processes import free_ports, stop_processes
 from tests.harness import DEADLINE, clean_env, request, serves, wait_for
 
 DISK_MIB = 16
@@ -63,12 +62,7 @@ def node_on_tmpfs(disk: Path, tmp_path: Path) -> Iterator[tuple[str, Path]]:
         wait_for(lambda: serves(port), DEADLINE, "the node to serve")
         yield f"http://127.0.0.1:{port}", Path(f"/proc/{process.pid}/root{disk}")
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_processes([process])
 
 
 def _fill(disk: Path) -> Path:
