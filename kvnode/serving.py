@@ -53,7 +53,6 @@ async def _serve(config: NodeConfig) -> int:
         except StorageUnavailable as error:
             print(f"kvnode: {error}", file=sys.stderr)
             return 2
-        _log_capacity(descriptors, parts)
         runner = GuardedRunner(
             create_app(parts),
             parts.connections,
@@ -71,19 +70,22 @@ async def _serve(config: NodeConfig) -> int:
                 async with asyncio.timeout(_SHUTDOWN_TIMEOUT):
                     await parts.uploads.none_left()
 
+        def listening() -> None:
+            _log_capacity(descriptors, parts)
+            if not config.cluster_secret:
+                log.warning(
+                    "no cluster secret (--cluster-secret-file or KVNODE_CLUSTER_SECRET): the replica "
+                    "channel serves anyone who can reach %s", config.url,
+                )  # fmt: skip
+
         description = f"cluster of {len(config.members)}, {config.fanout} fan-out, data in {config.data_dir}"
-        warning = (
-            ""
-            if config.cluster_secret
-            else "no cluster secret (--cluster-secret-file or KVNODE_CLUSTER_SECRET): the replica channel "
-            f"serves anyone who can reach {config.url}"
-        )
         return await serve_until_signal(
-            runner, config.host, config.port, description, finish_uploads, warning
+            runner, config.host, config.port, description, finish_uploads, listening
         )
 
 
 def _log_capacity(descriptors: tuple[int, int], parts: NodeParts) -> None:
+    """What the node can hold, in one line: connections under the descriptor limit, and body bytes."""
     before, after = descriptors
     raised = f"raised from {before}" if after > before else "the hard limit"
     guard = parts.connections
@@ -109,11 +111,12 @@ async def serve_until_signal(
     port: int,
     description: str = "",
     after_stop_listening: Callable[[], Awaitable[None]] | None = None,
-    warning: str = "",
+    after_listening: Callable[[], None] | None = None,
 ) -> int:
     """Listen with a set-up runner (the garbage collector tuned for serving) until SIGTERM or SIGINT, then
-    stop gracefully: stop accepting, run ``after_stop_listening``, clean up. ``warning`` is logged once
-    listening. The exit status, 0; CannotListen when the port cannot be had (the runner cleaned up)."""
+    stop gracefully: stop accepting, run ``after_stop_listening``, clean up. ``after_listening`` runs once
+    listening (what a node says only when it serves). The exit status, 0; CannotListen when the port
+    cannot be had (the runner cleaned up)."""
     site = web.TCPSite(runner, host, port, backlog=1024)
     try:
         await site.start()
@@ -126,8 +129,8 @@ async def serve_until_signal(
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     log.info("serving on http://%s:%d %s", host, port, description)
-    if warning:
-        log.warning("%s", warning)
+    if after_listening is not None:
+        after_listening()
     await stop.wait()
     log.info("http://%s:%d stopping", host, port)
     await site.stop()
