@@ -23,6 +23,7 @@ from kvnode.clock_fence import ClockFenced
 from kvnode.fanout import QuorumFailed
 from kvnode.parts import PARTS, NodeParts
 from kvnode.quorum import BadQuorum, Quorum
+from kvnode.storage import StorageFull
 
 __all__ = ["add_routes"]
 
@@ -78,7 +79,7 @@ async def put_entity(request: web.Request) -> web.Response:
         return _text(408, f"body not received within {uploads.timeout:g} s")
     try:
         await coordinator.put(key, value, quorum, ttl_ms)
-    except QuorumFailed as error:
+    except (QuorumFailed, StorageFull) as error:
         return _write_failed(error)
     except ClockFenced as error:
         return _text(503, str(error))
@@ -90,7 +91,7 @@ async def delete_entity(request: web.Request) -> web.Response:
     key, quorum = _entity_params(request, coordinator.cluster_size)
     try:
         await coordinator.delete(key, quorum)
-    except QuorumFailed as error:
+    except (QuorumFailed, StorageFull) as error:
         return _write_failed(error)
     except ClockFenced as error:
         return _text(503, str(error))
@@ -190,8 +191,11 @@ def _raw_is_utf8(request: web.Request, name: str) -> bool:
     return True
 
 
-def _write_failed(error: QuorumFailed) -> web.Response:
-    """504, or 507 Insufficient Storage when a replica failed for a full disk (it says which)."""
+def _write_failed(error: QuorumFailed | StorageFull) -> web.Response:
+    """504, or 507 Insufficient Storage when a replica failed for a full disk (it says which), or when
+    this node could not persist its clock's floor to stamp the write (nothing was written)."""
+    if isinstance(error, StorageFull):
+        return _text(507, f"cannot stamp the write: {error}")
     return _text(507 if error.disk_full else 504, str(error))
 
 

@@ -34,6 +34,7 @@ __all__ = [
     "StorageUnavailable",
     "WriteBatch",
     "open_leveldb",
+    "storage_error",
 ]
 
 log = logging.getLogger(__name__)
@@ -144,8 +145,7 @@ class Storage:
             raise self._write_failed(error) from error
 
     def _write_failed(self, error: plyvel.Error) -> StorageError:
-        reason = _reason(error)
-        failure = StorageFull(f"{DISK_FULL}: {reason}") if _NO_SPACE in reason else StorageError(reason)
+        failure = storage_error(error)
         if self._failed is None:
             log.error("writes to %s fail until it is opened again: %s", self._data_dir, failure)
         self._failed = failure
@@ -197,6 +197,12 @@ _NAME = "records"
 def _free_bytes(path: Path) -> int:
     stats = os.statvfs(path)
     return stats.f_bavail * stats.f_frsize
+
+
+def storage_error(error: plyvel.Error) -> StorageError:
+    """LevelDB's error as ours: StorageFull for a full disk."""
+    reason = _reason(error)
+    return StorageFull(f"{DISK_FULL}: {reason}") if _NO_SPACE in reason else StorageError(reason)
 
 
 def open_leveldb(data_dir: Path, name: str) -> plyvel.DB:
