@@ -30,6 +30,7 @@ _M_ARENA_MAX = -8
 # ones (aiohttp's read chunks, most values) stay in the heap, where allocating costs no system call.
 _MAP_FROM_BYTES = 1024 * 1024
 _ARENAS = 2  # the event loop's thread and LevelDB's background one do most of the allocating
+_LARGE_VALUE_BYTES = 64 * 1024  # a value this large or larger counts for the Settler
 
 
 def _libc() -> ctypes.CDLL | None:
@@ -65,7 +66,10 @@ class Settler:
         self._task: asyncio.Task[None] | None = None
 
     def passed(self, size: int) -> None:
-        self._passed += size
+        """A value of ``size`` bytes went through; only large ones count (small ones keep allocating, so
+        the collector runs on its own, and a settle per 64 MiB of them would only cost time)."""
+        if size >= _LARGE_VALUE_BYTES:
+            self._passed += size
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
