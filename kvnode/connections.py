@@ -62,7 +62,7 @@ class Kind(Enum):
 
 @dataclass(slots=True)
 class ConnectionGuard:
-    """The node's connection counts and bounds; /metrics and /v0/stats read the counts."""
+    """The node's connection counts and bounds; /metrics reads the counts."""
 
     max_connections: int
     peer_reserve: int
@@ -84,6 +84,11 @@ class ConnectionGuard:
             return None
         self.clients += 1
         return kind
+
+    @property
+    def refusal(self) -> str:
+        """The one line a connection refused for the cap is answered with."""
+        return f"too many connections ({self.max_connections} clients); retry"
 
     def release(self, kind: Kind) -> None:
         if kind is not Kind.PEER:
@@ -130,12 +135,12 @@ def _answer(template: bytes, line: str) -> bytes:
 class _GuardedProtocol(RequestHandler):
     """One connection: counted, its request headers timed, a refused request answered in one line."""
 
-    __slots__ = ("_answered", "_guard", "_headers_timer", "_kind", "_partial", "_refusals")
+    __slots__ = ("_answered", "_guard", "_headers_timer", "_kind", "_malformed", "_partial")
 
-    def __init__(self, manager: web.Server, guard: ConnectionGuard, refusals: RateLimitedLog, **kwargs: Any):
+    def __init__(self, manager: web.Server, guard: ConnectionGuard, malformed: RateLimitedLog, **kwargs: Any):
         super().__init__(manager, **kwargs)
         self._guard = guard
-        self._refusals = refusals
+        self._malformed = malformed
         self._kind: Kind | None = None  # None: refused
         self._headers_timer: asyncio.TimerHandle | None = None
         self._partial = False  # part of a request's headers has arrived
@@ -144,8 +149,7 @@ class _GuardedProtocol(RequestHandler):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._kind = self._guard.admit()
         if self._kind is None:
-            line = f"too many connections ({self._guard.max_connections} clients); retry"
-            cast(asyncio.Transport, transport).write(_answer(_REFUSAL, line))
+            cast(asyncio.Transport, transport).write(_answer(_REFUSAL, self._guard.refusal))
             transport.close()
             return  # aiohttp never learns of it: connection_lost below returns at once
         super().connection_made(transport)
@@ -191,7 +195,7 @@ class _GuardedProtocol(RequestHandler):
         # fault, so no traceback, and one warning line stands for a flood of them.
         reason = (str(exc.message).strip().splitlines() or ["malformed request"])[0].rstrip(":")
         remote = request.remote
-        self._refusals.warning("answered %d to a malformed request from %s: %s", status, remote, reason)
+        self._malformed.warning("answered %d to a malformed request from %s: %s", status, remote, reason)
         response = web.Response(status=status, text=f"malformed request: {reason}\n")
         response.force_close()
         return response
@@ -238,7 +242,7 @@ class _GuardedServer(web.Server):
             **self._protocol_kwargs,
         )
         self._guard = guard
-        self._refusals = RateLimitedLog(log)
+        self._malformed = RateLimitedLog(log)
 
     @staticmethod
     def _gated(handler: _AppHandler, guard: ConnectionGuard) -> _AppHandler:
@@ -250,7 +254,7 @@ class _GuardedServer(web.Server):
                 guard.refused += 1
                 refusal = web.Response(
                     status=503,
-                    text=f"too many connections ({guard.max_connections} clients); retry\n",
+                    text=guard.refusal + "\n",
                     headers={"Retry-After": "1"},
                 )
                 refusal.force_close()
@@ -265,7 +269,7 @@ class _GuardedServer(web.Server):
 
     def __call__(self) -> RequestHandler:
         return _GuardedProtocol(
-            self, self._guard, self._refusals, loop=asyncio.get_running_loop(), **self._protocol_kwargs
+            self, self._guard, self._malformed, loop=asyncio.get_running_loop(), **self._protocol_kwargs
         )
 
 
