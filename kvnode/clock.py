@@ -76,8 +76,9 @@ class HybridClock:
             stamp = self._last + 1
         self._last = stamp
         if stamp > self._floor and self._persist_floor is not None:
-            self._floor = stamp + FLOOR_LEASE_US
-            self._persist_floor(self._floor)
+            floor = stamp + FLOOR_LEASE_US
+            self._persist_floor(floor)  # if this raises, no timestamp past the persisted floor is handed out
+            self._floor = floor
         return stamp
 
     def observe(self, timestamp: int) -> bool:

@@ -44,6 +44,14 @@ class NodeConfig:
     # concurrency measured on one node (docs/benchmarks.md) is below 256; 256 is the floor, so that a
     # 64-connection benchmark against three coordinators is never shed.
     max_inflight: int = 256
+    # Bytes of request bodies in progress at once (Content-Length, counted before the body is read); more
+    # are answered 503 at once. 0 = a sixteenth of the machine's memory (kvnode.admission).
+    max_inflight_bytes: int = 0
+    # Client connections open at once; 0 = what the descriptor limit leaves once storage, peers and the
+    # process have theirs (kvnode.connections).
+    max_connections: int = 0
+    header_timeout_s: int = 10  # a connection whose request headers have not all arrived by then is closed
+    idle_timeout_s: int = 60  # an idle keep-alive connection is closed after this long
     # The replica channel's shared secret ("" = unauthenticated); never printed (repr=False).
     cluster_secret: bytes = field(default=b"", repr=False)
     cluster_secret_file: Path | None = None  # where it was read from, if from a file

@@ -158,6 +158,26 @@ def _state_metrics(snapshot: NodeSnapshot) -> Iterator[Metric]:
     yield GaugeMetricFamily(
         "kvnode_inflight_requests", "Client entity requests between arrival and answer", snapshot.inflight
     )
+    yield GaugeMetricFamily(
+        "kvnode_inflight_body_bytes",
+        "Bytes of the bodies of client entity requests between arrival and answer",
+        snapshot.inflight_bytes,
+    )
+    yield GaugeMetricFamily(
+        "kvnode_client_connections",
+        "Open connections not known to be a peer's replica channel",
+        snapshot.client_connections,
+    )
+    yield CounterMetricFamily(
+        "kvnode_connections_refused",
+        "Connections answered 503 and closed because --max-connections were open",
+        snapshot.connections_refused,
+    )
+    yield CounterMetricFamily(
+        "kvnode_header_timeouts",
+        "Connections closed because their request headers had not all arrived within --header-timeout-s",
+        snapshot.header_timeouts,
+    )
     dropped = CounterMetricFamily(
         "kvnode_hints_dropped",
         "Hints not kept or dropped undelivered: window (target down too long), expired (older than the "

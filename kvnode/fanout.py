@@ -16,7 +16,7 @@ from functools import partial
 from typing import Any, Generic, Protocol, TypeVar
 
 from kvnode.quorum import Quorum, QuorumTally
-from kvnode.replica.errors import ReplicaError
+from kvnode.replica.errors import ReplicaDiskFull, ReplicaError
 
 __all__ = [
     "FANOUTS",
@@ -63,9 +63,11 @@ class CallStarter(Generic[R, T]):
 
 
 class QuorumFailed(Exception):
-    """Fewer than ack replicas succeeded; the message names the quorum and the replicas' errors."""
+    """Fewer than ack replicas succeeded; the message names the quorum and the replicas' errors.
+    ``disk_full``: a replica failed because its disk is full."""
 
     def __init__(self, tally: QuorumTally, errors: list[ReplicaError]) -> None:
+        self.disk_full = any(isinstance(error, ReplicaDiskFull) for error in errors)
         quorum = tally.quorum
         detail = "; ".join(" ".join(str(error).split()) for error in errors)  # a peer's text may span lines
         super().__init__(

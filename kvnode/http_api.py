@@ -6,7 +6,8 @@ parameter the method and path do not take is one (a misspelt ``ack`` must not pa
 ``ttl`` is a PUT's only). A version whose TTL has run out reads as absent, judged with the node's hybrid
 clock.
 /v0/entity requests pass admission control first (kvnode.admission); the other paths are not counted.
-A PUT body that has not all arrived within ``--body-timeout-s`` is answered 408.
+A PUT body that has not all arrived within ``--body-timeout-s`` is answered 408. A write that failed its
+quorum is 504, or 507 when a replica's disk is full (kvnode.storage).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from kvnode.clock_fence import ClockFenced
 from kvnode.fanout import QuorumFailed
 from kvnode.parts import PARTS, NodeParts
 from kvnode.quorum import BadQuorum, Quorum
+from kvnode.storage import StorageFull
 
 __all__ = ["add_routes"]
 
@@ -33,8 +35,8 @@ _MAX_TTL_MS = 20 * 365 * 24 * 3600 * 1000
 _ENTITIES_PARAMS = ("start", "end")
 # What each entity handler is known to answer (500 aside): their /metrics series exist from the start.
 _GET_STATUSES = (200, 400, 404, 503, 504)
-_PUT_STATUSES = (201, 400, 408, 413, 503, 504)
-_DELETE_STATUSES = (202, 400, 503, 504)
+_PUT_STATUSES = (201, 400, 408, 413, 503, 504, 507)
+_DELETE_STATUSES = (202, 400, 503, 504, 507)
 
 
 def add_routes(app: web.Application, parts: NodeParts) -> None:
@@ -77,8 +79,8 @@ async def put_entity(request: web.Request) -> web.Response:
         return _text(408, f"body not received within {uploads.timeout:g} s")
     try:
         await coordinator.put(key, value, quorum, ttl_ms)
-    except QuorumFailed as error:
-        return _text(504, str(error))
+    except (QuorumFailed, StorageFull) as error:
+        return _write_failed(error)
     except ClockFenced as error:
         return _text(503, str(error))
     return _text(201, "created")
@@ -89,8 +91,8 @@ async def delete_entity(request: web.Request) -> web.Response:
     key, quorum = _entity_params(request, coordinator.cluster_size)
     try:
         await coordinator.delete(key, quorum)
-    except QuorumFailed as error:
-        return _text(504, str(error))
+    except (QuorumFailed, StorageFull) as error:
+        return _write_failed(error)
     except ClockFenced as error:
         return _text(503, str(error))
     return _text(202, "accepted")
@@ -194,6 +196,14 @@ def _raw_is_utf8(request: web.Request, name: str) -> bool:
     except UnicodeDecodeError:
         return False
     return True
+
+
+def _write_failed(error: QuorumFailed | StorageFull) -> web.Response:
+    """504, or 507 Insufficient Storage when a replica failed for a full disk (it says which), or when
+    this node could not persist its clock's floor to stamp the write (nothing was written)."""
+    if isinstance(error, StorageFull):
+        return _text(507, f"cannot stamp the write: {error}")
+    return _text(507 if error.disk_full else 504, str(error))
 
 
 def _text(status: int, reason: str) -> web.Response:

@@ -16,15 +16,17 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from kvnode.admission import Admission
+from kvnode.admission import Admission, default_max_inflight_bytes
 from kvnode.client_auth import ClientTokens
 from kvnode.clock import HybridClock, wall_clock_us
 from kvnode.clock_fence import ClockFence
 from kvnode.clock_offsets import ClockOffsets
 from kvnode.config import NodeConfig
+from kvnode.connections import ConnectionGuard, capacity
 from kvnode.coordinator import Coordinator
 from kvnode.exporter import NodeMetrics
 from kvnode.fanout import FANOUTS
+from kvnode.memory import Settler
 from kvnode.metrics import LoopLagMonitor
 from kvnode.placement import Placement
 from kvnode.repair.gc_pass import TombstoneGc, pass_interval_s
@@ -76,6 +78,7 @@ class NodeParts:
     local: LocalReplica  # this node's storage as one of a key's replicas
     peers: list[PeerReplica]  # every other member, in the cluster's order
     admission: Admission
+    connections: ConnectionGuard
     metrics: NodeMetrics
     loop_lag: LoopLagMonitor
     uploads: Uploads
@@ -151,7 +154,11 @@ class NodeParts:
                 records={"sent": repair.sent, "received": repair.received, "refused": repair.refused},
             ),
             inflight=self.admission.inflight,
+            inflight_bytes=self.admission.inflight_bytes,
             shed=self.admission.shed,
+            client_connections=self.connections.clients,
+            connections_refused=self.connections.refused,
+            header_timeouts=self.connections.header_timeouts,
             loop_lag_samples=lag.histogram.count,
             loop_lag_ms=lag.histogram.summary_ms(),
             loop_lag_since_start=lag.since_start.copy(),
@@ -228,6 +235,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
         replicas: dict[str, Replica] = {config.url: local}
         replicas.update({peer.url: peer for peer in peers})
         coordinator = Coordinator(placement, replicas, FANOUTS[config.fanout], clock, hints, local, fence)
+        settler = Settler()
         parts = NodeParts(
             config=config,
             storage=storage,
@@ -238,7 +246,13 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             coordinator=coordinator,
             local=local,
             peers=peers,
-            admission=Admission(config.max_inflight),
+            admission=Admission(
+                config.max_inflight,
+                config.max_inflight_bytes or default_max_inflight_bytes(),
+                config.max_body_bytes,
+                settler,
+            ),
+            connections=capacity(len(config.members), config.max_connections, config.header_timeout_s),
             metrics=NodeMetrics(),
             loop_lag=LoopLagMonitor(),
             uploads=Uploads(config.body_timeout_s),
@@ -267,8 +281,10 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             rebuild=rebuild,
         )
         parts.metrics.watch(parts.snapshot, [local, *peers])
+        settler.start()
+        opened.push_async_callback(settler.stop)
         for peer in peers:
-            delivery = HintDelivery(hints, peer, config.hint_rate)
+            delivery = HintDelivery(hints, peer, config.hint_rate, settler)
             delivery.start()
             opened.push_async_callback(delivery.stop)
         parts.gc.start()

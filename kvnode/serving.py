@@ -13,17 +13,17 @@ import logging
 import signal
 import ssl
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 
 import uvloop
 from aiohttp import web
-from aiohttp.http_exceptions import HttpProcessingError
 
+from kvnode import memory
 from kvnode.client_auth import BadTokensFile
 from kvnode.config import NodeConfig, node_url
+from kvnode.connections import GuardedRunner, raise_descriptor_limit
 from kvnode.node import create_app
-from kvnode.parts import open_parts
-from kvnode.replica.auth import RateLimitedLog
+from kvnode.parts import NodeParts, open_parts
 from kvnode.storage import StorageUnavailable
 from kvnode.tls import TlsUnusable, server_context
 
@@ -49,6 +49,7 @@ async def serve(config: NodeConfig) -> int:
 
 
 async def _serve(config: NodeConfig) -> int:
+    descriptors = raise_descriptor_limit()
     async with contextlib.AsyncExitStack() as stack:
         try:
             parts = await stack.enter_async_context(open_parts(config))
@@ -56,8 +57,10 @@ async def _serve(config: NodeConfig) -> int:
         except (StorageUnavailable, TlsUnusable, BadTokensFile) as error:
             print(f"kvnode: {error}", file=sys.stderr)
             return 2
-        runner = web.AppRunner(
+        runner = GuardedRunner(
             create_app(parts),
+            parts.connections,
+            config.idle_timeout_s,
             handle_signals=False,
             access_log=logging.getLogger("kvnode.access") if config.access_log else None,
             shutdown_timeout=_SHUTDOWN_TIMEOUT,
@@ -71,24 +74,38 @@ async def _serve(config: NodeConfig) -> int:
                 async with asyncio.timeout(_SHUTDOWN_TIMEOUT):
                     await parts.uploads.none_left()
 
+        def listening() -> None:
+            _log_capacity(descriptors, parts)
+            if not config.cluster_secret:
+                log.warning(
+                    "no cluster secret (--cluster-secret-file or KVNODE_CLUSTER_SECRET): the replica "
+                    "channel serves anyone who can reach %s", config.url,
+                )  # fmt: skip
+            if parts.tokens is None:
+                log.warning(
+                    "no --auth-tokens-file: clients are not authenticated, and anyone who can reach %s "
+                    "may read, write and delete", config.url,
+                )  # fmt: skip
+
         description = f"cluster of {len(config.members)}, {config.fanout} fan-out, data in {config.data_dir}"
-        warnings = []
-        if not config.cluster_secret:
-            warnings.append(
-                "no cluster secret (--cluster-secret-file or KVNODE_CLUSTER_SECRET): the replica channel "
-                f"serves anyone who can reach {config.url}"
-            )
         tokens = parts.tokens
-        if tokens is None:
-            warnings.append(
-                "no --auth-tokens-file: clients are not authenticated, and anyone who can reach "
-                f"{config.url} may read, write and delete"
-            )
-        else:
+        if tokens is not None:
             asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, tokens.reload)
         return await serve_until_signal(
-            runner, config.host, config.port, description, finish_uploads, warnings, ssl_context
+            runner, config.host, config.port, description, finish_uploads, listening, ssl_context
         )
+
+
+def _log_capacity(descriptors: tuple[int, int], parts: NodeParts) -> None:
+    """What the node can hold, in one line: connections under the descriptor limit, and body bytes."""
+    before, after = descriptors
+    raised = f"raised from {before}" if after > before else "the hard limit"
+    guard = parts.connections
+    log.info(
+        "descriptor limit %d (%s): up to %d client connections, %d more kept for peers' handshakes; "
+        "%d MiB of request bodies in progress",
+        after, raised, guard.max_connections, guard.peer_reserve, parts.admission.max_bytes >> 20,
+    )  # fmt: skip
 
 
 def _tune_gc() -> None:
@@ -106,13 +123,13 @@ async def serve_until_signal(
     port: int,
     description: str = "",
     after_stop_listening: Callable[[], Awaitable[None]] | None = None,
-    warnings: Sequence[str] = (),
+    after_listening: Callable[[], None] | None = None,
     ssl_context: ssl.SSLContext | None = None,
 ) -> int:
     """Listen with a set-up runner (the garbage collector tuned for serving) until SIGTERM or SIGINT, then
-    stop gracefully: stop accepting, run ``after_stop_listening``, clean up. Each of ``warnings`` is logged
-    once listening; with ``ssl_context`` the site serves HTTPS only. The exit status, 0; CannotListen
-    when the port cannot be had (the runner cleaned up)."""
+    stop gracefully: stop accepting, run ``after_stop_listening``, clean up. ``after_listening`` runs once
+    listening (what a node says only when it serves); with ``ssl_context`` the site serves HTTPS only. The
+    exit status, 0; CannotListen when the port cannot be had (the runner cleaned up)."""
     site = web.TCPSite(runner, host, port, backlog=1024, ssl_context=ssl_context)
     url = node_url(host, port, ssl_context is not None)
     try:
@@ -126,8 +143,8 @@ async def serve_until_signal(
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     log.info("serving on %s %s", url, description)
-    for warning in warnings:
-        log.warning("%s", warning)
+    if after_listening is not None:
+        after_listening()
     await stop.wait()
     log.info("%s stopping", url)
     await site.stop()
@@ -137,26 +154,7 @@ async def serve_until_signal(
     return 0
 
 
-class MalformedRequests(logging.Filter):
-    """aiohttp answers a request its parser refuses (a raw non-ASCII byte in the request line, say) with
-    400 before any handler runs, and logs it at ERROR with a traceback, once per request: any client could
-    flood the log. It is the client's fault, so one rate-limited warning line stands for such requests."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._refusals = RateLimitedLog(log)
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        error = record.exc_info[1] if record.exc_info else None
-        if not isinstance(error, HttpProcessingError):
-            return True
-        reason = (str(error.message).strip().splitlines() or ["malformed request"])[0].rstrip(":")
-        remote = record.args[0] if isinstance(record.args, tuple) and record.args else "a client"
-        self._refusals.warning("answered 400 to a malformed request from %s: %s", remote, reason)
-        return False
-
-
 def run_node(config: NodeConfig) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    logging.getLogger("aiohttp.server").addFilter(MalformedRequests())
+    memory.tune_malloc()
     return uvloop.run(serve(config))

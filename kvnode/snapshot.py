@@ -101,7 +101,11 @@ class NodeSnapshot:
     rebuild: RebuildFigures
     repair: RepairFigures
     inflight: int  # client entity requests between arrival and answer
+    inflight_bytes: int  # their bodies' sizes (kvnode.admission)
     shed: int  # client entity requests answered 503 since start
+    client_connections: int  # open, not known to be a peer's (kvnode.connections)
+    connections_refused: int  # answered 503 for the connection cap since start
+    header_timeouts: int  # closed since start because their request headers came too slowly
     loop_lag_samples: int  # in the loop-lag window (since start or the last ``/v0/stats?reset=1``)
     loop_lag_ms: dict[str, float]  # that window's percentiles ({"p50": ms, ..., "max": ms})
     loop_lag_since_start: FixedBuckets  # every sample since start, in Prometheus's buckets

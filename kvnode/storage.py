@@ -15,8 +15,11 @@ b'v1'
 
 from __future__ import annotations
 
+import errno
 import itertools
 import logging
+import os
+import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +28,17 @@ import plyvel
 
 from kvnode.records import CorruptRecord, Record, check, decode, encode
 
-__all__ = ["ChangeListener", "Storage", "StorageError", "StorageUnavailable", "WriteBatch", "open_leveldb"]
+__all__ = [
+    "DISK_FULL",
+    "ChangeListener",
+    "Storage",
+    "StorageError",
+    "StorageFull",
+    "StorageUnavailable",
+    "WriteBatch",
+    "open_leveldb",
+    "storage_error",
+]
 
 log = logging.getLogger(__name__)
 
@@ -40,17 +53,41 @@ class StorageUnavailable(StorageError):
     """The data directory cannot be opened as this node's store."""
 
 
+# How a StorageFull's message starts; a peer's refusal of a write carries it, so the coordinator knows.
+DISK_FULL = "disk full"
+
+
+class StorageFull(StorageError):
+    """The data dir's disk is full: nothing more is written until space is freed (reads still work)."""
+
+
+_NO_SPACE = "No space left on device"  # LevelDB's message for ENOSPC (strerror)
+# After a write fails, the database is opened again before the next write (see Storage.apply), once the
+# disk has this much free: LevelDB's recovery writes a table of the log's records (its write buffer, 4
+# MiB by default) and a new log. Tried at most every _RETRY_S.
+_REOPEN_FREE_BYTES = 8 * 1024 * 1024
+_RETRY_S = 1.0
+
+
 class Storage:
-    def __init__(self, db: plyvel.DB, *, fsync: bool) -> None:
-        self._db = db
+    """The client keyspace. A write that fails (a full disk, an I/O error) leaves LevelDB's log with a
+    torn record and, for a full disk, LevelDB refusing every later write; so the next write first opens
+    the database again (its recovery drops the torn record), once the disk has room. Until then writes
+    fail at once with the first failure, and reads go on from the open database."""
+
+    def __init__(self, data_dir: Path, *, fsync: bool) -> None:
+        self._data_dir = data_dir
+        self._db = open_leveldb(data_dir, _NAME)
         self.fsync = fsync
         # Told of every stored change of a key's version, (key, old, new) as encoded records (None:
         # absent), once it is stored: anti-entropy's summaries follow it (kvnode.repair.upkeep).
         self.on_change: ChangeListener = _ignore_change
+        self._failed: StorageError | None = None  # the write failure the database must be reopened after
+        self._next_reopen = 0.0
 
     @classmethod
     def open(cls, path: Path, *, fsync: bool) -> Storage:
-        return cls(open_leveldb(path, "records"), fsync=fsync)
+        return cls(path, fsync=fsync)
 
     def close(self) -> None:
         self._db.close()
@@ -75,13 +112,14 @@ class Storage:
         current, raw = self._current(key)
         if current is not None and current >= record:
             return current
+        self._writable()
         encoded = encode(record)
         try:
             # sync=False still hands the write to the OS before returning (LevelDB's log is written with
             # write(2) per write), so an acknowledged write survives kill -9; sync=True also fsyncs.
             self._db.put(key, encoded, sync=self.fsync)
         except plyvel.Error as error:
-            raise StorageError(_reason(error)) from error
+            raise self._write_failed(error) from error
         self.on_change(key, raw, encoded)
         return record
 
@@ -111,12 +149,13 @@ class Storage:
     def _write_all(self, changes: dict[bytes, tuple[Record, bytes | None]]) -> None:
         """Store every (new record, bytes it replaces) of ``changes`` in one LevelDB write."""
         encoded = {key: encode(record) for key, (record, _) in changes.items()}
+        self._writable()
         try:
             with self._db.write_batch(sync=self.fsync) as batch:
                 for key, data in encoded.items():
                     batch.put(key, data)
         except plyvel.Error as error:
-            raise StorageError(_reason(error)) from error
+            raise self._write_failed(error) from error
         for key, (_, old) in changes.items():
             self.on_change(key, old, encoded[key])
 
@@ -156,12 +195,13 @@ class Storage:
         dropped = [(key, raw) for key, raw in versions if self._get(key) == raw]
         if not dropped:
             return []
+        self._writable()
         try:
             with self._db.write_batch(sync=self.fsync) as batch:
                 for key, _ in dropped:
                     batch.delete(key)
         except plyvel.Error as error:
-            raise StorageError(_reason(error)) from error
+            raise self._write_failed(error) from error
         for key, raw in dropped:
             self.on_change(key, raw, None)
         return [key for key, _ in dropped]
@@ -173,7 +213,37 @@ class Storage:
         try:
             self._db.compact_range(start=start, stop=stop)
         except plyvel.Error as error:
-            raise StorageError(_reason(error)) from error
+            raise self._write_failed(error) from error
+
+    def _write_failed(self, error: plyvel.Error) -> StorageError:
+        failure = storage_error(error)
+        if self._failed is None:
+            log.error("writes to %s fail until it is opened again: %s", self._data_dir, failure)
+        self._failed = failure
+        self._next_reopen = time.monotonic() + _RETRY_S
+        return failure
+
+    def _writable(self) -> None:
+        """Open the database again after a failed write, if the disk has room; else raise that failure."""
+        failed = self._failed
+        if failed is None:
+            return
+        now = time.monotonic()
+        if now < self._next_reopen:
+            raise failed
+        if _free_bytes(self._data_dir) < _REOPEN_FREE_BYTES:
+            self._next_reopen = now + _RETRY_S
+            raise failed
+        self._db.close()
+        try:
+            self._db = open_leveldb(self._data_dir, _NAME)
+        except StorageUnavailable as error:
+            # The disk filled again meanwhile: keep trying, as before (the database stays closed, so
+            # reads fail too until it opens).
+            self._next_reopen = now + _RETRY_S
+            raise StorageError(str(error)) from error
+        self._failed = None
+        log.warning("%s is writable again", self._data_dir)
 
     def scan_live(self, start: bytes, stop: bytes | None, *, now: int) -> Iterator[tuple[bytes, bytes]]:
         """(key, value) of live records with start <= key < stop in key byte order, from one snapshot.
@@ -201,6 +271,20 @@ def _ignore_change(key: bytes, old: bytes | None, new: bytes | None) -> None:
     """Storage's on_change until anti-entropy listens."""
 
 
+_NAME = "records"
+
+
+def _free_bytes(path: Path) -> int:
+    stats = os.statvfs(path)
+    return stats.f_bavail * stats.f_frsize
+
+
+def storage_error(error: plyvel.Error) -> StorageError:
+    """LevelDB's error as ours: StorageFull for a full disk."""
+    reason = _reason(error)
+    return StorageFull(f"{DISK_FULL}: {reason}") if _NO_SPACE in reason else StorageError(reason)
+
+
 def open_leveldb(data_dir: Path, name: str) -> plyvel.DB:
     """The LevelDB ``name`` in ``data_dir``, both made if missing; StorageUnavailable if it cannot be had
     (another process holds it, the path is a file, no permission)."""
@@ -208,9 +292,13 @@ def open_leveldb(data_dir: Path, name: str) -> plyvel.DB:
         data_dir.mkdir(parents=True, exist_ok=True)
         return plyvel.DB(str(data_dir / name), create_if_missing=True)
     except plyvel.Error as error:  # before OSError: plyvel's IOError is one too
-        raise StorageUnavailable(f"cannot open data dir {data_dir}: {_reason(error)}") from error
+        reason = _reason(error)
+        if _NO_SPACE in reason:
+            reason = f"the disk is full ({reason})"
+        raise StorageUnavailable(f"cannot open data dir {data_dir}: {reason}") from error
     except OSError as error:
-        raise StorageUnavailable(f"cannot open data dir {data_dir}: {error.strerror or error}") from error
+        reason = "the disk is full" if error.errno == errno.ENOSPC else error.strerror or str(error)
+        raise StorageUnavailable(f"cannot open data dir {data_dir}: {reason}") from error
 
 
 def _reason(error: plyvel.Error) -> str:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import plyvel
 
-from kvnode.storage import open_leveldb
+from kvnode.storage import open_leveldb, storage_error
 
 __all__ = [
     "PREFIXES",
@@ -64,9 +64,13 @@ class ClockFloor:
         return int.from_bytes(raw, "big") if raw else 0
 
     def persist(self, floor: int) -> None:
+        """Raises StorageError (StorageFull for a full disk): the clock then hands out no timestamp."""
         # Fsynced whatever --fsync says (a floor that did not survive would let timestamps repeat), and
         # cheap enough: the clock persists once per lease (kvnode.clock.FLOOR_LEASE_US).
-        self._part.put(self._KEY, floor.to_bytes(8, "big"), sync=True)
+        try:
+            self._part.put(self._KEY, floor.to_bytes(8, "big"), sync=True)
+        except plyvel.Error as error:
+            raise storage_error(error) from error
 
 
 class SavedSummaries:

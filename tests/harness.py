@@ -316,6 +316,15 @@ def total(samples: Samples, name: str, **labels: str) -> float:
     return sum(v for (n, have), v in samples.items() if n == name and wanted <= have)
 
 
+def rss_kib(pid: int) -> int:
+    """The process's anonymous resident memory: its heap, not LevelDB's memory-mapped table files (page
+    cache the kernel can drop, which grows with the data written whatever the bounds)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1])
+    raise AssertionError("no RssAnon")
+
+
 def inflight(node: Node) -> int:
     return int(stats(node)["requests"]["inflight"])
 

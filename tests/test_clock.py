@@ -1,11 +1,15 @@
-"""kvnode.clock: the hybrid logical clock, driven by a wall clock the test sets by hand. No I/O."""
+"""kvnode.clock: the hybrid logical clock, driven by a wall clock the test sets by hand. No I/O: its floor
+is persisted to a list, or refused as a full disk would."""
 
 from __future__ import annotations
 
 import itertools
 import time
 
+import pytest
+
 from kvnode.clock import FLOOR_LEASE_US, HybridClock, wall_clock_us
+from kvnode.storage import StorageFull
 
 SKEW_US = 5_000_000
 
@@ -125,3 +129,23 @@ def test_a_floor_persisted_beyond_the_skew_ahead_is_dropped_at_start() -> None:
     ordinary = HybridClock(wall, SKEW_US, floor=wall.us + FLOOR_LEASE_US)
     assert ordinary.dropped_floor == 0
     assert ordinary.now() == wall.us + FLOOR_LEASE_US + 1
+
+
+def test_a_floor_that_cannot_be_persisted_hands_out_no_timestamp_past_the_persisted_one() -> None:
+    """A full disk refuses the floor: the write that needed it fails (507), and the next one tries again."""
+    wall = HandWall(1_000_000_000_000_000)
+    persisted: list[int] = []
+    disk_full = True
+
+    def persist(floor: int) -> None:
+        if disk_full:
+            raise StorageFull("disk full: No space left on device")
+        persisted.append(floor)
+
+    clock = HybridClock(wall, SKEW_US, persist_floor=persist)
+    for _ in range(2):
+        with pytest.raises(StorageFull):
+            clock.now()
+    disk_full = False
+    stamp = clock.now()
+    assert persisted == [stamp + FLOOR_LEASE_US]

@@ -242,14 +242,16 @@ def test_missing_or_empty_id_is_400(shared: Node) -> None:
     assert whole_store(shared) == before
 
 
-def test_a_raw_non_ascii_request_line_is_400_and_logged_in_one_line(shared: Node) -> None:
-    """aiohttp's parser refuses it before any handler; the node logs one line, not a traceback, and serves."""
+def test_a_raw_non_ascii_request_line_is_a_one_line_400_and_logged_in_one_line(shared: Node) -> None:
+    """aiohttp's parser refuses it before any handler; the node answers and logs one line (not aiohttp's
+    multi-line dump, not a traceback), and serves."""
     port = int(shared.url.rsplit(":", 1)[1])
     for _ in range(3):
         with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
             sock.sendall(b"GET /v0/entity?id=\xc3\xa9 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             answer = sock.makefile("rb").read()
         assert answer.split(b"\r\n", 1)[0].split()[1] == b"400", answer
+        assert answer.split(b"\r\n\r\n", 1)[1] == b"malformed request: Invalid char in url query\n", answer
     wait_for(lambda: "malformed request" in shared.log_path.read_text(), what="the node to log the refusal")
     log = shared.log_path.read_text()
     assert "Traceback" not in log and "answered 400 to a malformed request from 127.0.0.1" in log

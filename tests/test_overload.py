@@ -8,9 +8,8 @@ import asyncio
 import socket
 import threading
 import time
-from pathlib import Path
 
-from tests.harness import ClusterFactory, Node, inflight, request, slow_uploads, stats, wait_for
+from tests.harness import ClusterFactory, Node, inflight, request, rss_kib, slow_uploads, stats, wait_for
 
 HELD = 32  # slots held by slow uploads in the burst tests (the node's --max-inflight)
 
@@ -77,15 +76,6 @@ def test_a_body_that_does_not_arrive_in_time_is_408_and_frees_its_slot(start_clu
     assert b"body not received within 1 s" in answer
     wait_for(lambda: inflight(node) == 0)
     assert node.get("slow").status == 404
-
-
-def rss_kib(pid: int) -> int:
-    """The process's anonymous resident memory: its heap, not LevelDB's memory-mapped table files (page
-    cache the kernel can drop, which grows with the data written whatever the bounds)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("RssAnon:"):
-            return int(line.split()[1])
-    raise AssertionError("no RssAnon")
 
 
 def test_a_peer_that_stops_reading_does_not_grow_the_coordinators_memory(

@@ -19,7 +19,7 @@ from typing import Any, NoReturn, get_args
 
 from kvnode.client_auth import read_tokens_file
 from kvnode.config import FanoutMode, NodeConfig
-from kvnode.ops.argtypes import host, http_urls, integer, port, positive_int
+from kvnode.ops.argtypes import host, http_urls, integer, non_negative_int, port, positive_int
 from kvnode.ops.cluster_config import ClusterConfig
 from kvnode.replica.auth import MIN_SECRET_BYTES
 
@@ -149,6 +149,32 @@ _SHARED = [
         positive_int,
         _DEFAULTS.max_inflight,
         "/v0/entity requests in progress at once; more are answered 503 with Retry-After at once",
+    ),
+    _Flag(
+        "--max-inflight-bytes",
+        non_negative_int,
+        _DEFAULTS.max_inflight_bytes,
+        "bytes of /v0/entity request bodies in progress at once, by their Content-Length; more are answered "
+        "503 with Retry-After before their body is read (0: a sixteenth of the machine's memory)",
+    ),
+    _Flag(
+        "--max-connections",
+        non_negative_int,
+        _DEFAULTS.max_connections,
+        "client connections open at once; more are answered 503 and closed, peers keep a reserve (0: what "
+        "the descriptor limit leaves once storage, peers and the process have theirs)",
+    ),
+    _Flag(
+        "--header-timeout-s",
+        positive_int,
+        _DEFAULTS.header_timeout_s,
+        "a connection whose request headers have not all arrived within this many seconds is closed",
+    ),
+    _Flag(
+        "--idle-timeout-s",
+        positive_int,
+        _DEFAULTS.idle_timeout_s,
+        "an idle keep-alive connection is closed after this many seconds",
     ),
     _Flag(
         "--body-timeout-s",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 __all__ = [
     "HINTED_FAILURES",
+    "ReplicaDiskFull",
     "ReplicaError",
     "ReplicaNotReady",
     "ReplicaOverloaded",
@@ -41,6 +42,10 @@ class ReplicaRejected(ReplicaError):
     """The replica answered, with an error of its own (a corrupt record, a storage failure)."""
 
 
+class ReplicaDiskFull(ReplicaRejected):
+    """The replica's disk is full: it stored nothing (a client's write that fails for it is a 507)."""
+
+
 class ReplicaSkewRefused(ReplicaRejected):
     """The replica refused a record stamped further ahead of its wall clock than the maximum skew."""
 
@@ -63,6 +68,7 @@ _OUTCOMES: dict[type[BaseException], str] = {
     ReplicaRejected: "rejected",
     ReplicaSkewRefused: "skew_refused",
     ReplicaNotReady: "not_ready",
+    ReplicaDiskFull: "disk_full",
 }
 
 

@@ -32,6 +32,7 @@ from typing import NamedTuple, Protocol
 
 import plyvel
 
+from kvnode.memory import Settler
 from kvnode.records import Record, decode, encode
 from kvnode.replica.errors import ReplicaError, ReplicaSkewRefused
 
@@ -106,12 +107,13 @@ class HintStore:
 
     def remove(self, target: str, seqs: Iterable[int]) -> None:
         """Forget hints that reached their target. A hint may be removed twice (delivered by the delivery
-        task while the write it stands for succeeded after all), so only the ones still there count."""
+        task while the write it stands for succeeded after all), so only the ones still there count (and
+        the one looked up is not cached, as in ``oldest``)."""
         removed = 0
         with self._db.write_batch() as batch:
             for seq in seqs:
                 key = _hint_key(target, seq)
-                if self._db.get(key) is not None:
+                if self._db.get(key, fill_cache=False) is not None:
                     batch.delete(key)
                     removed += 1
         self._pending[target] -= removed
@@ -126,7 +128,9 @@ class HintStore:
         """Up to ``limit`` of the target's oldest hints, stopping once they hold ``max_bytes``."""
         prefix = target.encode() + b"\x00"
         hints = []
-        for raw_key, value in self._db.iterator(prefix=prefix):
+        # A hint is read to be delivered, not read again: LevelDB's block cache would keep each large one
+        # (its shards evict only when another block comes in) long after delivery.
+        for raw_key, value in self._db.iterator(prefix=prefix, fill_cache=False):
             created_ms, key_len = _VALUE.unpack_from(value)
             key_end = _VALUE.size + key_len
             seq = _SEQ.unpack(raw_key[len(prefix) :])[0]
@@ -173,10 +177,11 @@ class HintTarget(Protocol):
 class HintDelivery:
     """Delivers one peer's hints in order, ``rate`` hints a second at most, whenever it is reachable."""
 
-    def __init__(self, store: HintStore, peer: HintTarget, rate: float) -> None:
+    def __init__(self, store: HintStore, peer: HintTarget, rate: float, settler: Settler) -> None:
         self._store = store
         self._peer = peer
         self._rate = rate
+        self._settler = settler  # told the bytes delivered: hints of large values are large too
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -250,6 +255,7 @@ class HintDelivery:
             else:
                 store.delivered[url] += 1
                 done.append(hint.seq)
+                self._settler.passed(len(hint.record.value))
         store.remove(url, done)
         if failed:
             log.info("hint delivery to %s paused: %d of %d failed", url, failed, len(live))

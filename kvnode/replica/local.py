@@ -14,8 +14,8 @@ from kvnode.clock_fence import ClockFence
 from kvnode.metrics import CallMeter
 from kvnode.records import CorruptRecord, Record
 from kvnode.repair.rebuild_state import NodeState
-from kvnode.replica.errors import ReplicaNotReady, ReplicaRejected, ReplicaSkewRefused
-from kvnode.storage import Storage, StorageError
+from kvnode.replica.errors import ReplicaDiskFull, ReplicaNotReady, ReplicaRejected, ReplicaSkewRefused
+from kvnode.storage import Storage, StorageError, StorageFull
 
 __all__ = ["LocalReplica"]
 
@@ -74,6 +74,9 @@ class LocalReplica:
             return future
         try:
             held = self._storage.apply(key, record)
+        except StorageFull as error:
+            future.set_exception(ReplicaDiskFull(f"{self.url}: {error}"))
+            outcome = "disk_full"
         except StorageError as error:
             future.set_exception(ReplicaRejected(f"{self.url}: {error}"))
             outcome = "rejected"

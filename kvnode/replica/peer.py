@@ -37,6 +37,7 @@ from kvnode.replica import wire
 from kvnode.replica.auth import ClusterAuth, RateLimitedLog
 from kvnode.replica.channel import ClientChannel, HandshakeRefused
 from kvnode.replica.errors import (
+    ReplicaDiskFull,
     ReplicaError,
     ReplicaNotReady,
     ReplicaProtocolError,
@@ -49,6 +50,7 @@ from kvnode.replica.inflight import CallsInFlight
 from kvnode.replica.outbox import Outbox
 from kvnode.replica.peer_state import AttemptFailure, PeerLife, PeerState
 from kvnode.replica.websocket import HandshakeError, WebSocketError
+from kvnode.storage import DISK_FULL
 
 __all__ = ["PeerReplica"]
 
@@ -390,7 +392,8 @@ def _answer_of(op: wire.Op, reply: wire.ReplicaReply) -> object:
     """The value a call resolves to, from its reply; raises for a failed or mismatched reply."""
     status = reply.status
     if status is wire.Status.FAILED:
-        raise ReplicaRejected(reply.payload.decode("utf-8", "replace"))
+        reason = reply.payload.decode("utf-8", "replace")
+        raise (ReplicaDiskFull if reason.startswith(DISK_FULL) else ReplicaRejected)(reason)
     if status is wire.Status.REFUSED:
         raise ReplicaSkewRefused(reply.payload.decode("utf-8", "replace"))
     if status is wire.Status.NOT_READY:

@@ -1,0 +1,284 @@
+"""Connections bounded in number and in time: the descriptor limit, the client-connection cap, the header
+timeout, and the node's one hook into aiohttp's server (:class:`GuardedRunner`).
+
+aiohttp has no header timeout and no connection cap, and answers a request its parser refuses with a
+multi-line dump. GuardedRunner serves an app as web.AppRunner does, through a protocol (a subclass of
+aiohttp's RequestHandler) that:
+
+- closes a connection whose request headers have not all arrived ``header_timeout`` seconds after the
+  request's first byte (after the connection opened, for its first request), answering 408 if part of
+  them came: nginx's client_header_timeout. Idle keep-alive connections are closed by aiohttp's own
+  keepalive_timeout;
+- counts client connections: beyond ``max_connections`` a new connection is admitted provisionally, up
+  to a reserve kept for peers (a peer is known only by its first request, the replica channel's handshake):
+  a provisional connection whose first request is not the handshake is answered 503 and closed; beyond the
+  reserve a connection is answered 503 at once. A connection that upgrades to the replica channel stops
+  counting as a client's;
+- answers a request the parser refuses with one plain-text line, logged as one rate-limited warning.
+
+aiohttp's private names this relies on, all here (tests/test_limits.py checks each, so an aiohttp
+upgrade that changes them fails there by name): ``AppRunner._make_server`` (overridden: the app's Server
+is rebuilt as ours), ``Server._kwargs`` (the protocol's arguments), ``RequestHandler._request_count``
+(the requests parsed on a connection so far).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import resource
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, cast
+
+from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.web_protocol import RequestHandler
+
+from kvnode.replica.auth import CHALLENGE_PATH, RateLimitedLog
+from kvnode.replica.channel import PEER_PATH
+
+__all__ = ["ConnectionGuard", "GuardedRunner", "capacity", "raise_descriptor_limit"]
+
+log = logging.getLogger("kvnode")
+
+# Descriptors a node needs besides its client connections: LevelDB keeps up to its max_open_files (1,000,
+# its default) table files open per database, and a node has two (records, system); each peer takes a
+# few (its channel both ways, a handshake in progress); the rest is the process's own (stdio, epoll,
+# signals, the listening socket, /proc reads).
+_LEVELDB_FILES = 2 * 1000
+_PER_PEER = 4
+_PROCESS = 64
+# Connections admitted beyond the cap until their first request says whether they are a peer's.
+_PEER_RESERVE_BASE = 16
+
+
+class Kind(Enum):
+    CLIENT = "client"
+    PROVISIONAL = "provisional"  # beyond the cap: a peer's, or answered 503 at its first request
+    PEER = "peer"  # upgraded to the replica channel
+
+
+@dataclass(slots=True)
+class ConnectionGuard:
+    """The node's connection counts and bounds; /metrics reads the counts."""
+
+    max_connections: int
+    peer_reserve: int
+    header_timeout: float
+    clients: int = 0  # open connections not (yet) known to be a peer's, provisional ones included
+    provisional: int = 0
+    refused: int = 0  # connections answered 503 for the cap (at once, or at a provisional one's request)
+    header_timeouts: int = 0  # connections closed because their request headers came too slowly
+
+    def admit(self) -> Kind | None:
+        """The kind a new connection is admitted as, counted; None: refuse it."""
+        if self.clients - self.provisional < self.max_connections:
+            kind = Kind.CLIENT
+        elif self.provisional < self.peer_reserve:
+            kind = Kind.PROVISIONAL
+            self.provisional += 1
+        else:
+            self.refused += 1
+            return None
+        self.clients += 1
+        return kind
+
+    @property
+    def refusal(self) -> str:
+        """The one line a connection refused for the cap is answered with."""
+        return f"too many connections ({self.max_connections} clients); retry"
+
+    def release(self, kind: Kind) -> None:
+        if kind is not Kind.PEER:
+            self.clients -= 1
+        if kind is Kind.PROVISIONAL:
+            self.provisional -= 1
+
+
+def raise_descriptor_limit() -> tuple[int, int]:
+    """Raise this process's soft limit on open descriptors to the hard limit: (before, after)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return soft, resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def capacity(members: int, max_connections: int, header_timeout_s: int) -> ConnectionGuard:
+    """The bounds for a node of ``members`` under the current descriptor limit: ``max_connections`` (0:
+    what the limit leaves once storage, peers and the process have theirs, and at least half of it)."""
+    descriptors = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    peers = members - 1
+    reserve = _PEER_RESERVE_BASE + _PER_PEER * peers
+    if not max_connections:
+        others = _LEVELDB_FILES + _PER_PEER * peers + _PROCESS + reserve
+        max_connections = max(descriptors - others, descriptors // 2)
+    return ConnectionGuard(max_connections, reserve, header_timeout_s)
+
+
+_REFUSAL = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nRetry-After: 1\r\n"
+    b"Connection: close\r\nContent-Length: %d\r\n\r\n%s"
+)
+_HEADERS_LATE = (
+    b"HTTP/1.1 408 Request Timeout\r\nContent-Type: text/plain; charset=utf-8\r\n"
+    b"Connection: close\r\nContent-Length: %d\r\n\r\n%s"
+)
+
+
+def _answer(template: bytes, line: str) -> bytes:
+    body = (line + "\n").encode()
+    return template % (len(body), body)
+
+
+class _GuardedProtocol(RequestHandler):
+    """One connection: counted, its request headers timed, a refused request answered in one line."""
+
+    __slots__ = ("_answered", "_guard", "_headers_timer", "_kind", "_malformed", "_partial")
+
+    def __init__(self, manager: web.Server, guard: ConnectionGuard, malformed: RateLimitedLog, **kwargs: Any):
+        super().__init__(manager, **kwargs)
+        self._guard = guard
+        self._malformed = malformed
+        self._kind: Kind | None = None  # None: refused
+        self._headers_timer: asyncio.TimerHandle | None = None
+        self._partial = False  # part of a request's headers has arrived
+        self._answered = 0  # responses sent: requests parsed beyond it are in progress
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._kind = self._guard.admit()
+        if self._kind is None:
+            cast(asyncio.Transport, transport).write(_answer(_REFUSAL, self._guard.refusal))
+            transport.close()
+            return  # aiohttp never learns of it: connection_lost below returns at once
+        super().connection_made(transport)
+        self._await_headers()
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        if self._kind is None:
+            return
+        self._guard.release(self._kind)
+        self._kind = None
+        self._stop_timer()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._kind is None:
+            return
+        idle = self._request_count == self._answered
+        if idle and self._headers_timer is None:
+            self._await_headers()  # the first byte of a new request on a keep-alive connection
+        self._partial = idle
+        super().data_received(data)
+        if self._request_count != self._answered:  # its headers are all in (or the parser refused them)
+            self._stop_timer()
+            self._partial = False
+
+    async def finish_response(
+        self, request: web.BaseRequest, resp: web.StreamResponse, start_time: float | None
+    ) -> tuple[web.StreamResponse, bool]:
+        answered = await super().finish_response(request, resp, start_time)
+        self._answered += 1
+        return answered
+
+    def handle_error(
+        self,
+        request: web.BaseRequest,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
+        if not isinstance(exc, HttpProcessingError):
+            return super().handle_error(request, status, exc, message)
+        # The parser refused the request (a raw non-ASCII byte in the request line, say): the client's
+        # fault, so no traceback, and one warning line stands for a flood of them.
+        reason = (str(exc.message).strip().splitlines() or ["malformed request"])[0].rstrip(":")
+        remote = request.remote
+        self._malformed.warning("answered %d to a malformed request from %s: %s", status, remote, reason)
+        response = web.Response(status=status, text=f"malformed request: {reason}\n")
+        response.force_close()
+        return response
+
+    def admits(self, path: str) -> bool:
+        """Whether a request for ``path`` may go on: a provisional connection may only shake hands."""
+        if path == PEER_PATH and self._kind is not None and self._kind is not Kind.PEER:
+            self._guard.release(self._kind)
+            self._kind = Kind.PEER
+        return self._kind is not Kind.PROVISIONAL or path == CHALLENGE_PATH
+
+    def _await_headers(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._headers_timer = loop.call_later(self._guard.header_timeout, self._headers_late)
+
+    def _stop_timer(self) -> None:
+        if self._headers_timer is not None:
+            self._headers_timer.cancel()
+            self._headers_timer = None
+
+    def _headers_late(self) -> None:
+        self._headers_timer = None
+        if self._request_count != self._answered or self.transport is None:
+            return
+        self._guard.header_timeouts += 1
+        if self._partial:
+            line = f"request headers not received within {self._guard.header_timeout:g} s"
+            self.transport.write(_answer(_HEADERS_LATE, line))
+        self.force_close()
+
+
+_AppHandler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
+
+
+class _GuardedServer(web.Server):
+    """The app's Server, its connections made by _GuardedProtocol."""
+
+    def __init__(self, app_server: web.Server, guard: ConnectionGuard) -> None:
+        self._protocol_kwargs = app_server._kwargs  # aiohttp private: the protocol's keyword arguments
+        super().__init__(
+            self._gated(app_server.request_handler, guard),
+            request_factory=app_server.request_factory,
+            handler_cancellation=app_server.handler_cancellation,
+            **self._protocol_kwargs,
+        )
+        self._guard = guard
+        self._malformed = RateLimitedLog(log)
+
+    @staticmethod
+    def _gated(handler: _AppHandler, guard: ConnectionGuard) -> _AppHandler:
+        async def gated(request: web.BaseRequest) -> web.StreamResponse:
+            protocol = request.protocol
+            assert isinstance(protocol, _GuardedProtocol)
+            path = request.path
+            if not protocol.admits(path):
+                guard.refused += 1
+                refusal = web.Response(
+                    status=503,
+                    text=guard.refusal + "\n",
+                    headers={"Retry-After": "1"},
+                )
+                refusal.force_close()
+                return refusal
+            response = await handler(request)
+            if path == PEER_PATH:
+                # No longer counted, the connection ends with its channel, or with the refused handshake.
+                response.force_close()
+            return response
+
+        return gated
+
+    def __call__(self) -> RequestHandler:
+        return _GuardedProtocol(
+            self, self._guard, self._malformed, loop=asyncio.get_running_loop(), **self._protocol_kwargs
+        )
+
+
+class GuardedRunner(web.AppRunner):
+    """web.AppRunner whose connections the guard bounds; ``idle_timeout`` closes idle keep-alive ones."""
+
+    def __init__(self, app: web.Application, guard: ConnectionGuard, idle_timeout: float, **kwargs: Any):
+        super().__init__(app, keepalive_timeout=idle_timeout, **kwargs)
+        self._guard = guard
+
+    async def _make_server(self) -> web.Server:  # aiohttp private: how a runner makes its Server
+        return _GuardedServer(await super()._make_server(), self._guard)

@@ -1,0 +1,117 @@
+"""A full disk: writes answered 507 in one line, reads served, and the node writable again by itself once
+space is freed; a node started on a full disk says so in one line. The data dir is a small tmpfs mounted
+in a mount namespace of the node's own (``unshare -rm``); where that is not allowed, the tests skip."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kvnode.ops.processes import free_ports, stop_processes
+from tests.harness import DEADLINE, clean_env, request, serves, wait_for
+
+DISK_MIB = 16
+
+
+def _can_mount(tmp_path: Path) -> str:
+    """ "" when a tmpfs can be mounted in a namespace of our own here; else why not."""
+    if shutil.which("unshare") is None:
+        return "no unshare(1) here"
+    point = tmp_path / "probe"
+    point.mkdir()
+    result = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", f"mount -t tmpfs -o size=1m tmpfs {point}"],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+    )
+    return "" if result.returncode == 0 else f"cannot mount a tmpfs in a namespace: {result.stderr.strip()}"
+
+
+@pytest.fixture
+def disk(tmp_path: Path) -> Path:
+    """Where the tmpfs goes (mounted by each test's own ``unshare``)."""
+    reason = _can_mount(tmp_path)
+    if reason:
+        pytest.skip(reason)
+    point = tmp_path / "disk"
+    point.mkdir()
+    return point
+
+
+def _in_namespace(disk: Path, then: str) -> list[str]:
+    """A command line that mounts a DISK_MIB tmpfs at ``disk``, in a namespace of its own, then runs
+    ``then`` (a shell command) there."""
+    return ["unshare", "-rm", "sh", "-c", f"mount -t tmpfs -o size={DISK_MIB}m tmpfs {disk} && {then}"]
+
+
+@pytest.fixture
+def node_on_tmpfs(disk: Path, tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """A node whose data dir is on the tmpfs: its URL, and the tmpfs as the test sees it (through the
+    node's /proc/PID/root, since the mount exists only in the node's namespace)."""
+    port = free_ports(1)[0]
+    node = f"exec {sys.executable} -m kvnode node --port {port} --data-dir {disk}/data"
+    with open(tmp_path / "node.log", "wb") as log:
+        process = subprocess.Popen(_in_namespace(disk, node), env=clean_env(), stdout=log, stderr=log)
+    try:
+        wait_for(lambda: serves(port), DEADLINE, "the node to serve")
+        yield f"http://127.0.0.1:{port}", Path(f"/proc/{process.pid}/root{disk}")
+    finally:
+        stop_processes([process])
+
+
+def _fill(disk: Path) -> Path:
+    """A file that takes every free byte of ``disk``."""
+    filler = disk / "filler"
+    with open(filler, "wb") as out:
+        try:
+            while True:
+                out.write(b"\0" * 65536)
+                out.flush()
+        except OSError:
+            pass
+    return filler
+
+
+def test_a_full_disk_answers_writes_507_serves_reads_and_recovers_once_space_is_freed(
+    node_on_tmpfs: tuple[str, Path],
+) -> None:
+    url, disk = node_on_tmpfs
+    value = b"v" * 100_000
+
+    def put(key: str) -> int:
+        return request(url, "PUT", "/v0/entity", {"id": key}, body=value).status
+
+    assert put("before") == 201
+    filler = _fill(disk)
+    answer = request(url, "PUT", "/v0/entity", {"id": "during"}, body=value)
+    assert answer.status == 507, answer
+    assert answer.text.count("\n") == 1 and "disk full" in answer.text, answer.text
+    assert request(url, "DELETE", "/v0/entity", {"id": "before"}).status == 507
+    got = request(url, "GET", "/v0/entity", {"id": "before"})
+    assert got.status == 200 and got.body == value
+    filler.unlink()
+    wait_for(lambda: put("after") == 201, what="writes to succeed again")
+    assert request(url, "GET", "/v0/entity", {"id": "before"}).body == value
+    assert request(url, "GET", "/v0/entity", {"id": "after"}).body == value
+
+
+def test_a_node_started_on_a_full_disk_says_so_in_one_line(disk: Path) -> None:
+    port = free_ports(1)[0]
+    fill = f"(cat /dev/zero > {disk}/filler 2>/dev/null; true)"
+    node = f"exec {sys.executable} -m kvnode node --port {port} --data-dir {disk}/data"
+    result = subprocess.run(
+        _in_namespace(disk, f"{fill} && {node}"),
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+    )
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"kvnode: cannot open data dir {disk}/data: the disk is full"), result.stderr
