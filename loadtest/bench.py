@@ -13,10 +13,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import os
 import shlex
 import shutil
 import signal
+import ssl
 import sys
 import tempfile
 import time
@@ -29,8 +31,10 @@ from typing import cast, get_args
 
 from kvnode.config import FanoutMode, NodeConfig
 from kvnode.ops.argtypes import choices, non_negative_int, positive_int
+from kvnode.ops.certs import CertificatesUnavailable, ClusterCertificates
 from kvnode.ops.local_cluster import LocalCluster, start_local_cluster
 from kvnode.ops.processes import NodeProcess, NodeStartError, ServerProcess, start_on_free_ports
+from kvnode.tls import verifying_context
 from loadtest import interruptible
 from loadtest.fill import fill
 from loadtest.workload import Workload
@@ -42,6 +46,9 @@ HOST = "127.0.0.1"  # loopback only: nothing here listens on or talks to another
 NODES = 3
 OPS = ("get", "put")
 MODES: tuple[str, ...] = get_args(FanoutMode)
+# What guards the nodes run with: none (plain), client tokens, TLS, or both (docs/security.md).
+GUARDS = ("plain", "tokens", "tls", "tls+tokens")
+_TOKEN = "bench-token"  # a throwaway readwrite token, for the guarded rows only
 
 _FILL_TIMEOUT = 300.0  # seconds the fill may take in all
 
@@ -74,11 +81,13 @@ def hello_world() -> Iterator[LocalCluster[ServerProcess]]:
 
 
 @contextlib.contextmanager
-def kvnode_cluster(mode: FanoutMode, data_dir: Path) -> Iterator[LocalCluster[NodeProcess]]:
-    """A fresh cluster of NODES with ``mode`` fan-out, data in ``data_dir`` and the nodes' output in
-    ``data_dir/logs``, so the terminal shows only the benchmark's progress (a node that fails to start
-    is named with its last line); stopped on exit."""
-    base = NodeConfig(host=HOST, data_dir=data_dir, fanout=mode)
+def kvnode_cluster(
+    mode: FanoutMode, data_dir: Path, guard: str = "plain"
+) -> Iterator[LocalCluster[NodeProcess]]:
+    """A fresh cluster of NODES with ``mode`` fan-out and ``guard`` (GUARDS), data in ``data_dir`` and
+    the nodes' output in ``data_dir/logs``, so the terminal shows only the benchmark's progress (a node
+    that fails to start is named with its last line); stopped on exit."""
+    base = guarded(NodeConfig(host=HOST, data_dir=data_dir, fanout=mode), guard)
     try:
         nodes = start_local_cluster(base, NODES, NodeProcess, log_dir=data_dir / "logs")
     except NodeStartError as error:
@@ -89,12 +98,37 @@ def kvnode_cluster(mode: FanoutMode, data_dir: Path) -> Iterator[LocalCluster[No
         nodes.stop()
 
 
-def fill_cluster(urls: Sequence[str], keys: int, value_size: int, concurrency: int) -> None:
-    """Every key of the GET space written (failed PUTs retried); BenchError if some never take."""
+def guarded(config: NodeConfig, guard: str) -> NodeConfig:
+    """``config`` with the guard's settings: a tokens file holding _TOKEN, and a throwaway CA's
+    certificate (one for every node: they share 127.0.0.1), made in the data dir."""
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    if "tokens" in guard:
+        tokens = config.data_dir / "tokens"
+        tokens.write_text(f"{_TOKEN} readwrite\n")
+        tokens.chmod(0o600)
+        config = dataclasses.replace(config, auth_tokens_file=tokens)
+    if "tls" in guard:
+        certificates = ClusterCertificates(config.data_dir / "tls")
+        try:
+            certificates.make(["bench"])
+        except CertificatesUnavailable as error:
+            raise BenchError(str(error)) from None
+        node = certificates.node("bench")
+        config = dataclasses.replace(config, tls_cert=node.cert, tls_key=node.key, tls_ca=node.ca)
+    return config
+
+
+def fill_cluster(
+    urls: Sequence[str], keys: int, value_size: int, concurrency: int, config: NodeConfig | None = None
+) -> None:
+    """Every key of the GET space written (failed PUTs retried), with the token and CA the nodes'
+    ``config`` asks for; BenchError if some never take."""
     started = time.monotonic()
+    token = _TOKEN if config is not None and config.auth_tokens_file is not None else ""
+    tls = verifying_context(config.tls_ca) if config is not None and config.tls_ca is not None else None
     try:
         written, failures = interruptible.run(
-            _fill_in_time(urls, Workload("put", keys, value_size), concurrency)
+            _fill_in_time(urls, Workload("put", keys, value_size, token=token), concurrency, tls)
         )
     except TimeoutError:
         raise BenchError(f"fill took over {_FILL_TIMEOUT:.0f}s") from None
@@ -105,10 +139,10 @@ def fill_cluster(urls: Sequence[str], keys: int, value_size: int, concurrency: i
 
 
 async def _fill_in_time(
-    urls: Sequence[str], workload: Workload, concurrency: int
+    urls: Sequence[str], workload: Workload, concurrency: int, tls: ssl.SSLContext | None
 ) -> tuple[int, Counter[str]]:
     async with asyncio.timeout(_FILL_TIMEOUT):
-        return await fill(urls, workload, concurrency, say=_progress)
+        return await fill(urls, workload, concurrency, say=_progress, tls=tls)
 
 
 # --- the report -----------------------------------------------------------------------------------
@@ -192,7 +226,7 @@ def reproduce_command(args: argparse.Namespace) -> str:
     argv = [
         "python", "-m", "loadtest.bench",
         "--duration", str(args.duration), "--connections", str(args.connections),
-        "--modes", ",".join(args.modes), "--ops", ",".join(args.ops),
+        "--modes", ",".join(args.modes), "--ops", ",".join(args.ops), "--guards", ",".join(args.guards),
         "--keys", str(args.keys), "--value-size", str(args.value_size),
         "--spread" if args.spread else "--no-spread",
     ]  # fmt: skip
@@ -238,6 +272,7 @@ def _measure_target(
     path: str,
     args: argparse.Namespace,
     scratch: Path,
+    token: str = "",
 ) -> list[Row]:
     rows = []
     if not args.spread:
@@ -251,7 +286,7 @@ def _measure_target(
         scripts = []
         for index in range(len(load_urls)):
             script = scratch / f"{target}-{mode}-{op}-{index}.lua"
-            script.write_text(lua_script(method, path, args.keys, args.value_size, seed=index + 1))
+            script.write_text(lua_script(method, path, args.keys, args.value_size, index + 1, token))
             scripts.append(script)
         _progress(f"running {target} {mode} {method} for {args.duration}s")
         measured = run_wrk(wrk, load_urls, server_pids, scripts, args.connections, args.duration)
@@ -277,14 +312,18 @@ def run(args: argparse.Namespace) -> str:
         with hello_world() as app:
             rows += _measure_target(wrk, "hello-world", "-", app.urls, app.pids, "/", args, scratch)
         for mode in args.modes:
-            _progress(f"starting a {NODES}-node cluster, {mode} fan-out")
-            data_dir = scratch / f"data-{mode}"
-            with kvnode_cluster(cast(FanoutMode, mode), data_dir) as nodes:
-                fill_cluster(nodes.urls, args.keys, args.value_size, args.connections)
-                rows += _measure_target(
-                    wrk, "kvnode", mode, nodes.urls, nodes.pids, "/v0/entity", args, scratch
-                )
-            shutil.rmtree(data_dir, ignore_errors=True)  # free the disk before the next cluster
+            for guard in args.guards:
+                label = mode if guard == "plain" else f"{mode}, {guard}"
+                _progress(f"starting a {NODES}-node cluster, {label}")
+                data_dir = scratch / f"data-{mode}-{guard}"
+                with kvnode_cluster(cast(FanoutMode, mode), data_dir, guard) as nodes:
+                    config = nodes[0].config
+                    fill_cluster(nodes.urls, args.keys, args.value_size, args.connections, config)
+                    token = _TOKEN if config.auth_tokens_file is not None else ""
+                    rows += _measure_target(
+                        wrk, "kvnode", label, nodes.urls, nodes.pids, "/v0/entity", args, scratch, token
+                    )
+                shutil.rmtree(data_dir, ignore_errors=True)  # free the disk before the next cluster
     return report(rows, args)
 
 
@@ -307,6 +346,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help=f"fan-out modes (default: {','.join(MODES)})",
     )
     parser.add_argument("--ops", type=choices(OPS), default=list(OPS), help="operations (default: get,put)")
+    parser.add_argument(
+        "--guards",
+        type=choices(GUARDS),
+        default=["plain"],
+        help=f"the nodes' guards, a cluster each: {','.join(GUARDS)} (default: plain)",
+    )
     parser.add_argument(
         "--keys", type=positive_int, default=10_000, help="keys filled and drawn from (default: 10000)"
     )

@@ -9,6 +9,7 @@ later pass: PUTs are idempotent upserts.
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections import Counter
 from collections.abc import Callable, Sequence
 
@@ -30,12 +31,14 @@ async def fill(
     *,
     passes: int = PASSES,
     say: Callable[[str], None] | None = None,
+    tls: ssl.SSLContext | None = None,
 ) -> tuple[int, Counter[str]]:
     """PUT keys 0..keys-1 of ``workload`` (closed loop: a fill wants throughput, not a schedule).
 
     Keys whose PUT failed are tried again, up to ``passes`` passes in all; a pass that writes no key at
     all ends it early (the cluster is refusing, not flaking). ``say`` hears about each pass that had
-    failures. Returns (keys written, the failures of the keys that never took, by status).
+    failures. ``tls`` verifies https:// nodes. Returns (keys written, the failures of the keys that never
+    took, by status).
     """
     put = Workload(
         "put", workload.keys, workload.value_size, workload.ack, workload.from_, token=workload.token
@@ -43,7 +46,7 @@ async def fill(
     todo: Sequence[int] = range(workload.keys)
     written = 0
     failed: dict[int, str] = {}
-    connector = aiohttp.TCPConnector(limit=concurrency)
+    connector = aiohttp.TCPConnector(limit=concurrency, ssl=tls if tls is not None else True)
     timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout, headers=put.headers()) as session:
         for number in range(1, passes + 1):

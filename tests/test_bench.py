@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kvnode.tls import verifying_context
 from loadtest.bench import fill_cluster, format_latency, kvnode_cluster
 from loadtest.workload import key_name
+from loadtest.wrk import lua_script
 from tests.harness import request
 
 
@@ -24,3 +26,20 @@ def test_kvnode_cluster_is_filled_then_stopped(tmp_path: Path) -> None:
                 response = request(url, "GET", "/v0/entity", {"id": key_name(index)})
                 assert (response.status, len(response.body)) == (200, 7)
     assert not any(node.running for node in nodes)
+
+
+def test_a_guarded_cluster_is_filled_over_tls_with_the_token(tmp_path: Path) -> None:
+    with kvnode_cluster("async", tmp_path, "tls+tokens") as nodes:
+        config = nodes[0].config
+        assert config.tls and config.auth_tokens_file is not None
+        assert all(url.startswith("https://") for url in nodes.urls)
+        fill_cluster(nodes.urls, keys=20, value_size=5, concurrency=4, config=config)
+        context = verifying_context(config.tls_ca) if config.tls_ca else None
+        answered = request(nodes.urls[1], "GET", "/v0/entity", {"id": key_name(19)}, context=context)
+        assert answered.status == 401  # the token is the bench's; a request without it is refused
+    assert not any(node.running for node in nodes)
+
+
+def test_the_wrk_script_sends_the_token_when_given() -> None:
+    assert '["Authorization"] = "Bearer t0k"' in lua_script("GET", "/v0/entity", 10, 0, 1, "t0k")
+    assert "local headers = nil" in lua_script("GET", "/v0/entity", 10, 0, 1)
