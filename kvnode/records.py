@@ -38,6 +38,8 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 __all__ = [
+    "COPIES_FLAG",
+    "FLAGS_AT",
     "MAX_HEADER_BYTES",
     "CorruptRecord",
     "Record",
@@ -59,6 +61,8 @@ _EXPIRES = 0x02
 _COPIES_SET = 0x04
 _FLAGS = _TOMBSTONE | _EXPIRES | _COPIES_SET
 MAX_HEADER_BYTES = _HEADER.size + _EXPIRY.size + _COPIES.size  # the most a record adds to its value
+FLAGS_AT = _HEADER.size - 1  # the flags byte's offset, for a reader that only wants to know
+COPIES_FLAG = _COPIES_SET  # set in it when the record names its replica count (copies_of reads it)
 
 
 class CorruptRecord(ValueError):

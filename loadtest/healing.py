@@ -257,6 +257,7 @@ def _plot(healing: Healing, path: Path) -> None:
     for phase, color in (("before", "tab:blue"), ("rebuilding", "tab:red"), ("after", "tab:green")):
         windows = [w for w in healing.windows if w.phase == phase]
         axes.plot([w.started_s for w in windows], [w.p99_ms for w in windows], "o-", color=color, label=phase)
+    axes.set_ylim(bottom=0)  # from zero, so a change looks as large as it is
     axes.set_xlabel("seconds from the wipe (window start)")
     axes.set_ylabel("GET p99 (ms)")
     axes.set_title(

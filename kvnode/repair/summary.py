@@ -22,19 +22,20 @@ True
 >>> a.changed(b"k", v1, encode(Record.put(2, b"v2")))     # a newer version on a only
 >>> diff = a.tree_for("http://b:1").differing_branches(b.tree_for("http://a:1").branches)
 >>> a.tree_for("http://b:1").differing_segments(diff, b.tree_for("http://a:1").segment_hashes(diff))
-[1646]
+[1885]
 >>> key_segment(b"k")
-1646
+1885
 """
 
 from __future__ import annotations
 
-import hashlib
+import zlib
 from array import array
 from collections.abc import Iterable, Sequence
+from hashlib import blake2b
 
 from kvnode.placement import Placement
-from kvnode.records import copies_of
+from kvnode.records import COPIES_FLAG, FLAGS_AT, copies_of
 
 __all__ = [
     "BRANCHES",
@@ -53,17 +54,20 @@ _BRANCH_SHIFT = SEGMENTS_PER_BRANCH.bit_length() - 1
 _HASH_BYTES = 8
 
 
+_SEGMENT_MASK = SEGMENTS - 1  # SEGMENTS is a power of two
+
+
 def key_segment(key: bytes) -> int:
-    """The segment a key belongs to, the same on every node."""
-    return int.from_bytes(hashlib.blake2b(key, digest_size=4).digest(), "big") % SEGMENTS
+    """The segment a key belongs to, the same on every node. CRC-32 spreads keys evenly and costs a
+    sixth of a cryptographic hash; only the digests below need to be hard to make collide."""
+    return zlib.crc32(key) & _SEGMENT_MASK
 
 
 def version_digest(key: bytes, record: bytes) -> int:
-    """A 64-bit digest of one key's stored version (its encoded record bytes, value included)."""
-    hasher = hashlib.blake2b(len(key).to_bytes(4, "big"), digest_size=_HASH_BYTES)
-    hasher.update(key)
-    hasher.update(record)
-    return int.from_bytes(hasher.digest(), "big")
+    """A 64-bit digest of one key's stored version (its encoded record bytes, value included). A record
+    starts with its 8-byte timestamp, so no key and record run together into another pair's bytes.
+    Cryptographic, not a CRC: a linear hash would let two differences cancel in a segment's XOR."""
+    return int.from_bytes(blake2b(key + record, digest_size=_HASH_BYTES).digest(), "big")
 
 
 class SegmentTree:
@@ -142,12 +146,21 @@ class Summaries:
         self.partial = {peer: SegmentTree() for peer in self.peers}  # records written to fewer
 
     def changed(self, key: bytes, old: bytes | None, new: bytes | None) -> None:
-        """Key's stored version went from ``old`` to ``new`` (encoded records; None: absent)."""
-        segment = key_segment(key)
-        if old is not None:
-            self._toggle(key, segment, old)
-        if new is not None:
-            self._toggle(key, segment, new)
+        """Key's stored version went from ``old`` to ``new`` (encoded records; None: absent). On every
+        stored write's path, so the common case (a version on every member) is written out inline."""
+        segment = zlib.crc32(key) & _SEGMENT_MASK
+        branch = segment >> _BRANCH_SHIFT
+        common = self.common
+        for record in (old, new):
+            if record is None:
+                continue
+            digest = int.from_bytes(blake2b(key + record, digest_size=_HASH_BYTES).digest(), "big")
+            if len(record) > FLAGS_AT and record[FLAGS_AT] & COPIES_FLAG:
+                for peer in self._sharing(key, copies_of(record)):
+                    self.partial[peer].toggle(segment, digest)
+            else:
+                common.segments[segment] ^= digest
+                common.branches[branch] ^= digest
 
     def tree_for(self, peer: str) -> SegmentTree:
         """The tree of the keys this node holds that ``peer`` should hold too."""
@@ -157,15 +170,6 @@ class Summaries:
         """Whether ``peer``'s tree covers this version: whether both this node and peer should hold it."""
         copies = copies_of(record)
         return copies == 0 or peer in self._sharing(key, copies)
-
-    def _toggle(self, key: bytes, segment: int, record: bytes) -> None:
-        digest = version_digest(key, record)
-        copies = copies_of(record)
-        if copies == 0:
-            self.common.toggle(segment, digest)
-            return
-        for peer in self._sharing(key, copies):
-            self.partial[peer].toggle(segment, digest)
 
     def _sharing(self, key: bytes, copies: int) -> list[str]:
         """The peers that, with this node, should hold a version written to ``copies`` replicas; none when
