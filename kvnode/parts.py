@@ -32,6 +32,7 @@ from kvnode.placement import Placement
 from kvnode.repair.gc_pass import TombstoneGc, pass_interval_s
 from kvnode.repair.gc_rule import GcRule
 from kvnode.repair.rebuild import Rebuild
+from kvnode.repair.rebuild_state import NodeState
 from kvnode.repair.scheduler import AntiEntropy
 from kvnode.repair.upkeep import SummaryUpkeep
 from kvnode.replica import Replica, wire
@@ -89,6 +90,13 @@ class NodeParts:
     tokens: ClientTokens | None  # the clients' tokens, with --auth-tokens-file
     rebuild: Rebuild  # whether this node's data is whole, and its rebuild if it is not
 
+    def _receiving(self) -> int:
+        """Records received so far by the exchange under way, while this node rebuilds (a rebuild counts
+        an exchange's records when it ends; progress should move before)."""
+        current = self.anti_entropy.current
+        rebuilding = self.rebuild.node_state() is NodeState.REBUILDING
+        return current.received if rebuilding and current is not None else 0
+
     def snapshot(self) -> NodeSnapshot:
         """What the node's counters say now: the one source of /v0/stats, /v0/cluster and /metrics."""
         hints, stats, clock, lag = self.hints, self.coordinator.stats, self.clock, self.loop_lag
@@ -140,7 +148,7 @@ class NodeParts:
                 state=self.rebuild.node_state().value,
                 peers=progress.peers,
                 peers_done=len(progress.done),
-                records_received=progress.records_received,
+                records_received=progress.records_received + self._receiving(),
                 seconds=round(progress.seconds(), 3),
                 attempts=progress.attempts,
                 waiting_for=dict(progress.waiting_for),

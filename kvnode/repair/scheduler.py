@@ -141,6 +141,7 @@ class AntiEntropy:
         self._paced = 0
         self.totals = RepairTotals()
         self.run: RepairRun | None = None  # the last on-demand repair, or the one running
+        self.current: PeerOutcome | None = None  # the exchange under way, as it progresses
         self._run_task: asyncio.Task[RepairRun] | None = None
         self._loop_task: asyncio.Task[None] | None = None
 
@@ -200,12 +201,14 @@ class AntiEntropy:
     async def repair_with(self, peer: PeerReplica) -> PeerOutcome:
         """One exchange with ``peer``; recorded (kvnode.system_db.RepairMarks) when it completes."""
         async with self._one_at_a_time:
-            outcome = PeerOutcome(peer.url)
+            outcome = self.current = PeerOutcome(peer.url)
             began = time.monotonic()
             try:
                 await self._exchange(peer, outcome)
             except (ReplicaError, wire.WireError, StorageError) as error:
                 outcome.reason = str(error)
+            finally:
+                self.current = None
             outcome.seconds = time.monotonic() - began
             self._count(outcome)
             return outcome
