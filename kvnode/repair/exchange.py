@@ -97,21 +97,22 @@ class Exchange:
 
     def their_page(self, cursor: bytes, entries: list[tuple[bytes, int]]) -> None:
         """A page of the peer's listing of this round's segments; cursor b"": its last."""
-        self._expect(Step.LISTING)
-        if self.their_cursor is None:
-            raise ImpossibleStep("a page of the peer's listing after its last")
+        self._check_page(self.their_cursor, "the peer's")
         self.theirs.update(entries)
         self.their_cursor = cursor or None
         self._listed()
 
     def my_page(self, cursor: bytes, entries: list[tuple[bytes, int]]) -> None:
         """A page of this node's own listing of this round's segments; cursor b"": its last."""
-        self._expect(Step.LISTING)
-        if self.my_cursor is None:
-            raise ImpossibleStep("a page of this node's listing after its last")
+        self._check_page(self.my_cursor, "this node's")
         self.mine.update(entries)
         self.my_cursor = cursor or None
         self._listed()
+
+    def _check_page(self, cursor: bytes | None, whose: str) -> None:
+        self._expect(Step.LISTING)
+        if cursor is None:
+            raise ImpossibleStep(f"a page of {whose} listing after its last")
 
     def moves(self) -> Moves:
         """What this round must move."""
