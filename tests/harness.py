@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, get_args
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from kvnode.config import FanoutMode, NodeConfig
@@ -345,3 +346,9 @@ def slow_uploads(node: Node, count: int, key: str = "slow") -> Iterator[list[soc
     finally:
         for sock in sockets:
             sock.close()
+
+
+# TLS tests make their certificates with the openssl command, as `cluster --tls` does.
+needs_openssl = pytest.mark.skipif(
+    shutil.which("openssl") is None, reason="needs the openssl command (apt-get install openssl)"
+)

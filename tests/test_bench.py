@@ -8,7 +8,7 @@ from kvnode.tls import verifying_context
 from loadtest.bench import fill_cluster, format_latency, kvnode_cluster
 from loadtest.workload import key_name
 from loadtest.wrk import lua_script
-from tests.harness import request
+from tests.harness import needs_openssl, request
 
 
 def test_format_latency() -> None:
@@ -28,6 +28,7 @@ def test_kvnode_cluster_is_filled_then_stopped(tmp_path: Path) -> None:
     assert not any(node.running for node in nodes)
 
 
+@needs_openssl
 def test_a_guarded_cluster_is_filled_over_tls_with_the_token(tmp_path: Path) -> None:
     with kvnode_cluster("async", tmp_path, "tls+tokens") as nodes:
         config = nodes[0].config

@@ -31,6 +31,7 @@ from tests.harness import (
     Node,
     assert_exit_2_with_one_line,
     clean_env,
+    needs_openssl,
     read_chunks,
     refuses_connections,
     request,
@@ -166,6 +167,7 @@ def test_cluster_command_starts_serves_and_stops_on_sigint(tmp_path: Path) -> No
             assert refuses_connections(port)
 
 
+@needs_openssl
 def test_cluster_with_tls_makes_its_certificates_and_serves_https_only(tmp_path: Path) -> None:
     with launched_cluster(tmp_path, 2, options=["--tls"]) as (launcher, urls, _):
         certificates = ClusterCertificates(tmp_path / "data" / "tls")

@@ -30,10 +30,13 @@ from tests.harness import (
     assert_exit_2_with_one_line,
     fresh_key,
     launch_cluster,
+    needs_openssl,
     request,
 )
 
 SECRET = "a cluster secret of more than enough bytes"
+
+pytestmark = needs_openssl
 
 
 @pytest.fixture(scope="module")
