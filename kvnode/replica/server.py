@@ -210,26 +210,35 @@ async def serve_peer(
     await ws.prepare(request)
     sockets.add(ws)
     try:
-        async for message in ws:
-            if message.type is WSMsgType.ERROR:  # an oversize frame, or broken framing: already closed
-                log.warning("dropped the replica channel from %s: %s", request.remote, message.data)
-                break
-            if message.type is not WSMsgType.BINARY:
-                await ws.close(code=aiohttp.WSCloseCode.UNSUPPORTED_DATA, message=b"binary frames only")
-                break
-            try:
-                calls = wire.decode_calls(message.data, gate.limits)
-            except wire.WireError as error:
-                log.warning("dropped the replica channel from %s: %s", request.remote, error)
-                await ws.close(code=aiohttp.WSCloseCode.PROTOCOL_ERROR, message=str(error).encode()[:120])
-                break
-            try:
-                await _reply(ws, answers.answer_calls(storage, calls))
-            except ConnectionError:  # the peer went away mid-reply; its calls fail on its side
-                break
+        await _answer_frames(request, ws, gate, storage, answers)
+    except ConnectionError:  # the peer went away mid-reply or mid-pong; its calls fail on its side
+        log.info("the replica channel from %s closed while this node answered", request.remote)
     finally:
         sockets.discard(ws)
     return ws
+
+
+async def _answer_frames(
+    request: web.Request,
+    ws: web.WebSocketResponse,
+    gate: PeerGate,
+    storage: Storage,
+    answers: CallAnswers,
+) -> None:
+    async for message in ws:
+        if message.type is WSMsgType.ERROR:  # an oversize frame, or broken framing: already closed
+            log.warning("dropped the replica channel from %s: %s", request.remote, message.data)
+            return
+        if message.type is not WSMsgType.BINARY:
+            await ws.close(code=aiohttp.WSCloseCode.UNSUPPORTED_DATA, message=b"binary frames only")
+            return
+        try:
+            calls = wire.decode_calls(message.data, gate.limits)
+        except wire.WireError as error:
+            log.warning("dropped the replica channel from %s: %s", request.remote, error)
+            await ws.close(code=aiohttp.WSCloseCode.PROTOCOL_ERROR, message=str(error).encode()[:120])
+            return
+        await _reply(ws, answers.answer_calls(storage, calls))
 
 
 async def _reply(ws: web.WebSocketResponse, replies: list[bytes]) -> None:
