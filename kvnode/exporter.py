@@ -156,6 +156,11 @@ def _state_metrics(snapshot: NodeSnapshot) -> Iterator[Metric]:
         down.add_metric([url], peer.down_for_s)
     yield from (pending, kept, delivered, peer_state, down)
     yield GaugeMetricFamily(
+        "kvnode_membership_version",
+        "The version of the membership this node runs with (kvnode.membership)",
+        snapshot.membership_version,
+    )
+    yield GaugeMetricFamily(
         "kvnode_inflight_requests", "Client entity requests between arrival and answer", snapshot.inflight
     )
     yield GaugeMetricFamily(

@@ -126,7 +126,7 @@ async def get_status(request: web.Request) -> web.Response:
     body = {
         "url": config.url,
         "pid": os.getpid(),
-        "cluster": list(config.members),
+        "cluster": list(parts.membership.urls),
         "data": parts.rebuild.node_state().value,
     }
     return web.Response(text=json.dumps(body) + "\n", content_type="application/json")

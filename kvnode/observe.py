@@ -39,7 +39,7 @@ async def get_stats(request: web.Request) -> web.Response:
 async def get_cluster(request: web.Request) -> web.Response:
     parts = request.app[PARTS]
     await _probe(parts.peers, parts.config.timeout)
-    return _json(cluster_view(parts.config.url, parts.config.members, parts.snapshot()))
+    return _json(cluster_view(parts.config.url, parts.membership.urls, parts.snapshot()))
 
 
 def stats_view(parts: NodeParts, snapshot: NodeSnapshot) -> dict[str, Any]:

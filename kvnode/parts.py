@@ -26,6 +26,7 @@ from kvnode.connections import ConnectionGuard, capacity
 from kvnode.coordinator import Coordinator
 from kvnode.exporter import NodeMetrics
 from kvnode.fanout import FANOUTS
+from kvnode.membership import Membership, at_start
 from kvnode.memory import Settler
 from kvnode.metrics import LoopLagMonitor
 from kvnode.placement import Placement
@@ -51,7 +52,7 @@ from kvnode.snapshot import (
     RebuildFigures,
     RepairFigures,
 )
-from kvnode.storage import Storage
+from kvnode.storage import Storage, StorageUnavailable
 from kvnode.system_db import SystemDb
 from kvnode.tls import client_context
 from kvnode.uploads import Uploads
@@ -70,6 +71,7 @@ class NodeParts:
     """Everything a node runs on, open; a handler reaches it by ``request.app[PARTS]``."""
 
     config: NodeConfig
+    membership: Membership  # the cluster's identity and members, as stored (not --cluster's)
     storage: Storage  # the client keyspace
     system: SystemDb  # the node's own state
     clock: HybridClock
@@ -105,6 +107,7 @@ class NodeParts:
         verdict = self.fence.refresh()
         known, progress = self.system.peer_identities, self.rebuild.progress
         return NodeSnapshot(
+            membership_version=self.membership.version,
             peers=tuple(
                 PeerFigures(
                     peer.url,
@@ -191,7 +194,9 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
         opened.callback(storage.close)
         system = SystemDb.open(config.data_dir)
         opened.callback(system.close)
-        placement = Placement(config.members)
+        membership = _membership_at_start(system, config)
+        members = membership.urls
+        placement = membership.placement()
         summaries = SummaryUpkeep(storage, system.summaries, config.url, placement)
         summaries.start()
         opened.push_async_callback(summaries.stop)  # after every writer stopped: saves the trees
@@ -204,7 +209,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
                 "dropped the clock floor %d persisted %.0f ms ahead of the wall clock (the clock was wrong "
                 "then, or is now)", clock.dropped_floor, (clock.dropped_floor - wall()) / 1000,
             )  # fmt: skip
-        fence = ClockFence(wall, max_skew_us, ClockOffsets(_OFFSET_MAX_AGE_S), peers=len(config.members) - 1)
+        fence = ClockFence(wall, max_skew_us, ClockOffsets(_OFFSET_MAX_AGE_S), peers=len(members) - 1)
         hints = HintStore(
             system.hints,
             fsync=config.fsync,
@@ -212,12 +217,12 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             window_s=config.hint_window_s,
             grace_s=config.gc_grace_s,
         )
-        rebuild = Rebuild(system.identity, len(config.members))
+        rebuild = Rebuild(system.identity, len(members))
         identities = Identities(
-            config.url, config.members, system.identity, system.peer_identities, rebuild.peer_met
+            config.url, membership, system.identity, system.peer_identities, rebuild.peer_met
         )
         gate = PeerGate(
-            _cluster_auth(config),
+            _cluster_auth(config, membership),
             wire.Limits.for_body(config.max_body_bytes),
             identities=identities,
             tls=config.tls,
@@ -233,7 +238,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
                 ssl_context=peer_ssl,
                 identities=identities,
             )
-            for url in config.members
+            for url in members
             if url != config.url
         ]
         for peer in peers:
@@ -246,6 +251,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
         settler = Settler()
         parts = NodeParts(
             config=config,
+            membership=membership,
             storage=storage,
             system=system,
             clock=clock,
@@ -260,7 +266,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
                 config.max_body_bytes,
                 settler,
             ),
-            connections=capacity(len(config.members), config.max_connections, config.header_timeout_s),
+            connections=capacity(len(members), config.max_connections, config.header_timeout_s),
             metrics=NodeMetrics(),
             loop_lag=LoopLagMonitor(),
             uploads=Uploads(config.body_timeout_s),
@@ -317,7 +323,27 @@ def _gc_rule(config: NodeConfig, placement: Placement) -> GcRule:
     return GcRule(config.url, placement, grace_us=config.gc_grace_s * 1_000_000, arrival_us=arrival_us)
 
 
-def _cluster_auth(config: NodeConfig) -> ClusterAuth | None:
+def _cluster_auth(config: NodeConfig, membership: Membership) -> ClusterAuth | None:
     if not config.cluster_secret:
         return None  # kvnode.serving says so, once listening
-    return ClusterAuth(config.cluster_secret, config.members, config.url)
+    return ClusterAuth(config.cluster_secret, membership.cluster, config.url)
+
+
+def _membership_at_start(system: SystemDb, config: NodeConfig) -> Membership:
+    """The stored membership; at the first start, the one --cluster seeds, stored before it is used."""
+    try:
+        stored = system.membership.load()
+    except ValueError as error:
+        unreadable = f"the stored membership in {config.data_dir} is unreadable: {error}"
+        raise StorageUnavailable(unreadable) from None
+    membership, warning = at_start(stored, config.members)
+    if stored is None:
+        system.membership.save(membership)
+    if warning:
+        log.warning("%s", warning)
+    if config.url not in membership.urls:
+        raise StorageUnavailable(
+            f"{config.url} is not a member of the cluster stored in {config.data_dir} "
+            f"({','.join(membership.urls)}): start it with its member URL, or with another data dir"
+        )
+    return membership

@@ -1,9 +1,10 @@
 """Replica placement: which nodes hold a key, in which order, by rendezvous (highest-random-weight) hashing.
 
 Every node scores every key with a keyed hash; the key's replicas are the nodes by descending score. The
-order depends only on the key and the node URLs, so every process agrees on it; ``from = k`` takes the
-first k, so a smaller ``from`` is a prefix of a larger one. Adding a node moves only the keys it now
-scores highest on, about 1/(n+1) of them.
+order depends only on the key and the nodes' tokens (by default their URLs; kvnode.membership keeps each
+member's, so a node that replaces another takes its place), so every process agrees on it; ``from = k``
+takes the first k, so a smaller ``from`` is a prefix of a larger one. Adding a node moves only the keys
+it now scores highest on, about 1/(n+1) of them.
 """
 
 from __future__ import annotations
@@ -15,24 +16,28 @@ __all__ = ["Placement", "replicas_for"]
 
 
 class Placement:
-    """The replica order of keys over a fixed list of node URLs.
+    """The replica order of keys over a fixed list of node URLs, scored by their tokens.
 
     >>> nodes = Placement(["http://a:1", "http://b:2", "http://c:3"])
     >>> nodes.replicas_for(b"user:42", 2) == nodes.replicas_for(b"user:42", 3)[:2]
     True
     """
 
-    def __init__(self, nodes: Sequence[str]) -> None:
+    def __init__(self, nodes: Sequence[str], tokens: Sequence[str] = ()) -> None:
+        """``tokens``: what each node is scored by, in the order of ``nodes``; by default its URL."""
         if not nodes:
             raise ValueError("a placement needs at least one node")
         if len(set(nodes)) != len(nodes):
             raise ValueError("node URLs must be distinct")
+        tokens = tuple(tokens) or tuple(nodes)
+        if len(tokens) != len(nodes) or len(set(tokens)) != len(tokens):
+            raise ValueError("every node needs a token of its own")
         self.nodes: tuple[str, ...] = tuple(nodes)
-        # Each node's URL keys its hash (blake2b keys are at most 64 bytes, so the URL is digested first);
+        # Each node's token keys its hash (blake2b keys are at most 64 bytes, so it is digested first);
         # scoring copies a pre-keyed hasher, which costs a third of keying a new one per key.
         self._hashers = [
-            hashlib.blake2b(digest_size=8, key=hashlib.blake2b(url.encode()).digest()[:32])
-            for url in self.nodes
+            hashlib.blake2b(digest_size=8, key=hashlib.blake2b(token.encode()).digest()[:32])
+            for token in tokens
         ]
 
     def __len__(self) -> int:

@@ -87,7 +87,8 @@ async def _serve(config: NodeConfig) -> int:
                     "may read, write and delete", config.url,
                 )  # fmt: skip
 
-        description = f"cluster of {len(config.members)}, {config.fanout} fan-out, data in {config.data_dir}"
+        members = len(parts.membership.urls)
+        description = f"cluster of {members}, {config.fanout} fan-out, data in {config.data_dir}"
         tokens = parts.tokens
         if tokens is not None:
             asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, tokens.reload)

@@ -89,6 +89,7 @@ class RepairFigures:
 
 @dataclass(frozen=True, slots=True)
 class NodeSnapshot:
+    membership_version: int  # of the membership this node runs with
     peers: tuple[PeerFigures, ...]  # in the cluster's order, this node left out
     hints: HintFigures
     gc: GcFigures

@@ -7,8 +7,9 @@ key prefix per part, so nothing of the node's own can show through the client AP
     repair/   when each peer last completed a repair with this node (:class:`RepairMarks`)
     identity/ who this node is, and whether its data is whole yet (:class:`NodeIdentity`)
     peers/    the identity each peer had when this node last met it (:class:`PeerIdentities`)
+    members/  the cluster's identity and membership (:class:`StoredMembership`)
 
-A new part (membership, GC watermarks) is one more prefix in ``PREFIXES`` and one more attribute
+A new part (GC watermarks, say) is one more prefix in ``PREFIXES`` and one more attribute
 of :class:`SystemDb`, built from its own ``prefixed_db``; no part sees another's keys.
 
 >>> import tempfile
@@ -28,6 +29,7 @@ from pathlib import Path
 
 import plyvel
 
+from kvnode.membership import Membership
 from kvnode.storage import open_leveldb, storage_error
 
 __all__ = [
@@ -37,6 +39,7 @@ __all__ = [
     "PeerIdentities",
     "RepairMarks",
     "SavedSummaries",
+    "StoredMembership",
     "SystemDb",
 ]
 
@@ -46,8 +49,17 @@ SUMMARY_PREFIX = b"summary/"
 REPAIR_PREFIX = b"repair/"
 IDENTITY_PREFIX = b"identity/"
 PEERS_PREFIX = b"peers/"
+MEMBERS_PREFIX = b"members/"
 # None may start another's.
-PREFIXES = (CLOCK_PREFIX, HINTS_PREFIX, SUMMARY_PREFIX, REPAIR_PREFIX, IDENTITY_PREFIX, PEERS_PREFIX)
+PREFIXES = (
+    CLOCK_PREFIX,
+    HINTS_PREFIX,
+    SUMMARY_PREFIX,
+    REPAIR_PREFIX,
+    IDENTITY_PREFIX,
+    PEERS_PREFIX,
+    MEMBERS_PREFIX,
+)
 
 
 class ClockFloor:
@@ -195,6 +207,37 @@ class PeerIdentities:
             self._part.put(peer.encode(), f"{identity} {current}".encode(), sync=True)
 
 
+class StoredMembership:
+    """The cluster's identity and membership (kvnode.membership), as this node last stored them.
+
+    >>> import tempfile
+    >>> tmp = tempfile.TemporaryDirectory(); system = SystemDb.open(Path(tmp.name))
+    >>> system.membership.load() is None
+    True
+    >>> system.membership.save(Membership.seeded(["http://a:1"]))
+    >>> system.membership.load().urls
+    ('http://a:1',)
+    >>> system.close(); tmp.cleanup()
+    """
+
+    _KEY = b"current"
+
+    def __init__(self, part: plyvel.DB) -> None:
+        self._part = part
+
+    def load(self) -> Membership | None:
+        """The stored membership; None before the first start stored one. Raises ValueError when what is
+        stored cannot be read."""
+        raw: bytes | None = self._part.get(self._KEY)
+        return None if raw is None else Membership.decode(raw)
+
+    def save(self, membership: Membership) -> None:
+        try:
+            self._part.put(self._KEY, membership.encode(), sync=True)
+        except plyvel.Error as error:
+            raise storage_error(error) from error
+
+
 class SystemDb:
     """The owner of the ``system`` LevelDB: it opens and closes it and hands each part its prefix."""
 
@@ -206,6 +249,7 @@ class SystemDb:
         self.repair_marks = RepairMarks(db.prefixed_db(REPAIR_PREFIX))
         self.identity = NodeIdentity(db.prefixed_db(IDENTITY_PREFIX))
         self.peer_identities = PeerIdentities(db.prefixed_db(PEERS_PREFIX))
+        self.membership = StoredMembership(db.prefixed_db(MEMBERS_PREFIX))
 
     @classmethod
     def open(cls, data_dir: Path) -> SystemDb:

@@ -1,10 +1,11 @@
-"""kvnode.replica.auth: the replica channel's handshake as pure logic: members prove themselves to each
-other, anyone else is refused, a challenge is good once and expires, the secret stays out of reprs."""
+"""kvnode.replica.auth: the replica channel's handshake as pure logic: nodes of one cluster prove themselves
+to each other, anyone else is refused, a challenge is good once and expires, the secret stays out of reprs."""
 
 from __future__ import annotations
 
 import pytest
 
+from kvnode.membership import cluster_identity
 from kvnode.replica.auth import (
     MAX_NONCES,
     NONCE_TTL_S,
@@ -17,6 +18,7 @@ from kvnode.replica.auth import (
 
 SECRET = "s3cret-" * 6
 MEMBERS = ("http://a:1", "http://b:1", "http://c:1")
+CLUSTER = cluster_identity(MEMBERS)
 
 
 class FakeClock:
@@ -42,14 +44,14 @@ def handshake(client: ClusterAuth, server: ClusterAuth, meant: str | None = None
 
 def test_members_with_the_same_secret_prove_themselves_to_each_other() -> None:
     theirs = handshake(
-        ClusterAuth(SECRET.encode(), MEMBERS, MEMBERS[0]), ClusterAuth(SECRET.encode(), MEMBERS, MEMBERS[1])
+        ClusterAuth(SECRET.encode(), CLUSTER, MEMBERS[0]), ClusterAuth(SECRET.encode(), CLUSTER, MEMBERS[1])
     )
     assert theirs == Introduction(CLIENT_ID, SERVER_ID, OLD_SERVER_ID)
 
 
 def test_an_introduction_changed_on_the_way_fails_the_proof() -> None:
-    client = ClusterAuth(SECRET.encode(), MEMBERS, MEMBERS[0])
-    server = ClusterAuth(SECRET.encode(), MEMBERS, MEMBERS[1])
+    client = ClusterAuth(SECRET.encode(), CLUSTER, MEMBERS[0])
+    server = ClusterAuth(SECRET.encode(), CLUSTER, MEMBERS[1])
     headers, expected = client.upgrade_headers(MEMBERS[1], server.issue_nonce(), Introduction(CLIENT_ID))
     with pytest.raises(AuthError, match="wrong proof"):
         server.admit({**headers, "X-Kvnode-Remembered": SERVER_ID})
@@ -65,33 +67,59 @@ def test_an_introduction_changed_on_the_way_fails_the_proof() -> None:
     assert not server_proof_ok({**answer, "x-kvnode-remembered": CLIENT_ID}, expected)
 
 
-def test_anything_but_an_identity_reads_as_none() -> None:
+def test_anything_but_an_identity_reads_as_none_and_anything_but_a_version_as_0() -> None:
     headers = {"X-Kvnode-Identity": "not hex", "x-kvnode-remembered": SERVER_ID, "X-Kvnode-Replaced": "0"}
     assert Introduction.of(headers) == Introduction("", SERVER_ID, "")
+    for version in ("-1", "1e3", "٣", "9" * 30, ""):
+        assert Introduction.of({"X-Kvnode-Membership-Version": version}).membership == 0
+    assert Introduction.of({"x-kvnode-membership-version": "7"}).membership == 7
+
+
+def test_a_node_not_yet_a_member_proves_itself_with_the_secret_and_the_cluster_identity() -> None:
+    """Members at different membership versions, and a node joining, still talk: the proof binds the
+    cluster's identity, not its member list; the membership version each end says is covered by it."""
+    client = ClusterAuth(SECRET.encode(), CLUSTER, "http://joining:1")
+    server = ClusterAuth(SECRET.encode(), CLUSTER, MEMBERS[1])
+    headers, expected = client.upgrade_headers(
+        MEMBERS[1], server.issue_nonce(), Introduction(CLIENT_ID, membership=4)
+    )
+    who, theirs = server.admit(headers)
+    assert (who, theirs.membership) == ("http://joining:1", 4)
+    answer = server.answer_headers(headers, Introduction(SERVER_ID, membership=5))
+    assert server_proof_ok(answer, expected)
+    assert not server_proof_ok({**answer, "X-Kvnode-Membership-Version": "6"}, expected)
+    headers, _ = client.upgrade_headers(
+        MEMBERS[1], server.issue_nonce(), Introduction(CLIENT_ID, membership=4)
+    )
+    with pytest.raises(AuthError, match="wrong proof"):
+        server.admit({**headers, "X-Kvnode-Membership-Version": "9"})
 
 
 @pytest.mark.parametrize(
     ("client", "meant", "reason"),
     [
-        (ClusterAuth(b"another secret!!", MEMBERS, MEMBERS[0]), None, "wrong proof"),
-        (ClusterAuth(SECRET.encode(), (*MEMBERS, "http://d:1"), MEMBERS[0]), None, "wrong proof"),
-        (ClusterAuth(SECRET.encode(), MEMBERS, "http://d:1"), None, "not another member"),
-        (ClusterAuth(SECRET.encode(), MEMBERS, MEMBERS[1]), None, "not another member"),
-        (ClusterAuth(SECRET.encode(), MEMBERS, MEMBERS[0]), MEMBERS[2], "not this node"),
+        (ClusterAuth(b"another secret!!", CLUSTER, MEMBERS[0]), None, "wrong proof"),
+        (
+            ClusterAuth(SECRET.encode(), cluster_identity((*MEMBERS, "http://d:1")), MEMBERS[0]),
+            None,
+            "wrong proof",
+        ),
+        (ClusterAuth(SECRET.encode(), CLUSTER, MEMBERS[1]), None, "own URL"),
+        (ClusterAuth(SECRET.encode(), CLUSTER, MEMBERS[0]), MEMBERS[2], "not this node"),
     ],
-    ids=["wrong-secret", "other-cluster", "non-member", "claims-the-server", "meant-another-node"],
+    ids=["wrong-secret", "other-cluster", "claims-the-server", "meant-another-node"],
 )
-def test_a_client_that_is_not_the_member_it_claims_is_refused(
+def test_a_client_that_is_not_the_node_it_claims_is_refused(
     client: ClusterAuth, meant: str | None, reason: str
 ) -> None:
-    server = ClusterAuth(SECRET.encode(), MEMBERS, MEMBERS[1])
+    server = ClusterAuth(SECRET.encode(), CLUSTER, MEMBERS[1])
     with pytest.raises(AuthError, match=reason):
         handshake(client, server, meant)
 
 
 def test_a_server_without_the_secret_cannot_prove_itself() -> None:
-    client = ClusterAuth(SECRET.encode(), MEMBERS, MEMBERS[0])
-    impostor = ClusterAuth(b"not the secret!!", MEMBERS, MEMBERS[1])
+    client = ClusterAuth(SECRET.encode(), CLUSTER, MEMBERS[0])
+    impostor = ClusterAuth(b"not the secret!!", CLUSTER, MEMBERS[1])
     nonce = impostor.issue_nonce()
     headers, expected = client.upgrade_headers(MEMBERS[1], nonce)
     forged = impostor.answer_headers(headers, Introduction())[PROOF_HEADER]
@@ -101,8 +129,8 @@ def test_a_server_without_the_secret_cannot_prove_itself() -> None:
 
 def test_a_challenge_is_good_once_and_expires() -> None:
     clock = FakeClock()
-    client = ClusterAuth(SECRET.encode(), MEMBERS, MEMBERS[0])
-    server = ClusterAuth(SECRET.encode(), MEMBERS, MEMBERS[1], clock=clock)
+    client = ClusterAuth(SECRET.encode(), CLUSTER, MEMBERS[0])
+    server = ClusterAuth(SECRET.encode(), CLUSTER, MEMBERS[1], clock=clock)
     headers, _ = client.upgrade_headers(MEMBERS[1], server.issue_nonce())
     server.admit(headers)
     with pytest.raises(AuthError, match="challenge"):
@@ -114,8 +142,8 @@ def test_a_challenge_is_good_once_and_expires() -> None:
 
 
 def test_outstanding_challenges_are_bounded() -> None:
-    server = ClusterAuth(SECRET.encode(), MEMBERS, MEMBERS[1], clock=FakeClock())
-    client = ClusterAuth(SECRET.encode(), MEMBERS, MEMBERS[0])
+    server = ClusterAuth(SECRET.encode(), CLUSTER, MEMBERS[1], clock=FakeClock())
+    client = ClusterAuth(SECRET.encode(), CLUSTER, MEMBERS[0])
     first = server.issue_nonce()
     for _ in range(MAX_NONCES):
         server.issue_nonce()
@@ -125,5 +153,5 @@ def test_outstanding_challenges_are_bounded() -> None:
 
 
 def test_the_secret_is_not_in_reprs() -> None:
-    auth = ClusterAuth(SECRET.encode(), MEMBERS, MEMBERS[0])
+    auth = ClusterAuth(SECRET.encode(), CLUSTER, MEMBERS[0])
     assert SECRET not in repr(auth)

@@ -7,6 +7,7 @@ import logging
 
 import pytest
 
+from kvnode.membership import Membership
 from kvnode.replica.auth import Introduction
 from kvnode.replica.identities import Identities
 from kvnode.system_db import SystemDb
@@ -18,7 +19,7 @@ B_OLD, B_NEW = "0b" * 16, "1b" * 16
 def identities_of_a(system_db: SystemDb, heard: list[tuple[str, Introduction]]) -> Identities:
     return Identities(
         MEMBERS[0],
-        MEMBERS,
+        Membership.seeded(MEMBERS),
         system_db.identity,
         system_db.peer_identities,
         lambda peer, introduction: heard.append((peer, introduction)),
@@ -28,12 +29,12 @@ def identities_of_a(system_db: SystemDb, heard: list[tuple[str, Introduction]]) 
 def test_a_node_introduces_itself_with_what_it_remembered_of_the_peer(system_db: SystemDb) -> None:
     identities = identities_of_a(system_db, [])
     own = system_db.identity.value
-    assert identities.introduce(MEMBERS[1]) == Introduction(own, "")
+    assert identities.introduce(MEMBERS[1]) == Introduction(own, "", membership=1)
     identities.met(MEMBERS[1], Introduction(B_OLD))
-    assert identities.introduce(MEMBERS[1]) == Introduction(own, B_OLD)
+    assert identities.introduce(MEMBERS[1]) == Introduction(own, B_OLD, membership=1)
     identities.met(MEMBERS[1], Introduction(B_NEW))
-    assert identities.introduce(MEMBERS[1]) == Introduction(own, B_NEW, B_OLD)
-    assert identities.introduce(MEMBERS[2]) == Introduction(own)
+    assert identities.introduce(MEMBERS[1]) == Introduction(own, B_NEW, B_OLD, 1)
+    assert identities.introduce(MEMBERS[2]) == Introduction(own, membership=1)
 
 
 def test_a_member_back_as_another_node_is_remembered_anew_with_one_line(

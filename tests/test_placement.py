@@ -157,3 +157,33 @@ def test_empty_or_duplicate_node_lists_are_rejected() -> None:
 def test_len_is_the_cluster_size() -> None:
     assert len(Placement(FIVE_NODES)) == 5
     assert Placement(NODES[:1]).replicas_for(b"anything", 1) == NODES[:1]
+
+
+@pytest.mark.parametrize("replicas", [1, 2, 3])
+def test_a_join_displaces_at_most_the_last_of_a_keys_owners(replicas: int) -> None:
+    """What streaming on a join relies on: for every key, the owners after a join are the owners before
+    it with the new node inserted somewhere and at most the last one pushed out; no other owner changes."""
+    before, after = Placement(FIVE_NODES), Placement([*FIVE_NODES, "http://127.0.0.1:8085"])
+    displaced = 0
+    for key in random_keys(5_000, seed=18):
+        old, new = before.replicas_for(key, replicas), after.replicas_for(key, replicas)
+        kept = [url for url in new if url != "http://127.0.0.1:8085"]
+        assert kept == old[: len(kept)], (key, old, new)
+        displaced += len(kept) < len(old)
+    assert 0.9 * 5_000 * replicas / 6 < displaced < 1.1 * 5_000 * replicas / 6
+
+
+def test_a_node_with_another_url_and_the_same_token_takes_exactly_the_place() -> None:
+    replaced = "http://127.0.0.1:8082"
+    tokens = [*NODES[:2], replaced]
+    placement = Placement([*NODES[:2], "http://127.0.0.1:9000"], tokens)
+    for key in SAMPLE_KEYS:
+        old = Placement(NODES).order(key)
+        assert placement.order(key) == [url if url != replaced else "http://127.0.0.1:9000" for url in old]
+
+
+def test_tokens_must_be_one_per_node_and_distinct() -> None:
+    with pytest.raises(ValueError, match="token of its own"):
+        Placement(NODES, NODES[:2])
+    with pytest.raises(ValueError, match="token of its own"):
+        Placement(NODES, [NODES[0]] * 3)

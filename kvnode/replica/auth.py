@@ -1,24 +1,25 @@
 """Who may use a replica channel: a mutual proof that both ends hold the cluster secret, for this cluster
-and protocol version, and are the members they claim to be. The secret itself never travels. Each end
-also introduces itself (:class:`Introduction`): its identity, and the identity it remembered for the
-other end (with the one that replaced), which is how a member whose disk was lost learns so
-(kvnode.repair.rebuild_state).
+(its identity, kvnode.membership: not its member list, so members at different membership versions, and
+a node joining, still talk) and protocol version. The secret itself never travels. Each end also
+introduces itself (:class:`Introduction`): its identity, the identity it remembered for the other end
+(with the one that replaced), which is how a member whose disk was lost learns so
+(kvnode.repair.rebuild_state), and the membership version it runs with.
 
 The handshake, on one TCP connection before the WebSocket upgrade:
 
 1. the client asks ``GET /v0/internal/challenge``; the server answers a fresh nonce (single use, expires);
 2. the client's upgrade request names itself (its URL in the cluster list), the server it means, its own
    nonce, the server's nonce, its introduction, and its proof: HMAC-SHA256(secret, version | "client" |
-   cluster id | both URLs | both nonces | its introduction), the cluster id being a hash of the member list;
-3. the server checks the client is another member, that it is the member meant, takes the nonce and
+   cluster identity | both URLs | both nonces | its introduction);
+3. the server checks the client is another node, that it is the node meant, takes the nonce and
    checks the proof; it answers 403 before the upgrade, or 101 carrying its own introduction and proof
    (role "server", covering both introductions), which the client checks in turn.
 
 Without a secret there is no challenge and no proof: the upgrade request names the client and carries its
 introduction, and the 101 the server's, as plain headers.
 
-    >>> a = ClusterAuth(b"s" * 32, ("http://a:1", "http://b:1"), "http://a:1")
-    >>> b = ClusterAuth(b"s" * 32, ("http://a:1", "http://b:1"), "http://b:1")
+    >>> a = ClusterAuth(b"s" * 32, "cluster-1", "http://a:1")
+    >>> b = ClusterAuth(b"s" * 32, "cluster-1", "http://b:1")
     >>> headers, expected = a.upgrade_headers("http://b:1", b.issue_nonce(), Introduction("a" * 32))
     >>> client, introduction = b.admit(headers)
     >>> answer = b.answer_headers(headers, Introduction("b" * 32, introduction.identity))
@@ -36,7 +37,7 @@ import os
 import re
 import secrets
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,7 +52,6 @@ __all__ = [
     "ExpectedProof",
     "Introduction",
     "RateLimitedLog",
-    "cluster_id",
     "create_secret_file",
     "server_proof_ok",
 ]
@@ -67,6 +67,7 @@ PROOF_HEADER = "X-Kvnode-Proof"
 IDENTITY_HEADER = "X-Kvnode-Identity"
 REMEMBERED_HEADER = "X-Kvnode-Remembered"
 REPLACED_HEADER = "X-Kvnode-Replaced"
+MEMBERSHIP_HEADER = "X-Kvnode-Membership-Version"
 _IDENTITY = re.compile("[0-9a-f]{32}")  # kvnode.system_db.NodeIdentity's: 16 random bytes in hex
 NONCE_TTL_S = 10.0
 MAX_NONCES = 4096  # challenges outstanding at once; the oldest is forgotten beyond
@@ -85,17 +86,20 @@ class AuthError(Exception):
 class Introduction:
     """What one end of a replica handshake says of itself: its identity, the identity it remembered for
     the other end's URL, and the one that identity replaced (kvnode.system_db.PeerIdentities; "" where
-    none). Anything but an identity reads as ""."""
+    none), and the version of the membership it runs with (0: unsaid). Anything but an identity reads as
+    "", anything but a version as 0."""
 
     identity: str = ""
     remembered: str = ""
     replaced: str = ""
+    membership: int = 0
 
     def headers(self) -> dict[str, str]:
         return {
             IDENTITY_HEADER: self.identity,
             REMEMBERED_HEADER: self.remembered,
             REPLACED_HEADER: self.replaced,
+            MEMBERSHIP_HEADER: str(self.membership),
         }
 
     @classmethod
@@ -105,16 +109,22 @@ class Introduction:
             _header_identity(headers, IDENTITY_HEADER),
             _header_identity(headers, REMEMBERED_HEADER),
             _header_identity(headers, REPLACED_HEADER),
+            _header_version(headers, MEMBERSHIP_HEADER),
         )
 
-    def fields(self) -> tuple[str, str, str]:
+    def fields(self) -> tuple[str, str, str, str]:
         """What a proof covers of it."""
-        return self.identity, self.remembered, self.replaced
+        return self.identity, self.remembered, self.replaced, str(self.membership)
 
 
 def _header_identity(headers: Mapping[str, str], name: str) -> str:
     value = _header(headers, name)
     return value if _IDENTITY.fullmatch(value) else ""
+
+
+def _header_version(headers: Mapping[str, str], name: str) -> int:
+    value = _header(headers, name)
+    return int(value) if value.isascii() and value.isdigit() and len(value) < 19 else 0
 
 
 def _header(headers: Mapping[str, str], name: str) -> str:
@@ -126,24 +136,19 @@ def _header(headers: Mapping[str, str], name: str) -> str:
 ExpectedProof = Callable[[Introduction], str]
 
 
-def cluster_id(members: Sequence[str]) -> str:
-    """Names one cluster: a node of another cluster with the same secret and URL is still refused."""
-    return hashlib.sha256("\n".join(members).encode()).hexdigest()
-
-
 class ClusterAuth:
     """One node's side of the handshake, as client and as server."""
 
     def __init__(
         self,
         secret: bytes,
-        members: Sequence[str],
+        cluster: str,
         own_url: str,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``cluster``: the cluster's identity (kvnode.membership.cluster_identity)."""
         self._secret = secret
-        self._cluster = cluster_id(members)
-        self._members = frozenset(members)
+        self._cluster = cluster
         self.own_url = own_url
         self._clock = clock
         self._nonces: collections.OrderedDict[str, float] = collections.OrderedDict()  # nonce -> expiry
@@ -203,8 +208,8 @@ class ClusterAuth:
                 "no cluster credentials: the connecting node runs without a cluster secret, and this node "
                 f"has one; {SECRET_ADVICE}"
             )
-        if client not in self._members or client == self.own_url:
-            raise AuthError(f"{client[:100]!r} is not another member of this cluster")
+        if client == self.own_url:
+            raise AuthError(f"{client[:100]!r} is this node's own URL")
         if server != self.own_url:
             raise AuthError(f"meant {server[:100]!r}, which is not this node")
         expiry = self._nonces.pop(server_nonce, None)
@@ -215,7 +220,7 @@ class ClusterAuth:
         if not hmac.compare_digest(proof, self._proof("client", *args)):
             raise AuthError(
                 "wrong proof: the connecting node holds a different cluster secret than this node (or "
-                f"another member list); {SECRET_ADVICE}"
+                f"belongs to another cluster); {SECRET_ADVICE}"
             )
         return client, introduction
 

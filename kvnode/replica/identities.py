@@ -8,8 +8,9 @@ disk was lost), and pass on the peer's introduction, which says what it remember
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
+from kvnode.membership import Membership
 from kvnode.replica.auth import Introduction
 from kvnode.system_db import NodeIdentity, PeerIdentities
 
@@ -24,20 +25,21 @@ class Identities:
     def __init__(
         self,
         own_url: str,
-        members: Sequence[str],
+        membership: Membership,
         own: NodeIdentity,
         peers: PeerIdentities,
         peer_met: Callable[[str, Introduction], None],
     ) -> None:
         self.own_url = own_url
-        self._others = frozenset(members) - {own_url}
+        self._membership = membership
+        self._others = frozenset(membership.urls) - {own_url}
         self._own = own
         self._peers = peers
         self._peer_met = peer_met
 
     def introduce(self, peer_url: str) -> Introduction:
         """What this node says of itself in a handshake with ``peer_url``."""
-        return Introduction(self._own.value, *self._peers.get(peer_url))
+        return Introduction(self._own.value, *self._peers.get(peer_url), self._membership.version)
 
     def met(self, peer_url: str, theirs: Introduction) -> None:
         """A handshake with ``peer_url`` completed, and the peer introduced itself as ``theirs``. Anyone

@@ -1,0 +1,113 @@
+"""A cluster's identity and membership, as stored data (pure).
+
+The first members start with the same ``--cluster`` list; each derives the cluster identity from it (a
+hash of the list, so they agree without talking) and stores both at its first start. From then on the
+stored membership rules: a ``--cluster`` that differs from it is named in one warning line and ignored.
+The replica handshake proves the identity (kvnode.replica.auth), not the member list, and carries the
+membership version, so members at different versions still talk.
+
+    >>> first = Membership.seeded(["http://a:1", "http://b:1"])
+    >>> first.version, first.urls, first.tokens
+    (1, ('http://a:1', 'http://b:1'), ('http://a:1', 'http://b:1'))
+    >>> Membership.decode(first.encode()) == first
+    True
+    >>> running, warning = at_start(first, ["http://a:1", "http://c:1"])
+    >>> running == first
+    True
+    >>> print(warning.replace(": ", ":\\n").replace("; ", ";\\n"))
+    --cluster differs from the stored membership (version 1), which this node keeps:
+    http://b:1 is a member and not in --cluster;
+    http://c:1 is in --cluster and not a member
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kvnode.placement import Placement
+
+__all__ = ["Membership", "at_start", "cluster_identity"]
+
+
+def cluster_identity(first_members: Sequence[str]) -> str:
+    """Names one cluster for its whole life: the hash of the list its first members started with (a node
+    of another cluster with the same secret and URL is refused)."""
+    return hashlib.sha256("\n".join(first_members).encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Membership:
+    """The cluster's identity, and its members' URLs (in the cluster's order) at one version, with each
+    member's placement token: the URL it first joined with, kept by a node that replaces it."""
+
+    cluster: str
+    version: int
+    urls: tuple[str, ...]
+    tokens: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if self.version < 1:
+            raise ValueError(f"a membership version starts at 1, got {self.version}")
+        if not self.urls:
+            raise ValueError("a membership needs at least one member")
+        if len(set(self.urls)) != len(self.urls):
+            raise ValueError("a membership names a member twice")
+        if len(self.tokens) != len(self.urls) or len(set(self.tokens)) != len(self.tokens):
+            raise ValueError("every member needs a placement token of its own")
+
+    @classmethod
+    def seeded(cls, first_members: Sequence[str]) -> Membership:
+        """A new cluster's membership, from the list its first members start with."""
+        return cls(cluster_identity(first_members), 1, tuple(first_members), tuple(first_members))
+
+    def placement(self) -> Placement:
+        """Where keys go under this membership."""
+        return Placement(self.urls, self.tokens)
+
+    def encode(self) -> bytes:
+        members = [{"url": url, "token": token} for url, token in zip(self.urls, self.tokens, strict=True)]
+        return json.dumps({"cluster": self.cluster, "version": self.version, "members": members}).encode()
+
+    @classmethod
+    def decode(cls, raw: bytes) -> Membership:
+        """Raises ValueError for anything :meth:`encode` did not write."""
+        try:
+            fields = json.loads(raw)
+            cluster, version, members = fields["cluster"], fields["version"], fields["members"]
+            urls = tuple(member["url"] for member in members)
+            tokens = tuple(member["token"] for member in members)
+        except (ValueError, TypeError, KeyError) as error:
+            raise ValueError(f"not a stored membership: {error!r}") from error
+        if not (isinstance(cluster, str) and type(version) is int):
+            raise ValueError("not a stored membership: a field has the wrong type")
+        if not all(isinstance(text, str) for text in urls + tokens):
+            raise ValueError("not a stored membership: a member's URL or token is not a string")
+        return cls(cluster, version, urls, tokens)
+
+    def difference(self, others: Sequence[str]) -> str:
+        """What ``others`` (a member list) lacks and adds against this membership, "" when nothing (the
+        order counts as well)."""
+        missing = [url for url in self.urls if url not in others]
+        added = [url for url in others if url not in self.urls]
+        parts = [f"{url} is a member and not in --cluster" for url in missing]
+        parts += [f"{url} is in --cluster and not a member" for url in added]
+        if not parts and tuple(others) != self.urls:
+            parts.append(f"--cluster lists the members in another order than {','.join(self.urls)}")
+        return "; ".join(parts)
+
+
+def at_start(stored: Membership | None, flag: Sequence[str]) -> tuple[Membership, str]:
+    """The membership a node runs with, given what its system database holds (None at its first start)
+    and its ``--cluster`` members; and a warning line when the flag differs from the stored one ("")."""
+    if stored is None:
+        return Membership.seeded(flag), ""
+    difference = stored.difference(flag)
+    if not difference:
+        return stored, ""
+    return stored, (
+        f"--cluster differs from the stored membership (version {stored.version}), which this node "
+        f"keeps: {difference}"
+    )
