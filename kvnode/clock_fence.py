@@ -109,6 +109,11 @@ class ClockFence:
         self._next_measurement: asyncio.Future[None] | None = None  # resolved by the next measurement
         self._last_refusal_log = 0.0
 
+    def use(self, peers: int) -> None:
+        """Judge among another membership's peers (their count) from the next verdict on."""
+        self._peers = peers
+        self.refresh()
+
     def measured(self, peer: str, offset: Offset) -> None:
         """One measurement of ``peer`` (the replica channel's clock call)."""
         now_s = self._now_s()

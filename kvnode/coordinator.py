@@ -82,6 +82,10 @@ class Coordinator:
         self._fence = fence
         self.stats = CoordinatorStats()
 
+    def use(self, placement: Placement, replicas: Mapping[str, Replica]) -> None:
+        """Place keys on another membership's replicas from the next request on (kvnode.members)."""
+        self.placement, self._replicas = placement, replicas
+
     @property
     def cluster_size(self) -> int:
         return len(self.placement)

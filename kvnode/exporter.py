@@ -186,7 +186,8 @@ def _state_metrics(snapshot: NodeSnapshot) -> Iterator[Metric]:
     dropped = CounterMetricFamily(
         "kvnode_hints_dropped",
         "Hints not kept or dropped undelivered: window (target down too long), expired (older than the "
-        "window), grace (record older than the GC grace period), full, refused (for clock skew), storage",
+        "window), grace (record older than the GC grace period), full, refused (for clock skew), storage, "
+        "member (the target is no longer a member)",
         labels=["reason"],
     )
     for reason, value in sorted(hints.dropped.items()):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -26,6 +26,7 @@ from kvnode.connections import ConnectionGuard, capacity
 from kvnode.coordinator import Coordinator
 from kvnode.exporter import NodeMetrics
 from kvnode.fanout import FANOUTS
+from kvnode.members import Members
 from kvnode.membership import Membership, at_start
 from kvnode.memory import Settler
 from kvnode.metrics import LoopLagMonitor
@@ -37,7 +38,7 @@ from kvnode.repair.rebuild_state import NodeState
 from kvnode.repair.scheduler import AntiEntropy
 from kvnode.repair.upkeep import SummaryUpkeep
 from kvnode.replica import Replica, wire
-from kvnode.replica.auth import ClusterAuth
+from kvnode.replica.auth import ClusterAuth, Introduction
 from kvnode.replica.hints import HintDelivery, HintStore
 from kvnode.replica.identities import Identities
 from kvnode.replica.local import LocalReplica
@@ -71,7 +72,7 @@ class NodeParts:
     """Everything a node runs on, open; a handler reaches it by ``request.app[PARTS]``."""
 
     config: NodeConfig
-    membership: Membership  # the cluster's identity and members, as stored (not --cluster's)
+    members: Members  # the membership this node runs with (as stored, not --cluster's), and its peers
     storage: Storage  # the client keyspace
     system: SystemDb  # the node's own state
     clock: HybridClock
@@ -79,7 +80,6 @@ class NodeParts:
     hints: HintStore
     coordinator: Coordinator
     local: LocalReplica  # this node's storage as one of a key's replicas
-    peers: list[PeerReplica]  # every other member, in the cluster's order
     admission: Admission
     connections: ConnectionGuard
     metrics: NodeMetrics
@@ -91,6 +91,28 @@ class NodeParts:
     anti_entropy: AntiEntropy  # comparing it with the peers'
     tokens: ClientTokens | None  # the clients' tokens, with --auth-tokens-file
     rebuild: Rebuild  # whether this node's data is whole, and its rebuild if it is not
+    identities: Identities  # who this node and its peers are, as handshakes tell it
+
+    @property
+    def membership(self) -> Membership:
+        return self.members.membership
+
+    @property
+    def peers(self) -> list[PeerReplica]:
+        """Every other member, in the cluster's order."""
+        return self.members.peers
+
+    def use_members(self, members: Members) -> None:
+        """Every part that depends on the membership, moved to the one ``members`` runs with now: the one
+        place a membership change takes effect (kvnode.members.Members.adopt calls it)."""
+        config, peers, placement = self.config, members.peers, members.placement
+        self.coordinator.use(placement, _replicas(self.local, members))
+        self.summaries.use(placement)
+        self.gc.use(_gc_rule(config, placement), {peer.url: peer for peer in peers})
+        self.anti_entropy.use(peers)
+        self.fence.use(len(peers))
+        self.identities.use(members.membership)
+        self.metrics.watch(self.snapshot, [self.local, *peers])
 
     def _receiving(self) -> int:
         """Records received so far by the exchange under way, while this node rebuilds (a rebuild counts
@@ -195,9 +217,8 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
         system = SystemDb.open(config.data_dir)
         opened.callback(system.close)
         membership = _membership_at_start(system, config)
-        members = membership.urls
-        placement = membership.placement()
-        summaries = SummaryUpkeep(storage, system.summaries, config.url, placement)
+        size = len(membership.urls)
+        summaries = SummaryUpkeep(storage, system.summaries, config.url, membership.placement())
         summaries.start()
         opened.push_async_callback(summaries.stop)  # after every writer stopped: saves the trees
         floor = system.clock_floor
@@ -209,7 +230,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
                 "dropped the clock floor %d persisted %.0f ms ahead of the wall clock (the clock was wrong "
                 "then, or is now)", clock.dropped_floor, (clock.dropped_floor - wall()) / 1000,
             )  # fmt: skip
-        fence = ClockFence(wall, max_skew_us, ClockOffsets(_OFFSET_MAX_AGE_S), peers=len(members) - 1)
+        fence = ClockFence(wall, max_skew_us, ClockOffsets(_OFFSET_MAX_AGE_S), peers=size - 1)
         hints = HintStore(
             system.hints,
             fsync=config.fsync,
@@ -217,18 +238,22 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             window_s=config.hint_window_s,
             grace_s=config.gc_grace_s,
         )
-        rebuild = Rebuild(system.identity, len(members))
-        identities = Identities(
-            config.url, membership, system.identity, system.peer_identities, rebuild.peer_met
-        )
+        rebuild = Rebuild(system.identity, size)
+
+        def peer_met(peer_url: str, theirs: Introduction) -> None:
+            rebuild.peer_met(peer_url, theirs)
+            members.heard_version(peer_url, theirs.membership)
+
+        identities = Identities(config.url, membership, system.identity, system.peer_identities, peer_met)
         gate = PeerGate(
             _cluster_auth(config, membership),
             wire.Limits.for_body(config.max_body_bytes),
             identities=identities,
             tls=config.tls,
         )
-        peers = [
-            PeerReplica(
+
+        def make_peer(url: str) -> PeerReplica:
+            return PeerReplica(
                 url,
                 config.timeout,
                 speculative_ceiling=config.speculative_ceiling_ms / 1000,
@@ -238,20 +263,17 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
                 ssl_context=peer_ssl,
                 identities=identities,
             )
-            for url in members
-            if url != config.url
-        ]
-        for peer in peers:
-            opened.push_async_callback(peer.close)
-        fence.measure_peers = lambda: _measure_clocks(peers)
+
+        members = Members(config.url, membership, system.membership, hints, make_peer)
+        fence.measure_peers = lambda: _measure_clocks(members.peers)
         local = LocalReplica(config.url, storage, fence, rebuild.node_state)
-        replicas: dict[str, Replica] = {config.url: local}
-        replicas.update({peer.url: peer for peer in peers})
-        coordinator = Coordinator(placement, replicas, FANOUTS[config.fanout], clock, hints, local, fence)
+        coordinator = Coordinator(
+            members.placement, _replicas(local, members), FANOUTS[config.fanout], clock, hints, local, fence
+        )
         settler = Settler()
         parts = NodeParts(
             config=config,
-            membership=membership,
+            members=members,
             storage=storage,
             system=system,
             clock=clock,
@@ -259,33 +281,34 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             hints=hints,
             coordinator=coordinator,
             local=local,
-            peers=peers,
             admission=Admission(
                 config.max_inflight,
                 config.max_inflight_bytes or default_max_inflight_bytes(),
                 config.max_body_bytes,
                 settler,
             ),
-            connections=capacity(len(members), config.max_connections, config.header_timeout_s),
+            connections=capacity(size, config.max_connections, config.header_timeout_s),
             metrics=NodeMetrics(),
             loop_lag=LoopLagMonitor(),
             uploads=Uploads(config.body_timeout_s),
-            replica_server=ReplicaServer(gate, storage, clock, fence, summaries, rebuild.node_state),
+            replica_server=ReplicaServer(
+                gate, storage, clock, fence, summaries, rebuild.node_state, lambda: members.membership
+            ),
             summaries=summaries,
             gc=TombstoneGc(
                 storage,
-                _gc_rule(config, placement),
+                _gc_rule(config, members.placement),
                 system.repair_marks,
                 clock.current,
                 pass_interval_s(config.gc_grace_s),
-                {peer.url: peer for peer in peers},
+                {peer.url: peer for peer in members.peers},
             ),
             anti_entropy=AntiEntropy(
                 config.url,
                 summaries,
                 storage,
                 local,
-                peers,
+                members.peers,
                 clock,
                 system.repair_marks,
                 interval_s=config.repair_interval_s,
@@ -293,14 +316,21 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             ),
             tokens=tokens,
             rebuild=rebuild,
+            identities=identities,
         )
-        parts.metrics.watch(parts.snapshot, [local, *peers])
+        parts.metrics.watch(parts.snapshot, [local, *members.peers])
+        members.listeners.append(parts.use_members)
         settler.start()
         opened.push_async_callback(settler.stop)
-        for peer in peers:
+
+        def follow(peer: PeerReplica) -> Callable[[], Awaitable[None]]:
             delivery = HintDelivery(hints, peer, config.hint_rate, settler)
             delivery.start()
-            opened.push_async_callback(delivery.stop)
+            return delivery.stop
+
+        members.follow = follow
+        members.start()
+        opened.push_async_callback(members.close)
         parts.gc.start()
         opened.push_async_callback(parts.gc.stop)
         parts.loop_lag.start()
@@ -310,6 +340,13 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
         rebuild.start(parts.anti_entropy)
         opened.push_async_callback(rebuild.stop)
         yield parts
+
+
+def _replicas(local: LocalReplica, members: Members) -> dict[str, Replica]:
+    """Every member as a replica, by URL: this node's storage and its peers."""
+    replicas: dict[str, Replica] = {local.url: local}
+    replicas.update({peer.url: peer for peer in members.peers})
+    return replicas
 
 
 async def _measure_clocks(peers: list[PeerReplica]) -> None:

@@ -33,6 +33,7 @@ class Placement:
         if len(tokens) != len(nodes) or len(set(tokens)) != len(tokens):
             raise ValueError("every node needs a token of its own")
         self.nodes: tuple[str, ...] = tuple(nodes)
+        self.tokens: tuple[str, ...] = tokens
         # Each node's token keys its hash (blake2b keys are at most 64 bytes, so it is digested first);
         # scoring copies a pre-keyed hasher, which costs a third of keying a new one per key.
         self._hashers = [

@@ -84,6 +84,10 @@ class TombstoneGc:
         self._task: asyncio.Task[None] | None = None
         self._compaction: asyncio.Future[None] | None = None
 
+    def use(self, rule: GcRule, replicas: Mapping[str, Replica]) -> None:
+        """Judge by another membership's rule, and confirm with its members, from the next key on."""
+        self._rule, self._replicas = rule, replicas
+
     def start(self) -> None:
         """Start the passes; call inside the running event loop."""
         self._task = asyncio.create_task(self._run(), name="tombstone gc")

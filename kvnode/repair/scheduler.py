@@ -152,6 +152,12 @@ class AntiEntropy:
         if self.peers:
             self._loop_task = asyncio.create_task(self._continuously(), name="anti-entropy")
 
+    def use(self, peers: Sequence[PeerReplica]) -> None:
+        """Compare with another membership's peers from the next exchange on."""
+        self.peers = tuple(peers)
+        if self._loop_task is None:
+            self.start()
+
     async def stop(self) -> None:
         for task in (self._loop_task, self._run_task):
             if task is not None:
@@ -182,9 +188,9 @@ class AntiEntropy:
         return run
 
     async def _continuously(self) -> None:
-        step = self._interval_s / len(self.peers)
-        await asyncio.sleep(random.uniform(0, step))  # spread the nodes' comparisons apart
+        await asyncio.sleep(random.uniform(0, self._interval_s / len(self.peers)))  # spread the nodes apart
         while True:
+            step = self._interval_s / max(1, len(self.peers))
             for peer in self.peers:
                 outcome = await self.repair_with(peer)
                 if not outcome.completed:

@@ -34,8 +34,9 @@ class SummaryUpkeep:
         self.summaries = Summaries(own_url, placement)
         self.ready = asyncio.Event()  # set once the trees can be trusted
         self.rebuilt = 0  # records scanned by the rebuild
+        self._storage = storage
         self._saved = saved
-        self._stamp = "\n".join((own_url, *placement.nodes)).encode()
+        self._stamp = _stamp(own_url, placement)
         self._pending_scan: Iterator[tuple[bytes, bytes]] | None = None
         self._task: asyncio.Task[None] | None = None
         storage.on_change = self.summaries.changed
@@ -50,6 +51,18 @@ class SummaryUpkeep:
         if self._pending_scan is not None:
             self._task = asyncio.create_task(self._rebuild(self._pending_scan), name="summary rebuild")
             self._pending_scan = None
+
+    def use(self, placement: Placement) -> None:
+        """Summarise for another membership's placement: which peer shares a key changed, so the trees
+        are rebuilt from a scan (not ready meanwhile: exchanges wait)."""
+        if self._task is not None:
+            self._task.cancel()  # a rebuild for the old placement
+        self.ready.clear()
+        self.summaries = Summaries(self.summaries.own_url, placement)
+        self._stamp = _stamp(self.summaries.own_url, placement)
+        self._storage.on_change = self.summaries.changed
+        self._pending_scan = self._storage.snapshot_records()  # right after the hook: see the module doc
+        self.start()
 
     async def stop(self) -> None:
         """Stop the rebuild if it runs; save the trees if they can be trusted, for the next start."""
@@ -85,3 +98,8 @@ class SummaryUpkeep:
         if count:  # a new data dir has nothing to say (and a node that cannot listen says one line)
             seconds = time.monotonic() - started
             log.info("rebuilt the anti-entropy summaries from %d records in %.1f s", count, seconds)
+
+
+def _stamp(own_url: str, placement: Placement) -> bytes:
+    """What saved trees were built for: this node and the members, with their tokens."""
+    return "\n".join((own_url, *placement.nodes, *placement.tokens)).encode()

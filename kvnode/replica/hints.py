@@ -118,6 +118,16 @@ class HintStore:
                     removed += 1
         self._pending[target] -= removed
 
+    def forget(self, target: str) -> int:
+        """Drop every hint for ``target``, no longer a member (its replacement rebuilds from the replicas
+        that took the writes); how many there were, counted as dropped ("member")."""
+        with self._db.write_batch() as batch:
+            for raw_key in self._db.iterator(prefix=target.encode() + b"\x00", include_value=False):
+                batch.delete(raw_key)
+        dropped, self._pending[target] = self._pending[target], 0
+        self.dropped["member"] += dropped
+        return dropped
+
     def pending(self, target: str) -> int:
         return self._pending[target]
 

@@ -37,6 +37,11 @@ class Identities:
         self._peers = peers
         self._peer_met = peer_met
 
+    def use(self, membership: Membership) -> None:
+        """Introduce this node with another membership's version, and remember its members, from now on."""
+        self._membership = membership
+        self._others = frozenset(membership.urls) - {self.own_url}
+
     def introduce(self, peer_url: str) -> Introduction:
         """What this node says of itself in a handshake with ``peer_url``."""
         return Introduction(self._own.value, *self._peers.get(peer_url), self._membership.version)

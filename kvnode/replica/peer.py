@@ -135,6 +135,12 @@ class PeerReplica:
         payload."""
         return self._call(op, key, record, "repair")
 
+    async def fetch_membership(self) -> bytes:
+        """The membership the peer runs with, encoded (kvnode.members fetches a newer one)."""
+        payload = await self._call(wire.Op.MEMBERSHIP, b"", b"", "membership")
+        assert isinstance(payload, bytes)
+        return payload
+
     # --- for operators and the hint delivery ----------------------------------------------------------
 
     @property
@@ -385,6 +391,7 @@ _REPAIR_ANSWERS = {
     wire.Op.BRANCHES: wire.Status.HASHES,
     wire.Op.SEGMENTS: wire.Status.HASHES,
     wire.Op.LIST: wire.Status.LISTING,
+    wire.Op.MEMBERSHIP: wire.Status.MEMBERSHIP,
 }
 
 

@@ -27,6 +27,7 @@ from aiohttp import WSMsgType, web
 
 from kvnode.clock import HybridClock
 from kvnode.clock_fence import ClockFence
+from kvnode.membership import Membership
 from kvnode.records import CorruptRecord, decode
 from kvnode.repair import answers as repair_answers
 from kvnode.repair.rebuild_state import NodeState
@@ -72,11 +73,12 @@ class ReplicaServer:
         clock: HybridClock,
         fence: ClockFence,
         summaries: SummaryUpkeep,
-        node_state: Callable[[], NodeState] = lambda: NodeState.SERVING,
+        node_state: Callable[[], NodeState],
+        membership: Callable[[], Membership],
     ) -> None:
         self.gate = gate
         self._storage = storage
-        self._answers = CallAnswers(clock, fence, summaries, node_state)
+        self._answers = CallAnswers(clock, fence, summaries, node_state, membership)
         self._channels: set[web.WebSocketResponse] = set()
 
     def add_routes(self, app: web.Application) -> None:
@@ -129,6 +131,7 @@ class CallAnswers:
     fence: ClockFence
     summaries: SummaryUpkeep
     node_state: Callable[[], NodeState]
+    membership: Callable[[], Membership]  # the one the node runs with
 
     def answer_calls(self, storage: Storage, calls: list[wire.CallRequest]) -> list[bytes]:
         """The replies to one frame's calls, in order, once their writes are stored: together, in one
@@ -160,6 +163,8 @@ class CallAnswers:
             if call.op is wire.Op.CLOCK:
                 clock = wire.encode_clock(self.fence.wall_us(), self.node_state())
                 return wire.encode_reply(call.call_id, wire.Status.CLOCK, clock)
+            if call.op is wire.Op.MEMBERSHIP:
+                return wire.encode_reply(call.call_id, wire.Status.MEMBERSHIP, self.membership().encode())
             record = decode(call.record)
             if not self.fence.acceptable(record.timestamp):
                 reason = (

@@ -122,6 +122,7 @@ class Op(enum.IntEnum):
     SEGMENTS = 5  # record = branches (u16 each): answered HASHES, those branches' segment hashes
     LIST = 6  # record = encode_list_request: answered LISTING, one page of those segments' keys
     FETCH = 7  # a READ for anti-entropy: answered even while the node rebuilds (its versions count too)
+    MEMBERSHIP = 8  # no key, no record: answered MEMBERSHIP, the membership the node runs with
 
 
 class Status(enum.IntEnum):
@@ -135,6 +136,7 @@ class Status(enum.IntEnum):
     HASHES = 8  # u64 each
     LISTING = 9  # encode_listing
     NOT_READY = 10
+    MEMBERSHIP = 11  # kvnode.membership.Membership.encode
 
 
 # By wire value: a dict lookup costs a tenth of calling the enum class.

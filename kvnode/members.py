@@ -1,0 +1,138 @@
+"""The other members as this node runs with them: the membership (kvnode.membership), its placement, and a
+replica channel to each peer (kvnode.replica.peer) with its hint delivery.
+
+A node learns a newer membership from a peer (a handshake says each end's version; the older end fetches
+the newer one). :meth:`Members.adopt` stores it, then moves to it in one place: peers that left are
+closed, new ones connected, and every part that depends on the membership is told, in the order
+kvnode.parts registers them (:attr:`Members.listeners`), before the next request is handled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+from kvnode.membership import Membership
+from kvnode.placement import Placement
+from kvnode.replica.errors import ReplicaError
+from kvnode.replica.hints import HintStore
+from kvnode.replica.peer import PeerReplica
+from kvnode.storage import StorageError
+from kvnode.system_db import StoredMembership
+
+__all__ = ["Members", "NotAdopted"]
+
+log = logging.getLogger(__name__)
+
+
+class NotAdopted(Exception):
+    """A membership offered by a peer that this node does not take; the message says why."""
+
+
+class Members:
+    """``make_peer(url)`` opens the replica channel to a peer (lazily: it connects on first use);
+    ``follow(peer)`` starts what runs per peer (hint delivery) and returns how to stop it."""
+
+    def __init__(
+        self,
+        own_url: str,
+        membership: Membership,
+        stored: StoredMembership,
+        hints: HintStore,
+        make_peer: Callable[[str], PeerReplica],
+    ) -> None:
+        self.own_url = own_url
+        self.membership = membership
+        self.placement: Placement = membership.placement()
+        self.peers: list[PeerReplica] = [make_peer(url) for url in membership.urls if url != own_url]
+        self.listeners: list[Callable[[Members], None]] = []
+        self.follow: Callable[[PeerReplica], Callable[[], Awaitable[None]]] | None = None
+        self._stored = stored
+        self._hints = hints
+        self._make_peer = make_peer
+        self._stops: dict[str, Callable[[], Awaitable[None]]] = {}
+        self._closing: set[asyncio.Task[None]] = set()
+        self._fetching: set[str] = set()  # peers a newer membership is being fetched from
+
+    def start(self) -> None:
+        """Start what runs per peer; call inside the running event loop, once ``follow`` is set."""
+        for peer in self.peers:
+            self._follow(peer)
+
+    def _follow(self, peer: PeerReplica) -> None:
+        if self.follow is not None:
+            self._stops[peer.url] = self.follow(peer)
+
+    async def close(self) -> None:
+        for stop in self._stops.values():
+            await stop()
+        self._stops.clear()
+        for peer in self.peers:
+            await peer.close()
+        await asyncio.gather(*self._closing, return_exceptions=True)
+
+    def adopt(self, offered: Membership) -> None:
+        """Store ``offered`` and run with it from now on. Raises NotAdopted when it is of another cluster,
+        not newer than the one this node runs with, or leaves this node out."""
+        current = self.membership
+        if offered.cluster != current.cluster:
+            raise NotAdopted("it is another cluster's membership")
+        if offered.version <= current.version:
+            raise NotAdopted(f"version {offered.version} is not newer than this node's {current.version}")
+        if self.own_url not in offered.urls:
+            raise NotAdopted(
+                f"this node ({self.own_url}) is not a member of version {offered.version}: it was removed "
+                "or replaced; stop it, and wipe its data dir before it joins again"
+            )
+        self._stored.save(offered)  # before it takes effect: a node that crashes now restarts with it
+        old = {peer.url: peer for peer in self.peers}
+        self.membership, self.placement = offered, offered.placement()
+        self.peers = [
+            old.pop(url) if url in old else self._make_peer(url)
+            for url in offered.urls
+            if url != self.own_url
+        ]
+        for listener in self.listeners:
+            listener(self)
+        for peer in self.peers:
+            if peer.url not in self._stops:
+                self._follow(peer)
+        for url, peer in old.items():  # the peers no longer members
+            task = asyncio.get_running_loop().create_task(self._let_go(url, peer))
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+        log.info("runs with membership version %d from now on: %s", offered.version, ",".join(offered.urls))
+
+    async def _let_go(self, url: str, peer: PeerReplica) -> None:
+        stop = self._stops.pop(url, None)
+        if stop is not None:
+            await stop()
+        await peer.close()
+        dropped = self._hints.forget(url)
+        if dropped:
+            log.info("dropped %d hints for %s, no longer a member", dropped, url)
+
+    def heard_version(self, peer_url: str, version: int) -> None:
+        """A handshake with ``peer_url`` said its membership version: fetch it if it is newer."""
+        if version <= self.membership.version or peer_url in self._fetching:
+            return
+        peer = next((peer for peer in self.peers if peer.url == peer_url), None)
+        if peer is None:
+            return  # not a member in this node's view: it cannot be asked over a replica channel yet
+        self._fetching.add(peer_url)
+        task = asyncio.get_running_loop().create_task(self._fetch(peer))
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
+    async def _fetch(self, peer: PeerReplica) -> None:
+        try:
+            offered = Membership.decode(await peer.fetch_membership())
+            if offered.version > self.membership.version:
+                self.adopt(offered)
+        except NotAdopted as refusal:
+            log.warning("did not adopt the membership %s runs with: %s", peer.url, refusal)
+        except (ReplicaError, ValueError, StorageError) as error:  # tried again at the next handshake
+            log.warning("could not fetch the newer membership of %s: %s", peer.url, error)
+        finally:
+            self._fetching.discard(peer.url)
