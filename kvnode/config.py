@@ -29,6 +29,7 @@ class NodeConfig:
     speculative_ceiling_ms: int = 50  # the longest a speculative read waits before asking one more
     max_clock_skew_ms: int = 5000  # records stamped further ahead of the wall clock are refused
     clock_offset_ms: int = 0  # shifts this node's view of the wall clock (a testing aid)
+    crash_at: str = ""  # a point of a membership change where the node ends as kill -9 would (a testing aid)
     hint_window_s: int = 10800  # no hints for a replica down longer; older hints are dropped
     # Tombstones (and expired versions) are kept at least this long (docs/gc.md); no hint older is
     # delivered, so the hint window may not be longer.
@@ -60,6 +61,10 @@ class NodeConfig:
     # The URL the cluster list names this node by, when peers reach it at another address than
     # http://HOST:PORT (through a proxy, as loadtest's slow-replica scenario does); "" = http://HOST:PORT.
     advertise_url: str = ""
+    # Taking the place of a member down for good (kvnode.replace): the member to replace, and a member to
+    # learn the cluster from; "" = neither. Ignored once this node's data dir holds the membership.
+    join: str = ""
+    replace: str = ""
     # TLS (kvnode.tls): this node's certificate and key, and the CA every member's certificate is signed
     # by; all three or none. With them the node serves https:// only and its replica channel speaks TLS.
     tls_cert: Path | None = None
@@ -85,6 +90,15 @@ class NodeConfig:
                 f"--hint-window-s {self.hint_window_s} is longer than --gc-grace-s {self.gc_grace_s}: a "
                 f"deleted value could come back; make the hint window at most the grace period"
             )
+        if bool(self.join) != bool(self.replace):
+            raise ValueError(
+                "--join takes --replace MEMBER_URL (the member this node replaces): a node that adds "
+                "itself to the cluster is not built yet"
+            )
+        if self.replace and self.cluster:
+            raise ValueError("--join learns the members from the seed: leave --cluster out")
+        if self.replace and self.replace == self.url:
+            raise ValueError(f"--replace names this node's own URL {self.url}")
         tls_files = (self.tls_cert, self.tls_key, self.tls_ca)
         if any(tls_files) and not all(tls_files):
             raise ValueError("--tls-cert, --tls-key and --tls-ca go together")

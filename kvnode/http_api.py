@@ -127,6 +127,9 @@ async def get_status(request: web.Request) -> web.Response:
         "url": config.url,
         "pid": os.getpid(),
         "cluster": list(parts.membership.urls),
+        "tokens": list(parts.membership.tokens),
+        "cluster_id": parts.membership.cluster,  # what a node joining proves in its handshakes
+        "membership_version": parts.membership.version,
         "data": parts.rebuild.node_state().value,
     }
     return web.Response(text=json.dumps(body) + "\n", content_type="application/json")

@@ -13,6 +13,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
+from kvnode.crash_points import crash_point
 from kvnode.membership import Membership
 from kvnode.placement import Placement
 from kvnode.replica.errors import ReplicaError
@@ -41,8 +42,11 @@ class Members:
         stored: StoredMembership,
         hints: HintStore,
         make_peer: Callable[[str], PeerReplica],
+        crash_at: str = "",
     ) -> None:
+        """``crash_at``: the node's --crash-at (kvnode.crash_points)."""
         self.own_url = own_url
+        self.crash_at = crash_at
         self.membership = membership
         self.placement: Placement = membership.placement()
         self.peers: list[PeerReplica] = [make_peer(url) for url in membership.urls if url != own_url]
@@ -53,7 +57,7 @@ class Members:
         self._make_peer = make_peer
         self._stops: dict[str, Callable[[], Awaitable[None]]] = {}
         self._closing: set[asyncio.Task[None]] = set()
-        self._fetching: set[str] = set()  # peers a newer membership is being fetched from
+        self._exchanging: set[str] = set()  # peers a membership is being fetched from or offered to
 
     def start(self) -> None:
         """Start what runs per peer; call inside the running event loop, once ``follow`` is set."""
@@ -86,6 +90,7 @@ class Members:
                 "or replaced; stop it, and wipe its data dir before it joins again"
             )
         self._stored.save(offered)  # before it takes effect: a node that crashes now restarts with it
+        crash_point("adopt:stored", self.crash_at)
         old = {peer.url: peer for peer in self.peers}
         self.membership, self.placement = offered, offered.placement()
         self.peers = [
@@ -114,16 +119,26 @@ class Members:
             log.info("dropped %d hints for %s, no longer a member", dropped, url)
 
     def heard_version(self, peer_url: str, version: int) -> None:
-        """A handshake with ``peer_url`` said its membership version: fetch it if it is newer."""
-        if version <= self.membership.version or peer_url in self._fetching:
+        """A handshake with ``peer_url`` said its membership version: fetch the peer's if it is newer,
+        offer this node's if it is older (a member that missed a change learns it either way)."""
+        if version == self.membership.version or peer_url in self._exchanging:
             return
         peer = next((peer for peer in self.peers if peer.url == peer_url), None)
         if peer is None:
             return  # not a member in this node's view: it cannot be asked over a replica channel yet
-        self._fetching.add(peer_url)
-        task = asyncio.get_running_loop().create_task(self._fetch(peer))
+        self._exchanging.add(peer_url)
+        exchange = self._fetch(peer) if version > self.membership.version else self._offer(peer)
+        task = asyncio.get_running_loop().create_task(exchange)
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
+
+    async def _offer(self, peer: PeerReplica) -> None:
+        try:
+            await peer.offer_membership(self.membership.encode())
+        except ReplicaError as error:
+            log.warning("%s did not take membership version %d: %s", peer.url, self.membership.version, error)
+        finally:
+            self._exchanging.discard(peer.url)
 
     async def _fetch(self, peer: PeerReplica) -> None:
         try:
@@ -135,4 +150,4 @@ class Members:
         except (ReplicaError, ValueError, StorageError) as error:  # tried again at the next handshake
             log.warning("could not fetch the newer membership of %s: %s", peer.url, error)
         finally:
-            self._fetching.discard(peer.url)
+            self._exchanging.discard(peer.url)

@@ -29,13 +29,17 @@ from dataclasses import dataclass
 
 from kvnode.placement import Placement
 
-__all__ = ["Membership", "at_start", "cluster_identity"]
+__all__ = ["ChangeRefused", "Membership", "at_start", "cluster_identity"]
 
 
 def cluster_identity(first_members: Sequence[str]) -> str:
     """Names one cluster for its whole life: the hash of the list its first members started with (a node
     of another cluster with the same secret and URL is refused)."""
     return hashlib.sha256("\n".join(first_members).encode()).hexdigest()
+
+
+class ChangeRefused(Exception):
+    """A membership change that cannot be made; the message says why, in one line."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +66,16 @@ class Membership:
     def seeded(cls, first_members: Sequence[str]) -> Membership:
         """A new cluster's membership, from the list its first members start with."""
         return cls(cluster_identity(first_members), 1, tuple(first_members), tuple(first_members))
+
+    def replaced(self, member: str, newcomer: str) -> Membership:
+        """The next version, with ``newcomer`` in ``member``'s place: its position in the order and its
+        placement token, so that every key keeps its replicas but that one. Raises ChangeRefused."""
+        if newcomer in self.urls:
+            raise ChangeRefused(f"{newcomer} is a member already")
+        if member not in self.urls:
+            raise ChangeRefused(f"{member} is not a member (members: {','.join(self.urls)})")
+        urls = tuple(newcomer if url == member else url for url in self.urls)
+        return Membership(self.cluster, self.version + 1, urls, self.tokens)
 
     def placement(self) -> Placement:
         """Where keys go under this membership."""

@@ -14,6 +14,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client.aiohttp import make_aiohttp_handler
 
+from kvnode.membership import Membership
 from kvnode.parts import PARTS, NodeParts
 from kvnode.replica.peer import PeerReplica
 from kvnode.snapshot import ClockFigures, NodeSnapshot, RebuildFigures, RepairFigures
@@ -39,7 +40,7 @@ async def get_stats(request: web.Request) -> web.Response:
 async def get_cluster(request: web.Request) -> web.Response:
     parts = request.app[PARTS]
     await _probe(parts.peers, parts.config.timeout)
-    return _json(cluster_view(parts.config.url, parts.membership.urls, parts.snapshot()))
+    return _json(cluster_view(parts.config.url, parts.membership, parts.snapshot()))
 
 
 def stats_view(parts: NodeParts, snapshot: NodeSnapshot) -> dict[str, Any]:
@@ -75,12 +76,13 @@ def stats_view(parts: NodeParts, snapshot: NodeSnapshot) -> dict[str, Any]:
     }
 
 
-def cluster_view(url: str, members: Sequence[str], snapshot: NodeSnapshot) -> dict[str, Any]:
-    """The node's view of its cluster: each member's channel state as this node sees it, the state of its
-    data (as the member last said), this node's rebuild, and its hints by peer."""
+def cluster_view(url: str, membership: Membership, snapshot: NodeSnapshot) -> dict[str, Any]:
+    """The node's view of its cluster: the membership (members with their placement tokens), each
+    member's channel state as this node sees it, the state of its data (as the member last said), this
+    node's rebuild, and its hints by peer."""
     by_url = {peer.url: peer for peer in snapshot.peers}
     view = []
-    for member in members:
+    for member in membership.urls:
         peer = by_url.get(member)
         if peer is None:
             view.append(
@@ -110,7 +112,9 @@ def cluster_view(url: str, members: Sequence[str], snapshot: NodeSnapshot) -> di
     hints = snapshot.hints
     return {
         "node": url,
-        "cluster": list(members),
+        "cluster": list(membership.urls),
+        "tokens": list(membership.tokens),
+        "membership_version": membership.version,
         "members": view,
         "clock": _fence_view(snapshot.clock_fence),
         "gc": dataclasses.asdict(snapshot.gc),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
@@ -37,6 +38,7 @@ from kvnode.repair.rebuild import Rebuild
 from kvnode.repair.rebuild_state import NodeState
 from kvnode.repair.scheduler import AntiEntropy
 from kvnode.repair.upkeep import SummaryUpkeep
+from kvnode.replace import take_place
 from kvnode.replica import Replica, wire
 from kvnode.replica.auth import ClusterAuth, Introduction
 from kvnode.replica.hints import HintDelivery, HintStore
@@ -216,7 +218,8 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
         opened.callback(storage.close)
         system = SystemDb.open(config.data_dir)
         opened.callback(system.close)
-        membership = _membership_at_start(system, config)
+        limits = wire.Limits.for_body(config.max_body_bytes)
+        membership = await _membership_at_start(system, config, peer_ssl, limits)
         size = len(membership.urls)
         summaries = SummaryUpkeep(storage, system.summaries, config.url, membership.placement())
         summaries.start()
@@ -247,7 +250,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
         identities = Identities(config.url, membership, system.identity, system.peer_identities, peer_met)
         gate = PeerGate(
             _cluster_auth(config, membership),
-            wire.Limits.for_body(config.max_body_bytes),
+            limits,
             identities=identities,
             tls=config.tls,
         )
@@ -264,7 +267,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
                 identities=identities,
             )
 
-        members = Members(config.url, membership, system.membership, hints, make_peer)
+        members = Members(config.url, membership, system.membership, hints, make_peer, config.crash_at)
         fence.measure_peers = lambda: _measure_clocks(members.peers)
         local = LocalReplica(config.url, storage, fence, rebuild.node_state)
         coordinator = Coordinator(
@@ -291,9 +294,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             metrics=NodeMetrics(),
             loop_lag=LoopLagMonitor(),
             uploads=Uploads(config.body_timeout_s),
-            replica_server=ReplicaServer(
-                gate, storage, clock, fence, summaries, rebuild.node_state, lambda: members.membership
-            ),
+            replica_server=ReplicaServer(gate, storage, clock, fence, summaries, rebuild.node_state, members),
             summaries=summaries,
             gc=TombstoneGc(
                 storage,
@@ -366,14 +367,23 @@ def _cluster_auth(config: NodeConfig, membership: Membership) -> ClusterAuth | N
     return ClusterAuth(config.cluster_secret, membership.cluster, config.url)
 
 
-def _membership_at_start(system: SystemDb, config: NodeConfig) -> Membership:
-    """The stored membership; at the first start, the one --cluster seeds, stored before it is used."""
+async def _membership_at_start(
+    system: SystemDb, config: NodeConfig, peer_ssl: ssl.SSLContext | None, limits: wire.Limits
+) -> Membership:
+    """The stored membership; at the first start, the one --cluster seeds, stored before it is used, or
+    with --replace the one this node takes a member's place in (raises ChangeRefused)."""
     try:
         stored = system.membership.load()
     except ValueError as error:
         unreadable = f"the stored membership in {config.data_dir} is unreadable: {error}"
         raise StorageUnavailable(unreadable) from None
-    membership, warning = at_start(stored, config.members)
+    if config.replace:
+        if stored is None:
+            return await take_place(config, system, peer_ssl, limits)
+        log.info("a member already (membership version %d): --join and --replace are ignored", stored.version)
+        membership, warning = stored, ""
+    else:
+        membership, warning = at_start(stored, config.members)
     if stored is None:
         system.membership.save(membership)
     if warning:

@@ -22,6 +22,7 @@ from kvnode import memory
 from kvnode.client_auth import BadTokensFile
 from kvnode.config import NodeConfig, node_url
 from kvnode.connections import GuardedRunner, raise_descriptor_limit
+from kvnode.membership import ChangeRefused
 from kvnode.node import create_app
 from kvnode.parts import NodeParts, open_parts
 from kvnode.storage import StorageUnavailable
@@ -54,7 +55,7 @@ async def _serve(config: NodeConfig) -> int:
         try:
             parts = await stack.enter_async_context(open_parts(config))
             ssl_context = server_context(config)
-        except (StorageUnavailable, TlsUnusable, BadTokensFile) as error:
+        except (StorageUnavailable, TlsUnusable, BadTokensFile, ChangeRefused) as error:
             print(f"kvnode: {error}", file=sys.stderr)
             return 2
         runner = GuardedRunner(

@@ -20,6 +20,7 @@ from typing import BinaryIO, cast
 
 import pytest
 
+from kvnode.membership import cluster_identity
 from kvnode.records import Record
 from kvnode.storage import Storage
 from tests.harness import ClusterFactory, Node, Response, launch_cluster, read_chunks, request, wait_for
@@ -87,6 +88,9 @@ def test_status_answers_200_naming_the_node(shared: Node) -> None:
         "url": shared.url,
         "pid": shared.pid,
         "cluster": [shared.url],
+        "tokens": [shared.url],
+        "cluster_id": cluster_identity([shared.url]),
+        "membership_version": 1,
         "data": "serving",
     }
 

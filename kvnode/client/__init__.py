@@ -326,10 +326,14 @@ class Client:
         """Take a ``/v0/cluster`` view (or ``/v0/status``, which has no reachability): read it whole
         first, so that a bad one changes nothing."""
         members = [str(url) for url in view["cluster"]]
+        tokens = [str(token) for token in view.get("tokens", members)]
         unreachable = [str(member["url"]) for member in view.get("members", []) if not member["reachable"]]
         routing = self._members
-        if routing is None or routing.placement.nodes != tuple(members):
-            fresh = Members(members)
+        if routing is None or (routing.placement.nodes, routing.placement.tokens) != (
+            tuple(members),
+            tuple(tokens),
+        ):
+            fresh = Members(members, tokens)
             if routing is not None:  # what the client learnt of members still in the cluster stays
                 fresh.demoted_until = {url: t for url, t in routing.demoted_until.items() if url in members}
                 fresh.resting_until = {url: t for url, t in routing.resting_until.items() if url in members}

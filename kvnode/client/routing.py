@@ -16,8 +16,9 @@ _BACKOFF_S = 0.1  # before asking a member again within one call
 class Members:
     """The cluster as the client sees it: the placement, and when each member may be asked again."""
 
-    def __init__(self, members: Sequence[str]) -> None:
-        self.placement = Placement(members)
+    def __init__(self, members: Sequence[str], tokens: Sequence[str] = ()) -> None:
+        """``tokens``: each member's placement token, as the nodes say (by default its URL)."""
+        self.placement = Placement(members, tokens)
         self.demoted_until: dict[str, float] = {}  # failed: tried after the others until then
         self.resting_until: dict[str, float] = {}  # answered 503: not asked before then
 

@@ -156,6 +156,7 @@ def _status(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     members = [{**member, "hints_pending": pending.get(member["url"], 0)} for member in view["members"]]
     return {
         "node": view["node"],
+        "membership_version": view["membership_version"],
         "members": members,
         "clock": view["clock"],
         "gc": view["gc"],
@@ -164,7 +165,7 @@ def _status(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _ring(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
-    placement = Placement(view["cluster"])
+    placement = _placement(view)
     firsts = dict.fromkeys(placement.nodes, 0)
     for i in range(_SHARE_SAMPLE):
         firsts[placement.order(b"share-sample-%d" % i)[0]] += 1
@@ -179,7 +180,7 @@ def _ring(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
 
 def _locate(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     members = {member["url"]: member for member in view["members"]}
-    order = Placement(view["cluster"]).order(args.key.encode("utf-8"))
+    order = _placement(view).order(args.key.encode("utf-8"))
     return {
         "node": view["node"],
         "key": args.key,
@@ -188,6 +189,11 @@ def _locate(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
             for rank, url in enumerate(order, 1)
         ],
     }
+
+
+def _placement(view: dict[str, Any]) -> Placement:
+    """The placement the node uses: its members, scored by their tokens."""
+    return Placement(view["cluster"], view["tokens"])
 
 
 def _hints(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:

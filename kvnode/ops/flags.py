@@ -19,7 +19,8 @@ from typing import Any, NoReturn, get_args
 
 from kvnode.client_auth import read_tokens_file
 from kvnode.config import FanoutMode, NodeConfig
-from kvnode.ops.argtypes import host, http_urls, integer, non_negative_int, port, positive_int
+from kvnode.crash_points import CRASH_POINTS
+from kvnode.ops.argtypes import host, http_url, http_urls, integer, non_negative_int, port, positive_int
 from kvnode.ops.cluster_config import ClusterConfig
 from kvnode.replica.auth import MIN_SECRET_BYTES
 
@@ -48,6 +49,17 @@ def _fanout(text: str) -> str:
     modes = get_args(FanoutMode)
     if text not in modes:
         raise argparse.ArgumentTypeError(f"fanout is one of {', '.join(modes)}, got {text!r}")
+    return text
+
+
+def _url_or_none(text: str) -> str:
+    """A URL flag that may be unset ("": argparse passes a string default through ``type`` too)."""
+    return http_url(text) if text else ""
+
+
+def _crash_point(text: str) -> str:
+    if text and text not in CRASH_POINTS:
+        raise argparse.ArgumentTypeError(f"a crash point is one of {', '.join(CRASH_POINTS)}, got {text!r}")
     return text
 
 
@@ -225,6 +237,21 @@ _NODE = [
         "URL",
     ),
     _Flag(
+        "--join",
+        _url_or_none,
+        _DEFAULTS.join,
+        "with --replace: a member to learn the cluster from (the node then needs the cluster's secret)",
+        "SEED_URL",
+    ),
+    _Flag(
+        "--replace",
+        _url_or_none,
+        _DEFAULTS.replace,
+        "take the place of this member, down for good: this node gets its position in placement and "
+        "rebuilds its data from the other replicas (with --join)",
+        "MEMBER_URL",
+    ),
+    _Flag(
         "--tls-cert",
         Path,
         None,
@@ -248,6 +275,14 @@ _NODE = [
         integer,
         _DEFAULTS.clock_offset_ms,
         "testing aid: shift this node's view of the wall clock by this many milliseconds (may be negative)",
+    ),
+    _Flag(
+        "--crash-at",
+        _crash_point,
+        _DEFAULTS.crash_at,
+        f"testing aid: end the process as kill -9 would at this point of a membership change "
+        f"({', '.join(CRASH_POINTS)})",
+        "POINT",
     ),
     *_SHARED,
 ]

@@ -11,7 +11,6 @@ client traffic keeps its share of the loop and of the channel's bounds.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import time
@@ -223,7 +222,7 @@ class AntiEntropy:
         if not self._upkeep.ready.is_set():
             outcome.reason = "this node's summaries are being rebuilt after a crash"
             return
-        if not await _reachable(peer):
+        if not await peer.reach(_CONNECT_WAIT_S):
             outcome.reason = "unreachable"
             return
         started = self._clock.now()  # what this node holds from here on, the peer will hold too
@@ -340,13 +339,3 @@ class AntiEntropy:
         totals.sent += outcome.sent
         totals.received += outcome.received
         totals.refused += outcome.refused
-
-
-async def _reachable(peer: PeerReplica) -> bool:
-    if peer.connected:
-        return True
-    peer.probe()
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(_CONNECT_WAIT_S):
-            await peer.became_connected.wait()
-    return peer.connected

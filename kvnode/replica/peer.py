@@ -141,6 +141,20 @@ class PeerReplica:
         assert isinstance(payload, bytes)
         return payload
 
+    async def offer_membership(self, encoded: bytes) -> None:
+        """Ask the peer to run with a newer membership (kvnode.replace); ReplicaRejected says why not."""
+        await self._call(wire.Op.ADOPT, b"", encoded, "membership")
+
+    async def reach(self, wait_s: float) -> bool:
+        """Whether the channel is open or opens within ``wait_s`` (a connect attempt started if need be)."""
+        if self.connected:
+            return True
+        self.probe()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(wait_s):
+                await self.became_connected.wait()
+        return self.connected
+
     # --- for operators and the hint delivery ----------------------------------------------------------
 
     @property
@@ -387,7 +401,7 @@ class PeerReplica:
             self._life.failed(self._loop.time())
 
 
-_REPAIR_ANSWERS = {
+_PAYLOAD_ANSWERS = {
     wire.Op.BRANCHES: wire.Status.HASHES,
     wire.Op.SEGMENTS: wire.Status.HASHES,
     wire.Op.LIST: wire.Status.LISTING,
@@ -413,8 +427,8 @@ def _answer_of(op: wire.Op, reply: wire.ReplicaReply) -> object:
     elif op is wire.Op.CLOCK:
         if status is wire.Status.CLOCK:
             return wire.decode_clock(reply.payload)
-    elif op in _REPAIR_ANSWERS:
-        if status is _REPAIR_ANSWERS[op]:
+    elif op in _PAYLOAD_ANSWERS:
+        if status is _PAYLOAD_ANSWERS[op]:
             return reply.payload
     elif status is wire.Status.STORED:
         return None

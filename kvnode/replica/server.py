@@ -27,6 +27,7 @@ from aiohttp import WSMsgType, web
 
 from kvnode.clock import HybridClock
 from kvnode.clock_fence import ClockFence
+from kvnode.members import Members, NotAdopted
 from kvnode.membership import Membership
 from kvnode.records import CorruptRecord, decode
 from kvnode.repair import answers as repair_answers
@@ -74,11 +75,13 @@ class ReplicaServer:
         fence: ClockFence,
         summaries: SummaryUpkeep,
         node_state: Callable[[], NodeState],
-        membership: Callable[[], Membership],
+        members: Members,
     ) -> None:
         self.gate = gate
         self._storage = storage
-        self._answers = CallAnswers(clock, fence, summaries, node_state, membership)
+        self._answers = CallAnswers(
+            clock, fence, summaries, node_state, lambda: members.membership, members.adopt
+        )
         self._channels: set[web.WebSocketResponse] = set()
 
     def add_routes(self, app: web.Application) -> None:
@@ -132,6 +135,7 @@ class CallAnswers:
     summaries: SummaryUpkeep
     node_state: Callable[[], NodeState]
     membership: Callable[[], Membership]  # the one the node runs with
+    adopt: Callable[[Membership], None]  # run with a newer one (kvnode.members.Members.adopt)
 
     def answer_calls(self, storage: Storage, calls: list[wire.CallRequest]) -> list[bytes]:
         """The replies to one frame's calls, in order, once their writes are stored: together, in one
@@ -165,6 +169,8 @@ class CallAnswers:
                 return wire.encode_reply(call.call_id, wire.Status.CLOCK, clock)
             if call.op is wire.Op.MEMBERSHIP:
                 return wire.encode_reply(call.call_id, wire.Status.MEMBERSHIP, self.membership().encode())
+            if call.op is wire.Op.ADOPT:
+                return self._adopt(call)
             record = decode(call.record)
             if not self.fence.acceptable(record.timestamp):
                 reason = (
@@ -178,6 +184,15 @@ class CallAnswers:
             return wire.encode_reply(call.call_id, wire.Status.NEWER, wire.encode_timestamp(held.timestamp))
         except (CorruptRecord, StorageError) as error:
             return wire.encode_reply(call.call_id, wire.Status.FAILED, str(error).encode())
+
+    def _adopt(self, call: wire.CallRequest) -> bytes:
+        try:
+            offered = Membership.decode(call.record)
+            if offered != self.membership():  # the same one again: a change resumed after a crash
+                self.adopt(offered)
+        except (ValueError, NotAdopted, StorageError) as error:
+            return wire.encode_reply(call.call_id, wire.Status.FAILED, str(error).encode())
+        return wire.encode_reply(call.call_id, wire.Status.STORED)
 
     def answer_repair(self, storage: Storage, call: wire.CallRequest) -> bytes:
         """Answer one of anti-entropy's calls (kvnode.repair.answers)."""

@@ -123,6 +123,7 @@ class Op(enum.IntEnum):
     LIST = 6  # record = encode_list_request: answered LISTING, one page of those segments' keys
     FETCH = 7  # a READ for anti-entropy: answered even while the node rebuilds (its versions count too)
     MEMBERSHIP = 8  # no key, no record: answered MEMBERSHIP, the membership the node runs with
+    ADOPT = 9  # record = a newer membership, encoded: answered STORED once the node runs with it
 
 
 class Status(enum.IntEnum):
@@ -138,6 +139,8 @@ class Status(enum.IntEnum):
     NOT_READY = 10
     MEMBERSHIP = 11  # kvnode.membership.Membership.encode
 
+
+_KEYLESS = frozenset({Op.CLOCK, Op.MEMBERSHIP, Op.ADOPT})  # calls about the node, not a key
 
 # By wire value: a dict lookup costs a tenth of calling the enum class.
 _OPS = {int(op): op for op in Op}
@@ -294,7 +297,7 @@ def decode_calls(frame: bytes, limits: Limits | None = None) -> list[CallRequest
         if kind is None:
             raise WireError(f"unknown op {op}")
         if limits is not None:
-            if not 0 < key_len <= MAX_KEY_BYTES and kind is not Op.CLOCK:
+            if not 0 < key_len <= MAX_KEY_BYTES and kind not in _KEYLESS:
                 raise WireError(f"key of {key_len} bytes (1 to {MAX_KEY_BYTES} allowed)")
             if end - key_end > limits.max_record:
                 raise WireError(f"record of {end - key_end} bytes, more than {limits.max_record}")

@@ -1,0 +1,23 @@
+"""Points of a membership change where a test makes the node end as ``kill -9`` would (``--crash-at``):
+nothing after the point runs, not even a log line, so the test sees what a real crash there leaves.
+
+- ``replace:claimant-took``: the node replacing a member, once the claimant took the change and before
+  this node stored it (kvnode.replace);
+- ``replace:stored``: the same node, once it stored the change and before it offered it to the others;
+- ``adopt:stored``: any member, once it stored a membership offered to it and before it runs with it
+  (kvnode.members).
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["CRASH_POINTS", "crash_point"]
+
+CRASH_POINTS = ("replace:claimant-took", "replace:stored", "adopt:stored")
+
+
+def crash_point(point: str, crash_at: str) -> None:
+    """End the process now if ``crash_at`` (the node's ``--crash-at``) names ``point``."""
+    if crash_at == point:
+        os._exit(137)  # the status a SIGKILL gives; no cleanup, no buffered output

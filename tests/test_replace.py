@@ -1,0 +1,240 @@
+"""Replacing a member that is down for good (``node --join SEED --replace MEMBER``), with real nodes: the
+newcomer takes the member's place in placement, every member moves to the new membership, the newcomer
+rebuilds what it owns, and no acknowledged write is lost on the way, under a writer."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from kvnode.config import NodeConfig
+from kvnode.ops.flags import SECRET_ENV
+from kvnode.ops.processes import NodeStartError, free_ports
+from kvnode.placement import Placement
+from tests.harness import (
+    Cluster,
+    ClusterFactory,
+    Node,
+    assert_exit_2_with_one_line,
+    clean_env,
+    run_kvnode,
+    wait_for,
+)
+
+SECRET = "replace-test-secret-" * 2
+
+
+def newcomer(cluster: Cluster, tmp_path: Path, replaces: str, name: str = "newcomer") -> Node:
+    """A node, not yet started, that joins through the cluster's first node and replaces ``replaces``."""
+    [port] = free_ports(1)
+    base = cluster[0].config
+    config = NodeConfig(
+        port=port,
+        data_dir=tmp_path / name,
+        join=cluster[0].url,
+        replace=replaces,
+        cluster_secret=base.cluster_secret,
+        cluster_secret_file=base.cluster_secret_file,
+        timeout_ms=base.timeout_ms,
+    )
+    return Node(config, tmp_path / f"{name}.log")
+
+
+class Writer:
+    """Writes fresh keys through one node (ack=2) until stopped; keeps the ones acknowledged."""
+
+    def __init__(self, node: Node, label: str) -> None:
+        self.acknowledged: list[str] = []
+        self._node, self._label = node, label
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Writer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def _run(self) -> None:
+        count = 0
+        while not self._stop.is_set() and count < 5_000:
+            key = f"{self._label}-{count}"
+            count += 1
+            if self._node.put(key, key.encode(), ack=2).status == 201:
+                self.acknowledged.append(key)
+
+
+def local_keys(node: Node) -> set[str]:
+    return {key.decode() for key, _ in node.scan("0")}  # every key of these tests sorts after "0"
+
+
+def status_of(node: Node) -> dict[str, object]:
+    status = node.status()
+    assert status is not None, f"{node.url} does not answer"
+    return status
+
+
+def test_a_member_down_for_good_is_replaced_without_losing_an_acknowledged_write(
+    start_cluster: ClusterFactory, tmp_path: Path
+) -> None:
+    cluster = start_cluster(3, cluster_secret=SECRET)
+    before = [f"before-{i}" for i in range(300)]
+    for key in before:
+        assert cluster[0].put(key, key.encode(), ack=3).status == 201
+    dead = cluster[2]
+    dead.kill()  # for good: its data dir is never used again
+    new = newcomer(cluster, tmp_path, dead.url)
+    with Writer(cluster[0], "during") as writer:
+        wait_for(lambda: len(writer.acknowledged) >= 50, what="writes acknowledged with a member down")
+        new.start()
+        wait_for(lambda: status_of(new)["data"] == "serving", what="the newcomer rebuilt")
+        wait_for(lambda: len(writer.acknowledged) >= 100, what="writes acknowledged after the change")
+    members = [cluster[0].url, cluster[1].url, new.url]  # the newcomer in the dead member's place
+    survivors = [cluster[0], cluster[1], new]
+    for node in survivors:
+        wait_for(
+            lambda node=node: status_of(node)["membership_version"] == 2, what=f"{node.url} at version 2"
+        )
+        assert status_of(node)["cluster"] == members
+    acknowledged = before + writer.acknowledged
+    # The newcomer holds every key itself (with from = 3 every member holds every key), before any client
+    # reads one (a read would repair it).
+    wait_for(lambda: set(acknowledged) <= local_keys(new), what="every acknowledged key on the newcomer")
+    for node in survivors:
+        missing = [key for key in acknowledged if node.get(key).body != key.encode()]
+        assert not missing, f"{len(missing)} acknowledged keys do not read through {node.url}: {missing[:5]}"
+    # It took the dead member's place: every key has the same replicas but for that one.
+    old, now = Placement([node.url for node in cluster]), Placement(members, [node.url for node in cluster])
+    for key in acknowledged[:200]:
+        assert now.order(key.encode()) == [
+            new.url if url == dead.url else url for url in old.order(key.encode())
+        ]
+
+
+def test_a_replace_is_refused_in_one_line_when_it_cannot_be_made(
+    start_cluster: ClusterFactory, tmp_path: Path
+) -> None:
+    cluster = start_cluster(3, cluster_secret=SECRET)
+    env = clean_env(**{SECRET_ENV: SECRET})
+
+    def replace(member: str) -> str:
+        [port] = free_ports(1)
+        args = ["node", "--port", str(port), "--data-dir", str(tmp_path / f"r-{port}")]
+        return assert_exit_2_with_one_line(
+            run_kvnode([*args, "--join", cluster[0].url, "--replace", member], tmp_path, env)
+        )
+
+    assert "answers: a member that is up is not replaced; stop it first" in replace(cluster[2].url)
+    assert "is not a member" in replace("http://127.0.0.1:9")
+    cluster[2].stop()
+    cluster[1].stop()
+    assert f"a replace needs every other member; unreachable: {cluster[1].url}" in replace(cluster[2].url)
+    cluster[1].start()
+    wrong = assert_exit_2_with_one_line(
+        run_kvnode(
+            ["node", "--port", "9", "--data-dir", str(tmp_path / "x"), "--join", cluster[0].url],
+            tmp_path,
+            env,
+        )
+    )
+    assert "--join takes --replace" in wrong
+    assert status_of(cluster[0])["membership_version"] == 1  # nothing changed
+
+
+def test_a_newcomer_killed_while_it_rebuilds_finishes_when_started_again(
+    start_cluster: ClusterFactory, tmp_path: Path
+) -> None:
+    cluster = start_cluster(3, cluster_secret=SECRET, repair_rate=200)
+    keys = [f"k-{i}" for i in range(1_000)]
+    for key in keys:
+        assert cluster[0].put(key, key.encode(), ack=3).status == 201
+    dead = cluster[2]
+    dead.kill()
+    slow = newcomer(cluster, tmp_path, dead.url)
+    new = Node(dataclasses.replace(slow.config, repair_rate=200), slow.log_path)
+    new.start()
+    assert status_of(new)["data"] == "rebuilding"
+    new.kill()  # at 200 records a second its 1,000 keys take 5 s
+    new.start()  # the same flags: it is a member now, and its data dir says it rebuilds
+    assert status_of(new)["membership_version"] == 2
+    wait_for(lambda: status_of(new)["data"] == "serving", what="the newcomer rebuilt after its restart")
+    missing = set(keys) - local_keys(new)
+    assert not missing, f"{len(missing)} keys missing on the newcomer"
+    assert "ignored" in new.log_path.read_text()
+
+
+def crashing(node: Node, point: str) -> Node:
+    """``node``, to be started with --crash-at POINT."""
+    return Node(dataclasses.replace(node.config, crash_at=point), node.log_path)
+
+
+def start_crashing(node: Node) -> None:
+    with pytest.raises(NodeStartError):
+        node.start()
+    assert node.process is not None and node.process.wait(30) == 137
+
+
+def versions(nodes: list[Node]) -> list[object]:
+    return [status_of(node)["membership_version"] for node in nodes]
+
+
+@pytest.mark.parametrize("point", ["replace:claimant-took", "replace:stored"])
+def test_a_newcomer_killed_during_the_change_completes_it_when_started_again(
+    start_cluster: ClusterFactory, tmp_path: Path, point: str
+) -> None:
+    cluster = start_cluster(3, cluster_secret=SECRET)
+    keys = [f"k-{i}" for i in range(200)]
+    for key in keys:
+        assert cluster[0].put(key, key.encode(), ack=3).status == 201
+    cluster[2].kill()
+    new = newcomer(cluster, tmp_path, cluster[2].url)
+    start_crashing(crashing(new, point))
+    # The claimant (the first other member) took the change; the other member was not offered it yet.
+    assert versions([cluster[0], cluster[1]]) == [2, 1]
+    new.start()  # the same flags, without the crash
+    members = [cluster[0].url, cluster[1].url, new.url]
+    for node in (cluster[0], cluster[1], new):
+        wait_for(lambda node=node: status_of(node)["cluster"] == members, what=f"{node.url} moved on")
+    wait_for(lambda: status_of(new)["data"] == "serving", what="the newcomer rebuilt")
+    assert set(keys) <= local_keys(new)
+    for node in (cluster[0], cluster[1], new):
+        assert all(node.get(key).body == key.encode() for key in keys)
+
+
+def test_a_claimant_killed_as_it_takes_the_change_finishes_it_when_both_start_again(
+    start_cluster: ClusterFactory, tmp_path: Path
+) -> None:
+    cluster = start_cluster(3, cluster_secret=SECRET)
+    keys = [f"k-{i}" for i in range(200)]
+    for key in keys:
+        assert cluster[0].put(key, key.encode(), ack=3).status == 201
+    cluster[2].kill()
+    claimant = cluster[0]
+    claimant.stop()
+    doomed = crashing(claimant, "adopt:stored")
+    doomed.start()
+    new = newcomer(cluster, tmp_path, cluster[2].url)
+    refused = assert_exit_2_with_one_line(run_node(new))
+    assert f"the claimant {claimant.url} did not take the change" in refused
+    assert doomed.process is not None and doomed.process.wait(30) == 137
+    claimant.start()  # it stored the change before it died: it comes back with it
+    assert status_of(claimant)["cluster"] == [claimant.url, cluster[1].url, new.url]
+    new.start()
+    members = [claimant.url, cluster[1].url, new.url]
+    for node in (claimant, cluster[1], new):
+        wait_for(lambda node=node: status_of(node)["cluster"] == members, what=f"{node.url} moved on")
+    wait_for(lambda: status_of(new)["data"] == "serving", what="the newcomer rebuilt")
+    assert set(keys) <= local_keys(new)
+
+
+def run_node(node: Node) -> subprocess.CompletedProcess[str]:
+    """Run ``node`` to completion as a user's shell would (for a node that must refuse to start)."""
+    return subprocess.run(
+        node.argv, env=clean_env(**node.extra_env), capture_output=True, text=True, timeout=60, check=False
+    )
