@@ -61,8 +61,9 @@ class NodeConfig:
     # The URL the cluster list names this node by, when peers reach it at another address than
     # http://HOST:PORT (through a proxy, as loadtest's slow-replica scenario does); "" = http://HOST:PORT.
     advertise_url: str = ""
-    # Taking the place of a member down for good (kvnode.replace): the member to replace, and a member to
-    # learn the cluster from; "" = neither. Ignored once this node's data dir holds the membership.
+    # Becoming a member (kvnode.joining): a member to learn the cluster from, and the member down for
+    # good whose place this node takes ("" = join as a member more). Ignored once the data dir holds the
+    # membership.
     join: str = ""
     replace: str = ""
     # TLS (kvnode.tls): this node's certificate and key, and the CA every member's certificate is signed
@@ -90,12 +91,9 @@ class NodeConfig:
                 f"--hint-window-s {self.hint_window_s} is longer than --gc-grace-s {self.gc_grace_s}: a "
                 f"deleted value could come back; make the hint window at most the grace period"
             )
-        if bool(self.join) != bool(self.replace):
-            raise ValueError(
-                "--join takes --replace MEMBER_URL (the member this node replaces): a node that adds "
-                "itself to the cluster is not built yet"
-            )
-        if self.replace and self.cluster:
+        if self.replace and not self.join:
+            raise ValueError("--replace takes --join SEED_URL (a member to learn the cluster from)")
+        if self.join and self.cluster:
             raise ValueError("--join learns the members from the seed: leave --cluster out")
         if self.replace and self.replace == self.url:
             raise ValueError(f"--replace names this node's own URL {self.url}")

@@ -73,7 +73,8 @@ class Coordinator:
         local: Replica,
         fence: ClockFence,
     ) -> None:
-        self.placement = placement
+        self.placement = placement  # where keys are written
+        self._reads: Placement | None = None  # where they are read, while members join
         self._replicas = replicas
         self._local = local
         self._fanout = fanout
@@ -82,13 +83,15 @@ class Coordinator:
         self._fence = fence
         self.stats = CoordinatorStats()
 
-    def use(self, placement: Placement, replicas: Mapping[str, Replica]) -> None:
-        """Place keys on another membership's replicas from the next request on (kvnode.members)."""
-        self.placement, self._replicas = placement, replicas
+    def use(self, placement: Placement, replicas: Mapping[str, Replica], reads: Placement | None) -> None:
+        """Place keys on another membership's replicas from the next request on (kvnode.members): writes
+        by ``placement``, reads by ``reads`` while members join (None: by ``placement``)."""
+        self.placement, self._replicas, self._reads = placement, replicas, reads
 
     @property
     def cluster_size(self) -> int:
-        return len(self.placement)
+        """The members that count for a quorum: those not joining."""
+        return len(self._reads or self.placement)
 
     async def get(self, key: bytes, quorum: Quorum) -> Record | None:
         """The newest version among ack replicas (a tombstone or an expired one included: it still hides
@@ -120,10 +123,10 @@ class Coordinator:
 
     def _copies(self, quorum: Quorum) -> int:
         """What a record says of its replicas: their count when fewer than every member, else 0."""
-        return quorum.replicas if quorum.replicas < len(self.placement) else 0
+        return quorum.replicas if quorum.replicas < self.cluster_size else 0
 
     async def _write(self, key: bytes, record: Record, quorum: Quorum) -> None:
-        replicas = self._replicas_for(key, quorum)
+        replicas, quorum = self._write_targets(key, quorum)
         answers = await self._write_to(replicas, key, record, quorum)
         held = max((timestamp for timestamp in answers if timestamp is not None), default=None)
         if held is None:
@@ -190,7 +193,22 @@ class Coordinator:
         self.stats.read_repairs += 1
 
     def _replicas_for(self, key: bytes, quorum: Quorum) -> list[Replica]:
-        return [self._replicas[url] for url in self.placement.replicas_for(key, quorum.replicas)]
+        """A read's replicas: the key's owners."""
+        placement = self._reads or self.placement
+        return [self._replicas[url] for url in placement.replicas_for(key, quorum.replicas)]
+
+    def _write_targets(self, key: bytes, quorum: Quorum) -> tuple[list[Replica], Quorum]:
+        """A write's replicas and quorum: the key's owners, and while members join, the members that will
+        own it too (pending), which must confirm as well (Cassandra's pending ranges: ack + pending). A
+        record for every member (``from`` = the cluster size) is one for the members joining too."""
+        reads = self._reads
+        if reads is None:
+            return self._replicas_for(key, quorum), quorum
+        owners = reads.replicas_for(key, quorum.replicas)
+        future = len(self.placement) if quorum.replicas == len(reads) else quorum.replicas
+        pending = [url for url in self.placement.replicas_for(key, future) if url not in owners]
+        targets = [self._replicas[url] for url in (*owners, *pending)]
+        return targets, Quorum(quorum.ack + len(pending), quorum.replicas + len(pending))
 
 
 R = TypeVar("R", bound=Patient)

@@ -1,9 +1,11 @@
 """Points of a membership change where a test makes the node end as ``kill -9`` would (``--crash-at``):
 nothing after the point runs, not even a log line, so the test sees what a real crash there leaves.
 
-- ``replace:claimant-took``: the node replacing a member, once the claimant took the change and before
-  this node stored it (kvnode.replace);
-- ``replace:stored``: the same node, once it stored the change and before it offered it to the others;
+- ``change:claimant-took``: the node joining or replacing a member, once the claimant took the change
+  and before this node stored it (kvnode.joining; a join's last step too);
+- ``change:stored``: the same node, once it stored the change and before it offered it to the others;
+- ``settle:claimant-took``, ``settle:stored``: the same two points of a join's last step, which makes
+  the node that joined a member like the others;
 - ``adopt:stored``: any member, once it stored a membership offered to it and before it runs with it
   (kvnode.members).
 """
@@ -14,7 +16,13 @@ import os
 
 __all__ = ["CRASH_POINTS", "crash_point"]
 
-CRASH_POINTS = ("replace:claimant-took", "replace:stored", "adopt:stored")
+CRASH_POINTS = (
+    "change:claimant-took",
+    "change:stored",
+    "settle:claimant-took",
+    "settle:stored",
+    "adopt:stored",
+)
 
 
 def crash_point(point: str, crash_at: str) -> None:

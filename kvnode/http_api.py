@@ -130,6 +130,7 @@ async def get_status(request: web.Request) -> web.Response:
         "tokens": list(parts.membership.tokens),
         "cluster_id": parts.membership.cluster,  # what a node joining proves in its handshakes
         "membership_version": parts.membership.version,
+        "joining": sorted(parts.membership.joining),
         "data": parts.rebuild.node_state().value,
     }
     return web.Response(text=json.dumps(body) + "\n", content_type="application/json")

@@ -10,6 +10,7 @@ kvnode.parts registers them (:attr:`Members.listeners`), before the next request
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -58,6 +59,8 @@ class Members:
         self._stops: dict[str, Callable[[], Awaitable[None]]] = {}
         self._closing: set[asyncio.Task[None]] = set()
         self._exchanging: set[str] = set()  # peers a membership is being fetched from or offered to
+        self._peer_versions: dict[str, int] = {}  # as each peer last said, or took from this node
+        self._versions_heard = asyncio.Event()
 
     def start(self) -> None:
         """Start what runs per peer; call inside the running event loop, once ``follow`` is set."""
@@ -103,6 +106,8 @@ class Members:
         for peer in self.peers:
             if peer.url not in self._stops:
                 self._follow(peer)
+            if self._peer_versions.get(peer.url, 0) < offered.version:
+                self._compare_with(peer.url)  # it may not have this version yet: pass it on
         for url, peer in old.items():  # the peers no longer members
             task = asyncio.get_running_loop().create_task(self._let_go(url, peer))
             self._closing.add(task)
@@ -118,36 +123,50 @@ class Members:
         if dropped:
             log.info("dropped %d hints for %s, no longer a member", dropped, url)
 
+    async def peers_at(self, version: int) -> None:
+        """Return once every peer runs with ``version`` or a newer one, as far as this node heard (a
+        handshake, or an offer it took): the progress barrier of a join."""
+        while any(self._peer_versions.get(peer.url, 0) < version for peer in self.peers):
+            for peer in self.peers:
+                peer.probe()  # a peer not connected says its version when it is
+            self._versions_heard.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._versions_heard.wait(), 1.0)
+
+    def _heard(self, peer_url: str, version: int) -> None:
+        self._peer_versions[peer_url] = version
+        self._versions_heard.set()
+
     def heard_version(self, peer_url: str, version: int) -> None:
-        """A handshake with ``peer_url`` said its membership version: fetch the peer's if it is newer,
-        offer this node's if it is older (a member that missed a change learns it either way)."""
-        if version == self.membership.version or peer_url in self._exchanging:
-            return
+        """A handshake with ``peer_url`` said its membership version: if it differs from this node's,
+        compare the two (a member that missed a change learns it either way)."""
+        self._heard(peer_url, version)
+        if version != self.membership.version:
+            self._compare_with(peer_url)
+
+    def _compare_with(self, peer_url: str) -> None:
         peer = next((peer for peer in self.peers if peer.url == peer_url), None)
-        if peer is None:
-            return  # not a member in this node's view: it cannot be asked over a replica channel yet
+        if peer is None or peer_url in self._exchanging:
+            return  # not a member in this node's view (it cannot be asked yet), or under way
         self._exchanging.add(peer_url)
-        exchange = self._fetch(peer) if version > self.membership.version else self._offer(peer)
-        task = asyncio.get_running_loop().create_task(exchange)
+        task = asyncio.get_running_loop().create_task(self._compare(peer))
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
 
-    async def _offer(self, peer: PeerReplica) -> None:
+    async def _compare(self, peer: PeerReplica) -> None:
+        """Fetch the peer's membership: adopt it if it is newer, offer this node's if it is older."""
         try:
-            await peer.offer_membership(self.membership.encode())
-        except ReplicaError as error:
-            log.warning("%s did not take membership version %d: %s", peer.url, self.membership.version, error)
-        finally:
-            self._exchanging.discard(peer.url)
-
-    async def _fetch(self, peer: PeerReplica) -> None:
-        try:
-            offered = Membership.decode(await peer.fetch_membership())
-            if offered.version > self.membership.version:
-                self.adopt(offered)
+            theirs = Membership.decode(await peer.fetch_membership())
+            self._heard(peer.url, theirs.version)
+            if theirs.version > self.membership.version:
+                self.adopt(theirs)
+            elif theirs.version < self.membership.version:
+                ours = self.membership
+                await peer.offer_membership(ours.encode())
+                self._heard(peer.url, ours.version)
         except NotAdopted as refusal:
             log.warning("did not adopt the membership %s runs with: %s", peer.url, refusal)
         except (ReplicaError, ValueError, StorageError) as error:  # tried again at the next handshake
-            log.warning("could not fetch the newer membership of %s: %s", peer.url, error)
+            log.warning("could not compare memberships with %s: %s", peer.url, error)
         finally:
             self._exchanging.discard(peer.url)

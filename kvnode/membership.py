@@ -45,12 +45,15 @@ class ChangeRefused(Exception):
 @dataclass(frozen=True, slots=True)
 class Membership:
     """The cluster's identity, and its members' URLs (in the cluster's order) at one version, with each
-    member's placement token: the URL it first joined with, kept by a node that replaces it."""
+    member's placement token (the URL it first joined with, kept by a node that replaces it), and the
+    members still joining: they take writes for the keys they will own, and no reads until they hold them
+    (Cassandra's pending ranges)."""
 
     cluster: str
     version: int
     urls: tuple[str, ...]
     tokens: tuple[str, ...]
+    joining: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if self.version < 1:
@@ -61,6 +64,8 @@ class Membership:
             raise ValueError("a membership names a member twice")
         if len(self.tokens) != len(self.urls) or len(set(self.tokens)) != len(self.tokens):
             raise ValueError("every member needs a placement token of its own")
+        if not self.joining <= set(self.urls) or self.joining == set(self.urls):
+            raise ValueError("the members joining must be members, and not all of them")
 
     @classmethod
     def seeded(cls, first_members: Sequence[str]) -> Membership:
@@ -72,17 +77,57 @@ class Membership:
         placement token, so that every key keeps its replicas but that one. Raises ChangeRefused."""
         if newcomer in self.urls:
             raise ChangeRefused(f"{newcomer} is a member already")
+        if self.joining:
+            raise ChangeRefused(f"a change is under way: {', '.join(sorted(self.joining))} joining")
         if member not in self.urls:
             raise ChangeRefused(f"{member} is not a member (members: {','.join(self.urls)})")
         urls = tuple(newcomer if url == member else url for url in self.urls)
         return Membership(self.cluster, self.version + 1, urls, self.tokens)
 
+    def joined(self, newcomer: str) -> Membership:
+        """The next version, with ``newcomer`` a member that joins (its token its URL). Raises
+        ChangeRefused: one change at a time, as every change is made."""
+        if newcomer in self.urls:
+            raise ChangeRefused(f"{newcomer} is a member already")
+        if self.joining:
+            raise ChangeRefused(f"a change is under way: {', '.join(sorted(self.joining))} joining")
+        return Membership(
+            self.cluster,
+            self.version + 1,
+            (*self.urls, newcomer),
+            (*self.tokens, newcomer),
+            frozenset({newcomer}),
+        )
+
+    def settled(self, member: str) -> Membership:
+        """The next version, with ``member``, which joined, a member like the others."""
+        if member not in self.joining:
+            raise ChangeRefused(f"{member} is not joining")
+        return Membership(self.cluster, self.version + 1, self.urls, self.tokens, self.joining - {member})
+
     def placement(self) -> Placement:
-        """Where keys go under this membership."""
+        """Where keys are written under this membership: every member, those joining too."""
         return Placement(self.urls, self.tokens)
 
+    def read_placement(self) -> Placement | None:
+        """Where keys are read while members join: the others; None when none joins (the same as
+        :meth:`placement`)."""
+        if not self.joining:
+            return None
+        owners = [
+            (url, token) for url, token in zip(self.urls, self.tokens, strict=True) if url not in self.joining
+        ]
+        return Placement([url for url, _ in owners], [token for _, token in owners])
+
+    def state_of(self, url: str) -> str:
+        """``joining`` or ``normal``."""
+        return "joining" if url in self.joining else "normal"
+
     def encode(self) -> bytes:
-        members = [{"url": url, "token": token} for url, token in zip(self.urls, self.tokens, strict=True)]
+        members = [
+            {"url": url, "token": token, "state": self.state_of(url)}
+            for url, token in zip(self.urls, self.tokens, strict=True)
+        ]
         return json.dumps({"cluster": self.cluster, "version": self.version, "members": members}).encode()
 
     @classmethod
@@ -93,13 +138,17 @@ class Membership:
             cluster, version, members = fields["cluster"], fields["version"], fields["members"]
             urls = tuple(member["url"] for member in members)
             tokens = tuple(member["token"] for member in members)
+            states = tuple(member["state"] for member in members)
         except (ValueError, TypeError, KeyError) as error:
             raise ValueError(f"not a stored membership: {error!r}") from error
         if not (isinstance(cluster, str) and type(version) is int):
             raise ValueError("not a stored membership: a field has the wrong type")
         if not all(isinstance(text, str) for text in urls + tokens):
             raise ValueError("not a stored membership: a member's URL or token is not a string")
-        return cls(cluster, version, urls, tokens)
+        if not set(states) <= {"normal", "joining"}:
+            raise ValueError("not a stored membership: a member's state is not normal or joining")
+        joining = frozenset(url for url, state in zip(urls, states, strict=True) if state == "joining")
+        return cls(cluster, version, urls, tokens, joining)
 
     def difference(self, others: Sequence[str]) -> str:
         """What ``others`` (a member list) lacks and adds against this membership, "" when nothing (the

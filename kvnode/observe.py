@@ -88,6 +88,7 @@ def cluster_view(url: str, membership: Membership, snapshot: NodeSnapshot) -> di
             view.append(
                 {
                     "url": member,
+                    "membership_state": membership.state_of(member),
                     "self": True,
                     "state": "self",
                     "reachable": True,
@@ -100,6 +101,7 @@ def cluster_view(url: str, membership: Membership, snapshot: NodeSnapshot) -> di
             view.append(
                 {
                     "url": member,
+                    "membership_state": membership.state_of(member),
                     "self": False,
                     "state": peer.state,
                     "reachable": peer.state == "connected",
@@ -115,6 +117,7 @@ def cluster_view(url: str, membership: Membership, snapshot: NodeSnapshot) -> di
         "cluster": list(membership.urls),
         "tokens": list(membership.tokens),
         "membership_version": membership.version,
+        "joining": sorted(membership.joining),
         "members": view,
         "clock": _fence_view(snapshot.clock_fence),
         "gc": dataclasses.asdict(snapshot.gc),

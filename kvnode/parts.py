@@ -27,6 +27,7 @@ from kvnode.connections import ConnectionGuard, capacity
 from kvnode.coordinator import Coordinator
 from kvnode.exporter import NodeMetrics
 from kvnode.fanout import FANOUTS
+from kvnode.joining import settle, take_place
 from kvnode.members import Members
 from kvnode.membership import Membership, at_start
 from kvnode.memory import Settler
@@ -38,7 +39,6 @@ from kvnode.repair.rebuild import Rebuild
 from kvnode.repair.rebuild_state import NodeState
 from kvnode.repair.scheduler import AntiEntropy
 from kvnode.repair.upkeep import SummaryUpkeep
-from kvnode.replace import take_place
 from kvnode.replica import Replica, wire
 from kvnode.replica.auth import ClusterAuth, Introduction
 from kvnode.replica.hints import HintDelivery, HintStore
@@ -108,7 +108,8 @@ class NodeParts:
         """Every part that depends on the membership, moved to the one ``members`` runs with now: the one
         place a membership change takes effect (kvnode.members.Members.adopt calls it)."""
         config, peers, placement = self.config, members.peers, members.placement
-        self.coordinator.use(placement, _replicas(self.local, members))
+        reads = members.membership.read_placement()
+        self.coordinator.use(placement, _replicas(self.local, members), reads)
         self.summaries.use(placement)
         self.gc.use(_gc_rule(config, placement), {peer.url: peer for peer in peers})
         self.anti_entropy.use(peers)
@@ -273,6 +274,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
         coordinator = Coordinator(
             members.placement, _replicas(local, members), FANOUTS[config.fanout], clock, hints, local, fence
         )
+        coordinator.use(members.placement, _replicas(local, members), membership.read_placement())
         settler = Settler()
         parts = NodeParts(
             config=config,
@@ -340,7 +342,18 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
         opened.push_async_callback(parts.anti_entropy.stop)
         rebuild.start(parts.anti_entropy)
         opened.push_async_callback(rebuild.stop)
+        if config.url in membership.joining:  # a join under way: this node finishes it
+            drain_s = 2 * config.timeout
+            joining = asyncio.create_task(
+                settle(members, parts.anti_entropy, drain_s, config.crash_at), name="join"
+            )
+            opened.push_async_callback(_cancelled, joining)
         yield parts
+
+
+async def _cancelled(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
 
 
 def _replicas(local: LocalReplica, members: Members) -> dict[str, Replica]:
@@ -377,7 +390,7 @@ async def _membership_at_start(
     except ValueError as error:
         unreadable = f"the stored membership in {config.data_dir} is unreadable: {error}"
         raise StorageUnavailable(unreadable) from None
-    if config.replace:
+    if config.join:
         if stored is None:
             return await take_place(config, system, peer_ssl, limits)
         log.info("a member already (membership version %d): --join and --replace are ignored", stored.version)

@@ -240,7 +240,8 @@ _NODE = [
         "--join",
         _url_or_none,
         _DEFAULTS.join,
-        "with --replace: a member to learn the cluster from (the node then needs the cluster's secret)",
+        "become a member: learn the cluster from this member, join it (or with --replace take a "
+        "member's place), and get every record this node will own (it needs the cluster's secret)",
         "SEED_URL",
     ),
     _Flag(

@@ -54,7 +54,10 @@ class SummaryUpkeep:
 
     def use(self, placement: Placement) -> None:
         """Summarise for another membership's placement: which peer shares a key changed, so the trees
-        are rebuilt from a scan (not ready meanwhile: exchanges wait)."""
+        are rebuilt from a scan (not ready meanwhile: exchanges wait). The same placement changes nothing."""
+        current = self.summaries.placement
+        if (current.nodes, current.tokens) == (placement.nodes, placement.tokens):
+            return
         if self._task is not None:
             self._task.cancel()  # a rebuild for the old placement
         self.ready.clear()

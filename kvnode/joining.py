@@ -1,0 +1,210 @@
+"""A node becoming a member: ``node --join SEED_URL`` (a member more) or ``node --join SEED_URL
+--replace MEMBER_URL`` (in the place of a member that is down for good).
+
+The node is not a member yet. It learns the cluster's identity from the seed's ``/v0/status`` and the
+membership over a replica channel (which proves the cluster secret), then makes the change itself, each
+step recorded before the next takes effect (:func:`take_place`):
+
+1. check: no other change is under way; for a replace, MEMBER is a member and does not answer (a member
+   that is up is not replaced: stop it first); every other member is reachable (refused otherwise,
+   naming those that are not);
+2. offer the next version (kvnode.membership: this node joining, or in MEMBER's place) to the claimant,
+   the first other member in the cluster's order. A member takes a version only if it is newer than its
+   own, so of two changes made at once the claimant takes one and refuses the other (it orders changes,
+   as Riak's claimant does);
+3. store that version here (for a replace, this node's data "rebuilding" first), then offer it to every
+   other member (one that misses it learns it at its next handshake with a member that has it);
+4. start as a member. A replacement rebuilds from the other replicas (kvnode.repair.rebuild): it takes
+   writes at once, and its reads answer "not ready" until it holds every record it owns. A node joining
+   takes writes for the keys it will own while reads stay on their owners (kvnode.coordinator's pending
+   replicas); once every member runs with the version that has it joining (so every write reaches it), it
+   gets what it owns by a full anti-entropy repair with every member, then makes itself a member like the
+   others: the next version, offered to the claimant, stored, offered to the rest (:func:`settle`).
+
+A crash anywhere is resumed by starting the node again with the same flags: before step 3 the change is
+checked and offered again (a claimant that took it takes the same version again); after it, the node is a
+member (joining, or rebuilding), its data dir says so, the flags are ignored, and it goes on from there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import ssl
+from collections.abc import Callable, Sequence
+from functools import partial
+
+import aiohttp
+
+from kvnode.config import NodeConfig
+from kvnode.crash_points import crash_point
+from kvnode.members import Members
+from kvnode.membership import ChangeRefused, Membership
+from kvnode.repair.rebuild_state import NodeState
+from kvnode.repair.scheduler import AntiEntropy
+from kvnode.replica import wire
+from kvnode.replica.auth import ClusterAuth
+from kvnode.replica.errors import ReplicaError
+from kvnode.replica.peer import PeerReplica
+from kvnode.system_db import SystemDb
+
+__all__ = ["settle", "take_place"]
+
+log = logging.getLogger(__name__)
+
+_REACH_S = 3.0  # how long a member may take to open a channel before it counts as unreachable
+_RETRY_S = 1.0  # between two attempts of a join's last steps
+
+
+async def take_place(
+    config: NodeConfig, system: SystemDb, ssl_context: ssl.SSLContext | None, limits: wire.Limits
+) -> Membership:
+    """Make the change and return the membership this node is a member of; raises ChangeRefused."""
+    kind = "replace" if config.replace else "join"
+    cluster = await _cluster_identity(config.join, ssl_context)
+    auth = ClusterAuth(config.cluster_secret, cluster, config.url) if config.cluster_secret else None
+    opened: dict[str, PeerReplica] = {}
+
+    def peer(url: str) -> PeerReplica:
+        if url not in opened:
+            opened[url] = PeerReplica(url, config.timeout, auth=auth, limits=limits, ssl_context=ssl_context)
+        return opened[url]
+
+    # These channels are the change's, not the node's: their comings and goings are not logged (a
+    # failure is the change's to say), so a refused change ends with its one line.
+    quiet = logging.getLogger("kvnode.replica.peer")
+    quiet.addFilter(_nothing)
+    try:
+        if not await peer(config.join).reach(_REACH_S):
+            raise ChangeRefused(f"the seed {config.join} is unreachable: {peer(config.join).refusal}")
+        current = Membership.decode(await peer(config.join).fetch_membership())
+        if config.url in current.urls:
+            plan = current  # this node made the change already (a crash after step 2)
+        elif config.replace:
+            plan = current.replaced(config.replace, config.url)
+            if await peer(config.replace).reach(_REACH_S):
+                raise ChangeRefused(
+                    f"{config.replace} answers: a member that is up is not replaced; stop it first"
+                )
+        else:
+            plan = current.joined(config.url)
+        others = [url for url in plan.urls if url != config.url]
+        reached = await asyncio.gather(*(peer(url).reach(_REACH_S) for url in others))
+        unreachable = [url for url, ok in zip(others, reached, strict=True) if not ok]
+        if unreachable:
+            raise ChangeRefused(f"a {kind} needs every other member; unreachable: {', '.join(unreachable)}")
+        await _offer_all("change", peer, plan, others, config.crash_at, lambda: _store(system, plan, config))
+        return plan
+    except (ReplicaError, ValueError) as error:
+        raise ChangeRefused(f"cannot {kind}: {error}") from None
+    finally:
+        for opened_peer in opened.values():
+            await opened_peer.close()
+        quiet.removeFilter(_nothing)
+
+
+def _store(system: SystemDb, plan: Membership, config: NodeConfig) -> None:
+    if config.replace:
+        system.identity.save_state(NodeState.REBUILDING.value)  # before the membership: see step 3
+        log.warning(
+            "took the place of %s (membership version %d); rebuilding its data from the other replicas",
+            config.replace, plan.version,
+        )  # fmt: skip
+    else:
+        log.warning(
+            "joining (membership version %d): taking writes, streaming what it will own", plan.version
+        )
+    system.membership.save(plan)
+
+
+async def _offer_all(
+    step: str,
+    peer: Callable[[str], PeerReplica],
+    plan: Membership,
+    others: Sequence[str],
+    crash_at: str,
+    store: Callable[[], None],
+) -> None:
+    """Steps 2 and 3 of a ``step`` (change, settle): the claimant first (ChangeRefused if it does not take
+    it), ``store``, the rest."""
+    claimant, *rest = others
+    try:
+        await peer(claimant).offer_membership(plan.encode())
+    except ReplicaError as refusal:
+        raise ChangeRefused(f"the claimant {claimant} did not take the change: {refusal}") from None
+    crash_point(f"{step}:claimant-took", crash_at)
+    store()
+    crash_point(f"{step}:stored", crash_at)
+    offers = await asyncio.gather(
+        *(peer(url).offer_membership(plan.encode()) for url in rest), return_exceptions=True
+    )
+    for url, outcome in zip(rest, offers, strict=True):
+        if isinstance(outcome, BaseException):
+            log.warning("%s did not take membership version %d yet: %s", url, plan.version, outcome)
+
+
+async def settle(members: Members, anti_entropy: AntiEntropy, drain_s: float, crash_at: str) -> None:
+    """While this node joins: once every peer runs with a version that has it joining, and the writes
+    they started before are over (``drain_s``: their replica timeout, twice for the one rewrite), repair
+    with every peer (the stream), then make this node a member like the others. Retried until done."""
+    own = members.own_url
+    while own in members.membership.joining:
+        joined = members.membership
+        await members.peers_at(joined.version)
+        await asyncio.sleep(drain_s)  # a write started before is on its ack replicas, or failed, by then
+        run = await anti_entropy.repair_all()
+        failed = {url: outcome.reason for url, outcome in run.outcomes.items() if not outcome.completed}
+        if failed:
+            log.warning("joining: streaming did not complete with %s; trying again", failed)
+            await asyncio.sleep(_RETRY_S)
+            continue
+        if members.membership != joined:
+            continue  # moved on meanwhile (another node settled this one: a crash after step 2)
+        settled = joined.settled(own)
+        by_url = {peer.url: peer for peer in members.peers}
+        others = [url for url in settled.urls if url != own]
+        try:
+            await _offer_all(
+                "settle",
+                by_url.__getitem__,
+                settled,
+                others,
+                crash_at,
+                partial(_adopt_newer, members, settled),
+            )
+        except ChangeRefused as refusal:
+            log.warning("joining: %s; trying again", refusal)
+            await asyncio.sleep(_RETRY_S)
+            continue
+        received = sum(outcome.received for outcome in run.outcomes.values())
+        log.info(
+            "joined: %d records streamed; a member like the others (version %d)", received, settled.version
+        )
+
+
+def _adopt_newer(members: Members, settled: Membership) -> None:
+    """Run with ``settled`` unless this node has it already (from the claimant, after a crash)."""
+    if members.membership.version < settled.version:
+        members.adopt(settled)
+
+
+def _nothing(record: logging.LogRecord) -> bool:
+    return False
+
+
+async def _cluster_identity(seed: str, ssl_context: ssl.SSLContext | None) -> str:
+    """The identity of the cluster ``seed`` is a member of, from its /v0/status."""
+    try:
+        timeout = aiohttp.ClientTimeout(total=_REACH_S)
+        async with (
+            aiohttp.ClientSession(timeout=timeout) as session,
+            session.get(f"{seed}/v0/status", ssl=ssl_context if ssl_context is not None else True) as answer,
+        ):
+            status = json.loads(await answer.read())
+            cluster = status["cluster_id"]
+    except (aiohttp.ClientError, TimeoutError, ValueError, KeyError, TypeError) as error:
+        raise ChangeRefused(f"the seed {seed} did not say its cluster: {error!r}") from None
+    if not isinstance(cluster, str):
+        raise ChangeRefused(f"the seed {seed} did not say its cluster")
+    return cluster

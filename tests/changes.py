@@ -1,0 +1,91 @@
+"""Helpers for the membership-change tests (test_replace, test_join): a node that joins or replaces, a
+bounded writer, what a node says and holds, and crash points."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from kvnode.config import NodeConfig
+from kvnode.ops.processes import NodeStartError, free_ports
+from tests.harness import Cluster, Node, clean_env
+
+SECRET = "replace-test-secret-" * 2
+
+
+def newcomer(cluster: Cluster, tmp_path: Path, replaces: str = "", name: str = "newcomer") -> Node:
+    """A node, not yet started, that joins through the cluster's first node (and replaces ``replaces``)."""
+    [port] = free_ports(1)
+    base = cluster[0].config
+    config = NodeConfig(
+        port=port,
+        data_dir=tmp_path / name,
+        join=cluster[0].url,
+        replace=replaces,
+        cluster_secret=base.cluster_secret,
+        cluster_secret_file=base.cluster_secret_file,
+        timeout_ms=base.timeout_ms,
+    )
+    return Node(config, tmp_path / f"{name}.log")
+
+
+class Writer:
+    """Writes fresh keys through one node (ack=2) until stopped; keeps the ones acknowledged."""
+
+    def __init__(self, node: Node, label: str) -> None:
+        self.acknowledged: list[str] = []
+        self._node, self._label = node, label
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Writer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def _run(self) -> None:
+        count = 0
+        while not self._stop.is_set() and count < 5_000:
+            key = f"{self._label}-{count}"
+            count += 1
+            if self._node.put(key, key.encode(), ack=2).status == 201:
+                self.acknowledged.append(key)
+
+
+def local_keys(node: Node) -> set[str]:
+    return {key.decode() for key, _ in node.scan("0")}  # every key of these tests sorts after "0"
+
+
+def status_of(node: Node) -> dict[str, object]:
+    status = node.status()
+    assert status is not None, f"{node.url} does not answer"
+    return status
+
+
+def crashing(node: Node, point: str) -> Node:
+    """``node``, to be started with --crash-at POINT."""
+    return Node(dataclasses.replace(node.config, crash_at=point), node.log_path)
+
+
+def start_crashing(node: Node) -> None:
+    with pytest.raises(NodeStartError):
+        node.start()
+    assert node.process is not None and node.process.wait(30) == 137
+
+
+def versions(nodes: list[Node]) -> list[object]:
+    return [status_of(node)["membership_version"] for node in nodes]
+
+
+def run_node(node: Node) -> subprocess.CompletedProcess[str]:
+    """Run ``node`` to completion as a user's shell would (for a node that must refuse to start)."""
+    return subprocess.run(
+        node.argv, env=clean_env(**node.extra_env), capture_output=True, text=True, timeout=60, check=False
+    )

@@ -1,0 +1,136 @@
+"""A node joining a running cluster (``node --join SEED``), with real nodes: writes go to the old and the
+new owners of a key while reads stay on the old ones, the newcomer streams what it will own (a full
+anti-entropy repair with every member), then becomes a member like the others; no acknowledged write is
+lost on the way, under a writer, nor when a node taking part is killed at a step of the change."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+import pytest
+
+from kvnode.ops.processes import NodeStartError
+from kvnode.placement import Placement
+from tests.changes import (
+    SECRET,
+    Writer,
+    crashing,
+    local_keys,
+    newcomer,
+    start_crashing,
+    status_of,
+    versions,
+)
+from tests.harness import Cluster, ClusterFactory, Node, wait_for
+
+
+def settled(nodes: list[Node], members: list[str]) -> None:
+    """Wait until every node runs with ``members``, none of them joining."""
+    for node in nodes:
+        wait_for(
+            lambda node=node: status_of(node)["cluster"] == members and status_of(node)["joining"] == [],
+            seconds=60,
+            what=f"{node.url} to run with every member settled",
+        )
+
+
+def filled(cluster: Cluster) -> tuple[list[str], list[str]]:
+    """Keys on every member (from = 3), and keys on two of the three (from = 2)."""
+    everywhere = [f"all-{i}" for i in range(200)]
+    two = [f"two-{i}" for i in range(200)]
+    for key in everywhere:
+        assert cluster[0].put(key, key.encode(), ack=3).status == 201
+    for key in two:
+        assert cluster[0].put(key, key.encode(), ack=2, from_=2).status == 201
+    return everywhere, two
+
+
+def test_a_node_joins_under_writes_without_losing_an_acknowledged_one(
+    start_cluster: ClusterFactory, tmp_path: Path
+) -> None:
+    cluster = start_cluster(3, cluster_secret=SECRET)
+    everywhere, two = filled(cluster)
+    new = newcomer(cluster, tmp_path)
+    with Writer(cluster[1], "during") as writer:
+        wait_for(lambda: len(writer.acknowledged) >= 50, what="writes acknowledged before the join")
+        new.start()
+        members = [*cluster.urls, new.url]
+        nodes = [*cluster.nodes, new]
+        settled(nodes, members)
+        wait_for(lambda: len(writer.acknowledged) >= 100, what="writes acknowledged after it")
+    everywhere += writer.acknowledged  # written with the default from: every member holds them
+    assert versions(nodes) == [3] * 4  # joining, then settled
+    # The newcomer holds every key it owns, before any client reads one (a read would repair it); the
+    # last writes' copies to it may still be on their way (a replica beyond ack, or a hint).
+    after = Placement(members)
+    owned = set(everywhere) | {key for key in two if new.url in after.replicas_for(key.encode(), 2)}
+    wait_for(lambda: owned <= local_keys(new), what="every key it owns on the newcomer")
+    for node in nodes:  # the default quorum is now from = 4, ack = 3
+        unread = [key for key in everywhere if node.get(key).body != key.encode()]
+        unread += [key for key in two if node.get(key, ack=2, from_=2).body != key.encode()]
+        assert not unread, f"{len(unread)} acknowledged keys do not read through {node.url}: {unread[:5]}"
+
+
+def test_a_join_displaces_at_most_the_last_owner_of_a_key(
+    start_cluster: ClusterFactory, tmp_path: Path
+) -> None:
+    """Each key written with from = 2 before a join reads through the two owners it has after it."""
+    cluster = start_cluster(3, cluster_secret=SECRET)
+    _, two = filled(cluster)
+    new = newcomer(cluster, tmp_path)
+    new.start()
+    settled([*cluster.nodes, new], [*cluster.urls, new.url])
+    before, after = Placement(cluster.urls), Placement([*cluster.urls, new.url])
+    moved = [key for key in two if new.url in after.replicas_for(key.encode(), 2)]
+    for key in moved:
+        old, now = before.replicas_for(key.encode(), 2), after.replicas_for(key.encode(), 2)
+        assert now in ([old[0], new.url], [new.url, old[0]])  # the second owner is the one displaced
+    assert moved, "no key moved to the newcomer (the test needs some)"
+    for node in [*cluster.nodes, new]:
+        assert all(node.get(key, ack=2, from_=2).body == key.encode() for key in two)
+
+
+@pytest.mark.parametrize(
+    "point", ["change:claimant-took", "change:stored", "settle:claimant-took", "settle:stored"]
+)
+def test_a_newcomer_killed_at_a_step_of_its_join_finishes_it_when_started_again(
+    start_cluster: ClusterFactory, tmp_path: Path, point: str
+) -> None:
+    cluster = start_cluster(3, cluster_secret=SECRET)
+    everywhere, _ = filled(cluster)
+    new = newcomer(cluster, tmp_path)
+    if point.startswith("change"):
+        start_crashing(crashing(new, point))  # it never served
+    else:
+        doomed = crashing(new, point)
+        with contextlib.suppress(NodeStartError):
+            doomed.start()  # it serves while it streams (if it streams long enough to be seen serving)
+        assert doomed.process is not None and doomed.process.wait(60) == 137  # ended at its last step
+    new.start()  # the same flags, without the crash
+    nodes = [*cluster.nodes, new]
+    settled(nodes, [*cluster.urls, new.url])
+    assert set(everywhere) <= local_keys(new)
+    for node in nodes:
+        assert all(node.get(key).body == key.encode() for key in everywhere)
+
+
+def test_a_claimant_killed_as_it_takes_a_join_finishes_it_when_both_start_again(
+    start_cluster: ClusterFactory, tmp_path: Path
+) -> None:
+    cluster = start_cluster(3, cluster_secret=SECRET)
+    everywhere, _ = filled(cluster)
+    claimant = cluster[0]
+    claimant.stop()
+    doomed = crashing(claimant, "adopt:stored")
+    doomed.start()
+    new = newcomer(cluster, tmp_path)
+    with pytest.raises(NodeStartError, match="did not take the change"):
+        new.start()  # the claimant died as it took the change: the newcomer cannot go on, and exits
+    assert doomed.process is not None and doomed.process.wait(30) == 137
+    claimant.start()  # it stored the change before it died: it comes back with it
+    assert status_of(claimant)["joining"] == [new.url]
+    new.start()  # the same node again
+    nodes = [*cluster.nodes, new]
+    settled(nodes, [*cluster.urls, new.url])
+    assert set(everywhere) <= local_keys(new)
