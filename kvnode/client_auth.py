@@ -48,7 +48,9 @@ _ROLES: tuple[Role, ...] = get_args(Role)
 # Paths anyone may use: the node's name (a launcher's probe), and the replica channel, which has the
 # cluster secret's handshake of its own (kvnode.replica.auth).
 _OPEN_PATHS = frozenset({"/v0/status", CHALLENGE_PATH, PEER_PATH})
-_ADMIN_PATHS = frozenset({"/v0/cluster", "/v0/stats", "/metrics", "/v0/repair"})  # repair: kvnode.admin_api
+_ADMIN_PATHS = frozenset(
+    {"/v0/cluster", "/v0/stats", "/metrics", "/v0/repair", "/v0/leave"}
+)  # kvnode.admin_api
 _BEARER = "Bearer "
 
 

@@ -198,14 +198,18 @@ class Coordinator:
         return [self._replicas[url] for url in placement.replicas_for(key, quorum.replicas)]
 
     def _write_targets(self, key: bytes, quorum: Quorum) -> tuple[list[Replica], Quorum]:
-        """A write's replicas and quorum: the key's owners, and while members join, the members that will
-        own it too (pending), which must confirm as well (Cassandra's pending ranges: ack + pending). A
-        record for every member (``from`` = the cluster size) is one for the members joining too."""
+        """A write's replicas and quorum: the key's owners, and while a member joins or leaves, the members
+        that will own it next too (pending), which must confirm as well (Cassandra's pending ranges: ack +
+        pending). A record for every member (``from`` = the cluster size) is one for every next member."""
         reads = self._reads
         if reads is None:
             return self._replicas_for(key, quorum), quorum
         owners = reads.replicas_for(key, quorum.replicas)
-        future = len(self.placement) if quorum.replicas == len(reads) else quorum.replicas
+        future = (
+            len(self.placement)
+            if quorum.replicas == len(reads)
+            else min(quorum.replicas, len(self.placement))
+        )
         pending = [url for url in self.placement.replicas_for(key, future) if url not in owners]
         targets = [self._replicas[url] for url in (*owners, *pending)]
         return targets, Quorum(quorum.ack + len(pending), quorum.replicas + len(pending))

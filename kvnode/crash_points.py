@@ -6,6 +6,8 @@ nothing after the point runs, not even a log line, so the test sees what a real 
 - ``change:stored``: the same node, once it stored the change and before it offered it to the others;
 - ``settle:claimant-took``, ``settle:stored``: the same two points of a join's last step, which makes
   the node that joined a member like the others;
+- ``leave:streamed``: a node leaving, once it sent every record it holds to their next owners and
+  before it removed itself; ``depart:claimant-took``, ``depart:stored``: the two points of that removal;
 - ``adopt:stored``: any member, once it stored a membership offered to it and before it runs with it
   (kvnode.members).
 """
@@ -21,6 +23,9 @@ CRASH_POINTS = (
     "change:stored",
     "settle:claimant-took",
     "settle:stored",
+    "leave:streamed",
+    "depart:claimant-took",
+    "depart:stored",
     "adopt:stored",
 )
 

@@ -160,6 +160,11 @@ def _state_metrics(snapshot: NodeSnapshot) -> Iterator[Metric]:
         "The version of the membership this node runs with (kvnode.membership)",
         snapshot.membership_version,
     )
+    yield CounterMetricFamily(
+        "kvnode_membership_streamed_records",
+        "Records this node got by joining, or sent to their next owners by leaving",
+        snapshot.membership_streamed,
+    )
     yield GaugeMetricFamily(
         "kvnode_inflight_requests", "Client entity requests between arrival and answer", snapshot.inflight
     )

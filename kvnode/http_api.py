@@ -131,6 +131,7 @@ async def get_status(request: web.Request) -> web.Response:
         "cluster_id": parts.membership.cluster,  # what a node joining proves in its handshakes
         "membership_version": parts.membership.version,
         "joining": sorted(parts.membership.joining),
+        "leaving": sorted(parts.membership.leaving),
         "data": parts.rebuild.node_state().value,
     }
     return web.Response(text=json.dumps(body) + "\n", content_type="application/json")

@@ -49,6 +49,8 @@ class Members:
         self.own_url = own_url
         self.crash_at = crash_at
         self.membership = membership
+        self.left: Membership | None = None  # the membership without this node, once it left
+        self.streamed = 0  # records this node got by joining, or sent by leaving (kvnode.membership_changes)
         self.placement: Placement = membership.placement()
         self.peers: list[PeerReplica] = [make_peer(url) for url in membership.urls if url != own_url]
         self.listeners: list[Callable[[Members], None]] = []
@@ -88,6 +90,9 @@ class Members:
         if offered.version <= current.version:
             raise NotAdopted(f"version {offered.version} is not newer than this node's {current.version}")
         if self.own_url not in offered.urls:
+            if self.own_url in current.leaving:
+                self._left(offered)
+                return
             raise NotAdopted(
                 f"this node ({self.own_url}) is not a member of version {offered.version}: it was removed "
                 "or replaced; stop it, and wipe its data dir before it joins again"
@@ -113,6 +118,14 @@ class Members:
             self._closing.add(task)
             task.add_done_callback(self._closing.discard)
         log.info("runs with membership version %d from now on: %s", offered.version, ",".join(offered.urls))
+
+    def _left(self, without: Membership) -> None:
+        """This node left: the others run with ``without``. Stored (a restart is refused: it is no longer a
+        member); it goes on answering its peers as it did until it is stopped."""
+        if self.left is None:
+            self._stored.save(without)
+            self.left = without
+            log.warning("left the cluster (membership version %d): this node can be stopped", without.version)
 
     async def _let_go(self, url: str, peer: PeerReplica) -> None:
         stop = self._stops.pop(url, None)

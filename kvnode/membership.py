@@ -46,14 +46,16 @@ class ChangeRefused(Exception):
 class Membership:
     """The cluster's identity, and its members' URLs (in the cluster's order) at one version, with each
     member's placement token (the URL it first joined with, kept by a node that replaces it), and the
-    members still joining: they take writes for the keys they will own, and no reads until they hold them
-    (Cassandra's pending ranges)."""
+    member joining or leaving, if one is. One joining takes writes for the keys it will own, and no reads
+    until it holds them; for one leaving, the keys' next owners take writes while reads stay on the
+    present ones until they hold them (Cassandra's pending ranges)."""
 
     cluster: str
     version: int
     urls: tuple[str, ...]
     tokens: tuple[str, ...]
     joining: frozenset[str] = frozenset()
+    leaving: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if self.version < 1:
@@ -64,8 +66,10 @@ class Membership:
             raise ValueError("a membership names a member twice")
         if len(self.tokens) != len(self.urls) or len(set(self.tokens)) != len(self.tokens):
             raise ValueError("every member needs a placement token of its own")
-        if not self.joining <= set(self.urls) or self.joining == set(self.urls):
-            raise ValueError("the members joining must be members, and not all of them")
+        if not (self.joining | self.leaving) <= set(self.urls) or len(self.joining | self.leaving) > 1:
+            raise ValueError("one member at most joins or leaves at a time, and it is a member")
+        if len(self.urls) == 1 and (self.joining or self.leaving):
+            raise ValueError("the only member neither joins nor leaves")
 
     @classmethod
     def seeded(cls, first_members: Sequence[str]) -> Membership:
@@ -77,8 +81,7 @@ class Membership:
         placement token, so that every key keeps its replicas but that one. Raises ChangeRefused."""
         if newcomer in self.urls:
             raise ChangeRefused(f"{newcomer} is a member already")
-        if self.joining:
-            raise ChangeRefused(f"a change is under way: {', '.join(sorted(self.joining))} joining")
+        self._no_change_under_way()
         if member not in self.urls:
             raise ChangeRefused(f"{member} is not a member (members: {','.join(self.urls)})")
         urls = tuple(newcomer if url == member else url for url in self.urls)
@@ -89,8 +92,7 @@ class Membership:
         ChangeRefused: one change at a time, as every change is made."""
         if newcomer in self.urls:
             raise ChangeRefused(f"{newcomer} is a member already")
-        if self.joining:
-            raise ChangeRefused(f"a change is under way: {', '.join(sorted(self.joining))} joining")
+        self._no_change_under_way()
         return Membership(
             self.cluster,
             self.version + 1,
@@ -103,25 +105,46 @@ class Membership:
         """The next version, with ``member``, which joined, a member like the others."""
         if member not in self.joining:
             raise ChangeRefused(f"{member} is not joining")
-        return Membership(self.cluster, self.version + 1, self.urls, self.tokens, self.joining - {member})
+        return Membership(self.cluster, self.version + 1, self.urls, self.tokens)
+
+    def left(self, member: str) -> Membership:
+        """The next version, with ``member`` leaving. Raises ChangeRefused."""
+        if member not in self.urls:
+            raise ChangeRefused(f"{member} is not a member (members: {','.join(self.urls)})")
+        self._no_change_under_way()
+        if len(self.urls) == 1:
+            raise ChangeRefused(f"{member} is the only member")
+        return Membership(self.cluster, self.version + 1, self.urls, self.tokens, leaving=frozenset({member}))
+
+    def removed(self, member: str) -> Membership:
+        """The next version, without ``member``, which was leaving."""
+        if member not in self.leaving:
+            raise ChangeRefused(f"{member} is not leaving")
+        return Membership(self.cluster, self.version + 1, *_columns(self._members_but(self.leaving)))
+
+    def _no_change_under_way(self) -> None:
+        for url in self.joining | self.leaving:
+            raise ChangeRefused(f"a change is under way: {url} is {self.state_of(url)}; one change at a time")
 
     def placement(self) -> Placement:
-        """Where keys are written under this membership: every member, those joining too."""
-        return Placement(self.urls, self.tokens)
+        """Where keys are written under this membership: every member but one leaving (one joining too)."""
+        return Placement(*_columns(self._members_but(self.leaving)))
 
     def read_placement(self) -> Placement | None:
-        """Where keys are read while members join: the others; None when none joins (the same as
-        :meth:`placement`)."""
-        if not self.joining:
+        """Where keys are read while a member joins or leaves: every member but one joining (one leaving
+        too); None when no change is under way (the same as :meth:`placement`)."""
+        if not (self.joining or self.leaving):
             return None
-        owners = [
-            (url, token) for url, token in zip(self.urls, self.tokens, strict=True) if url not in self.joining
+        return Placement(*_columns(self._members_but(self.joining)))
+
+    def _members_but(self, left_out: frozenset[str]) -> list[tuple[str, str]]:
+        return [
+            (url, token) for url, token in zip(self.urls, self.tokens, strict=True) if url not in left_out
         ]
-        return Placement([url for url, _ in owners], [token for _, token in owners])
 
     def state_of(self, url: str) -> str:
-        """``joining`` or ``normal``."""
-        return "joining" if url in self.joining else "normal"
+        """``joining``, ``leaving`` or ``normal``."""
+        return "joining" if url in self.joining else "leaving" if url in self.leaving else "normal"
 
     def encode(self) -> bytes:
         members = [
@@ -145,10 +168,11 @@ class Membership:
             raise ValueError("not a stored membership: a field has the wrong type")
         if not all(isinstance(text, str) for text in urls + tokens):
             raise ValueError("not a stored membership: a member's URL or token is not a string")
-        if not set(states) <= {"normal", "joining"}:
-            raise ValueError("not a stored membership: a member's state is not normal or joining")
+        if not set(states) <= {"normal", "joining", "leaving"}:
+            raise ValueError("not a stored membership: a member's state is not normal, joining or leaving")
         joining = frozenset(url for url, state in zip(urls, states, strict=True) if state == "joining")
-        return cls(cluster, version, urls, tokens, joining)
+        leaving = frozenset(url for url, state in zip(urls, states, strict=True) if state == "leaving")
+        return cls(cluster, version, urls, tokens, joining, leaving)
 
     def difference(self, others: Sequence[str]) -> str:
         """What ``others`` (a member list) lacks and adds against this membership, "" when nothing (the
@@ -174,3 +198,8 @@ def at_start(stored: Membership | None, flag: Sequence[str]) -> tuple[Membership
         f"--cluster differs from the stored membership (version {stored.version}), which this node "
         f"keeps: {difference}"
     )
+
+
+def _columns(members: list[tuple[str, str]]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(URL, token) pairs as a tuple of URLs and one of tokens."""
+    return tuple(url for url, _ in members), tuple(token for _, token in members)

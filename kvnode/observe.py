@@ -118,6 +118,8 @@ def cluster_view(url: str, membership: Membership, snapshot: NodeSnapshot) -> di
         "tokens": list(membership.tokens),
         "membership_version": membership.version,
         "joining": sorted(membership.joining),
+        "leaving": sorted(membership.leaving),
+        "streamed": snapshot.membership_streamed,
         "members": view,
         "clock": _fence_view(snapshot.clock_fence),
         "gc": dataclasses.asdict(snapshot.gc),

@@ -27,9 +27,9 @@ from kvnode.connections import ConnectionGuard, capacity
 from kvnode.coordinator import Coordinator
 from kvnode.exporter import NodeMetrics
 from kvnode.fanout import FANOUTS
-from kvnode.joining import settle, take_place
 from kvnode.members import Members
 from kvnode.membership import Membership, at_start
+from kvnode.membership_changes import OwnPart, take_place
 from kvnode.memory import Settler
 from kvnode.metrics import LoopLagMonitor
 from kvnode.placement import Placement
@@ -133,6 +133,7 @@ class NodeParts:
         known, progress = self.system.peer_identities, self.rebuild.progress
         return NodeSnapshot(
             membership_version=self.membership.version,
+            membership_streamed=self.members.streamed,
             peers=tuple(
                 PeerFigures(
                     peer.url,
@@ -342,18 +343,11 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
         opened.push_async_callback(parts.anti_entropy.stop)
         rebuild.start(parts.anti_entropy)
         opened.push_async_callback(rebuild.stop)
-        if config.url in membership.joining:  # a join under way: this node finishes it
-            drain_s = 2 * config.timeout
-            joining = asyncio.create_task(
-                settle(members, parts.anti_entropy, drain_s, config.crash_at), name="join"
-            )
-            opened.push_async_callback(_cancelled, joining)
+        own_part = OwnPart(parts.anti_entropy, storage, 2 * config.timeout, config.crash_at)
+        members.listeners.append(own_part.check)
+        own_part.check(members)  # a join or a leave under way at start: this node goes on with its part
+        opened.push_async_callback(own_part.stop)
         yield parts
-
-
-async def _cancelled(task: asyncio.Task[None]) -> None:
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
 
 
 def _replicas(local: LocalReplica, members: Members) -> dict[str, Replica]:

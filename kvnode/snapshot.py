@@ -90,6 +90,7 @@ class RepairFigures:
 @dataclass(frozen=True, slots=True)
 class NodeSnapshot:
     membership_version: int  # of the membership this node runs with
+    membership_streamed: int  # records got by joining, or sent by leaving (kvnode.membership_changes)
     peers: tuple[PeerFigures, ...]  # in the cluster's order, this node left out
     hints: HintFigures
     gc: GcFigures

@@ -5,6 +5,7 @@
     python -m kvnode admin --url http://127.0.0.1:8080 locate user:42  # the key's replicas, in order
     python -m kvnode admin --url http://127.0.0.1:8080 hints --json  # hints waiting, per target
     python -m kvnode admin --url http://127.0.0.1:8080 repair --wait  # anti-entropy with every peer, now
+    python -m kvnode admin --url http://127.0.0.1:8080 leave http://127.0.0.1:8082 --wait  # a member leaves
 
 ``repair`` asks the node for a full anti-entropy repair (``POST /v0/repair``, kvnode.admin_api); with
 ``--wait`` it prints progress on stderr until the repair is done, then a one-line summary, and exits 1
@@ -27,11 +28,13 @@ verified against ``--tls-ca``:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -54,6 +57,8 @@ def main(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
     try:
         if args.command == "repair":
             return _repair(args)
+        if args.command == "leave":
+            return _leave(args)
         view = _fetch(args.url, args.token, args.tls_ca)
     except (_Unreachable, TlsUnusable) as error:
         print(f"kvnode admin: {error}", file=sys.stderr)
@@ -87,7 +92,7 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     after = OneLineParser(add_help=False)
     after.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=json_help)
     commands = parser.add_subparsers(
-        dest="command", required=True, metavar="{status,ring,locate,hints,repair}"
+        dest="command", required=True, metavar="{status,ring,locate,hints,repair,leave}"
     )
     commands.add_parser("status", parents=[after], help="each member, and whether this node reaches it")
     commands.add_parser(
@@ -100,11 +105,22 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         "repair", parents=[after], help="a full anti-entropy repair of the node's keys with every peer, now"
     )
     repair.add_argument("--wait", action="store_true", help="follow it to its end (exit 1 if a peer failed)")
+    leave = commands.add_parser(
+        "leave",
+        parents=[after],
+        help="a member leaves: its records go to their next owners, then it is removed",
+    )
+    leave.add_argument("member", type=http_url, help="the member's URL")
+    leave.add_argument("--wait", action="store_true", help="follow it until the member is removed")
     return parser
 
 
 class _Unreachable(Exception):
     pass
+
+
+class _Refused(Exception):
+    """The node refused the change; the message is its reason."""
 
 
 def _fetch(
@@ -117,6 +133,8 @@ def _fetch(
         with urllib.request.urlopen(request, timeout=_TIMEOUT_S, context=context) as reply:
             view: dict[str, Any] = json.loads(reply.read())
     except urllib.error.HTTPError as error:
+        if error.code == 409:  # a change refused: the body says why
+            raise _Refused(error.read().decode("utf-8", "replace").strip()) from None
         raise _Unreachable(f"{method} {url}{path} answered {error.code} {error.reason}") from None
     except urllib.error.URLError as error:
         raise _Unreachable(f"cannot reach {url}: {error.reason}") from None
@@ -142,6 +160,41 @@ def _repair(args: argparse.Namespace) -> int:
         run = _fetch(args.url, args.token, args.tls_ca, "/v0/repair")
     print(json.dumps(run, indent=2) if args.json else run["summary"])
     return 1 if run["unreached"] else 0
+
+
+def _leave(args: argparse.Namespace) -> int:
+    """Ask the node at --url to make the member leave; with --wait, follow it (the member's own view has
+    its progress) until the node at --url runs without it."""
+    path = "/v0/leave?" + urllib.parse.urlencode({"member": args.member})
+    try:
+        started = _fetch(args.url, args.token, args.tls_ca, path, "POST")
+    except _Refused as refusal:
+        print(f"kvnode admin: {args.member} cannot leave: {refusal}", file=sys.stderr)
+        return 1
+    if not args.wait:
+        print(json.dumps(started) if args.json else f"{args.member} is leaving; follow it with --wait")
+        return 0
+    began, shown, streamed = time.monotonic(), "", 0
+    while True:
+        view = _fetch(args.url, args.token, args.tls_ca)
+        if args.member not in view["cluster"]:
+            break
+        with contextlib.suppress(_Unreachable):  # the member may be gone already
+            streamed = _fetch(args.member, args.token, args.tls_ca)["streamed"]
+        line = f"{args.member} leaving: {streamed} records streamed to their next owners"
+        if line != shown:
+            print(line, file=sys.stderr, flush=True)
+            shown = line
+        time.sleep(_POLL_S)
+    seconds = time.monotonic() - began
+    done = {"member": args.member, "membership_version": view["membership_version"], "streamed": streamed}
+    print(
+        json.dumps(done)
+        if args.json
+        else f"{args.member} left (membership version {view['membership_version']}, {streamed} records "
+        f"streamed, {seconds:.1f} s): it can be stopped"
+    )
+    return 0
 
 
 def _progress(run: dict[str, Any]) -> str:

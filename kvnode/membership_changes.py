@@ -32,7 +32,7 @@ import asyncio
 import json
 import logging
 import ssl
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 
 import aiohttp
@@ -41,20 +41,24 @@ from kvnode.config import NodeConfig
 from kvnode.crash_points import crash_point
 from kvnode.members import Members
 from kvnode.membership import ChangeRefused, Membership
+from kvnode.placement import Placement
+from kvnode.records import copies_of
 from kvnode.repair.rebuild_state import NodeState
 from kvnode.repair.scheduler import AntiEntropy
 from kvnode.replica import wire
 from kvnode.replica.auth import ClusterAuth
 from kvnode.replica.errors import ReplicaError
 from kvnode.replica.peer import PeerReplica
+from kvnode.storage import Storage, StorageError
 from kvnode.system_db import SystemDb
 
-__all__ = ["settle", "take_place"]
+__all__ = ["OwnPart", "depart", "settle", "start_leave", "take_place"]
 
 log = logging.getLogger(__name__)
 
 _REACH_S = 3.0  # how long a member may take to open a channel before it counts as unreachable
-_RETRY_S = 1.0  # between two attempts of a join's last steps
+_RETRY_S = 1.0  # between two attempts of a join's or a leave's last steps
+_STREAM_WINDOW = 64  # records a leaving node sends at once
 
 
 async def take_place(
@@ -178,9 +182,119 @@ async def settle(members: Members, anti_entropy: AntiEntropy, drain_s: float, cr
             await asyncio.sleep(_RETRY_S)
             continue
         received = sum(outcome.received for outcome in run.outcomes.values())
+        members.streamed += received
         log.info(
             "joined: %d records streamed; a member like the others (version %d)", received, settled.version
         )
+
+
+class OwnPart:
+    """This node's part in a change that concerns it: :func:`settle` while it joins, :func:`depart`
+    while it leaves (told by kvnode.members of every membership it runs with)."""
+
+    def __init__(self, anti_entropy: AntiEntropy, storage: Storage, drain_s: float, crash_at: str) -> None:
+        self._anti_entropy = anti_entropy
+        self._storage = storage
+        self._drain_s = drain_s
+        self._crash_at = crash_at
+        self._task: asyncio.Task[None] | None = None
+
+    def check(self, members: Members) -> None:
+        """Start this node's part if the membership has it joining or leaving and it is not running."""
+        if self._task is not None and not self._task.done():
+            return
+        own, membership = members.own_url, members.membership
+        if own in membership.joining:
+            part = settle(members, self._anti_entropy, self._drain_s, self._crash_at)
+        elif own in membership.leaving:
+            part = depart(members, self._storage, self._drain_s, self._crash_at)
+        else:
+            return
+        self._task = asyncio.get_running_loop().create_task(part, name="membership change")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+
+async def start_leave(members: Members, member: str, timeout_s: float) -> Membership:
+    """``admin leave``, on the node asked: make ``member`` leaving (the claimant first, then this node, then
+    the rest) and return that version; the member streams its records and removes itself (:func:`depart`).
+    Raises ChangeRefused: another change under way, or a member unreachable (the one leaving included,
+    since it streams)."""
+    plan = members.membership.left(member)
+    peers = {peer.url: peer for peer in members.peers}
+    reached = await asyncio.gather(*(peer.reach(timeout_s) for peer in peers.values()))
+    unreachable = [url for url, ok in zip(peers, reached, strict=True) if not ok]
+    if unreachable:
+        raise ChangeRefused(f"a leave needs every member; unreachable: {', '.join(unreachable)}")
+    own = members.own_url
+    claimant = next(url for url in plan.urls if url not in plan.leaving)
+    if claimant == own:
+        members.adopt(plan)
+        await asyncio.gather(
+            *(peer.offer_membership(plan.encode()) for peer in peers.values()), return_exceptions=True
+        )
+        return plan
+    others = [url for url in plan.urls if url != own]
+    others.remove(claimant)
+    await _offer_all(
+        "leave", peers.__getitem__, plan, [claimant, *others], "", partial(_adopt_newer, members, plan)
+    )
+    return plan
+
+
+async def depart(members: Members, storage: Storage, drain_s: float, crash_at: str) -> None:
+    """While this node leaves: once every peer runs with a version that has it leaving, and the writes
+    they started before are over, send every record it holds to the key's owners once it is gone (the
+    stream), then remove it from the membership. Retried until done."""
+    own = members.own_url
+    while members.left is None and own in members.membership.leaving:
+        leaving = members.membership
+        await members.peers_at(leaving.version)
+        await asyncio.sleep(drain_s)
+        without = leaving.removed(own)
+        try:
+            members.streamed += await _stream(storage, without.placement(), {p.url: p for p in members.peers})
+        except (ReplicaError, StorageError) as error:
+            log.warning("leaving: streaming failed (%s); trying again", error)
+            await asyncio.sleep(_RETRY_S)
+            continue
+        crash_point("leave:streamed", crash_at)
+        if members.membership != leaving:
+            continue
+        by_url = {peer.url: peer for peer in members.peers}
+        try:
+            await _offer_all(
+                "depart",
+                by_url.__getitem__,
+                without,
+                list(without.urls),
+                crash_at,
+                partial(members.adopt, without),
+            )
+        except ChangeRefused as refusal:
+            log.warning("leaving: %s; trying again", refusal)
+            await asyncio.sleep(_RETRY_S)
+
+
+async def _stream(storage: Storage, after: Placement, peers: Mapping[str, PeerReplica]) -> int:
+    """Send every version this node holds to each of its key's owners under ``after`` (newest wins on
+    their side); how many were sent. Raises ReplicaError, StorageError."""
+    sent = 0
+    window: list[asyncio.Future[object]] = []
+    for key, raw in storage.snapshot_records():
+        copies = copies_of(raw)
+        count = len(after) if copies == 0 else min(copies, len(after))
+        for url in after.replicas_for(key, count):
+            window.append(peers[url].repair(wire.Op.WRITE, key, raw))
+        if len(window) >= _STREAM_WINDOW:
+            await asyncio.gather(*window)
+            sent += len(window)
+            window = []
+    await asyncio.gather(*window)
+    return sent + len(window)
 
 
 def _adopt_newer(members: Members, settled: Membership) -> None:
