@@ -1,7 +1,8 @@
-"""``python -m loadtest rate|fill|compare|report|selfbench|ui|locust|healing``: constant-rate load, filling
-a store, the fan-out comparison (and its report drawn again from its results), the load generator's own
-benchmark, Locust on a fresh local cluster (its web UI, or a bounded headless run with reports), and what
-healing costs (a wiped node rebuilt under load, an idle cluster's repair traffic)."""
+"""``python -m loadtest rate|fill|compare|report|selfbench|ui|locust|healing|join``: constant-rate load,
+filling a store, the fan-out comparison (and its report drawn again from its results), the load
+generator's own benchmark, Locust on a fresh local cluster (its web UI, or a bounded headless run with
+reports), what healing costs (a wiped node rebuilt under load, an idle cluster's repair traffic) and what a
+join costs (a 4th node joining a filled cluster under load)."""
 
 from __future__ import annotations
 
@@ -135,6 +136,7 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "healing", add_help=False, help="a wiped node rebuilt under load, an idle cluster's repair traffic"
     )
+    commands.add_parser("join", add_help=False, help="a 4th node joining a filled cluster under load")
     return parser
 
 
@@ -166,6 +168,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         _stop_on_signals()
         return healing(arguments[1:], shlex.join(["python", "-m", "loadtest", *arguments]))
+    if arguments[:1] == ["join"]:  # the same
+        from loadtest.join import main as join
+
+        _stop_on_signals()
+        return join(arguments[1:], shlex.join(["python", "-m", "loadtest", *arguments]))
     args = _parser().parse_args(argv)
     _stop_on_signals()
     if args.command == "compare":

@@ -23,6 +23,7 @@ import shutil
 import tempfile
 import time
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ from loadtest.fill import fill
 from loadtest.openloop import run_rate
 from loadtest.workload import Workload
 
-__all__ = ["main"]
+__all__ = ["main", "plot_p99", "window"]
 
 WINDOW_S = 5.0
 BEFORE_WINDOWS = 3
@@ -86,7 +87,8 @@ def rebuild_state(url: str) -> tuple[str, int]:
     return str(rebuild.get("state", "serving")), int(rebuild.get("records_received", 0))
 
 
-async def _window(urls: list[str], keys: int, rate: float) -> tuple[float, float, float, int]:
+async def window(urls: list[str], keys: int, rate: float) -> tuple[float, float, float, int]:
+    """One window of GET load: p50 and p99 (ms), the rate achieved, the requests that failed."""
     result = await run_rate(urls, Workload("get", keys, 100), rate, WINDOW_S, connections=32)
     return (
         result.latency.percentile_ms(50),
@@ -126,7 +128,7 @@ def _rebuild_phase(cluster: LocalCluster[NodeProcess], healing: Healing, say: An
     if failures:
         raise RuntimeError(f"fill failed: {dict(failures)}")
     for index in range(BEFORE_WINDOWS):
-        p50, p99, achieved, errors = asyncio.run(_window(serving_urls, healing.keys, healing.rate))
+        p50, p99, achieved, errors = asyncio.run(window(serving_urls, healing.keys, healing.rate))
         healing.windows.append(
             Window("before", (index - BEFORE_WINDOWS) * WINDOW_S, p50, p99, achieved, errors, "-")
         )
@@ -138,7 +140,7 @@ def _rebuild_phase(cluster: LocalCluster[NodeProcess], healing: Healing, say: An
     wiped.start()
     while True:
         started = time.monotonic() - wipe
-        p50, p99, achieved, errors = asyncio.run(_window(serving_urls, healing.keys, healing.rate))
+        p50, p99, achieved, errors = asyncio.run(window(serving_urls, healing.keys, healing.rate))
         state, received = rebuild_state(wiped.url)
         phase = "rebuilding" if state != "serving" or not healing.rebuild_s else "after"
         if state == "serving" and not healing.rebuild_s:
@@ -248,21 +250,31 @@ def report(healing: Healing, out: Path, command: str) -> Path:
 
 
 def _plot(healing: Healing, path: Path) -> None:
+    title = f"GET p99 at {healing.rate:.0f}/s while a wiped node rebuilds {healing.keys} records"
+    plot_p99(
+        healing.windows,
+        ("before", "rebuilding", "after"),
+        "seconds from the wipe (window start)",
+        title,
+        path,
+    )
+
+
+def plot_p99(windows: Sequence[Any], phases: Sequence[str], xlabel: str, title: str, path: Path) -> None:
+    """p99 per window (``phase``, ``started_s``, ``p99_ms``), one colour per phase, from zero."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(figsize=(8, 4))
-    for phase, color in (("before", "tab:blue"), ("rebuilding", "tab:red"), ("after", "tab:green")):
-        windows = [w for w in healing.windows if w.phase == phase]
-        axes.plot([w.started_s for w in windows], [w.p99_ms for w in windows], "o-", color=color, label=phase)
+    for phase, color in zip(phases, ("tab:blue", "tab:red", "tab:green"), strict=True):
+        shown = [w for w in windows if w.phase == phase]
+        axes.plot([w.started_s for w in shown], [w.p99_ms for w in shown], "o-", color=color, label=phase)
     axes.set_ylim(bottom=0)  # from zero, so a change looks as large as it is
-    axes.set_xlabel("seconds from the wipe (window start)")
+    axes.set_xlabel(xlabel)
     axes.set_ylabel("GET p99 (ms)")
-    axes.set_title(
-        f"GET p99 at {healing.rate:.0f}/s while a wiped node rebuilds {healing.keys} records", pad=12
-    )
+    axes.set_title(title, pad=12)
     axes.legend()
     axes.grid(alpha=0.3)
     figure.tight_layout()

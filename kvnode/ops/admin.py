@@ -210,6 +210,9 @@ def _status(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     return {
         "node": view["node"],
         "membership_version": view["membership_version"],
+        "joining": view["joining"],
+        "leaving": view["leaving"],
+        "streamed": view["streamed"],
         "members": members,
         "clock": view["clock"],
         "gc": view["gc"],
@@ -272,7 +275,8 @@ def _render(command: str, view: dict[str, Any], report: dict[str, Any]) -> str:
         title = f"cluster of {len(rows)} as {node} sees it"
         table = _table(["MEMBER", "STATE", "REACHABLE", "DOWN FOR", "HINTS PENDING"], rows)
         data = _data_lines(report["members"], report["rebuild"])
-        return title + "\n" + table + _clock_line(report["clock"]) + _gc_line(report["gc"]) + data
+        change = _change_line(report)
+        return title + "\n" + table + change + _clock_line(report["clock"]) + _gc_line(report["gc"]) + data
     if command == "ring":
         rows = [[str(m["position"]), m["url"], f"{m['first_replica_share']:.1%}"] for m in report["members"]]
         title = (
@@ -293,6 +297,18 @@ def _render(command: str, view: dict[str, Any], report: dict[str, Any]) -> str:
     dropped = ", ".join(f"{reason} {count}" for reason, count in sorted(report["dropped"].items())) or "none"
     title = f"hints kept by {node} (since it started: kept, delivered; dropped: {dropped})"
     return title + "\n" + _table(["TARGET", "PENDING", "KEPT", "DELIVERED"], rows)
+
+
+def _change_line(report: dict[str, Any]) -> str:
+    """A line under the status table while a member joins or leaves (none otherwise)."""
+    moving = [(url, "joining") for url in report["joining"]] + [(url, "leaving") for url in report["leaving"]]
+    if not moving:
+        return ""
+    url, state = moving[0]
+    return (
+        f"\nmembership version {report['membership_version']}: {url} is {state} "
+        f"({report['streamed']} records streamed by this node)"
+    )
 
 
 def _clock_line(clock: dict[str, Any]) -> str:
