@@ -6,13 +6,15 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from kvnode.config import NodeConfig
 from kvnode.ops.processes import NodeStartError, free_ports
-from tests.harness import Cluster, Node, clean_env
+from tests.harness import Cluster, Node, clean_env, wait_for
 
 SECRET = "replace-test-secret-" * 2
 
@@ -63,7 +65,7 @@ def local_keys(node: Node) -> set[str]:
     return {key.decode() for key, _ in node.scan("0")}  # every key of these tests sorts after "0"
 
 
-def status_of(node: Node) -> dict[str, object]:
+def status_of(node: Node) -> dict[str, Any]:
     status = node.status()
     assert status is not None, f"{node.url} does not answer"
     return status
@@ -89,3 +91,27 @@ def run_node(node: Node) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         node.argv, env=clean_env(**node.extra_env), capture_output=True, text=True, timeout=60, check=False
     )
+
+
+def fill(cluster: Cluster) -> tuple[list[str], list[str]]:
+    """Keys on every member (written with ack=3 and the default from), and keys on two (from = 2)."""
+    everywhere = [f"all-{i}" for i in range(200)]
+    two = [f"two-{i}" for i in range(300)]
+    for key in everywhere:
+        assert cluster[0].put(key, key.encode(), ack=3).status == 201
+    for key in two:
+        assert cluster[0].put(key, key.encode(), ack=2, from_=2).status == 201
+    return everywhere, two
+
+
+def assert_readable(nodes: list[Node], everywhere: list[str], two: Sequence[str] = ()) -> None:
+    """Every key reads through every node: ``everywhere`` with the default quorum, ``two`` with from = 2."""
+    for node in nodes:
+        unread = [key for key in everywhere if node.get(key).body != key.encode()]
+        unread += [key for key in two if node.get(key, ack=2, from_=2).body != key.encode()]
+        assert not unread, f"{len(unread)} acknowledged keys do not read through {node.url}: {unread[:5]}"
+
+
+def until_status(node: Node, holds: Callable[[dict[str, Any]], bool], what: str, seconds: float = 60) -> None:
+    """Wait until the node's /v0/status ``holds``."""
+    wait_for(lambda: holds(status_of(node)), seconds=seconds, what=f"{node.url}: {what}")

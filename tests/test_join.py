@@ -15,42 +15,30 @@ from kvnode.placement import Placement
 from tests.changes import (
     SECRET,
     Writer,
+    assert_readable,
     crashing,
+    fill,
     local_keys,
     newcomer,
     start_crashing,
     status_of,
+    until_status,
     versions,
 )
-from tests.harness import Cluster, ClusterFactory, Node, wait_for
+from tests.harness import ClusterFactory, Node, wait_for
 
 
 def settled(nodes: list[Node], members: list[str]) -> None:
     """Wait until every node runs with ``members``, none of them joining."""
     for node in nodes:
-        wait_for(
-            lambda node=node: status_of(node)["cluster"] == members and status_of(node)["joining"] == [],
-            seconds=60,
-            what=f"{node.url} to run with every member settled",
-        )
-
-
-def filled(cluster: Cluster) -> tuple[list[str], list[str]]:
-    """Keys on every member (from = 3), and keys on two of the three (from = 2)."""
-    everywhere = [f"all-{i}" for i in range(200)]
-    two = [f"two-{i}" for i in range(200)]
-    for key in everywhere:
-        assert cluster[0].put(key, key.encode(), ack=3).status == 201
-    for key in two:
-        assert cluster[0].put(key, key.encode(), ack=2, from_=2).status == 201
-    return everywhere, two
+        until_status(node, lambda status: status["cluster"] == members and not status["joining"], "settled")
 
 
 def test_a_node_joins_under_writes_without_losing_an_acknowledged_one(
     start_cluster: ClusterFactory, tmp_path: Path
 ) -> None:
     cluster = start_cluster(3, cluster_secret=SECRET)
-    everywhere, two = filled(cluster)
+    everywhere, two = fill(cluster)
     new = newcomer(cluster, tmp_path)
     with Writer(cluster[1], "during") as writer:
         wait_for(lambda: len(writer.acknowledged) >= 50, what="writes acknowledged before the join")
@@ -66,10 +54,7 @@ def test_a_node_joins_under_writes_without_losing_an_acknowledged_one(
     after = Placement(members)
     owned = set(everywhere) | {key for key in two if new.url in after.replicas_for(key.encode(), 2)}
     wait_for(lambda: owned <= local_keys(new), what="every key it owns on the newcomer")
-    for node in nodes:  # the default quorum is now from = 4, ack = 3
-        unread = [key for key in everywhere if node.get(key).body != key.encode()]
-        unread += [key for key in two if node.get(key, ack=2, from_=2).body != key.encode()]
-        assert not unread, f"{len(unread)} acknowledged keys do not read through {node.url}: {unread[:5]}"
+    assert_readable(nodes, everywhere, two)  # the default quorum is now from = 4, ack = 3
 
 
 def test_a_join_displaces_at_most_the_last_owner_of_a_key(
@@ -77,7 +62,7 @@ def test_a_join_displaces_at_most_the_last_owner_of_a_key(
 ) -> None:
     """Each key written with from = 2 before a join reads through the two owners it has after it."""
     cluster = start_cluster(3, cluster_secret=SECRET)
-    _, two = filled(cluster)
+    _, two = fill(cluster)
     new = newcomer(cluster, tmp_path)
     new.start()
     settled([*cluster.nodes, new], [*cluster.urls, new.url])
@@ -87,8 +72,7 @@ def test_a_join_displaces_at_most_the_last_owner_of_a_key(
         old, now = before.replicas_for(key.encode(), 2), after.replicas_for(key.encode(), 2)
         assert now in ([old[0], new.url], [new.url, old[0]])  # the second owner is the one displaced
     assert moved, "no key moved to the newcomer (the test needs some)"
-    for node in [*cluster.nodes, new]:
-        assert all(node.get(key, ack=2, from_=2).body == key.encode() for key in two)
+    assert_readable([*cluster.nodes, new], [], two)
 
 
 @pytest.mark.parametrize(
@@ -98,7 +82,7 @@ def test_a_newcomer_killed_at_a_step_of_its_join_finishes_it_when_started_again(
     start_cluster: ClusterFactory, tmp_path: Path, point: str
 ) -> None:
     cluster = start_cluster(3, cluster_secret=SECRET)
-    everywhere, _ = filled(cluster)
+    everywhere, _ = fill(cluster)
     new = newcomer(cluster, tmp_path)
     if point.startswith("change"):
         start_crashing(crashing(new, point))  # it never served
@@ -111,15 +95,14 @@ def test_a_newcomer_killed_at_a_step_of_its_join_finishes_it_when_started_again(
     nodes = [*cluster.nodes, new]
     settled(nodes, [*cluster.urls, new.url])
     assert set(everywhere) <= local_keys(new)
-    for node in nodes:
-        assert all(node.get(key).body == key.encode() for key in everywhere)
+    assert_readable(nodes, everywhere)
 
 
 def test_a_claimant_killed_as_it_takes_a_join_finishes_it_when_both_start_again(
     start_cluster: ClusterFactory, tmp_path: Path
 ) -> None:
     cluster = start_cluster(3, cluster_secret=SECRET)
-    everywhere, _ = filled(cluster)
+    everywhere, _ = fill(cluster)
     claimant = cluster[0]
     claimant.stop()
     doomed = crashing(claimant, "adopt:stored")

@@ -9,19 +9,17 @@ import dataclasses
 from pathlib import Path
 
 from kvnode.placement import Placement
-from tests.changes import SECRET, Writer, crashing, local_keys, status_of
+from tests.changes import (
+    SECRET,
+    Writer,
+    assert_readable,
+    crashing,
+    fill,
+    local_keys,
+    status_of,
+    until_status,
+)
 from tests.harness import Cluster, ClusterFactory, Node, run_kvnode, wait_for
-
-
-def fill(cluster: Cluster) -> tuple[list[str], list[str]]:
-    """Keys on every member, and keys on two of them (from = 2)."""
-    everywhere = [f"all-{i}" for i in range(200)]
-    two = [f"two-{i}" for i in range(300)]
-    for key in everywhere:
-        assert cluster[0].put(key, key.encode(), ack=3).status == 201
-    for key in two:
-        assert cluster[0].put(key, key.encode(), ack=2, from_=2).status == 201
-    return everywhere, two
 
 
 def admin_leave(cluster: Cluster, member: Node, tmp_path: Path, *extra: str) -> tuple[int, str, str]:
@@ -31,11 +29,7 @@ def admin_leave(cluster: Cluster, member: Node, tmp_path: Path, *extra: str) -> 
 
 def gone(nodes: list[Node], member: str) -> None:
     for node in nodes:
-        wait_for(
-            lambda node=node: member not in status_of(node)["cluster"],
-            seconds=60,
-            what=f"{node.url} without it",
-        )
+        until_status(node, lambda status: member not in status["cluster"], f"without {member}")
 
 
 def holds_what_it_owns(nodes: list[Node], everywhere: list[str], two: list[str]) -> None:
@@ -66,10 +60,7 @@ def test_a_member_leaves_under_writes_without_losing_an_acknowledged_one(
     everywhere += writer.acknowledged
     wait_for(lambda: set(everywhere) <= local_keys(remaining[2]), what="the last writes' copies")
     holds_what_it_owns(remaining, everywhere, two)
-    for node in remaining:
-        unread = [key for key in everywhere if node.get(key).body != key.encode()]
-        unread += [key for key in two if node.get(key, ack=2, from_=2).body != key.encode()]
-        assert not unread, f"{len(unread)} acknowledged keys do not read through {node.url}: {unread[:5]}"
+    assert_readable(remaining, everywhere, two)
 
 
 def test_a_leave_is_refused_in_one_line_when_it_cannot_be_made(

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kvnode.membership import cluster_identity
 from kvnode.replica.auth import ClusterAuth
 from kvnode.replica.peer import PeerReplica
 from tests.harness import ClusterFactory, Node, request
@@ -145,18 +146,23 @@ def test_a_refused_handshake_names_what_it_was_about(start_cluster: ClusterFacto
     cases = {
         "lacks the secret": (None, "secret", "requires a cluster secret, and this node has none"),
         "another secret": (
-            ClusterAuth(b"another secret, long enough", urls, urls[1]),
+            ClusterAuth(b"another secret, long enough", cluster_identity(urls), urls[1]),
             "secret",
             "holds a different cluster secret",
         ),
-        "not a member": (ClusterAuth(SECRET.encode(), urls, "http://127.0.0.1:1"), "membership", "member"),
+        "another cluster": (
+            ClusterAuth(SECRET.encode(), cluster_identity((*urls, "http://127.0.0.1:1")), urls[1]),
+            "secret",
+            "belongs to another cluster",
+        ),
     }
     for name, (auth, refusal, text) in cases.items():
         state, cause, error = asyncio.run(refusal_of(target, auth))
         assert (state, cause) == ("refused", refusal), name
         assert "403" in error and text in error, (name, error)
     without_secret = start_cluster(2)[0]
-    auth = ClusterAuth(SECRET.encode(), (without_secret.url, "http://127.0.0.1:1"), "http://127.0.0.1:1")
+    members = (without_secret.url, "http://127.0.0.1:1")
+    auth = ClusterAuth(SECRET.encode(), cluster_identity(members), "http://127.0.0.1:1")
     state, cause, error = asyncio.run(refusal_of(without_secret, auth))
     assert (state, cause) == ("refused", "secret")
     assert "runs without a cluster secret, and this node has one" in error

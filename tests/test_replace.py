@@ -15,12 +15,14 @@ from kvnode.placement import Placement
 from tests.changes import (
     SECRET,
     Writer,
+    assert_readable,
     crashing,
     local_keys,
     newcomer,
     run_node,
     start_crashing,
     status_of,
+    until_status,
     versions,
 )
 from tests.harness import ClusterFactory, Node, assert_exit_2_with_one_line, clean_env, run_kvnode, wait_for
@@ -44,9 +46,7 @@ def test_a_member_down_for_good_is_replaced_without_losing_an_acknowledged_write
     members = [cluster[0].url, cluster[1].url, new.url]  # the newcomer in the dead member's place
     survivors = [cluster[0], cluster[1], new]
     for node in survivors:
-        wait_for(
-            lambda node=node: status_of(node)["membership_version"] == 2, what=f"{node.url} at version 2"
-        )
+        until_status(node, lambda status: status["membership_version"] == 2, "at version 2")
         assert status_of(node)["cluster"] == members
     acknowledged = before + writer.acknowledged
     # The newcomer holds every key itself (with from = 3 every member holds every key), before any client
@@ -126,11 +126,10 @@ def test_a_newcomer_killed_during_the_change_completes_it_when_started_again(
     new.start()  # the same flags, without the crash
     members = [cluster[0].url, cluster[1].url, new.url]
     for node in (cluster[0], cluster[1], new):
-        wait_for(lambda node=node: status_of(node)["cluster"] == members, what=f"{node.url} moved on")
+        until_status(node, lambda status: status["cluster"] == members, "moved on")
     wait_for(lambda: status_of(new)["data"] == "serving", what="the newcomer rebuilt")
     assert set(keys) <= local_keys(new)
-    for node in (cluster[0], cluster[1], new):
-        assert all(node.get(key).body == key.encode() for key in keys)
+    assert_readable([cluster[0], cluster[1], new], keys)
 
 
 def test_a_claimant_killed_as_it_takes_the_change_finishes_it_when_both_start_again(
@@ -154,6 +153,6 @@ def test_a_claimant_killed_as_it_takes_the_change_finishes_it_when_both_start_ag
     new.start()
     members = [claimant.url, cluster[1].url, new.url]
     for node in (claimant, cluster[1], new):
-        wait_for(lambda node=node: status_of(node)["cluster"] == members, what=f"{node.url} moved on")
+        until_status(node, lambda status: status["cluster"] == members, "moved on")
     wait_for(lambda: status_of(new)["data"] == "serving", what="the newcomer rebuilt")
     assert set(keys) <= local_keys(new)

@@ -13,6 +13,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from kvnode.membership import cluster_identity
 from kvnode.records import Record
 from kvnode.replica import wire
 from kvnode.replica.auth import ClusterAuth
@@ -42,15 +43,19 @@ async def try_channel(node: Node, auth: ClusterAuth | None) -> list[object]:
         await peer.close()
 
 
-def test_the_channel_serves_no_one_without_the_secret_and_membership(start_cluster: ClusterFactory) -> None:
+def test_the_channel_serves_no_one_without_the_secret_and_the_cluster_identity(
+    start_cluster: ClusterFactory,
+) -> None:
     cluster = start_cluster(3, cluster_secret=SECRET)
     assert cluster[0].put("k", b"value", ack=3).status == 201
     urls = tuple(cluster.urls)
     target = cluster[0]
     refused = {
         "no secret": None,
-        "wrong secret": ClusterAuth(b"a wrong secret!!", urls, urls[1]),
-        "non-member": ClusterAuth(SECRET.encode(), urls, "http://127.0.0.1:1"),
+        "wrong secret": ClusterAuth(b"a wrong secret!!", cluster_identity(urls), urls[1]),
+        "another cluster": ClusterAuth(
+            SECRET.encode(), cluster_identity((*urls, "http://127.0.0.1:1")), urls[1]
+        ),
     }
     for name, auth in refused.items():
         outcomes = asyncio.run(try_channel(target, auth))
@@ -60,7 +65,7 @@ def test_the_channel_serves_no_one_without_the_secret_and_membership(start_clust
         assert keys(node, "stolen") == []
     assert "refused a replica channel from 127.0.0.1" in target.log_path.read_text()
     # The same code with the cluster's credentials gets through: the refusals above are the handshake's.
-    member = asyncio.run(try_channel(target, ClusterAuth(SECRET.encode(), urls, urls[1])))
+    member = asyncio.run(try_channel(target, ClusterAuth(SECRET.encode(), cluster_identity(urls), urls[1])))
     assert member[0] is None and isinstance(member[1], Record) and member[1].value == b"value"
     assert keys(target, "stolen") == [b"stolen"]
 
@@ -139,7 +144,7 @@ async def raw_channel(
     node: Node, as_url: str, urls: tuple[str, ...], session: aiohttp.ClientSession
 ) -> aiohttp.ClientWebSocketResponse:
     """An authenticated channel to ``node`` that sends whatever the test likes."""
-    auth = ClusterAuth(SECRET.encode(), urls, as_url)
+    auth = ClusterAuth(SECRET.encode(), cluster_identity(urls), as_url)
     async with session.get(node.url + "/v0/internal/challenge") as answer:
         nonce = await answer.text()
     headers, _ = auth.upgrade_headers(node.url, nonce)

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from kvnode.config import NodeConfig
+from kvnode.membership import cluster_identity
 from kvnode.ops.certs import ClusterCertificates, NodeCertificate
 from kvnode.records import Record
 from kvnode.replica.auth import ClusterAuth
@@ -124,7 +125,9 @@ async def test_a_node_with_another_cas_certificate_cannot_join_even_with_the_sec
 ) -> None:
     ours, theirs = certificates
     ca = verifying_context(ours.ca)
-    member = ClusterAuth(SECRET.encode(), tuple(cluster.urls), cluster.urls[1])  # passes the handshake
+    member = ClusterAuth(
+        SECRET.encode(), cluster_identity(cluster.urls), cluster.urls[1]
+    )  # passes the handshake
     rogues = {
         "trusting its own CA": as_member(theirs),
         "trusting ours": verifying_context(ours.ca, theirs.cert, theirs.key),
