@@ -9,13 +9,14 @@ last acknowledged write (404 if that was a DELETE); only a later write that was 
 write that may still have been applied) may stand in its place.
 
 Then the same under a nemesis (each node in turn killed with SIGKILL and restarted, frozen, or wiped,
-each time for longer than the hint window), after which anti-entropy alone must make every replica's own
-listing identical.
+each time for longer than the hint window, with a 4th node joining and then leaving between the faults),
+after which anti-entropy alone must make every replica's own listing identical.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import random
 import shutil
@@ -23,11 +24,13 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import aiohttp
 import pytest
 
-from tests.harness import Cluster, ClusterFactory, stats, wait_for
+from kvnode.ops.processes import free_ports
+from tests.harness import Cluster, ClusterFactory, Node, run_kvnode, stats, wait_for
 
 SOAK_SECONDS = 20.0
 CLIENTS = 32
@@ -200,15 +203,22 @@ def test_concurrent_clients_lose_no_acknowledged_write(
 NEMESIS_FAULT_S = 2.0  # how long one fault lasts: longer than the hint window, so hints cannot heal it
 
 
-def nemesis(cluster: Cluster, stop: threading.Event, log: list[str]) -> None:
+# The nemesis's schedule: a join and a leave (of the node that joined) in the middle of the faults.
+SCHEDULE = ("kill", "freeze", "join", "wipe", "leave")
+
+
+def nemesis(cluster: Cluster, newcomer: Node, stop: threading.Event, log: list[str]) -> None:
     """Kill -9 and restart, freeze and resume, or wipe (stop, remove the data dir, start), each node in
-    turn, until ``stop``. Runs on the main thread: a node dies with the thread that started it
+    turn, until ``stop`` once the whole SCHEDULE ran; ``newcomer`` joins after the first two faults and
+    leaves after the third. Runs on the main thread: a node dies with the thread that started it
     (kvnode.ops.processes.die_with_parent)."""
     for round_ in itertools.count():
         node = cluster[round_ % len(cluster)]
-        fault = ("kill", "freeze", "wipe")[round_ % 3]
-        log.append(f"{fault} {node.url}")
-        if fault == "freeze":
+        fault = SCHEDULE[round_] if round_ < len(SCHEDULE) else ("kill", "freeze", "wipe")[round_ % 3]
+        log.append(f"{fault} {newcomer.url if fault in ('join', 'leave') else node.url}")
+        if fault in ("join", "leave"):
+            change(cluster, newcomer, fault)
+        elif fault == "freeze":
             node.freeze()
             stop.wait(NEMESIS_FAULT_S)
             node.resume()
@@ -220,8 +230,26 @@ def nemesis(cluster: Cluster, stop: threading.Event, log: list[str]) -> None:
                 shutil.rmtree(node.config.data_dir)
             stop.wait(NEMESIS_FAULT_S)
             node.start()
-        if stop.wait(0.5):
+        if stop.wait(0.5) and round_ >= len(SCHEDULE) - 1:
             return
+
+
+def change(cluster: Cluster, newcomer: Node, kind: str) -> None:
+    """``newcomer`` joins (started with --join), or leaves (admin leave --wait, then stopped)."""
+    if kind == "join":
+        newcomer.start()
+        wait_for(lambda: _settled_with(cluster, newcomer.url), seconds=60, what="the join settled")
+        return
+    result = run_kvnode(["admin", "--url", cluster[0].url, "leave", newcomer.url, "--wait"], Path.cwd())
+    assert result.returncode == 0, result.stderr
+    newcomer.stop()
+
+
+def _settled_with(cluster: Cluster, url: str) -> bool:
+    statuses = [node.status() for node in cluster]
+    return all(
+        status is not None and url in status["cluster"] and not status["joining"] for status in statuses
+    )
 
 
 def own_listings(cluster: Cluster) -> list[dict[bytes, bytes]]:
@@ -230,9 +258,15 @@ def own_listings(cluster: Cluster) -> list[dict[bytes, bytes]]:
 
 @pytest.mark.timeout(240)
 def test_under_a_nemesis_no_acknowledged_write_is_lost_and_anti_entropy_makes_replicas_identical(
-    start_cluster: ClusterFactory,
+    start_cluster: ClusterFactory, tmp_path: Path
 ) -> None:
     cluster = start_cluster(3, hint_window_s=1, repair_interval_s=1)
+    [port] = free_ports(1)
+    base = cluster[0].config
+    joining = dataclasses.replace(
+        base, port=port, data_dir=tmp_path / "newcomer", cluster=(), join=cluster.urls[0]
+    )
+    newcomer = Node(joining, tmp_path / "newcomer.log")
     stop, log = threading.Event(), list[str]()
     soaks: list[Soak] = []
 
@@ -244,14 +278,14 @@ def test_under_a_nemesis_no_acknowledged_write_is_lost_and_anti_entropy_makes_re
 
     running = threading.Thread(target=clients)
     running.start()
-    nemesis(cluster, stop, log)
+    nemesis(cluster, newcomer, stop, log)
     running.join()
     assert soaks, "the soak's clients failed"
     soak = soaks[0]
     summary = f"{soak.operations} operations: {dict(soak.outcomes)}; nemesis: {log}"
     print(summary)
     assert soak.violations == [], summary
-    assert len(log) >= 4, summary
+    assert len(log) >= len(SCHEDULE), summary
     healing = time.monotonic()
     wait_for(lambda: all(stats(node)["rebuild"]["state"] == "serving" for node in cluster), seconds=120,
              what="every node serving (a wiped one rebuilt)")  # fmt: skip
