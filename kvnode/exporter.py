@@ -244,11 +244,13 @@ def _gc_metrics(snapshot: NodeSnapshot) -> Iterator[Metric]:
     yield CounterMetricFamily("kvnode_gc_passes", "Tombstone GC passes over the store completed", gc.passes)
     dropped = CounterMetricFamily(
         "kvnode_gc_dropped",
-        "Versions tombstone GC dropped, by kind: tombstone, or expired (a TTL that ran out)",
+        "Versions tombstone GC dropped, by kind: tombstone, expired (a TTL that ran out), or unowned (a "
+        "version this node no longer owned, once its owners held it)",
         labels=["kind"],
     )
     dropped.add_metric(["tombstone"], gc.tombstones_dropped)
     dropped.add_metric(["expired"], gc.expired_dropped)
+    dropped.add_metric(["unowned"], gc.unowned_dropped)
     yield dropped
     yield GaugeMetricFamily(
         "kvnode_gc_waiting",

@@ -43,9 +43,11 @@ class Members:
         stored: StoredMembership,
         hints: HintStore,
         make_peer: Callable[[str], PeerReplica],
+        now: Callable[[], int],
         crash_at: str = "",
     ) -> None:
-        """``crash_at``: the node's --crash-at (kvnode.crash_points)."""
+        """``now``: the hybrid clock's time (when a membership took effect); ``crash_at``: the node's
+        --crash-at (kvnode.crash_points)."""
         self.own_url = own_url
         self.crash_at = crash_at
         self.membership = membership
@@ -56,6 +58,13 @@ class Members:
         self.listeners: list[Callable[[Members], None]] = []
         self.follow: Callable[[PeerReplica], Callable[[], Awaitable[None]]] | None = None
         self._stored = stored
+        self._now = now
+        # Since when this node runs with this membership (tombstone GC hands over what it no longer owns
+        # a grace period after); a membership stored without its time counts from this start.
+        self.since = stored.since()
+        if not self.since:
+            self.since = now()
+            stored.save(membership, self.since)
         self._hints = hints
         self._make_peer = make_peer
         self._stops: dict[str, Callable[[], Awaitable[None]]] = {}
@@ -97,10 +106,11 @@ class Members:
                 f"this node ({self.own_url}) is not a member of version {offered.version}: it was removed "
                 "or replaced; stop it, and wipe its data dir before it joins again"
             )
-        self._stored.save(offered)  # before it takes effect: a node that crashes now restarts with it
+        since = self._now()
+        self._stored.save(offered, since)  # before it takes effect: a node that crashes now restarts with it
         crash_point("adopt:stored", self.crash_at)
         old = {peer.url: peer for peer in self.peers}
-        self.membership, self.placement = offered, offered.placement()
+        self.membership, self.placement, self.since = offered, offered.placement(), since
         self.peers = [
             old.pop(url) if url in old else self._make_peer(url)
             for url in offered.urls
@@ -123,7 +133,7 @@ class Members:
         """This node left: the others run with ``without``. Stored (a restart is refused: it is no longer a
         member); it goes on answering its peers as it did until it is stopped."""
         if self.left is None:
-            self._stored.save(without)
+            self._stored.save(without, self._now())
             self.left = without
             log.warning("left the cluster (membership version %d): this node can be stopped", without.version)
 

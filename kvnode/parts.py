@@ -32,7 +32,6 @@ from kvnode.membership import Membership, at_start
 from kvnode.membership_changes import OwnPart, take_place
 from kvnode.memory import Settler
 from kvnode.metrics import LoopLagMonitor
-from kvnode.placement import Placement
 from kvnode.repair.gc_pass import TombstoneGc, pass_interval_s
 from kvnode.repair.gc_rule import GcRule
 from kvnode.repair.rebuild import Rebuild
@@ -111,7 +110,7 @@ class NodeParts:
         reads = members.membership.read_placement()
         self.coordinator.use(placement, _replicas(self.local, members), reads)
         self.summaries.use(placement)
-        self.gc.use(_gc_rule(config, placement), {peer.url: peer for peer in peers})
+        self.gc.use(_gc_rule(config, members), {peer.url: peer for peer in peers})
         self.anti_entropy.use(peers)
         self.fence.use(len(peers))
         self.identities.use(members.membership)
@@ -155,6 +154,7 @@ class NodeParts:
                 passes=gc.passes,
                 tombstones_dropped=gc.tombstones_dropped,
                 expired_dropped=gc.expired_dropped,
+                unowned_dropped=gc.unowned_dropped,
                 waiting=gc.waiting,
                 waiting_for=dict(gc.waiting_for),
                 unconfirmed=gc.unconfirmed,
@@ -269,7 +269,9 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
                 identities=identities,
             )
 
-        members = Members(config.url, membership, system.membership, hints, make_peer, config.crash_at)
+        members = Members(
+            config.url, membership, system.membership, hints, make_peer, clock.current, config.crash_at
+        )
         fence.measure_peers = lambda: _measure_clocks(members.peers)
         local = LocalReplica(config.url, storage, fence, rebuild.node_state)
         coordinator = Coordinator(
@@ -301,7 +303,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             summaries=summaries,
             gc=TombstoneGc(
                 storage,
-                _gc_rule(config, members.placement),
+                _gc_rule(config, members),
                 system.repair_marks,
                 clock.current,
                 pass_interval_s(config.gc_grace_s),
@@ -361,11 +363,19 @@ async def _measure_clocks(peers: list[PeerReplica]) -> None:
     await asyncio.gather(*(peer.measure_clock() for peer in peers))
 
 
-def _gc_rule(config: NodeConfig, placement: Placement) -> GcRule:
+def _gc_rule(config: NodeConfig, members: Members) -> GcRule:
     # A version reaches a replica within the replica timeout (a write) or the hint window (a hint),
     # stamped by a clock up to the maximum skew off this one's (kvnode.repair.gc_rule).
     arrival_us = (config.timeout_ms + config.max_clock_skew_ms) * 1000 + config.hint_window_s * 1_000_000
-    return GcRule(config.url, placement, grace_us=config.gc_grace_s * 1_000_000, arrival_us=arrival_us)
+    membership = members.membership
+    settled = None if membership.joining or membership.leaving else members.since
+    return GcRule(
+        config.url,
+        members.placement,
+        grace_us=config.gc_grace_s * 1_000_000,
+        arrival_us=arrival_us,
+        settled_since=settled,
+    )
 
 
 def _cluster_auth(config: NodeConfig, membership: Membership) -> ClusterAuth | None:

@@ -44,6 +44,7 @@ class GcFigures:
     passes: int  # complete passes since start
     tombstones_dropped: int  # since start
     expired_dropped: int  # versions whose TTL ran out, since start
+    unowned_dropped: int  # versions no longer this node's, handed over to their owners, since start
     waiting: int  # past the grace period but kept for a repair, as the last pass found
     waiting_for: dict[str, int]  # of those, how many wait for a repair with each peer
     unconfirmed: int  # allowed by the rule but kept: a replica did not answer or held an older version

@@ -208,19 +208,21 @@ class PeerIdentities:
 
 
 class StoredMembership:
-    """The cluster's identity and membership (kvnode.membership), as this node last stored them.
+    """The cluster's identity and membership (kvnode.membership), as this node last stored them, and since
+    when (the hybrid clock's microseconds) it runs with that membership.
 
-    >>> import tempfile
-    >>> tmp = tempfile.TemporaryDirectory(); system = SystemDb.open(Path(tmp.name))
-    >>> system.membership.load() is None
-    True
-    >>> system.membership.save(Membership.seeded(["http://a:1"]))
-    >>> system.membership.load().urls
-    ('http://a:1',)
-    >>> system.close(); tmp.cleanup()
+        >>> import tempfile
+        >>> tmp = tempfile.TemporaryDirectory(); system = SystemDb.open(Path(tmp.name))
+        >>> system.membership.load() is None
+        True
+        >>> system.membership.save(Membership.seeded(["http://a:1"]))
+        >>> system.membership.load().urls
+        ('http://a:1',)
+        >>> system.close(); tmp.cleanup()
     """
 
     _KEY = b"current"
+    _SINCE = b"since"
 
     def __init__(self, part: plyvel.DB) -> None:
         self._part = part
@@ -231,11 +233,19 @@ class StoredMembership:
         raw: bytes | None = self._part.get(self._KEY)
         return None if raw is None else Membership.decode(raw)
 
-    def save(self, membership: Membership) -> None:
+    def save(self, membership: Membership, since: int = 0) -> None:
+        """Store ``membership``, run with ``since`` (0: the time is not known yet, :meth:`since` says 0)."""
         try:
-            self._part.put(self._KEY, membership.encode(), sync=True)
+            with self._part.write_batch(sync=True) as batch:
+                batch.put(self._KEY, membership.encode())
+                batch.put(self._SINCE, since.to_bytes(8, "big"))
         except plyvel.Error as error:
             raise storage_error(error) from error
+
+    def since(self) -> int:
+        """Since when this node runs with the stored membership; 0 when not known."""
+        raw: bytes | None = self._part.get(self._SINCE)
+        return int.from_bytes(raw, "big") if raw else 0
 
 
 class SystemDb:

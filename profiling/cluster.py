@@ -87,9 +87,10 @@ class ProfiledCluster(LocalCluster[ProfiledNode]):
     def select(self, names: Collection[str]) -> list[ProfiledNode]:
         return [node for node in self.nodes if node.name in names]
 
-    def start_and_wait(self) -> None:
-        """Start the nodes (on fresh ports if another process takes one first) and wait until they
-        serve; ClusterError with the failing node's last log lines if they do not."""
+    def start_and_wait(self, ports: Sequence[int] = ()) -> None:
+        """Start the nodes (on ``ports``, by default free ones, fresh ones again if another process takes
+        one first) and wait until they serve; ClusterError with the failing node's last log lines if they
+        do not."""
         names = [f"n{index}" for index in range(1, CLUSTER_SIZE + 1)]
 
         def node(config: NodeConfig, log_path: Path | None) -> ProfiledNode:
@@ -97,7 +98,9 @@ class ProfiledCluster(LocalCluster[ProfiledNode]):
 
         base = NodeConfig(fanout=self.mode, data_dir=self.data_dir)
         try:
-            started = start_local_cluster(base, CLUSTER_SIZE, node, names=names, log_dir=self.log_dir)
+            started = start_local_cluster(
+                base, CLUSTER_SIZE, node, names=names, log_dir=self.log_dir, ports=ports
+            )
         except NodeStartError as error:
             raise ClusterError(f"{error}\n{_log_tail(error.log_path)}") from None
         self.nodes = started.nodes

@@ -94,12 +94,13 @@ def record_run(
                 manifest["phases"].append(_pyspy_phase(phase, spec, plain, targets, out, py_spy, children))
         finally:
             plain.stop()
+        ports = [node.config.port for node in plain.nodes]
         profiled = {node.name for node in targets}
         memray_outputs = {name: out / name / "memray.bin" for name in profiled}
         traced = ProfiledCluster(spec.mode, Path(data), out / "logs", memray_outputs)
         progress(f"{spec.name}: phase memray: restarting with {', '.join(sorted(profiled))} under memray")
         try:
-            traced.start_and_wait()
+            traced.start_and_wait(ports)  # the same URLs: the members stored them with their data
             phase_record = _load_phase("memray", spec, traced, out, children, lambda: None)
         finally:
             traced.stop()

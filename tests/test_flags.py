@@ -66,14 +66,21 @@ def test_node_argv_gives_back_a_config_with_every_field_set_away_from_its_defaul
         auth_tokens_file=tokens,
         metrics_open=True,
     )
+    # A node becoming a member learns the members from its seed: --join and --cluster exclude each other.
+    joining = dataclasses.replace(
+        config, cluster=(), join="https://[::1]:9005", replace="https://[::1]:9006", crash_at="change:stored"
+    )
     defaults = NodeConfig()
     unchanged = [
-        f.name for f in dataclasses.fields(NodeConfig) if getattr(config, f.name) == getattr(defaults, f.name)
+        f.name
+        for f in dataclasses.fields(NodeConfig)
+        if getattr(config, f.name) == getattr(defaults, f.name) == getattr(joining, f.name)
     ]
     assert unchanged == [], "set every field away from its default, so node_argv is checked for it"
-    argv = node_argv(config)
-    assert argv[1:4] == ["-m", "kvnode", "node"]
-    assert parse_args(argv[3:], node_env(config)) == config
+    for one in (config, joining):
+        argv = node_argv(one)
+        assert argv[1:4] == ["-m", "kvnode", "node"]
+        assert parse_args(argv[3:], node_env(one)) == one
 
 
 def test_the_secret_travels_in_the_environment_when_no_file_holds_it(tmp_path: Path) -> None:

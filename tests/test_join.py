@@ -6,6 +6,7 @@ lost on the way, under a writer, nor when a node taking part is killed at a step
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,7 @@ from tests.changes import (
     until_status,
     versions,
 )
-from tests.harness import ClusterFactory, Node, wait_for
+from tests.harness import ClusterFactory, Node, scrape, total, wait_for
 
 
 def settled(nodes: list[Node], members: list[str]) -> None:
@@ -117,3 +118,27 @@ def test_a_claimant_killed_as_it_takes_a_join_finishes_it_when_both_start_again(
     nodes = [*cluster.nodes, new]
     settled(nodes, [*cluster.urls, new.url])
     assert set(everywhere) <= local_keys(new)
+
+
+def test_after_a_join_the_displaced_owners_drop_what_they_no_longer_own_once_its_owners_hold_it(
+    start_cluster: ClusterFactory, tmp_path: Path
+) -> None:
+    """The contract's "a node that no longer owns a key drops it (after a grace period)": here a 2 s grace
+    period (the GC pass runs every second), after the membership settled."""
+    cluster = start_cluster(3, cluster_secret=SECRET, gc_grace_s=2, hint_window_s=1)
+    everywhere, two = fill(cluster)
+    new = newcomer(cluster, tmp_path)
+    new = Node(dataclasses.replace(new.config, gc_grace_s=2, hint_window_s=1), new.log_path)
+    new.start()
+    nodes = [*cluster.nodes, new]
+    settled(nodes, [*cluster.urls, new.url])
+    after = Placement([*cluster.urls, new.url])
+    for node in cluster.nodes:
+        owned = set(everywhere) | {key for key in two if node.url in after.replicas_for(key.encode(), 2)}
+        holds_only_what_it_owns(node, owned)
+    assert sum(total(scrape(node), "kvnode_gc_dropped_total", kind="unowned") for node in cluster.nodes) > 0
+    assert_readable(nodes, everywhere, two)
+
+
+def holds_only_what_it_owns(node: Node, owned: set[str]) -> None:
+    wait_for(lambda: local_keys(node) == owned, seconds=60, what=f"{node.url} to drop what it does not own")

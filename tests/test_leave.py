@@ -6,6 +6,7 @@ when a node taking part is killed at a step of the change."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 from kvnode.placement import Placement
@@ -66,13 +67,22 @@ def test_a_member_leaves_under_writes_without_losing_an_acknowledged_one(
 def test_a_leave_is_refused_in_one_line_when_it_cannot_be_made(
     start_cluster: ClusterFactory, tmp_path: Path
 ) -> None:
-    cluster = start_cluster(3, cluster_secret=SECRET)
+    # A leave is under way for at least twice the replica timeout (writes started before it drain): 10 s.
+    cluster = start_cluster(3, cluster_secret=SECRET, timeout_ms=5_000)
     status, _, err = admin_leave(cluster, cluster[1], tmp_path)
     assert status == 0, err
-    # The first leave is under way for at least the replica timeout twice (its writes drain): refused.
     status, _, err = admin_leave(cluster, cluster[2], tmp_path)
     assert status == 1 and err.count("\n") == 1, err
     assert f"a change is under way: {cluster[1].url} is leaving; one change at a time" in err
+    # Meanwhile the operator sees it: the member leaving, and each member's share before and after.
+    shown = run_kvnode(["admin", "--url", cluster[0].url, "status"], tmp_path).stdout
+    assert f"membership version 2: {cluster[1].url} is leaving" in shown, shown
+    ring = json.loads(run_kvnode(["admin", "--url", cluster[0].url, "ring", "--json"], tmp_path).stdout)
+    shares = {
+        member["url"]: (member["share_before"], member["first_replica_share"]) for member in ring["members"]
+    }
+    assert shares[cluster[1].url][0] > 0.2 and shares[cluster[1].url][1] == 0, shares
+    assert abs(sum(after for _, after in shares.values()) - 1) < 1e-6
     result = run_kvnode(["admin", "--url", cluster[0].url, "leave", "http://127.0.0.1:9"], tmp_path)
     assert result.returncode == 1 and "http://127.0.0.1:9 is not a member" in result.stderr
     gone([cluster[0], cluster[2]], cluster[1].url)

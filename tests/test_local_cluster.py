@@ -36,6 +36,7 @@ from tests.harness import (
     refuses_connections,
     request,
     run_kvnode,
+    started,
     wait_for,
     write_secret_file,
 )
@@ -98,11 +99,17 @@ NODE_LINE = re.compile(r"^  (https?://[\w.]+:\d+)  pid (\d+)$")
 
 @contextlib.contextmanager
 def launched_cluster(
-    tmp_path: Path, nodes: int, env: Mapping[str, str] | None = None, options: Sequence[str] = ()
+    tmp_path: Path,
+    nodes: int,
+    env: Mapping[str, str] | None = None,
+    options: Sequence[str] = (),
+    base: int = 0,
+    stdout: list[str] | None = None,
 ) -> Iterator[tuple[subprocess.Popen[bytes], list[str], list[int]]]:
-    """``python -m kvnode cluster [OPTIONS]``, up and serving: (launcher, URLs it printed, node PIDs it
-    printed). Its stderr goes to tmp_path/cluster.log."""
-    base = consecutive_free_ports(nodes)
+    """``python -m kvnode cluster [OPTIONS]`` (on ports from ``base``, by default free ones), up and
+    serving: (launcher, URLs it printed, node PIDs it printed); it may print more nodes than ``nodes`` (a
+    membership grown since). Its stderr goes to tmp_path/cluster.log, its stdout lines to ``stdout``."""
+    base = base or consecutive_free_ports(nodes)
     args = ["cluster", "--nodes", str(nodes), "--port", str(base), "--data-dir", str(tmp_path / "data")]
     args += options
     log = tmp_path / "cluster.log"
@@ -121,12 +128,16 @@ def launched_cluster(
     try:
         urls: list[str] = []
         deadline = time.monotonic() + DEADLINE
-        while len(urls) < nodes:
+        while True:
             line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
             assert line is not None, f"the launcher ended its output early:\n{log.read_text()[-3000:]}"
+            if stdout is not None:
+                stdout.append(line.rstrip("\n"))
             if match := NODE_LINE.match(line.rstrip("\n")):
                 urls.append(match[1])
                 node_pids.append(int(match[2]))
+            elif urls:  # the line after the last node's
+                break
         assert sorted(node_pids) == sorted(children(launcher.pid)), "the PIDs printed are not its nodes"
         yield launcher, urls, node_pids
     finally:
@@ -151,7 +162,13 @@ def test_cluster_command_starts_serves_and_stops_on_sigint(tmp_path: Path) -> No
         for url, pid in zip(urls, node_pids, strict=True):
             response = request(url, "GET", "/v0/status")
             assert response.status == 200
-            assert json.loads(response.body) == {"url": url, "pid": pid, "cluster": urls, "data": "serving"}
+            status = json.loads(response.body)
+            assert (status["url"], status["pid"], status["cluster"], status["data"]) == (
+                url,
+                pid,
+                urls,
+                "serving",
+            )
         assert request(urls[0], "PUT", "/v0/entity?id=k", body=b"cluster value").status == 201
         for url in urls:  # from = 3, ack = 2 by default: every node reads it back
             assert request(url, "GET", "/v0/entity?id=k").body == b"cluster value"
@@ -367,3 +384,28 @@ def test_a_local_cluster_names_data_dirs_and_logs_and_runs_helpers(tmp_path: Pat
     finally:
         cluster.stop()
     assert not any(server.running for server in [*cluster, *cluster.helpers])
+
+
+def test_the_cluster_command_runs_a_node_that_joined_when_started_again(tmp_path: Path) -> None:
+    """A node added to a running cluster (README: node --join, its data in DATA_DIR/node-PORT) is run by
+    the next `cluster` on that data dir with the others, as a member."""
+    base = consecutive_free_ports(4)
+    data = tmp_path / "data"
+    with launched_cluster(tmp_path, 3, base=base) as (launcher, urls, _):
+        added = f"http://127.0.0.1:{base + 3}"
+        args = ["node", "--port", str(base + 3), "--data-dir", str(data / f"node-{base + 3}")]
+        args += ["--join", urls[0], "--cluster-secret-file", str(data / "cluster.secret")]
+        with started(args, tmp_path, clean_env(), tmp_path / "added.log"):
+            wait_for(lambda: _settled_member(urls[0], added), DEADLINE, "the added node a member")
+        launcher.send_signal(signal.SIGINT)
+        assert launcher.wait(DEADLINE) == 0
+    said: list[str] = []
+    with launched_cluster(tmp_path, 3, base=base, stdout=said) as (_, urls, _):
+        assert urls == [*(f"http://127.0.0.1:{port}" for port in range(base, base + 3)), added]
+        assert f"kvnode: {data} holds a cluster of 4 (membership version 3): running its members" in said
+        assert all(_settled_member(url, added) for url in urls)
+
+
+def _settled_member(url: str, member: str) -> bool:
+    status = json.loads(request(url, "GET", "/v0/status").body)
+    return member in status["cluster"] and not status["joining"]

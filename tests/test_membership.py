@@ -4,11 +4,12 @@ stored membership ruling over a stale --cluster."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from kvnode.membership import Membership, at_start, cluster_identity
+from kvnode.membership import ChangeRefused, Membership, at_start, cluster_identity
 from kvnode.ops.processes import NodeStartError, free_ports
 from kvnode.system_db import SystemDb
 from tests.harness import ClusterFactory, Node, fresh_key, scrape, total
@@ -101,3 +102,49 @@ def test_a_data_dir_of_another_member_is_refused_in_one_line(
         system.close()
     with pytest.raises(NodeStartError, match="is not a member of the cluster stored in"):
         Node(other, tmp_path / "other.log").start()
+
+
+def test_a_join_step_by_step_writes_to_the_newcomer_before_it_is_read_from() -> None:
+    start = Membership.seeded([A, B, C])
+    assert start.read_placement() is None  # no change under way: reads and writes use one placement
+    joining = start.joined(D)
+    assert (joining.version, joining.urls, joining.joining) == (2, (A, B, C, D), frozenset({D}))
+    assert joining.placement().nodes == (A, B, C, D)  # writes reach the newcomer
+    read = joining.read_placement()
+    assert read is not None and read.nodes == (A, B, C)  # reads stay on the present owners
+    assert Membership.decode(joining.encode()) == joining
+    done = joining.settled(D)
+    assert (done.version, done.joining, done.read_placement()) == (3, frozenset(), None)
+    with pytest.raises(ChangeRefused, match="is not joining"):
+        done.settled(D)
+
+
+def test_a_leave_step_by_step_reads_from_the_leaving_member_until_it_is_removed() -> None:
+    leaving = Membership.seeded([A, B, C]).left(B)
+    assert leaving.placement().nodes == (A, C)  # the next owners take writes
+    read = leaving.read_placement()
+    assert read is not None and read.nodes == (A, B, C)  # reads stay on the present ones
+    assert Membership.decode(leaving.encode()) == leaving
+    gone = leaving.removed(B)
+    assert (gone.version, gone.urls, gone.tokens, gone.leaving) == (3, (A, C), (A, C), frozenset())
+
+
+def test_one_change_at_a_time_and_no_change_that_cannot_be() -> None:
+    start = Membership.seeded([A, B, C])
+    changes: list[Callable[[Membership], Membership]] = [
+        lambda m: m.joined("http://e:1"),
+        lambda m: m.left(A),
+        lambda m: m.replaced(A, "http://e:1"),
+    ]
+    for under_way in (start.joined(D), start.left(C)):
+        for change in changes:
+            with pytest.raises(ChangeRefused, match=r"a change is under way: .* one change at a time"):
+                change(under_way)
+    with pytest.raises(ChangeRefused, match="is a member already"):
+        start.joined(A)
+    with pytest.raises(ChangeRefused, match="is not a member"):
+        start.left(D)
+    with pytest.raises(ChangeRefused, match="is the only member"):
+        Membership.seeded([A]).left(A)
+    replaced = start.replaced(C, D)
+    assert (replaced.urls, replaced.tokens) == ((A, B, D), (A, B, C))  # its place, and its token

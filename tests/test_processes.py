@@ -77,6 +77,10 @@ def test_a_node_is_not_ready_while_another_process_answers_at_its_url(node: Node
     with pytest.raises(NodeStartError, match="did not serve in time"):
         impostor.start(timeout=2.0)
     assert not impostor.running
-    own = NodeProcess(dataclasses.replace(config, advertise_url=""), tmp_path / "own.log")
-    own.start()  # the same node at its own URL is ready
+    # The same node at its own URL is ready (with a data dir of its own: the impostor's stored a
+    # membership under the other URL).
+    own = NodeProcess(
+        dataclasses.replace(config, advertise_url="", data_dir=tmp_path / "own"), tmp_path / "own.log"
+    )
+    own.start()
     own.stop()

@@ -111,7 +111,7 @@ def test_wire_truncated_reply_frames_raise_wire_error() -> None:
 def test_wire_malformed_messages_raise_wire_error() -> None:
     good_call = _call_bytes(CallRequest(1, Op.WRITE, b"key", b"rec"))
     bad_frames = [
-        struct.pack(">IIBI", 9, 1, 9, 0),  # unknown op
+        struct.pack(">IIBI", 9, 1, 99, 0),  # unknown op
         struct.pack(">IIBI", 9, 1, 0, 0),  # op 0
         struct.pack(">IIBI", 9, 1, 1, 1),  # key runs past its message
         struct.pack(">IIBI", 12, 1, 1, 5) + b"abc",  # key runs past its message, frame has the bytes

@@ -221,17 +221,24 @@ def _status(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _ring(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
-    placement = _placement(view)
+    """Each member's share of first replicas; while a member joins or leaves, before the change (the
+    present owners) and after it (the next ones)."""
+    before = _shares(_placement(view, leave_out=view["joining"]))
+    after = _shares(_placement(view, leave_out=view["leaving"]))
+    members = []
+    for position, url in enumerate(view["cluster"], 1):
+        member = {"position": position, "url": url, "first_replica_share": after.get(url, 0.0)}
+        if before != after:
+            member["share_before"] = before.get(url, 0.0)
+        members.append(member)
+    return {"node": view["node"], "membership_version": view["membership_version"], "members": members}
+
+
+def _shares(placement: Placement) -> dict[str, float]:
     firsts = dict.fromkeys(placement.nodes, 0)
     for i in range(_SHARE_SAMPLE):
         firsts[placement.order(b"share-sample-%d" % i)[0]] += 1
-    return {
-        "node": view["node"],
-        "members": [
-            {"position": position, "url": url, "first_replica_share": round(firsts[url] / _SHARE_SAMPLE, 4)}
-            for position, url in enumerate(placement.nodes, 1)
-        ],
-    }
+    return {url: round(count / _SHARE_SAMPLE, 4) for url, count in firsts.items()}
 
 
 def _locate(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
@@ -247,9 +254,14 @@ def _locate(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _placement(view: dict[str, Any]) -> Placement:
-    """The placement the node uses: its members, scored by their tokens."""
-    return Placement(view["cluster"], view["tokens"])
+def _placement(view: dict[str, Any], leave_out: Sequence[str] = ()) -> Placement:
+    """The placement the node uses: its members (but ``leave_out``), scored by their tokens."""
+    kept = [
+        (url, token)
+        for url, token in zip(view["cluster"], view["tokens"], strict=True)
+        if url not in leave_out
+    ]
+    return Placement([url for url, _ in kept], [token for _, token in kept])
 
 
 def _hints(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
@@ -278,11 +290,18 @@ def _render(command: str, view: dict[str, Any], report: dict[str, Any]) -> str:
         change = _change_line(report)
         return title + "\n" + table + change + _clock_line(report["clock"]) + _gc_line(report["gc"]) + data
     if command == "ring":
-        rows = [[str(m["position"]), m["url"], f"{m['first_replica_share']:.1%}"] for m in report["members"]]
         title = (
             f"cluster list of {node} (placement: rendezvous hashing; share from {_SHARE_SAMPLE} sample keys)"
         )
-        return title + "\n" + _table(["#", "MEMBER", "FIRST REPLICA OF"], rows)
+        members = report["members"]
+        if "share_before" not in members[0]:
+            rows = [[str(m["position"]), m["url"], f"{m['first_replica_share']:.1%}"] for m in members]
+            return title + "\n" + _table(["#", "MEMBER", "FIRST REPLICA OF"], rows)
+        rows = [
+            [str(m["position"]), m["url"], f"{m['share_before']:.1%}", f"{m['first_replica_share']:.1%}"]
+            for m in members
+        ]
+        return title + "\n" + _table(["#", "MEMBER", "BEFORE THE CHANGE", "AFTER IT"], rows)
     if command == "locate":
         rows = [
             [str(r["order"]), r["url"] + (" (this node)" if r["self"] else ""), _yes(r["reachable"])]

@@ -8,9 +8,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvnode.config import NodeConfig, node_url
+from kvnode.membership import Membership
 from kvnode.ops.certs import ClusterCertificates
+from kvnode.storage import StorageUnavailable
+from kvnode.system_db import SystemDb
 
-__all__ = ["ClusterConfig", "cluster_configs"]
+__all__ = ["ClusterConfig", "cluster_configs", "member_configs", "stored_membership"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,19 +35,61 @@ class ClusterConfig:
         """Where ``tls`` keeps the CA and the nodes' certificates: DATA_DIR/tls."""
         return ClusterCertificates(self.node.data_dir / "tls")
 
-    def node_configs(self) -> list[NodeConfig]:
-        """Each node's configuration; with ``tls``, each serves with its own certificate, node-PORT.pem."""
-        ports = range(self.node.port, self.node.port + self.nodes)
+    def node_configs(self, ports: Sequence[int] = (), members: tuple[str, ...] = ()) -> list[NodeConfig]:
+        """Each node's configuration, on ``ports`` (by default ``nodes`` consecutive ones from the first),
+        given ``members`` as its --cluster (by default their URLs); with ``tls``, each serves with its own
+        certificate, node-PORT.pem."""
+        ports = ports or range(self.node.port, self.node.port + self.nodes)
+        base = self.node
+        if self.tls:  # any certificate makes the URLs https://; then each node is given its own
+            ca = self.certificates.ca
+            base = dataclasses.replace(base, tls_cert=ca, tls_key=ca, tls_ca=ca)
+        configs = cluster_configs(base, ports)
+        if members:
+            configs = [dataclasses.replace(config, cluster=members) for config in configs]
         if not self.tls:
-            return cluster_configs(self.node, ports)
-        ca = self.certificates.ca
-        # Any certificate makes the URLs https://; then each node is given its own.
-        configs = cluster_configs(dataclasses.replace(self.node, tls_cert=ca, tls_key=ca, tls_ca=ca), ports)
+            return configs
         own = [self.certificates.node(f"node-{config.port}") for config in configs]
         return [
             dataclasses.replace(config, tls_cert=node.cert, tls_key=node.key)
             for config, node in zip(configs, own, strict=True)
         ]
+
+
+def stored_membership(data_dir: Path) -> Membership | None:
+    """The newest membership stored in the node dirs of a cluster's data dir (DATA_DIR/node-*), None when
+    none holds one (a new cluster). The nodes must be stopped: each system database is opened here."""
+    newest: Membership | None = None
+    for node_dir in sorted(data_dir.glob("node-*")):
+        if not (node_dir / "system").is_dir():
+            continue
+        try:
+            system = SystemDb.open(node_dir)
+        except StorageUnavailable:
+            continue
+        try:
+            stored = system.membership.load()
+        except ValueError:
+            stored = None
+        finally:
+            system.close()
+        if stored is not None and (newest is None or stored.version > newest.version):
+            newest = stored
+    return newest
+
+
+def member_configs(config: ClusterConfig, membership: Membership) -> tuple[list[NodeConfig], list[str]]:
+    """The members of a stored membership this launcher runs (those at its host, each in
+    DATA_DIR/node-PORT, given the members as --cluster), and the members it does not run."""
+    prefix = node_url(config.node.host, 0, config.node.tls or config.tls).removesuffix("0")
+    ports = [url.removeprefix(prefix) for url in membership.urls]
+    ours = [
+        int(port) for url, port in zip(membership.urls, ports, strict=True) if url != port and port.isdigit()
+    ]
+    others = [
+        url for url, port in zip(membership.urls, ports, strict=True) if url == port or not port.isdigit()
+    ]
+    return config.node_configs(ours, membership.urls), others
 
 
 def cluster_configs(

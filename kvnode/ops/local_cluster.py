@@ -21,7 +21,7 @@ from typing import Generic, TypeVar
 
 from kvnode.config import NodeConfig
 from kvnode.ops.certs import CertificatesUnavailable
-from kvnode.ops.cluster_config import ClusterConfig, cluster_configs
+from kvnode.ops.cluster_config import ClusterConfig, cluster_configs, member_configs, stored_membership
 from kvnode.ops.data_dir import ClusterPidFile, ClusterRunning
 from kvnode.ops.flags import read_cluster_secret, unknown_variables
 from kvnode.ops.processes import (
@@ -99,6 +99,7 @@ def start_local_cluster(
     spare_ports: int = 0,
     configure: Callable[[int, NodeConfig, list[int]], NodeConfig] | None = None,
     helpers: Callable[[list[NodeConfig]], list[ServerProcess]] | None = None,
+    ports: Sequence[int] = (),
 ) -> LocalCluster[N]:
     """A running cluster of ``size`` nodes made by ``make_node(config, log_path)`` on free loopback ports:
     every node is given the same member list, node i keeps its data in ``base.data_dir / NAME`` (NAME is
@@ -109,6 +110,8 @@ def start_local_cluster(
     free ports (a node may listen on one behind a proxy); ``helpers(configs)`` are more servers started
     with the nodes (that proxy). When another process takes one of the ports first, the cluster is
     started again on fresh ports (:func:`start_on_free_ports`); any other failure raises NodeStartError.
+    With ``ports`` (the nodes' and the spare ones) it starts on those, once: a cluster started again on
+    its data dirs keeps its URLs, which its members stored (kvnode.membership).
     """
 
     def start(ports: list[int]) -> LocalCluster[N]:
@@ -127,6 +130,8 @@ def start_local_cluster(
         cluster.start()
         return cluster
 
+    if ports:
+        return start(list(ports))
     return start_on_free_ports(size + spare_ports, start)
 
 
@@ -162,17 +167,36 @@ def run_cluster(config: ClusterConfig) -> int:
                 print(f"kvnode: {error}", file=sys.stderr)
                 return 2
             config = dataclasses.replace(config, node=dataclasses.replace(config.node, cluster_secret=secret))
+        configs = _configs(config)
         if config.tls:
             try:
-                config.certificates.make(f"node-{node.port}" for node in config.node_configs())
+                config.certificates.make(f"node-{node.port}" for node in configs)
             except (CertificatesUnavailable, OSError) as error:
                 reason = error.strerror if isinstance(error, OSError) else str(error)
                 print(f"kvnode: cannot make certificates in {config.certificates.directory}: {reason}",
                       file=sys.stderr)  # fmt: skip
                 return 2
-        return _serve(config, secret_path, stop)
+        return _serve(config, configs, secret_path, stop)
     finally:
         pid_file.release()
+
+
+def _configs(config: ClusterConfig) -> list[NodeConfig]:
+    """The nodes to run: the members of the membership stored in the data dir (nodes added or removed
+    since its first start included), else ``--nodes`` new ones. Says so when they are not the latter."""
+    default = config.node_configs()
+    stored = stored_membership(config.node.data_dir)
+    if stored is None:
+        return default
+    configs, elsewhere = member_configs(config, stored)
+    if [node.url for node in configs] != [node.url for node in default] or elsewhere:
+        not_here = f"; not run here: {', '.join(elsewhere)}" if elsewhere else ""
+        print(
+            f"kvnode: {config.node.data_dir} holds a cluster of {len(stored.urls)} (membership version "
+            f"{stored.version}): running its members{not_here}",
+            flush=True,
+        )
+    return configs
 
 
 def _own_secret(path: Path) -> bytes:
@@ -185,8 +209,10 @@ def _own_secret(path: Path) -> bytes:
     return read_cluster_secret(path, {})
 
 
-def _serve(config: ClusterConfig, secret_path: Path | None, stop: threading.Event) -> int:
-    nodes = LocalCluster(NodeProcess(node) for node in config.node_configs())
+def _serve(
+    config: ClusterConfig, configs: list[NodeConfig], secret_path: Path | None, stop: threading.Event
+) -> int:
+    nodes = LocalCluster(NodeProcess(node) for node in configs)
     try:
         try:
             nodes.start(cancel=stop)
@@ -195,7 +221,7 @@ def _serve(config: ClusterConfig, secret_path: Path | None, stop: threading.Even
             return 2
         if stop.is_set():
             return 0
-        print(f"kvnode cluster of {config.nodes} ready ({config.node.fanout} fan-out):", flush=True)
+        print(f"kvnode cluster of {len(configs)} ready ({config.node.fanout} fan-out):", flush=True)
         for node in nodes:
             print(f"  {node.url}  pid {node.pid}", flush=True)
         if secret_path is not None:

@@ -22,7 +22,7 @@ import asyncio
 import collections
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kvnode.records import CorruptRecord, Record, decode
@@ -60,6 +60,7 @@ class GcCounts:
     waiting_for: dict[str, int] = field(default_factory=dict)
     # Allowed by the rule but kept: a replica did not answer, or still held an older version.
     unconfirmed: int = 0
+    unowned_dropped: int = 0  # versions this node no longer owned, dropped once their owners held them
 
 
 class TombstoneGc:
@@ -121,6 +122,7 @@ class TombstoneGc:
         while chunk := storage.read_chunk(start, _CHUNK):
             start = chunk[-1][0] + b"\x00"
             allowed: list[tuple[bytes, bytes, Record]] = []
+            unowned: list[tuple[bytes, bytes, Record]] = []
             tombstones = set()
             now = self._now()
             for key, raw in chunk:
@@ -136,7 +138,11 @@ class TombstoneGc:
                 elif verdict.outcome is Outcome.WAIT:
                     waiting += 1
                     waiting_for.update(verdict.waiting_for)
-            doomed = await self._confirmed(allowed)
+                elif verdict.outcome is Outcome.UNOWNED:
+                    unowned.append((key, raw, record))
+            handed_over = storage.drop(await self._confirmed(unowned, self._held_by_owners))
+            counts.unowned_dropped += len(handed_over)
+            doomed = await self._confirmed(allowed, self._held_everywhere)
             dropped = storage.drop(doomed)  # drops only versions still stored as they were read
             if dropped:
                 first = dropped[0] if first is None else first
@@ -156,31 +162,48 @@ class TombstoneGc:
                 time.monotonic() - started,
             )  # fmt: skip
 
-    async def _confirmed(self, allowed: list[tuple[bytes, bytes, Record]]) -> list[tuple[bytes, bytes]]:
-        """The (key, bytes) of the allowed versions that every other replica holds, newer, or not at all."""
+    async def _confirmed(
+        self,
+        allowed: list[tuple[bytes, bytes, Record]],
+        held: Callable[[bytes, Record], Awaitable[bool]],
+    ) -> list[tuple[bytes, bytes]]:
+        """The (key, bytes) of the allowed versions that ``held`` confirms."""
         confirmed = []
         for start in range(0, len(allowed), _CONFIRM_WINDOW):
             window = allowed[start : start + _CONFIRM_WINDOW]
-            answers = await asyncio.gather(*(self._held_everywhere(key, record) for key, _, record in window))
-            for (key, raw, _), held in zip(window, answers, strict=True):
-                if held:
+            answers = await asyncio.gather(*(held(key, record) for key, _, record in window))
+            for (key, raw, _), confirms in zip(window, answers, strict=True):
+                if confirms:
                     confirmed.append((key, raw))
                 else:
                     self.counts.unconfirmed += 1
         return confirmed
 
     async def _held_everywhere(self, key: bytes, record: Record) -> bool:
-        others = self._rule.other_replicas(key, record.copies) or ()
-        if any(url not in self._replicas for url in others):
+        """Whether every other replica holds this version, a newer one, or none (a tombstone's drop)."""
+        return await self._held(
+            key, record, self._rule.other_replicas(key, record.copies) or (), absent_ok=True
+        )
+
+    async def _held_by_owners(self, key: bytes, record: Record) -> bool:
+        """Whether every owner of the key holds this version or a newer one (an unowned version's drop);
+        for a version that reads as absent, none will do too (an owner may have collected it)."""
+        absent_ok = record.absent_at(self._now())
+        return await self._held(key, record, self._rule.owners(key, record.copies), absent_ok=absent_ok)
+
+    async def _held(self, key: bytes, record: Record, replicas: Sequence[str], *, absent_ok: bool) -> bool:
+        if any(url not in self._replicas for url in replicas):
             return False
         versions = await asyncio.gather(
-            *(self._replicas[url].read(key) for url in others), return_exceptions=True
+            *(self._replicas[url].read(key) for url in replicas), return_exceptions=True
         )
         for version in versions:
             if isinstance(version, ReplicaError):
                 return False
             if isinstance(version, BaseException):
                 raise version
+            if version is None and not absent_ok:
+                return False
             if version is not None and version < record:
                 return False
         return True

@@ -7,6 +7,11 @@ its key has completed a repair with this node that started after the version rea
 repair gave the peer this version (or a newer one), so once it is dropped here no replica holds an older
 value it was hiding. docs/gc.md says why nothing can then bring the deleted value back.
 
+A version this node holds but no longer owns (a member joined, or one it replaced left: the key's owners
+changed) is handed over the same way: once the membership has been settled (no member joining or leaving)
+for longer than the grace period, it may be dropped once its owners hold it (kvnode.repair.gc_pass
+confirms), the contract's "a node that no longer owns a key drops it after a grace period".
+
 When a version reached this node is not stored; its timestamp bounds it, a known time later
 (``arrival_us``): a write reaches its replicas within the replica timeout, a hint within the hint window
 (older hints are dropped), each stamped by a clock at most the maximum skew off this one. (b) asks for
@@ -39,9 +44,10 @@ __all__ = ["GcRule", "Outcome", "Verdict"]
 
 
 class Outcome(enum.Enum):
-    KEEP = "keep"  # live, absent for less than the grace period, or a version this node should not hold
+    KEEP = "keep"  # live, absent for less than the grace period, or not owned for less than it
     WAIT = "wait"  # past its grace, but some replica has not completed a repair with this node since
     DROP = "drop"
+    UNOWNED = "unowned"  # not this node's any more, past the grace period: dropped once its owners hold it
 
 
 class Verdict(NamedTuple):
@@ -51,30 +57,42 @@ class Verdict(NamedTuple):
 
 _KEEP = Verdict(Outcome.KEEP)
 _DROP = Verdict(Outcome.DROP)
+_UNOWNED = Verdict(Outcome.UNOWNED)
 
 
 class GcRule:
-    """The rule for one node: its URL and placement, the grace period and the arrival bound (in the
-    clock's microseconds)."""
+    """The rule for one node: its URL and placement, the grace period and the arrival bound, and since when
+    the membership has been settled, None while a member joins or leaves (the clock's microseconds)."""
 
-    def __init__(self, own_url: str, placement: Placement, *, grace_us: int, arrival_us: int) -> None:
+    def __init__(
+        self,
+        own_url: str,
+        placement: Placement,
+        *,
+        grace_us: int,
+        arrival_us: int,
+        settled_since: int | None = None,
+    ) -> None:
         self.own_url = own_url
         self.placement = placement
         self.grace_us = grace_us
         self.arrival_us = arrival_us
+        self.settled_since = settled_since
         self._everyone_else = tuple(url for url in placement.nodes if url != own_url)
 
     def judge(self, key: bytes, record: Record, *, now: int, completed: Callable[[str], int]) -> Verdict:
         """Whether ``record``, key's stored version, may be dropped at ``now``; ``completed(peer)`` is
         when the last repair with peer that completed started (kvnode.system_db.RepairMarks)."""
+        others = self.other_replicas(key, record.copies)
+        if others is None:  # this node should not hold it at all
+            settled = self.settled_since
+            unowned_long = settled is not None and now - settled > self.grace_us + self.arrival_us
+            return _UNOWNED if unowned_long else _KEEP
         if not record.absent_at(now):
             return _KEEP
         absent_since = record.timestamp if record.tombstone else record.expires
         if now - absent_since <= self.grace_us + self.arrival_us:
             return _KEEP
-        others = self.other_replicas(key, record.copies)
-        if others is None:
-            return _KEEP  # this node should not hold it at all: membership's business, not GC's
         reached_by = record.timestamp + self.arrival_us
         waiting = tuple(peer for peer in others if completed(peer) <= reached_by)
         return Verdict(Outcome.WAIT, waiting) if waiting else _DROP
@@ -88,3 +106,9 @@ class GcRule:
         if self.own_url not in replicas:
             return None
         return tuple(url for url in replicas if url != self.own_url)
+
+    def owners(self, key: bytes, copies: int) -> list[str]:
+        """The replicas of a version written to ``copies`` (0: every member)."""
+        return self.placement.replicas_for(
+            key, len(self.placement) if copies == 0 else min(copies, len(self.placement))
+        )
