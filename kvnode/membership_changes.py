@@ -41,6 +41,7 @@ from kvnode.config import NodeConfig
 from kvnode.crash_points import crash_point
 from kvnode.members import Members
 from kvnode.membership import ChangeRefused, Membership
+from kvnode.membership_steps import Progress, Start, Step, next_step, start_from
 from kvnode.placement import Placement
 from kvnode.records import copies_of
 from kvnode.repair.rebuild_state import NodeState
@@ -52,7 +53,7 @@ from kvnode.replica.peer import PeerReplica
 from kvnode.storage import Storage, StorageError
 from kvnode.system_db import SystemDb
 
-__all__ = ["OwnPart", "depart", "settle", "start_leave", "take_place"]
+__all__ = ["OwnPart", "start_leave", "take_place"]
 
 log = logging.getLogger(__name__)
 
@@ -83,8 +84,8 @@ async def take_place(
         if not await peer(config.join).reach(_REACH_S):
             raise ChangeRefused(f"the seed {config.join} is unreachable: {peer(config.join).refusal}")
         current = Membership.decode(await peer(config.join).fetch_membership())
-        if config.url in current.urls:
-            plan = current  # this node made the change already (a crash after step 2)
+        if start_from(current, config.url) is Start.STORE:
+            plan = current  # the claimant took this node's change before it crashed
         elif config.replace:
             plan = current.replaced(config.replace, config.url)
             if await peer(config.replace).reach(_REACH_S):
@@ -148,51 +149,18 @@ async def _offer_all(
             log.warning("%s did not take membership version %d yet: %s", url, plan.version, outcome)
 
 
-async def settle(members: Members, anti_entropy: AntiEntropy, drain_s: float, crash_at: str) -> None:
-    """While this node joins: once every peer runs with a version that has it joining, and the writes
-    they started before are over (``drain_s``: their replica timeout, twice for the one rewrite), repair
-    with every peer (the stream), then make this node a member like the others. Retried until done."""
-    own = members.own_url
-    while own in members.membership.joining:
-        joined = members.membership
-        await members.peers_at(joined.version)
-        await asyncio.sleep(drain_s)  # a write started before is on its ack replicas, or failed, by then
-        run = await anti_entropy.repair_all()
-        failed = {url: outcome.reason for url, outcome in run.outcomes.items() if not outcome.completed}
-        if failed:
-            log.warning("joining: streaming did not complete with %s; trying again", failed)
-            await asyncio.sleep(_RETRY_S)
-            continue
-        if members.membership != joined:
-            continue  # moved on meanwhile (another node settled this one: a crash after step 2)
-        settled = joined.settled(own)
-        by_url = {peer.url: peer for peer in members.peers}
-        others = [url for url in settled.urls if url != own]
-        try:
-            await _offer_all(
-                "settle",
-                by_url.__getitem__,
-                settled,
-                others,
-                crash_at,
-                partial(_adopt_newer, members, settled),
-            )
-        except ChangeRefused as refusal:
-            log.warning("joining: %s; trying again", refusal)
-            await asyncio.sleep(_RETRY_S)
-            continue
-        received = sum(outcome.received for outcome in run.outcomes.values())
-        members.streamed += received
-        log.info(
-            "joined: %d records streamed; a member like the others (version %d)", received, settled.version
-        )
-
-
 class OwnPart:
-    """This node's part in a change that concerns it: :func:`settle` while it joins, :func:`depart`
-    while it leaves (told by kvnode.members of every membership it runs with)."""
+    """This node's part in a change that concerns it, step by step (kvnode.membership_steps): once every
+    peer runs with the version that has it joining or leaving, and the writes they started before are over
+    (``drain_s``: their replica timeout, twice for the one rewrite), it streams (joining: a repair with
+    every peer; leaving: every record it holds to its next owners), then offers the next version (settled,
+    or without it), the claimant first. A step that fails is tried again; told by kvnode.members of every
+    membership the node runs with."""
 
-    def __init__(self, anti_entropy: AntiEntropy, storage: Storage, drain_s: float, crash_at: str) -> None:
+    def __init__(
+        self, members: Members, anti_entropy: AntiEntropy, storage: Storage, drain_s: float, crash_at: str
+    ) -> None:
+        self._members = members
         self._anti_entropy = anti_entropy
         self._storage = storage
         self._drain_s = drain_s
@@ -203,24 +171,65 @@ class OwnPart:
         """Start this node's part if the membership has it joining or leaving and it is not running."""
         if self._task is not None and not self._task.done():
             return
-        own, membership = members.own_url, members.membership
-        if own in membership.joining:
-            part = settle(members, self._anti_entropy, self._drain_s, self._crash_at)
-        elif own in membership.leaving:
-            part = depart(members, self._storage, self._drain_s, self._crash_at)
-        else:
-            return
-        self._task = asyncio.get_running_loop().create_task(part, name="membership change")
+        if next_step(members.membership, members.own_url, Progress(0)) is not Step.NONE:
+            self._task = asyncio.get_running_loop().create_task(self._walk(), name="membership change")
 
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
 
+    async def _walk(self) -> None:
+        members = self._members
+        progress = Progress(members.membership.version)
+        while members.left is None:
+            membership = members.membership
+            if progress.version != membership.version:
+                progress = Progress(membership.version)  # moved on: start over
+            step = next_step(membership, members.own_url, progress)
+            if step is Step.NONE:
+                return
+            try:
+                await self._take(step, membership)
+            except (ChangeRefused, ReplicaError, StorageError) as failure:
+                log.warning("membership change, step %s: %s; trying again", step.value, failure)
+                await asyncio.sleep(_RETRY_S)
+                continue
+            progress = progress.after(step)
+
+    async def _take(self, step: Step, membership: Membership) -> None:
+        members, own = self._members, self._members.own_url
+        if step is Step.BARRIER:
+            await members.peers_at(membership.version)
+        elif step is Step.DRAIN:
+            await asyncio.sleep(self._drain_s)  # a write started before is on its ack replicas, or failed
+        elif step is Step.STREAM and own in membership.joining:
+            run = await self._anti_entropy.repair_all()
+            if run.unreached:
+                raise ChangeRefused(f"streaming did not complete with {', '.join(run.unreached)}")
+            members.streamed += sum(outcome.received for outcome in run.outcomes.values())
+        elif step is Step.STREAM:
+            peers = {peer.url: peer for peer in members.peers}
+            members.streamed += await _stream(self._storage, membership.removed(own).placement(), peers)
+            crash_point("leave:streamed", self._crash_at)
+        else:
+            joining = own in membership.joining
+            after = membership.settled(own) if joining else membership.removed(own)
+            by_url = {peer.url: peer for peer in members.peers}
+            others = [url for url in after.urls if url != own]
+            store = partial(_adopt_newer, members, after)
+            await _offer_all(
+                "settle" if joining else "depart", by_url.__getitem__, after, others, self._crash_at, store
+            )
+            log.info(
+                "%s (membership version %d), %d records streamed",
+                "joined: a member like the others" if joining else "left", after.version, members.streamed,
+            )  # fmt: skip
+
 
 async def start_leave(members: Members, member: str, timeout_s: float) -> Membership:
     """``admin leave``, on the node asked: make ``member`` leaving (the claimant first, then this node, then
-    the rest) and return that version; the member streams its records and removes itself (:func:`depart`).
+    the rest) and return that version; the member streams its records and removes itself (:class:`OwnPart`).
     Raises ChangeRefused: another change under way, or a member unreachable (the one leaving included,
     since it streams)."""
     plan = members.membership.left(member)
@@ -243,40 +252,6 @@ async def start_leave(members: Members, member: str, timeout_s: float) -> Member
         "leave", peers.__getitem__, plan, [claimant, *others], "", partial(_adopt_newer, members, plan)
     )
     return plan
-
-
-async def depart(members: Members, storage: Storage, drain_s: float, crash_at: str) -> None:
-    """While this node leaves: once every peer runs with a version that has it leaving, and the writes
-    they started before are over, send every record it holds to the key's owners once it is gone (the
-    stream), then remove it from the membership. Retried until done."""
-    own = members.own_url
-    while members.left is None and own in members.membership.leaving:
-        leaving = members.membership
-        await members.peers_at(leaving.version)
-        await asyncio.sleep(drain_s)
-        without = leaving.removed(own)
-        try:
-            members.streamed += await _stream(storage, without.placement(), {p.url: p for p in members.peers})
-        except (ReplicaError, StorageError) as error:
-            log.warning("leaving: streaming failed (%s); trying again", error)
-            await asyncio.sleep(_RETRY_S)
-            continue
-        crash_point("leave:streamed", crash_at)
-        if members.membership != leaving:
-            continue
-        by_url = {peer.url: peer for peer in members.peers}
-        try:
-            await _offer_all(
-                "depart",
-                by_url.__getitem__,
-                without,
-                list(without.urls),
-                crash_at,
-                partial(members.adopt, without),
-            )
-        except ChangeRefused as refusal:
-            log.warning("leaving: %s; trying again", refusal)
-            await asyncio.sleep(_RETRY_S)
 
 
 async def _stream(storage: Storage, after: Placement, peers: Mapping[str, PeerReplica]) -> int:

@@ -345,7 +345,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
         opened.push_async_callback(parts.anti_entropy.stop)
         rebuild.start(parts.anti_entropy)
         opened.push_async_callback(rebuild.stop)
-        own_part = OwnPart(parts.anti_entropy, storage, 2 * config.timeout, config.crash_at)
+        own_part = OwnPart(members, parts.anti_entropy, storage, 2 * config.timeout, config.crash_at)
         members.listeners.append(own_part.check)
         own_part.check(members)  # a join or a leave under way at start: this node goes on with its part
         opened.push_async_callback(own_part.stop)

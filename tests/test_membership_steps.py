@@ -1,0 +1,61 @@
+"""kvnode.membership_steps: a node's part in a membership change, step by step and crash point by crash
+point (pure; tests/test_join.py and tests/test_leave.py run the same steps with real nodes)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvnode.membership import Membership
+from kvnode.membership_steps import Progress, Start, Step, next_step, start_from
+
+A, B, C, D = "http://a:1", "http://b:1", "http://c:1", "http://d:1"
+SEEDED = Membership.seeded([A, B, C])
+IN_ORDER = [Step.BARRIER, Step.DRAIN, Step.STREAM, Step.FINISH]
+
+
+def walk(membership: Membership, own: str, progress: Progress, crash_after: int | None = None) -> list[Step]:
+    """The steps taken from ``progress``; with ``crash_after``, the progress is lost (kept in memory only)
+    once that many steps were done, and the walk goes on as a restarted node's would."""
+    taken: list[Step] = []
+    while (step := next_step(membership, own, progress)) is not Step.FINISH:
+        assert step is not Step.NONE
+        taken.append(step)
+        progress = progress.after(step)
+        if len(taken) == crash_after:
+            progress = Progress(membership.version)
+    return [*taken, Step.FINISH]
+
+
+@pytest.mark.parametrize("change", ["join", "leave"])
+def test_a_change_is_taken_step_by_step(change: str) -> None:
+    membership, own = (SEEDED.joined(D), D) if change == "join" else (SEEDED.left(B), B)
+    assert walk(membership, own, Progress(membership.version)) == IN_ORDER
+    # Once the next version is the node's: nothing left to do (a member like the others, or gone).
+    after = membership.settled(own) if change == "join" else membership.removed(own)
+    assert next_step(after, own, Progress(after.version)) is Step.NONE or own not in after.urls
+
+
+@pytest.mark.parametrize("crash_after", [1, 2, 3])
+def test_a_crash_at_any_step_walks_every_step_again(crash_after: int) -> None:
+    """Progress is in memory only: a node started again repeats every step, each safe to repeat (a barrier
+    passed again, records already there, a version the claimant already took)."""
+    joining = SEEDED.joined(D)
+    assert walk(joining, D, Progress(joining.version), crash_after) == [*IN_ORDER[:crash_after], *IN_ORDER]
+
+
+def test_progress_made_for_another_version_counts_for_nothing() -> None:
+    joining = SEEDED.joined(D)
+    done = Progress(joining.version - 1, barrier=True, drained=True, streamed=True)
+    assert next_step(joining, D, done) is Step.BARRIER
+
+
+def test_nodes_a_change_does_not_concern_have_no_step() -> None:
+    for membership in (SEEDED, SEEDED.joined(D), SEEDED.left(B)):
+        for own in (A, C):
+            assert next_step(membership, own, Progress(membership.version)) is Step.NONE
+
+
+def test_a_node_started_again_after_the_claimant_took_its_change_stores_it() -> None:
+    assert start_from(SEEDED, D) is Start.CHANGE
+    assert start_from(SEEDED.joined(D), D) is Start.STORE
+    assert start_from(SEEDED.replaced(C, D), D) is Start.STORE
