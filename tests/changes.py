@@ -76,6 +76,14 @@ def crashing(node: Node, point: str) -> Node:
     return Node(dataclasses.replace(node.config, crash_at=point), node.log_path)
 
 
+def restarted_to_crash(node: Node, point: str) -> Node:
+    """``node`` stopped, and started again with --crash-at POINT: the process that will end there."""
+    node.stop()
+    doomed = crashing(node, point)
+    doomed.start()
+    return doomed
+
+
 def start_crashing(node: Node) -> None:
     with pytest.raises(NodeStartError):
         node.start()

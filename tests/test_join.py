@@ -21,6 +21,7 @@ from tests.changes import (
     fill,
     local_keys,
     newcomer,
+    restarted_to_crash,
     start_crashing,
     status_of,
     until_status,
@@ -105,9 +106,7 @@ def test_a_claimant_killed_as_it_takes_a_join_finishes_it_when_both_start_again(
     cluster = start_cluster(3, cluster_secret=SECRET)
     everywhere, _ = fill(cluster)
     claimant = cluster[0]
-    claimant.stop()
-    doomed = crashing(claimant, "adopt:stored")
-    doomed.start()
+    doomed = restarted_to_crash(claimant, "adopt:stored")
     new = newcomer(cluster, tmp_path)
     with pytest.raises(NodeStartError, match="did not take the change"):
         new.start()  # the claimant died as it took the change: the newcomer cannot go on, and exits

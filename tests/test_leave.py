@@ -5,7 +5,6 @@ when a node taking part is killed at a step of the change."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -14,9 +13,9 @@ from tests.changes import (
     SECRET,
     Writer,
     assert_readable,
-    crashing,
     fill,
     local_keys,
+    restarted_to_crash,
     status_of,
     until_status,
 )
@@ -99,9 +98,7 @@ def test_a_member_killed_as_it_leaves_finishes_leaving_when_started_again(
     cluster = start_cluster(4, cluster_secret=SECRET)
     everywhere, two = fill(cluster)
     leaving = cluster[3]
-    leaving.stop()
-    doomed = crashing(leaving, "leave:streamed")
-    doomed.start()
+    doomed = restarted_to_crash(leaving, "leave:streamed")
     status, _, err = admin_leave(cluster, leaving, tmp_path)
     assert status == 0, err
     assert doomed.process is not None and doomed.process.wait(60) == 137  # it streamed, and died
@@ -119,9 +116,7 @@ def test_the_node_driving_a_leave_killed_as_it_takes_it_lets_it_finish_when_star
     cluster = start_cluster(4, cluster_secret=SECRET)
     everywhere, two = fill(cluster)
     driver = cluster[0]  # the claimant too: the first member in the cluster's order
-    driver.stop()
-    doomed = Node(dataclasses.replace(driver.config, crash_at="adopt:stored"), driver.log_path)
-    doomed.start()
+    doomed = restarted_to_crash(driver, "adopt:stored")
     status, _, err = admin_leave(cluster, cluster[3], tmp_path)
     assert status != 0, err  # it died answering
     assert doomed.process is not None and doomed.process.wait(30) == 137

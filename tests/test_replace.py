@@ -17,8 +17,10 @@ from tests.changes import (
     Writer,
     assert_readable,
     crashing,
+    fill,
     local_keys,
     newcomer,
+    restarted_to_crash,
     run_node,
     start_crashing,
     status_of,
@@ -32,9 +34,7 @@ def test_a_member_down_for_good_is_replaced_without_losing_an_acknowledged_write
     start_cluster: ClusterFactory, tmp_path: Path
 ) -> None:
     cluster = start_cluster(3, cluster_secret=SECRET)
-    before = [f"before-{i}" for i in range(300)]
-    for key in before:
-        assert cluster[0].put(key, key.encode(), ack=3).status == 201
+    before, _ = fill(cluster)
     dead = cluster[2]
     dead.kill()  # for good: its data dir is never used again
     new = newcomer(cluster, tmp_path, dead.url)
@@ -115,9 +115,7 @@ def test_a_newcomer_killed_during_the_change_completes_it_when_started_again(
     start_cluster: ClusterFactory, tmp_path: Path, point: str
 ) -> None:
     cluster = start_cluster(3, cluster_secret=SECRET)
-    keys = [f"k-{i}" for i in range(200)]
-    for key in keys:
-        assert cluster[0].put(key, key.encode(), ack=3).status == 201
+    keys, _ = fill(cluster)
     cluster[2].kill()
     new = newcomer(cluster, tmp_path, cluster[2].url)
     start_crashing(crashing(new, point))
@@ -136,14 +134,10 @@ def test_a_claimant_killed_as_it_takes_the_change_finishes_it_when_both_start_ag
     start_cluster: ClusterFactory, tmp_path: Path
 ) -> None:
     cluster = start_cluster(3, cluster_secret=SECRET)
-    keys = [f"k-{i}" for i in range(200)]
-    for key in keys:
-        assert cluster[0].put(key, key.encode(), ack=3).status == 201
+    keys, _ = fill(cluster)
     cluster[2].kill()
     claimant = cluster[0]
-    claimant.stop()
-    doomed = crashing(claimant, "adopt:stored")
-    doomed.start()
+    doomed = restarted_to_crash(claimant, "adopt:stored")
     new = newcomer(cluster, tmp_path, cluster[2].url)
     refused = assert_exit_2_with_one_line(run_node(new))
     assert f"the claimant {claimant.url} did not take the change" in refused
