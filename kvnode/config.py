@@ -22,6 +22,9 @@ def node_url(host: str, port: int, tls: bool = False) -> str:
 class NodeConfig:
     host: str = "127.0.0.1"
     port: int = 8080
+    # A client port this node shares with the other nodes of its machine (SO_REUSEPORT: the kernel spreads
+    # connections over them), so clients keep one URL per machine. Peers use each node's own URL.
+    client_port: int | None = None
     data_dir: Path = Path("data")
     cluster: tuple[str, ...] = ()  # every node's URL, in the same order on every node; () = just this one
     fanout: FanoutMode = "async"
@@ -78,6 +81,10 @@ class NodeConfig:
     def __post_init__(self) -> None:
         if not 0 < self.port < 65536:
             raise ValueError(f"port must be between 1 and 65535, got {self.port}")
+        if self.client_port is not None and not (
+            0 < self.client_port < 65536 and self.client_port != self.port
+        ):
+            raise ValueError(f"--client-port must be a port other than --port, got {self.client_port}")
         if self.cluster and self.url not in self.cluster:
             raise ValueError(
                 f"this node's URL {self.url} is not in the cluster list {','.join(self.cluster)}"

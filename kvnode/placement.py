@@ -5,14 +5,31 @@ order depends only on the key and the nodes' tokens (by default their URLs; kvno
 member's, so a node that replaces another takes its place), so every process agrees on it; ``from = k``
 takes the first k, so a smaller ``from`` is a prefix of a larger one. Adding a node moves only the keys
 it now scores highest on, about 1/(n+1) of them.
+
+Host-aware: a machine may run several nodes (one per core), and a key's replicas belong on distinct
+machines whenever there are enough. The order takes each host's best-scored node first, by score, then
+the rest by score, so the first ``hosts`` replicas of every key are on distinct hosts. A node's host is
+the host part of its token (the URL it first joined with), so a replacement keeps its predecessor's
+place on any machine. With one node per host, or all on one host, this is plain rendezvous order.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from urllib.parse import urlsplit
 
-__all__ = ["Placement", "replicas_for"]
+__all__ = ["Placement", "host_of", "replicas_for"]
+
+
+def host_of(url: str) -> str:
+    """The machine a node runs on, from its URL (or token): its host part. Loopback addresses such as
+    127.0.0.1 and 127.0.0.2 are distinct hosts, so one machine can model several.
+
+    >>> host_of("http://127.0.0.2:8081")
+    '127.0.0.2'
+    """
+    return urlsplit(url).hostname or url
 
 
 class Placement:
@@ -40,19 +57,44 @@ class Placement:
             hashlib.blake2b(digest_size=8, key=hashlib.blake2b(token.encode()).digest()[:32])
             for token in tokens
         ]
+        hosts = [host_of(token) for token in tokens]
+        self.hosts = len(set(hosts))
+        # The host of each node, only where hosts are shared unevenly enough to change the plain order.
+        self._host_of: dict[str, str] | None = (
+            dict(zip(self.nodes, hosts, strict=True)) if 1 < self.hosts < len(self.nodes) else None
+        )
 
     def __len__(self) -> int:
         return len(self.nodes)
 
     def order(self, key: bytes) -> list[str]:
-        """All nodes, most preferred replica first (highest score; equal scores by URL)."""
+        """All nodes, most preferred replica first: each host's best first (highest score; equal scores by
+        URL), then the others by score.
+
+        >>> machines = Placement(["http://10.0.0.1:81", "http://10.0.0.1:82", "http://10.0.0.2:81"])
+        >>> len({host_of(url) for url in machines.replicas_for(b"user:42", 2)})
+        2
+        """
         scored = []
         for hasher, url in zip(self._hashers, self.nodes, strict=True):
             score = hasher.copy()
             score.update(key)
             scored.append((score.digest(), url))
         scored.sort(reverse=True)
-        return [url for _, url in scored]
+        hosts = self._host_of
+        if hosts is None:
+            return [url for _, url in scored]
+        first: list[str] = []
+        rest: list[str] = []
+        seen: set[str] = set()
+        for _, url in scored:
+            host = hosts[url]
+            if host in seen:
+                rest.append(url)
+            else:
+                seen.add(host)
+                first.append(url)
+        return first + rest
 
     def replicas_for(self, key: bytes, n: int) -> list[str]:
         if not 1 <= n <= len(self.nodes):

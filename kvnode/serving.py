@@ -94,7 +94,14 @@ async def _serve(config: NodeConfig) -> int:
         if tokens is not None:
             asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, tokens.reload)
         return await serve_until_signal(
-            runner, config.host, config.port, description, finish_uploads, listening, ssl_context
+            runner,
+            config.host,
+            config.port,
+            description,
+            finish_uploads,
+            listening,
+            ssl_context,
+            config.client_port,
         )
 
 
@@ -127,29 +134,40 @@ async def serve_until_signal(
     after_stop_listening: Callable[[], Awaitable[None]] | None = None,
     after_listening: Callable[[], None] | None = None,
     ssl_context: ssl.SSLContext | None = None,
+    shared_port: int | None = None,
 ) -> int:
     """Listen with a set-up runner (the garbage collector tuned for serving) until SIGTERM or SIGINT, then
     stop gracefully: stop accepting, run ``after_stop_listening``, clean up. ``after_listening`` runs once
-    listening (what a node says only when it serves); with ``ssl_context`` the site serves HTTPS only. The
-    exit status, 0; CannotListen when the port cannot be had (the runner cleaned up)."""
-    site = web.TCPSite(runner, host, port, backlog=1024, ssl_context=ssl_context)
+    listening (what a node says only when it serves); with ``ssl_context`` the site serves HTTPS only; with
+    ``shared_port`` the app is served there too, on a socket shared with other processes (SO_REUSEPORT).
+    The exit status, 0; CannotListen when a port cannot be had (the runner cleaned up)."""
+    sites = [web.TCPSite(runner, host, port, backlog=1024, ssl_context=ssl_context)]
+    if shared_port:
+        sites.append(
+            web.TCPSite(runner, host, shared_port, backlog=1024, ssl_context=ssl_context, reuse_port=True)
+        )
     url = node_url(host, port, ssl_context is not None)
-    try:
-        await site.start()
-    except OSError as error:
-        await runner.cleanup()
-        raise CannotListen(f"cannot listen on {host}:{port}: {error.strerror}") from None
+    for site in sites:
+        try:
+            await site.start()
+        except OSError as error:
+            await runner.cleanup()
+            raise CannotListen(f"cannot listen on {site.name}: {error.strerror}") from None
     _tune_gc()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    log.info("serving on %s %s", url, description)
+    shared = (
+        f", and for clients on port {shared_port} shared with this machine's nodes" if shared_port else ""
+    )
+    log.info("serving on %s%s %s", url, shared, description)
     if after_listening is not None:
         after_listening()
     await stop.wait()
     log.info("%s stopping", url)
-    await site.stop()
+    for site in sites:
+        await site.stop()
     if after_stop_listening is not None:
         await after_stop_listening()
     await runner.cleanup()

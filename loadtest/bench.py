@@ -160,6 +160,12 @@ class Row:
         requests = self.measured.result.requests
         return sum(self.measured.server_cpu) / requests if requests else None
 
+    @property
+    def first_cpu_per_request(self) -> float | None:
+        """The first server process's CPU per request: with --no-spread, the only coordinator's."""
+        requests = self.measured.result.requests
+        return self.measured.server_cpu[0] / requests if requests else None
+
 
 def format_latency(seconds: float) -> str:
     milliseconds = seconds * 1000
@@ -176,21 +182,35 @@ def _format_errors(result: WrkResult) -> str:
     return f"{result.errors:,} (status {result.non_2xx:,}, socket {result.socket_errors:,})"
 
 
-def render_table(rows: Sequence[Row]) -> str:
-    hello = {row.op: row.measured.result.requests_per_sec for row in rows if row.target == "hello-world"}
+def _micros(seconds: float | None) -> str:
+    return "n/a" if seconds is None else f"{seconds * 1e6:,.0f} us"
+
+
+def render_table(rows: Sequence[Row], spread: bool = True) -> str:
+    """One line a row. ``processes``: the server processes whose CPU is summed in server CPU/req. Without
+    ``spread`` the first node is the only coordinator: its CPU per request, against the hello-world's."""
+    hello = {row.op: row for row in rows if row.target == "hello-world"}
     lines = [
-        "| target | mode | op | req/s | p50 | p99 | errors | vs hello-world | server CPU/req |",
-        "|---|---|---|--:|--:|--:|--:|--:|--:|",
+        "| target | mode | op | processes | req/s | p50 | p99 | errors | vs hello-world | server CPU/req "
+        "| coordinator CPU/req |",
+        "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for row in rows:
         result = row.measured.result
         reference = hello.get(row.op)
-        ratio = f"{result.requests_per_sec / reference:.2f}x" if reference else "n/a"
-        cpu = row.server_cpu_per_request
+        rate = reference.measured.result.requests_per_sec if reference else 0
+        ratio = f"{result.requests_per_sec / rate:.2f}x" if rate else "n/a"
+        coordinator = (
+            "every node" if spread and row.target != "hello-world" else _micros(row.first_cpu_per_request)
+        )
+        base = reference.first_cpu_per_request if reference else None
+        mine = row.first_cpu_per_request
+        if not spread and row.target != "hello-world" and base and mine is not None:
+            coordinator += f" ({mine / base:.2f}x)"
         lines.append(
-            f"| {row.target} | {row.mode} | {row.op.upper()} | {result.requests_per_sec:,.0f} "
-            f"| {format_latency(result.p50)} | {format_latency(result.p99)} | {_format_errors(result)} "
-            f"| {ratio} | {'n/a' if cpu is None else f'{cpu * 1e6:,.0f} us'} |"
+            f"| {row.target} | {row.mode} | {row.op.upper()} | {len(row.measured.server_cpu)} "
+            f"| {result.requests_per_sec:,.0f} | {format_latency(result.p50)} | {format_latency(result.p99)} "
+            f"| {_format_errors(result)} | {ratio} | {_micros(row.server_cpu_per_request)} | {coordinator} |"
         )
     return "\n".join(lines)
 
@@ -243,14 +263,15 @@ def report(rows: Sequence[Row], args: argparse.Namespace) -> str:
             f"PUT: {args.value_size}-byte values, default quorum (ack=2, from=3); GET: default quorum; "
             f"keys uniformly random among the {args.keys:,} filled ones.",
             "",
-            render_table(rows),
+            render_table(rows, args.spread),
             "",
             f"Reproduce: `{reproduce_command(args)}`",
             "",
             f"The cluster, the hello-world app, wrk and everything else share this machine's {cores} cores "
             f"(os.cpu_count() = {cores}): the figures compare targets; they do not measure a dedicated "
             "server. server CPU/req is the CPU time all server processes (every node) used during the "
-            "row, per request answered.",
+            "row, per request answered; coordinator CPU/req (with --no-spread) is the first node's, and "
+            "in brackets its ratio to the hello-world's CPU per request.",
             _caveat(args),
         ]
     )

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import statistics
 import sys
@@ -42,7 +43,7 @@ from prometheus_client.parser import text_string_to_metric_families
 import kvnode
 from kvnode.config import FanoutMode, node_url
 from kvnode.fanout import FANOUTS
-from kvnode.ops.processes import NodeProcess
+from kvnode.ops.processes import NodeProcess, cpu_seconds
 from loadtest import interruptible
 from loadtest.fill import fill
 from loadtest.openloop import ERROR_SHARE_LIMIT, REQUEST_TIMEOUT, RateResult
@@ -341,6 +342,7 @@ class _Cluster:
             for node in cluster.servers
             if isinstance(node, NodeProcess)
         ]
+        self.node_pids = [node.pid for node in cluster.servers if isinstance(node, NodeProcess)]
         self.name = f"{cluster.scenario}/{cluster.mode}"
 
     def measure(self, searches: list[Run]) -> None:
@@ -399,7 +401,9 @@ class _Cluster:
         cluster, settings = self.cluster, self.settings
         self.progress.say(f"{self.name}: {workload.op.upper()} at {rate:g} req/s for {duration:g}s ({kind})")
         before = replica_calls(self.node_urls)
+        cpu_before = sum(cpu_seconds(pid) for pid in self.node_pids)
         result = self.pool.run(cluster.load_urls, workload, rate, duration, settings.connections)
+        cpu = sum(cpu_seconds(pid) for pid in self.node_pids) - cpu_before
         after = replica_calls(self.node_urls)
         self.progress.advance(duration)
         suffix = f"_{step}" if kind == "search" else ""
@@ -417,6 +421,7 @@ class _Cluster:
         }
         run.update(result.to_json())
         run["replica_calls"] = calls_made(before, after, result.requests)
+        run["server_cpu_us_per_request"] = cpu * 1e6 / result.requests if result.requests else None
         self.runs.append(run)
         return result
 
@@ -444,6 +449,9 @@ def _header(settings: CompareSettings) -> list[str]:
         f"over {ERROR_SHARE_LIMIT:.0%} of its requests failed; achieved rates count successful requests)",
         "slow-replica": f"node C answers its peers {SLOW_REPLICA_DELAY_MS} ms late (delaying proxy)",
         "replica calls": f"`{REPLICA_CALLS}` summed over the nodes, read before and after every run",
+        "machine": f"{os.cpu_count()} cores (os.cpu_count()) shared by the 3 node processes (and a delaying "
+        f"proxy in slow-replica), the {settings.workers} generator processes and everything else; server "
+        "CPU per request is the CPU time (`/proc/PID/stat`) of every node process, summed, per request",
         "histograms": "`histograms/*.hdr` (HdrHistogram base64, microseconds); all figures in `results.json`",
     }
     return [f"- **{name}**: {value}" for name, value in details.items()]

@@ -113,6 +113,7 @@ def conclusion(runs: Sequence[Run], searches: Sequence[Run], slo_ms: float) -> l
             _capacity_sentence(rows, mine, slo_ms),
             _latency_sentence(mine, [row["mode"] for row in rows], slo_ms),
             *_calls_sentence(mine, [row["mode"] for row in rows]),
+            *_cpu_sentence(mine, [row["mode"] for row in rows]),
         ]
         lines.append(f"- **{scenario}, {op.upper()}**: " + " ".join(sentences))
     if runs:
@@ -196,6 +197,26 @@ def _calls_sentence(runs: Sequence[Run], modes: Sequence[str]) -> list[str]:
     figures = ", ".join(f"{mode} {_calls(value)}" for mode, value in calls.items())
     counted = min(sum(1 for run in runs if run["mode"] == mode and run["replica_calls"]) for mode in modes)
     return [f"Replica calls per request: {figures} (median over at least {counted} runs per mode)."]
+
+
+def _cpu_sentence(runs: Sequence[Run], modes: Sequence[str]) -> list[str]:
+    """Server CPU per request, summed over every node process: a mode cannot look faster by costing more."""
+    values = {
+        mode: [
+            run["server_cpu_us_per_request"]
+            for run in runs
+            if run["mode"] == mode and run.get("server_cpu_us_per_request")
+        ]
+        for mode in modes
+    }
+    if not all(values.values()):
+        return []
+    figures = ", ".join(f"{mode} {statistics.median(found):,.0f} µs" for mode, found in values.items())
+    counted = min(len(found) for found in values.values())
+    return [
+        f"Server CPU per request, summed over the cluster's node processes: {figures} (median over at "
+        f"least {counted} runs per mode)."
+    ]
 
 
 def _seconds(durations: Sequence[float]) -> str:

@@ -34,6 +34,7 @@ def test_node_argv_gives_back_a_config_with_every_field_set_away_from_its_defaul
     config = NodeConfig(
         host="::1",
         port=9002,
+        client_port=9000,
         data_dir=tmp_path / "data",
         cluster=members,
         fanout="speculative",

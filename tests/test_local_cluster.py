@@ -409,3 +409,35 @@ def test_the_cluster_command_runs_a_node_that_joined_when_started_again(tmp_path
 def _settled_member(url: str, member: str) -> bool:
     status = json.loads(request(url, "GET", "/v0/status").body)
     return member in status["cluster"] and not status["joining"]
+
+
+def test_machines_on_loopback_keep_every_keys_replicas_on_distinct_machines(tmp_path: Path) -> None:
+    """`cluster --machines 2 --per-machine 2`: two machines (127.0.0.1, 127.0.0.2) of two members each,
+    serving clients on one shared port per machine. With from=2 each key has a replica on each machine,
+    so with one whole machine stopped every key still reads through the other; and the next launcher on
+    the data dir runs the same members."""
+    base = consecutive_free_ports(3)
+    options = ["--machines", "2", "--per-machine", "2"]
+    members = [f"http://127.0.0.{host}:{port}" for host in (1, 2) for port in (base + 1, base + 2)]
+    machines = [f"http://127.0.0.{host}:{base}" for host in (1, 2)]
+    said: list[str] = []
+    with launched_cluster(tmp_path, 1, options=options, base=base, stdout=said) as (_, urls, pids):
+        assert urls == members
+        assert f"2 machines, a client URL each (shared by its members): {', '.join(machines)}" in said
+        quorum: dict[str, str | int] = {"ack": 2, "from": 2}
+        for i in range(40):
+            assert request(machines[1], "PUT", "/v0/entity", {"id": f"k{i}", **quorum}, b"v").status == 201
+        answered = {json.loads(request(machines[0], "GET", "/v0/status").body)["url"] for _ in range(40)}
+        assert answered == set(members[:2]), "the shared port spreads connections over the machine's members"
+        for pid in pids[2:]:  # the whole second machine stops
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            for i in range(40):
+                params: dict[str, str | int] = {"id": f"k{i}", "ack": 1, "from": 2}
+                assert request(machines[0], "GET", "/v0/entity", params).body == b"v", f"k{i}"
+        finally:
+            for pid in pids[2:]:
+                os.kill(pid, signal.SIGCONT)
+    with launched_cluster(tmp_path, 1, options=options, base=base) as (_, urls, _):
+        assert urls == members
+        assert request(machines[0], "GET", "/v0/entity", {"id": "k7"}).body == b"v"

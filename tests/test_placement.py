@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
 import subprocess
 import sys
 from collections import Counter
+from functools import partial
 
 import pytest
 
-from kvnode.placement import Placement, replicas_for
+from kvnode.placement import Placement, host_of, replicas_for
 
 NODES = ["http://127.0.0.1:8080", "http://127.0.0.1:8081", "http://127.0.0.1:8082"]
 FIVE_NODES = [*NODES, "http://127.0.0.1:8083", "http://127.0.0.1:8084"]
@@ -187,3 +189,81 @@ def test_tokens_must_be_one_per_node_and_distinct() -> None:
         Placement(NODES, NODES[:2])
     with pytest.raises(ValueError, match="token of its own"):
         Placement(NODES, [NODES[0]] * 3)
+
+
+# --- host-aware placement: several nodes per machine ----------------------------------------------------
+
+# Three machines (distinct loopback addresses) of two nodes each, one per core.
+MACHINES = [f"http://127.0.0.{host}:{port}" for host in (1, 2, 3) for port in (8080, 8081)]
+
+
+def hosts_of(urls: list[str]) -> set[str]:
+    return {host_of(url) for url in urls}
+
+
+@pytest.mark.parametrize("replicas", [1, 2, 3])
+def test_a_keys_replicas_are_on_distinct_hosts_when_there_are_enough(replicas: int) -> None:
+    placement = Placement(MACHINES)
+    assert placement.hosts == 3
+    for key in [*SAMPLE_KEYS, *random_keys(2_000, seed=21)]:
+        assert len(hosts_of(placement.replicas_for(key, replicas))) == replicas, key
+
+
+def test_beyond_the_hosts_every_host_holds_a_replica_and_the_order_stays_a_prefix() -> None:
+    placement = Placement(MACHINES)
+    for key in SAMPLE_KEYS:
+        order = placement.order(key)
+        assert sorted(order) == sorted(MACHINES)
+        assert hosts_of(order[:3]) == hosts_of(MACHINES)
+        for n in range(1, len(MACHINES) + 1):
+            assert placement.replicas_for(key, n) == order[:n]
+
+
+def test_host_aware_order_keeps_every_node_balanced() -> None:
+    placement = Placement(MACHINES)
+    keys = random_keys(12_000, seed=22)
+    for position in range(3):
+        counts = Counter(placement.order(key)[position] for key in keys)
+        assert set(counts) == set(MACHINES)
+        assert all(0.85 * 2_000 < count < 1.15 * 2_000 for count in counts.values()), (position, counts)
+
+
+def test_one_node_per_host_or_one_host_is_plain_rendezvous_order() -> None:
+    """Host-aware placement changes nothing for the clusters that ran before it."""
+    spread = [f"http://127.0.0.{host}:8080" for host in range(1, 6)]
+    for nodes in (spread, FIVE_NODES):
+        placement = Placement(nodes)
+        for key in SAMPLE_KEYS:
+            assert placement.order(key) == sorted(nodes, key=partial(_score, key=key), reverse=True)
+
+
+def _score(url: str, key: bytes) -> tuple[bytes, str]:
+    """A node's rendezvous score for a key, written out."""
+    hasher = hashlib.blake2b(digest_size=8, key=hashlib.blake2b(url.encode()).digest()[:32])
+    hasher.update(key)
+    return hasher.digest(), url
+
+
+@pytest.mark.parametrize("joining", ["http://127.0.0.4:8080", "http://127.0.0.2:8082"])
+@pytest.mark.parametrize("replicas", [2, 3, 4])
+def test_a_join_on_any_host_changes_at_most_one_owner_of_a_key(replicas: int, joining: str) -> None:
+    """A new machine, or one more node on a machine: each key's owners gain at most the new node and lose
+    at most one (the join's stream, a repair with every member, is by sets; tests/test_join.py)."""
+    before, after = Placement(MACHINES), Placement([*MACHINES, joining])
+    moved = 0
+    for key in random_keys(3_000, seed=23):
+        old, new = set(before.replicas_for(key, replicas)), set(after.replicas_for(key, replicas))
+        assert new - old <= {joining}, (key, old, new)
+        assert len(old - new) == len(new - old)
+        moved += joining in new
+    assert moved > 0
+
+
+def test_a_replacement_on_another_machine_keeps_the_place_of_the_one_it_replaces() -> None:
+    """Its token (the URL its predecessor first joined with) keeps the predecessor's host too."""
+    dead = MACHINES[3]
+    urls = [url if url != dead else "http://127.0.0.9:9000" for url in MACHINES]
+    placement = Placement(urls, MACHINES)
+    for key in SAMPLE_KEYS:
+        old = Placement(MACHINES).order(key)
+        assert placement.order(key) == [url if url != dead else "http://127.0.0.9:9000" for url in old]

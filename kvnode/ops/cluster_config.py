@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from kvnode.config import NodeConfig, node_url
 from kvnode.membership import Membership
@@ -16,19 +18,49 @@ from kvnode.system_db import SystemDb
 __all__ = ["ClusterConfig", "cluster_configs", "member_configs", "stored_membership"]
 
 
+def machine_host(index: int) -> str:
+    """The loopback address that models machine ``index`` (from 0) of a local cluster: 127.0.0.1, .2..."""
+    return f"127.0.0.{index + 1}"
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterConfig:
-    """A local cluster: ``nodes`` processes on consecutive ports from ``node.port``."""
+    """A local cluster: ``nodes`` processes on consecutive ports from ``node.port``; or, with ``machines``,
+    that many machines modelled on loopback (127.0.0.1, 127.0.0.2, ...: distinct hosts to placement), each
+    running ``per_machine`` members (0: one per core) on the ports after ``node.port``, which they share
+    for clients (SO_REUSEPORT), so a client needs one URL per machine."""
 
     nodes: int = 3
     node: NodeConfig = field(default_factory=NodeConfig)
     tls: bool = False  # the launcher makes a throwaway CA and each node's certificate (kvnode.ops.certs)
+    machines: int = 0
+    per_machine: int = 0
 
     def __post_init__(self) -> None:
         if self.nodes < 1:
             raise ValueError(f"a cluster needs at least one node, got {self.nodes}")
-        if self.node.port + self.nodes - 1 > 65535:
-            raise ValueError(f"ports {self.node.port}..{self.node.port + self.nodes - 1} run past 65535")
+        last = self.node.port + (self.members_per_machine if self.machines else self.nodes - 1)
+        if last > 65535:
+            raise ValueError(f"ports {self.node.port}..{last} run past 65535")
+        if self.machines:
+            if not 0 < self.machines < 255:
+                raise ValueError(f"--machines must be between 1 and 254, got {self.machines}")
+            if self.tls:
+                raise ValueError("--machines runs plain http:// only for now; leave out --tls")
+            if self.node.host != NodeConfig().host:
+                raise ValueError(
+                    "--machines models its machines at 127.0.0.1, 127.0.0.2, ...: leave out --host"
+                )
+
+    @property
+    def members_per_machine(self) -> int:
+        return self.per_machine or os.cpu_count() or 1
+
+    def client_urls(self) -> list[str]:
+        """Where clients reach the cluster: each machine's shared port, or each node."""
+        if not self.machines:
+            return [config.url for config in self.node_configs()]
+        return [node_url(machine_host(index), self.node.port) for index in range(self.machines)]
 
     @property
     def certificates(self) -> ClusterCertificates:
@@ -39,6 +71,8 @@ class ClusterConfig:
         """Each node's configuration, on ``ports`` (by default ``nodes`` consecutive ones from the first),
         given ``members`` as its --cluster (by default their URLs); with ``tls``, each serves with its own
         certificate, node-PORT.pem."""
+        if self.machines and not ports:
+            return self._machine_configs(members)
         ports = ports or range(self.node.port, self.node.port + self.nodes)
         base = self.node
         if self.tls:  # any certificate makes the URLs https://; then each node is given its own
@@ -53,6 +87,24 @@ class ClusterConfig:
         return [
             dataclasses.replace(config, tls_cert=node.cert, tls_key=node.key)
             for config, node in zip(configs, own, strict=True)
+        ]
+
+    def _machine_configs(self, members: tuple[str, ...] = ()) -> list[NodeConfig]:
+        """Each machine's members, machine by machine: ports node.port+1... at its address, sharing
+        node.port for clients, data in DATA_DIR/node-HOST-PORT."""
+        ports = range(self.node.port + 1, self.node.port + 1 + self.members_per_machine)
+        places = [(machine_host(index), port) for index in range(self.machines) for port in ports]
+        urls = members or tuple(node_url(host, port) for host, port in places)
+        return [
+            dataclasses.replace(
+                self.node,
+                host=host,
+                port=port,
+                client_port=self.node.port,
+                data_dir=self.node.data_dir / f"node-{host}-{port}",
+                cluster=urls,
+            )
+            for host, port in places
         ]
 
 
@@ -80,7 +132,10 @@ def stored_membership(data_dir: Path) -> Membership | None:
 
 def member_configs(config: ClusterConfig, membership: Membership) -> tuple[list[NodeConfig], list[str]]:
     """The members of a stored membership this launcher runs (those at its host, each in
-    DATA_DIR/node-PORT, given the members as --cluster), and the members it does not run."""
+    DATA_DIR/node-PORT, given the members as --cluster; with ``machines``, those at a loopback address,
+    each in DATA_DIR/node-HOST-PORT), and the members it does not run."""
+    if config.machines:
+        return _machine_members(config, membership)
     prefix = node_url(config.node.host, 0, config.node.tls or config.tls).removesuffix("0")
     ports = [url.removeprefix(prefix) for url in membership.urls]
     ours = [
@@ -90,6 +145,29 @@ def member_configs(config: ClusterConfig, membership: Membership) -> tuple[list[
         url for url, port in zip(membership.urls, ports, strict=True) if url == port or not port.isdigit()
     ]
     return config.node_configs(ours, membership.urls), others
+
+
+def _machine_members(config: ClusterConfig, membership: Membership) -> tuple[list[NodeConfig], list[str]]:
+    ours, others = [], []
+    for url in membership.urls:
+        parts = urlsplit(url)
+        host, port = parts.hostname or "", parts.port
+        if parts.scheme != "http" or port is None or not host.startswith("127."):
+            others.append(url)
+            continue
+        client_port = config.node.port if port != config.node.port else None
+        data_dir = config.node.data_dir / f"node-{host}-{port}"
+        ours.append(
+            dataclasses.replace(
+                config.node,
+                host=host,
+                port=port,
+                client_port=client_port,
+                data_dir=data_dir,
+                cluster=membership.urls,
+            )
+        )
+    return ours, others
 
 
 def cluster_configs(

@@ -219,6 +219,14 @@ _SHARED = [
 ]
 _NODE = [
     _Flag("--port", port, None, "port to listen on (required)"),
+    _Flag(
+        "--client-port",
+        port,
+        None,
+        "also serve clients on this port, shared with this machine's other nodes (SO_REUSEPORT), so "
+        "clients need one URL per machine; peers still use each node's own URL",
+        optional=True,
+    ),
     _Flag("--data-dir", Path, None, "LevelDB directory, created if missing (required)", "DIR"),
     _Flag(
         "--cluster",
@@ -289,6 +297,20 @@ _NODE = [
 ]
 _CLUSTER = [
     _Flag("--nodes", positive_int, ClusterConfig().nodes, "how many node processes to start"),
+    _Flag(
+        "--machines",
+        non_negative_int,
+        0,
+        "model this many machines on loopback (127.0.0.1, 127.0.0.2, ...: distinct hosts, so every key's "
+        "replicas are on distinct machines), each running --per-machine members that share --port for "
+        "clients (instead of --nodes)",
+    ),
+    _Flag(
+        "--per-machine",
+        non_negative_int,
+        0,
+        "with --machines: members per machine, on the ports after --port (default 0: one per core)",
+    ),
     _Flag("--port", port, _DEFAULTS.port, "port of the first node; the others follow consecutively"),
     _Flag("--data-dir", Path, _DEFAULTS.data_dir, "each node keeps its data in DATA_DIR/node-PORT", "DIR"),
     _Flag(
@@ -372,7 +394,10 @@ def parse_args(argv: Sequence[str], env: Mapping[str, str]) -> NodeConfig | Clus
         if name == "node":
             return NodeConfig(**values)
         nodes, tls = values.pop("nodes"), values.pop("tls")
-        return ClusterConfig(nodes=nodes, node=NodeConfig(**values), tls=tls)
+        machines, per_machine = values.pop("machines"), values.pop("per_machine")
+        return ClusterConfig(
+            nodes=nodes, node=NodeConfig(**values), tls=tls, machines=machines, per_machine=per_machine
+        )
     except ValueError as error:
         command.error(str(error))
 

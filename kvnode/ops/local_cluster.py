@@ -224,6 +224,9 @@ def _serve(
         print(f"kvnode cluster of {len(configs)} ready ({config.node.fanout} fan-out):", flush=True)
         for node in nodes:
             print(f"  {node.url}  pid {node.pid}", flush=True)
+        if config.machines:
+            machines = ", ".join(config.client_urls())
+            print(f"{config.machines} machines, a client URL each (shared by its members): {machines}")
         if secret_path is not None:
             print(f"The cluster secret is in {secret_path} (nodes that join: --cluster-secret-file).")
         if config.tls:
