@@ -7,8 +7,18 @@ from pathlib import Path
 
 import pytest
 
+from kvnode.ops.processes import stop_together
 from kvnode.system_db import SystemDb
 from tests.harness import Cluster, ClusterFactory, Node, launch_cluster
+
+
+@pytest.fixture(autouse=True)
+def no_node_outlives_its_test() -> Iterator[None]:
+    """Stop (SIGTERM, then SIGKILL) every test node still running once the test and its other fixtures
+    are done: a node a test started by hand and left, or one a failed assertion left behind."""
+    yield
+    stop_together([node for node in Node.made if node.running])
+    Node.made.clear()
 
 
 @pytest.fixture

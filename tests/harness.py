@@ -22,7 +22,7 @@ import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, ClassVar, get_args
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -73,12 +73,16 @@ def request(
 
 
 class Node(NodeProcess):
-    """A node process (log in a file) with shortcuts for the HTTP API."""
+    """A node process (log in a file) with shortcuts for the HTTP API. Every one made during a test is
+    in ``Node.made``, so that none outlives its test (conftest stops those still running)."""
+
+    made: ClassVar[list[Node]] = []
 
     def __init__(self, config: NodeConfig, log_path: Path | None) -> None:
         assert log_path is not None, "a test node logs to a file"
         super().__init__(config, log_path)
         self.log_path: Path = log_path
+        Node.made.append(self)
 
     def get(self, key: str, **quorum: int) -> Response:
         return request(self.url, "GET", "/v0/entity", {"id": key, **_quorum(quorum)})

@@ -11,7 +11,6 @@ import os
 import queue
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -40,27 +39,6 @@ from tests.harness import (
     wait_for,
     write_secret_file,
 )
-
-
-def consecutive_free_ports(count: int) -> int:
-    """The first of count consecutive ports that are free right now."""
-    for _ in range(100):
-        base = free_ports(1)[0]
-        if base + count > 65536:
-            continue
-        sockets: list[socket.socket] = []
-        try:
-            for port in range(base, base + count):
-                sock = socket.socket()
-                sockets.append(sock)
-                sock.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for sock in sockets:
-                sock.close()
-    raise AssertionError(f"found no {count} consecutive free ports")
 
 
 def children(pid: int) -> list[int]:
@@ -109,7 +87,7 @@ def launched_cluster(
     """``python -m kvnode cluster [OPTIONS]`` (on ports from ``base``, by default free ones), up and
     serving: (launcher, URLs it printed, node PIDs it printed); it may print more nodes than ``nodes`` (a
     membership grown since). Its stderr goes to tmp_path/cluster.log, its stdout lines to ``stdout``."""
-    base = base or consecutive_free_ports(nodes)
+    base = base or free_ports(nodes)[0]
     args = ["cluster", "--nodes", str(nodes), "--port", str(base), "--data-dir", str(tmp_path / "data")]
     args += options
     log = tmp_path / "cluster.log"
@@ -286,7 +264,7 @@ def test_cluster_refuses_a_port_held_by_another_node_and_leaves_it_alone(node: N
 def test_cluster_with_a_data_dir_that_is_a_file_says_so_once_and_exits_2(tmp_path: Path) -> None:
     regular_file = tmp_path / "a-file"
     regular_file.write_text("not a directory\n")
-    base = consecutive_free_ports(3)
+    base = free_ports(3)[0]
     args = ["cluster", "--port", str(base), "--data-dir", str(regular_file)]
     stderr = assert_exit_2_with_one_line(run_kvnode(args, tmp_path))
     assert str(regular_file) in stderr and "is not a directory" in stderr, stderr
@@ -341,7 +319,7 @@ def test_the_generated_secret_is_readable_by_its_owner_only(tmp_path: Path) -> N
 def test_a_kept_secret_open_to_others_is_refused_naming_the_fix(tmp_path: Path) -> None:
     secret = write_secret_file(tmp_path / "data" / "cluster.secret", "a secret of more than enough bytes")
     secret.chmod(0o644)
-    launcher = run_launcher(["--port", str(consecutive_free_ports(3)), "--data-dir", "data"], tmp_path)
+    launcher = run_launcher(["--port", str(free_ports(3)[0]), "--data-dir", "data"], tmp_path)
     stderr = assert_exit_2_with_one_line(launcher.result)
     assert "chmod 600 data/cluster.secret" in stderr, stderr
     assert not launcher.node_pids
@@ -389,7 +367,7 @@ def test_a_local_cluster_names_data_dirs_and_logs_and_runs_helpers(tmp_path: Pat
 def test_the_cluster_command_runs_a_node_that_joined_when_started_again(tmp_path: Path) -> None:
     """A node added to a running cluster (README: node --join, its data in DATA_DIR/node-PORT) is run by
     the next `cluster` on that data dir with the others, as a member."""
-    base = consecutive_free_ports(4)
+    base = free_ports(4)[0]
     data = tmp_path / "data"
     with launched_cluster(tmp_path, 3, base=base) as (launcher, urls, _):
         added = f"http://127.0.0.1:{base + 3}"
@@ -416,7 +394,7 @@ def test_machines_on_loopback_keep_every_keys_replicas_on_distinct_machines(tmp_
     serving clients on one shared port per machine. With from=2 each key has a replica on each machine,
     so with one whole machine stopped every key still reads through the other; and the next launcher on
     the data dir runs the same members."""
-    base = consecutive_free_ports(3)
+    base = free_ports(3)[0]
     options = ["--machines", "2", "--per-machine", "2"]
     members = [f"http://127.0.0.{host}:{port}" for host in (1, 2) for port in (base + 1, base + 2)]
     machines = [f"http://127.0.0.{host}:{base}" for host in (1, 2)]

@@ -13,6 +13,7 @@ import ctypes
 import http.client
 import json
 import os
+import random
 import signal
 import socket
 import ssl
@@ -68,18 +69,43 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
-def free_ports(count: int) -> list[int]:
-    """Loopback ports the kernel reports free right now (bound together, so they are distinct)."""
-    sockets = []
+_LOWEST_PORT = 10_000  # the ports below are left to well-known services
+
+
+def _ephemeral_ports() -> range:
+    """The kernel's range for the local ports of outgoing connections."""
     try:
-        for _ in range(count):
-            sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
+        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999  # Linux's default
+    return range(low, high + 1)
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` consecutive loopback ports free right now (bound together), below the ephemeral range:
+    there the kernel picks the local port of every outgoing connection, so our own nodes' connections
+    could take the port of a node stopped to be started again, or of one started later. Where that
+    range leaves no room below it, whatever bind(0) gives (distinct, not consecutive)."""
+    ephemeral = _ephemeral_ports()
+    for _ in range(100):
+        if ephemeral.start - count > _LOWEST_PORT:
+            start = random.randrange(_LOWEST_PORT, ephemeral.start - count)
+            ports = list(range(start, start + count))
+        else:
+            ports = [0] * count
+        sockets = []
+        try:
+            for port in ports:
+                sock = socket.socket()
+                sockets.append(sock)
+                sock.bind(("127.0.0.1", port))
+            return [sock.getsockname()[1] for sock in sockets]
+        except OSError:
+            continue
+        finally:
+            for sock in sockets:
+                sock.close()
+    raise OSError(f"found no {count} free consecutive loopback ports below {ephemeral.start}")
 
 
 class NodeStartError(RuntimeError):
