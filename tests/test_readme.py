@@ -1,5 +1,6 @@
 """The README's tour runs as written: its shell and Python examples, in order, against a live 3-node
-cluster, each answering what its comment says.
+cluster, each answering what its comment says; so does docs/security.md's local cluster with all three
+guards, against its own cluster.
 
 The examples name ports 8080-8082 (``make run``'s cluster); only those are rewritten, to the test
 cluster's. A comment states a checkable claim when it starts with one of:
@@ -37,8 +38,9 @@ README = Path(__file__).parent.parent / "README.md"
 # The sections whose examples run, in order: the tour, then operating a cluster (metrics and admin).
 SECTIONS = ("## A short tour", "## Operating a cluster")
 README_PORTS = {"8080": 0, "8081": 1, "8082": 2}  # the README's node -> index in the test cluster
-# Its own cluster (TLS and tokens), started as the README starts it, on ports 8443-8445 rewritten.
-SECURITY = "## Security"
+# Its own cluster (TLS and tokens), started as docs/security.md starts it, on ports 8443-8445 rewritten.
+SECURITY_DOC = README.parent / "docs" / "security.md"
+SECURITY = "## A local cluster with all three guards"
 
 
 @dataclass
@@ -52,7 +54,8 @@ def tour_blocks(markdown: str, headings: tuple[str, ...] = SECTIONS) -> list[Blo
     sections = []
     for heading in headings:
         start = markdown.index(heading)
-        sections.append(markdown[start : markdown.index("\n## ", start + len(heading))])
+        end = markdown.find("\n## ", start + len(heading))  # -1: the section runs to the end of the file
+        sections.append(markdown[start : end if end >= 0 else len(markdown)])
     blocks: list[Block] = []
     for language, text in re.findall(r"^```(\w+)\n(.*?)^```$", "\n".join(sections), re.M | re.S):
         if language == "text" and blocks and blocks[-1].language == "sh":
@@ -98,7 +101,7 @@ def parse_curl_i(output: bytes) -> Reply:
 
 
 def check_claim(command: str, comment: str, output: bytes) -> None:
-    where = f"README example `{command}` (# {comment})"
+    where = f"example `{command}` (# {comment})"
     status = re.match(r"(\d{3})\b", comment)
     if status:
         assert command.startswith("curl -i"), f"{where}: claims a status, but only curl -i shows one"
@@ -124,18 +127,32 @@ def check_shown_output(shown: str, output: bytes) -> None:
     assert reply.body.decode().replace("\r\n", "\n").strip() == shown_body.strip()
 
 
-def test_every_curl_example_is_in_a_block_the_tour_test_runs() -> None:
-    markdown = README.read_text()
-    run = [line for block in tour_blocks(markdown) if runnable(block) for line in logical_lines(block.text)]
-    run += [line for block in tour_blocks(markdown, (SECURITY,)) for line in logical_lines(block.text)]
-    everywhere = [
+def curl_examples(markdown: str) -> list[str]:
+    """Every curl command in a fenced block of ``markdown``."""
+    return [
         line
         for text in re.findall(r"^```\w*\n(.*?)^```$", markdown, re.M | re.S)
         for line in logical_lines(text)
         if line.lstrip().startswith("curl ")
     ]
-    assert everywhere, "the README has curl examples"
-    assert [line for line in everywhere if line not in run] == []
+
+
+def test_every_curl_example_is_in_a_block_the_tour_test_runs() -> None:
+    markdown = README.read_text()
+    run = [line for block in tour_blocks(markdown) if runnable(block) for line in logical_lines(block.text)]
+    assert curl_examples(markdown), "the README has curl examples"
+    assert [line for line in curl_examples(markdown) if line not in run] == []
+    # docs/security.md's are run by the security test.
+    security = SECURITY_DOC.read_text()
+    run = [line for block in tour_blocks(security, (SECURITY,)) for line in logical_lines(block.text)]
+    assert curl_examples(security), "docs/security.md has curl examples"
+    assert [line for line in curl_examples(security) if line not in run] == []
+
+
+def test_tour_blocks_reads_a_section_to_the_end_of_the_file() -> None:
+    markdown = "# t\n\n## A\n\n```sh\ncurl a\n```\n\n## B\n\n```sh\ncurl b\n```\n"
+    assert [block.text for block in tour_blocks(markdown, ("## A",))] == ["curl a\n"]
+    assert [block.text for block in tour_blocks(markdown, ("## B",))] == ["curl b\n"]
 
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed (apt-get install curl)")
@@ -277,7 +294,7 @@ def wait_until_ready(cluster: subprocess.Popen[str], seconds: float = 60) -> Non
     shutil.which("curl") is None or shutil.which("openssl") is None, reason="needs curl, openssl"
 )
 def test_security_section_runs_as_written(tmp_path: Path) -> None:
-    setup, commands, python = tour_blocks(README.read_text(), (SECURITY,))
+    setup, commands, python = tour_blocks(SECURITY_DOC.read_text(), (SECURITY,))
     base = consecutive_free_ports(3)
 
     def rewrite(text: str) -> str:
