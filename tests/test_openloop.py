@@ -224,8 +224,8 @@ def test_failed_requests_are_not_throughput_and_make_the_run_invalid(server: str
     assert summary["requests"] == 1000 and summary["errors"] == {failure: 1000}
     assert summary["succeeded"] == 0 and summary["achieved_rate"] == 0
     assert summary["valid"] is False
-    assert "1000 of 1000 requests failed (100.0% > 1%)" in summary["invalid_reasons"]  # and lateness, on a busy machine
-    assert summary["generator"]["valid"] is True  # the generator kept to its schedule: the server failed
+    # The failures make it invalid, whatever else does: on a busy machine the generator may be late too.
+    assert "1000 of 1000 requests failed (100.0% > 1%)" in summary["invalid_reasons"]
     assert "Requests/sec:       0.00 succeeded, 500 asked" in text
     assert f"Errors: 1000 (100.0% of requests; {failure}: 1000)" in text
     assert "Run INVALID: 1000 of 1000 requests failed (100.0% > 1%)" in text
