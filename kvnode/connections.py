@@ -167,13 +167,17 @@ class _GuardedProtocol(RequestHandler):
         if self._kind is None:
             return
         idle = self._request_count == self._answered
-        if idle and self._headers_timer is None:
-            self._await_headers()  # the first byte of a new request on a keep-alive connection
-        self._partial = idle
         super().data_received(data)
         if self._request_count != self._answered:  # its headers are all in (or the parser refused them)
             self._stop_timer()
             self._partial = False
+        else:
+            self._partial = idle
+            if idle and self._headers_timer is None:
+                # The first bytes of a new request on a keep-alive connection, its headers not all in. A
+                # request whose headers came in one piece (nearly all) arms no timer: a timer armed and
+                # cancelled per request was 4 % of a coordinator's samples under load (docs/benchmarks.md).
+                self._await_headers()
 
     async def finish_response(
         self, request: web.BaseRequest, resp: web.StreamResponse, start_time: float | None
