@@ -13,12 +13,12 @@ from tests.harness import Cluster, ClusterFactory, Node, launch_cluster
 
 
 @pytest.fixture(autouse=True)
-def no_node_outlives_its_test() -> Iterator[None]:
-    """Stop (SIGTERM, then SIGKILL) every test node still running once the test and its other fixtures
-    are done: a node a test started by hand and left, or one a failed assertion left behind."""
+def no_loose_node_outlives_its_test() -> Iterator[None]:
+    """Stop (SIGTERM, then SIGKILL) every node a test made by hand and left running (a newcomer, a node
+    restarted with other flags, one a failed assertion left behind) once its fixtures are done."""
     yield
-    stop_together([node for node in Node.made if node.running])
-    Node.made.clear()
+    stop_together([node for node in Node.loose if node.running])
+    Node.loose.clear()
 
 
 @pytest.fixture

@@ -73,16 +73,17 @@ def request(
 
 
 class Node(NodeProcess):
-    """A node process (log in a file) with shortcuts for the HTTP API. Every one made during a test is
-    in ``Node.made``, so that none outlives its test (conftest stops those still running)."""
+    """A node process (log in a file) with shortcuts for the HTTP API. Every one made by hand (not by
+    :func:`launch_cluster`, whose caller stops its cluster) is in ``Node.loose``, so that conftest stops
+    those a test leaves running."""
 
-    made: ClassVar[list[Node]] = []
+    loose: ClassVar[list[Node]] = []
 
     def __init__(self, config: NodeConfig, log_path: Path | None) -> None:
         assert log_path is not None, "a test node logs to a file"
         super().__init__(config, log_path)
         self.log_path: Path = log_path
-        Node.made.append(self)
+        Node.loose.append(self)
 
     def get(self, key: str, **quorum: int) -> Response:
         return request(self.url, "GET", "/v0/entity", {"id": key, **_quorum(quorum)})
@@ -179,7 +180,9 @@ def launch_cluster(
     def skew(index: int, config: NodeConfig, _: list[int]) -> NodeConfig:
         return dataclasses.replace(config, clock_offset_ms=offsets[index])
 
-    return Cluster(start_local_cluster(base, size, Node, log_dir=tmp_path, configure=skew).nodes)
+    cluster = Cluster(start_local_cluster(base, size, Node, log_dir=tmp_path, configure=skew).nodes)
+    Node.loose[:] = [node for node in Node.loose if node not in cluster.nodes]
+    return cluster
 
 
 def write_secret_file(path: Path, secret: str) -> Path:
