@@ -111,8 +111,8 @@ class Rebuild:
             progress.attempts += 1
             waited_for = set(progress.waiting_for)
             for peer in anti_entropy.peers:
-                if peer.url in progress.done:
-                    continue
+                if peer.url in progress.done or peer.url not in {p.url for p in anti_entropy.peers}:
+                    continue  # done, or it left the membership while this pass repaired with others
                 outcome = await anti_entropy.repair_with(peer)
                 progress.records_received += outcome.received
                 if outcome.completed:
@@ -120,6 +120,12 @@ class Rebuild:
                     progress.waiting_for.pop(peer.url, None)
                 else:
                     progress.waiting_for[peer.url] = outcome.reason
+            # The members may have changed while it repaired (a join or a leave): it waits only for
+            # those that are members now.
+            members = {peer.url for peer in anti_entropy.peers}
+            for gone in [url for url in progress.waiting_for if url not in members]:
+                del progress.waiting_for[gone]
+            progress.peers = len(members)
             if not progress.waiting_for:
                 self._machine.rebuilt()
                 self._save(self._machine.state)

@@ -225,8 +225,11 @@ class AntiEntropy:
         if not await peer.reach(_CONNECT_WAIT_S):
             outcome.reason = "unreachable"
             return
-        started = self._clock.now()  # what this node holds from here on, the peer will hold too
         summaries = self._upkeep.summaries
+        if peer.url not in summaries.partial:  # it left the membership since the exchange was planned
+            outcome.reason = "no longer a member"
+            return
+        started = self._clock.now()  # what this node holds from here on, the peer will hold too
         exchange = Exchange(peer.url, summaries.tree_for(peer.url))
         exchange.branches_answered(wire.decode_hashes(await self._ask(peer, wire.Op.BRANCHES)))
         if exchange.step is Step.SEGMENTS:
