@@ -5,6 +5,7 @@
     python -m loadtest compare [--quick] [--out DIR]
     python -m loadtest report --out DIR
     python -m loadtest selfbench
+    python -m loadtest.ladder --url URL [--start 4000 --step 2000]
     python -m loadtest ui
     python -m loadtest locust [--duration 30] [--out out/loadtest]
     locust -f loadtest/locustfile.py --host URL
@@ -26,6 +27,7 @@ Modules, one job each:
     report        report.md, its conclusion and the plots
     locust_cluster  a filled local cluster under Locust: its web UI, or a headless run with reports
     bench, hello  wrk against the cluster next to an aiohttp hello-world (``make bench``)
+    ladder        the highest constant rate a running cluster holds, rung by rung
     wrk           running wrk: install, Lua script, output parsing, runs at once merged
 
 Latency histograms are kvnode.metrics.LatencyHistogram, the same as the nodes' own.
