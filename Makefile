@@ -29,7 +29,7 @@ help:
 run: $(RUN_STAMP)
 	$(PY) -m kvnode
 
-## test: ruff, mypy, the whole pytest suite and the doctests (7 minutes on 2 idle cores, 2026-11-24)
+## test: ruff, mypy, the whole pytest suite on 2 workers and the doctests (7.5 minutes idle, 10 beside a CPU hog)
 test: test-duration lint typecheck pytest
 
 test-duration:
