@@ -95,17 +95,19 @@ class ClusterConfig:
         ports = range(self.node.port + 1, self.node.port + 1 + self.members_per_machine)
         places = [(machine_host(index), port) for index in range(self.machines) for port in ports]
         urls = members or tuple(node_url(host, port) for host, port in places)
-        return [
-            dataclasses.replace(
-                self.node,
-                host=host,
-                port=port,
-                client_port=self.node.port,
-                data_dir=self.node.data_dir / f"node-{host}-{port}",
-                cluster=urls,
-            )
-            for host, port in places
-        ]
+        return [self.machine_member(host, port, urls) for host, port in places]
+
+    def machine_member(self, host: str, port: int, members: tuple[str, ...]) -> NodeConfig:
+        """The member at HOST:PORT of a machine, sharing node.port for clients, data in
+        DATA_DIR/node-HOST-PORT, given ``members`` as --cluster."""
+        return dataclasses.replace(
+            self.node,
+            host=host,
+            port=port,
+            client_port=self.node.port if port != self.node.port else None,
+            data_dir=self.node.data_dir / f"node-{host}-{port}",
+            cluster=members,
+        )
 
 
 def stored_membership(data_dir: Path) -> Membership | None:
@@ -155,18 +157,7 @@ def _machine_members(config: ClusterConfig, membership: Membership) -> tuple[lis
         if parts.scheme != "http" or port is None or not host.startswith("127."):
             others.append(url)
             continue
-        client_port = config.node.port if port != config.node.port else None
-        data_dir = config.node.data_dir / f"node-{host}-{port}"
-        ours.append(
-            dataclasses.replace(
-                config.node,
-                host=host,
-                port=port,
-                client_port=client_port,
-                data_dir=data_dir,
-                cluster=membership.urls,
-            )
-        )
+        ours.append(config.machine_member(host, port, membership.urls))
     return ours, others
 
 
