@@ -7,24 +7,21 @@ its body is read, so a shed request writes nothing (Cassandra's native-transport
 on bytes, are the model). A body's size is its Content-Length; a chunked body has none until it has
 arrived, so it counts as the largest body allowed (``--max-body-bytes``). A request is admitted whatever
 its size when nothing else is in progress, so a limit below one body cannot starve it. The counts are
-plain integers around the handler: no task or middleware per request. ``kvnode_inflight_requests`` and
+plain integers that the entity handlers' one wrapper (kvnode.http_api) moves: no task or middleware per
+request. ``kvnode_inflight_requests`` and
 ``kvnode_inflight_body_bytes`` read them. The bytes of every body admitted are noted for
 kvnode.memory's settler, which gives memory back after them.
 """
 
 from __future__ import annotations
 
-import functools
 import os
-from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
 from kvnode.memory import Settler
 
-__all__ = ["Admission", "Handler", "default_max_inflight_bytes"]
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+__all__ = ["Admission", "default_max_inflight_bytes"]
 
 _MEMORY_SHARE = 16  # the default bound on bodies in progress is this fraction of the machine's memory
 
@@ -54,28 +51,25 @@ class Admission:
         self.inflight_bytes = 0  # their bodies' sizes
         self.shed = 0  # requests answered 503 because ``limit`` requests or ``max_bytes`` were in progress
 
-    def admitted(self, handler: Handler) -> Handler:
-        """The handler, counted in flight from its start to its answer, or shed with 503 beyond a limit."""
+    def admit(self, request: web.BaseRequest) -> int | web.Response:
+        """The request counted in progress, and its body's size, which ``leave`` takes when it is answered;
+        or the 503 to answer at once, beyond a limit."""
+        size = self._body_size(request)
+        if self.inflight >= self.limit:
+            return self._shed(f"{self.inflight} requests in progress")
+        if size and self.inflight_bytes and self.inflight_bytes + size > self.max_bytes:
+            return self._shed(f"{self.inflight_bytes} bytes of request bodies in progress")
+        self.inflight += 1
+        self.inflight_bytes += size
+        return size
 
-        @functools.wraps(handler)
-        async def counted(request: web.Request) -> web.StreamResponse:
-            size = self._body_size(request)
-            if self.inflight >= self.limit:
-                return self._shed(f"{self.inflight} requests in progress")
-            if size and self.inflight_bytes and self.inflight_bytes + size > self.max_bytes:
-                return self._shed(f"{self.inflight_bytes} bytes of request bodies in progress")
-            self.inflight += 1
-            self.inflight_bytes += size
-            try:
-                return await handler(request)
-            finally:
-                self.inflight -= 1
-                self.inflight_bytes -= size
-                self._settler.passed(size)
+    def leave(self, size: int) -> None:
+        """An admitted request, with a body of ``size`` bytes, is answered."""
+        self.inflight -= 1
+        self.inflight_bytes -= size
+        self._settler.passed(size)
 
-        return counted
-
-    def _body_size(self, request: web.Request) -> int:
+    def _body_size(self, request: web.BaseRequest) -> int:
         length = request.content_length
         if length is not None:
             return min(length, self._max_body_bytes)  # a larger one is refused (413) unread

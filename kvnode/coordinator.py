@@ -101,7 +101,8 @@ class Coordinator:
         if self._fanout.nearest_first:
             replicas = nearest_first(replicas, self._local)
         try:
-            answers = await self._fanout.read([CallStarter(read.ask, r) for r in replicas], quorum)
+            calls = [CallStarter(read.ask, replica, read.answered) for replica in replicas]
+            answers = await self._fanout.read(calls, quorum)
         finally:
             read.close()
         return newest(answers)
@@ -141,30 +142,36 @@ class Coordinator:
     async def _write_to(
         self, replicas: list[Replica], key: bytes, record: Record, quorum: Quorum
     ) -> list[int | None]:
-        send = partial(self._send_write, key=key, record=record)
-        return await self._fanout.write([CallStarter(send, r) for r in replicas], quorum)
+        hinted: dict[str, _DispatchHint] = {}  # the replicas not connected when the write was sent
+        send = partial(self._send_write, key=key, record=record, hinted=hinted)
+        ended = partial(self._write_done, key=key, record=record, hinted=hinted)
+        return await self._fanout.write([CallStarter(send, r, ended) for r in replicas], quorum)
 
-    def _send_write(self, replica: Replica, *, key: bytes, record: Record) -> asyncio.Future[int | None]:
+    def _send_write(
+        self, replica: Replica, *, key: bytes, record: Record, hinted: dict[str, _DispatchHint]
+    ) -> asyncio.Future[int | None]:
         """Start one replica's write. A replica not connected now gets its hint before the client is
         answered (so it survives a crash of this node); one that fails later is hinted then."""
-        hint = _NOT_HINTED
         if not replica.connected:
             seq = self._hints.add(replica.url, key, record, down_for=replica.down_for())
-            hint = _DispatchHint(asked=True, kept_seq=seq or None)  # HintStore.add: 0 = not kept
-        future = replica.write(key, record)
-        future.add_done_callback(partial(self._write_done, replica, key, record, hint))
-        return future
+            hinted[replica.url] = _DispatchHint(
+                asked=True, kept_seq=seq or None
+            )  # HintStore.add: 0 = not kept
+        return replica.write(key, record)
 
     def _write_done(
         self,
         replica: Replica,
+        future: asyncio.Future[int | None],
+        *,
         key: bytes,
         record: Record,
-        hint: _DispatchHint,
-        future: asyncio.Future[int | None],
+        hinted: dict[str, _DispatchHint],
     ) -> None:
+        """One replica's write has ended (the fan-out's completion callback calls this)."""
         if future.cancelled():
             return
+        hint = hinted.get(replica.url, _NOT_HINTED)
         error = future.exception()
         if error is None:
             if hint.kept_seq is not None:  # delivered after all

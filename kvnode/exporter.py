@@ -2,11 +2,12 @@
 every ``kvnode_*`` metric in it, rendered for ``GET /metrics``.
 
 The hot path only adds to plain counters: each client request to one :class:`~kvnode.metrics.FixedBuckets`
-per (operation, status), each replica call to its replica's :class:`~kvnode.metrics.CallMeter`, where the
-replica settles the call (no callback of its own: asyncio would schedule one per call). prometheus_client's
-own Counter and Histogram children lock on every observation, which costs more per request than the
-request's own bookkeeping. Everything else the node counts is read when Prometheus scrapes, from one
-:class:`~kvnode.snapshot.NodeSnapshot`. docs/node-internals.md has the costs and how to measure them.
+per (operation, status), where kvnode.http_api answers it, each replica call to its replica's
+:class:`~kvnode.metrics.CallMeter`, where the replica settles the call (no callback of its own: asyncio
+would schedule one per call). prometheus_client's own Counter and Histogram children lock on every
+observation, which costs more per request than the request's own bookkeeping. Everything else the node
+counts is read when Prometheus scrapes, from one :class:`~kvnode.snapshot.NodeSnapshot`.
+docs/node-internals.md has the costs and how to measure them.
 
 Every (operation, status) a handler is known to answer has its series from the start, at 0, so a dashboard
 or an alert sees a zero rather than nothing (Prometheus's guidance for known label sets).
@@ -14,16 +15,13 @@ or an alert sees a zero rather than nothing (Prometheus's guidance for known lab
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Protocol
 
-from aiohttp import web
 from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from kvnode.admission import Handler
 from kvnode.metrics import LATENCY_BUCKETS_S, CallMeter, FixedBuckets
 from kvnode.repair.rebuild_state import NodeState
 from kvnode.replica.peer_state import PeerState
@@ -47,36 +45,20 @@ class NodeMetrics(Collector):
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
-        self._requests: dict[tuple[str, int], FixedBuckets] = {}
+        self._requests: dict[str, dict[int, FixedBuckets]] = {}  # by operation, then status
         self._snapshot: Callable[[], NodeSnapshot] | None = None
         self._replicas: Sequence[MeteredReplica] = ()
         self.registry.register(self)
         ProcessCollector(registry=self.registry)  # CPU seconds, memory, open fds: process_*
 
-    def timed(self, op: str, handler: Handler, statuses: Iterable[int]) -> Handler:
-        """``handler`` counted and timed by (op, status); ``statuses`` are those it is known to answer,
-        exported at 0 until they happen."""
-        requests = self._requests
+    def requests(self, op: str, statuses: Iterable[int]) -> dict[int, FixedBuckets]:
+        """The buckets of ``op``'s requests by status, which its handler observes each answer in (adding a
+        status it did not know); ``statuses`` are those it is known to answer, exported at 0 until they
+        happen."""
+        by_status = self._requests.setdefault(op, {})
         for status in statuses:
-            requests.setdefault((op, status), FixedBuckets())
-
-        async def timed_handler(request: web.Request) -> web.StreamResponse:
-            start = time.perf_counter()
-            status = 500
-            try:
-                response = await handler(request)
-                status = response.status
-                return response
-            except web.HTTPException as error:
-                status = error.status
-                raise
-            finally:
-                buckets = requests.get((op, status))
-                if buckets is None:
-                    buckets = requests[op, status] = FixedBuckets()
-                buckets.observe(time.perf_counter() - start)
-
-        return timed_handler
+            by_status.setdefault(status, FixedBuckets())
+        return by_status
 
     def watch(self, snapshot: Callable[[], NodeSnapshot], replicas: Sequence[MeteredReplica]) -> None:
         """Read the node's state from ``snapshot`` and the replicas' meters at every scrape."""
@@ -100,10 +82,11 @@ class NodeMetrics(Collector):
             "Client entity requests from arrival to answer, by operation and status",
             labels=["op", "status"],
         )
-        for (op, status), buckets in sorted(self._requests.items()):
-            labels = [op, str(status)]
-            count.add_metric(labels, buckets.count)
-            _add_histogram(duration, labels, buckets)
+        for op, by_status in sorted(self._requests.items()):
+            for status, buckets in sorted(by_status.items()):
+                labels = [op, str(status)]
+                count.add_metric(labels, buckets.count)
+                _add_histogram(duration, labels, buckets)
         yield count
         yield duration
 

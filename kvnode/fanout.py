@@ -44,17 +44,33 @@ R = TypeVar("R", bound=Patient)
 
 class CallStarter(Generic[R, T]):
     """Starts one replica call for a fan-out: the future ends in the answer or a ReplicaError (see
-    kvnode.replica), and knows the replica's patience. ``start`` takes the replica, so one function
-    serves a whole fan-out (no partial per call)."""
+    kvnode.replica), and knows the replica's patience. ``start`` and ``ended`` take the replica, so one
+    function of each serves a whole fan-out.
 
-    __slots__ = ("_replica", "_start")
+    ``ended(replica, future)``, when given, is told each started call's outcome, a late one's too: the
+    strategy calls it from the one completion callback it already has per call (what the coordinator
+    keeps around the verdict, hints and read repair, costs no callback of its own: asyncio schedules each
+    one apart)."""
 
-    def __init__(self, start: Callable[[R], asyncio.Future[T]], replica: R) -> None:
+    __slots__ = ("_ended", "_replica", "_start")
+
+    def __init__(
+        self,
+        start: Callable[[R], asyncio.Future[T]],
+        replica: R,
+        ended: Callable[[R, asyncio.Future[T]], None] | None = None,
+    ) -> None:
         self._start = start
         self._replica = replica
+        self._ended = ended
 
     def __call__(self) -> asyncio.Future[T]:
         return self._start(self._replica)
+
+    def ended(self, future: asyncio.Future[T]) -> None:
+        """The call's future is done (its outcome, for ``ended``)."""
+        if self._ended is not None:
+            self._ended(self._replica, future)
 
     @property
     def patience(self) -> float:
@@ -95,15 +111,18 @@ async def parallel(calls: Sequence[CallStarter[Any, T]], quorum: Quorum) -> list
     behaviour without as_completed's queue and per-call coroutines, which are the costly part of it on
     the request path (docs/replica-channel.md).
     """
-    running = [call() for call in calls]
-    # The loop from a call's future: asyncio.get_running_loop() makes a getpid() system call on Python 3.11.
-    verdict: _Verdict[T] = _Verdict(quorum, running[0].get_loop())
-    settle = verdict.take
-    for future in running:
+    verdict: _Verdict[T] | None = None
+    for call in calls:
+        future = call()
+        if verdict is None:
+            # The loop from a call's future: asyncio.get_running_loop() makes a getpid() system call on
+            # Python 3.11.
+            verdict = _Verdict(quorum, future.get_loop())
         if future.done():
-            settle(future)
+            _settle(call, verdict.take, future)
         else:
-            future.add_done_callback(settle)
+            future.add_done_callback(partial(_settle, call, verdict.take))
+    assert verdict is not None, "a fan-out needs at least one call"
     return await verdict.future
 
 
@@ -116,12 +135,15 @@ async def sequential(
     answers: list[T] = []
     errors: list[ReplicaError] = []
     for call in calls:
+        future = call()
         try:
-            answers.append(await call())
+            answers.append(await future)
             tally.succeed()
         except ReplicaError as error:
             errors.append(error)
             tally.fail()
+        finally:
+            call.ended(future)
         if not ask_all and (tally.reached or tally.impossible):
             break
     if tally.reached:
@@ -145,17 +167,23 @@ async def speculative(calls: Sequence[CallStarter[Any, T]], quorum: Quorum) -> l
         future = call()
         replaced = [False]  # whether this call already brought in another replica
         timer = None if future.done() else loop.call_later(call.patience, late, future, replaced)
-        future.add_done_callback(partial(settle, timer, replaced))
+        future.add_done_callback(partial(settle, call, timer, replaced))
 
     def late(future: asyncio.Future[T], replaced: list[bool]) -> None:
         if not verdict.future.done() and not future.done():
             replaced[0] = True
             start_next()
 
-    def settle(timer: asyncio.TimerHandle | None, replaced: list[bool], call: asyncio.Future[T]) -> None:
+    def settle(
+        call: CallStarter[Any, T],
+        timer: asyncio.TimerHandle | None,
+        replaced: list[bool],
+        future: asyncio.Future[T],
+    ) -> None:
         if timer is not None:
             timer.cancel()
-        if verdict.take(call) and not replaced[0] and not verdict.future.done():
+        call.ended(future)
+        if verdict.take(future) and not replaced[0] and not verdict.future.done():
             replaced[0] = True
             start_next()
 
@@ -197,6 +225,14 @@ class _Verdict(Generic[T]):
         elif self.tally.impossible:
             self.future.set_exception(QuorumFailed(self.tally, self.errors))
         return failed
+
+
+def _settle(
+    call: CallStarter[Any, T], take: Callable[[asyncio.Future[T]], bool], future: asyncio.Future[T]
+) -> None:
+    """A call's one completion callback: its outcome to the call's ``ended``, then to the verdict."""
+    call.ended(future)
+    take(future)
 
 
 def _retrieve(future: asyncio.Future[T]) -> None:

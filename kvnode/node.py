@@ -10,11 +10,11 @@ channels (here), let the client requests in flight finish, then close the parts.
 from __future__ import annotations
 
 from aiohttp import hdrs, web
-from aiohttp.typedefs import Middleware
+from aiohttp.typedefs import Handler, Middleware
 
 from kvnode import admin_api, http_api, observe
-from kvnode.admission import Handler
 from kvnode.client_auth import ClientTokens, covers, role_needed
+from kvnode.connections import DIRECT_ROUTES
 from kvnode.parts import PARTS, NodeParts
 
 __all__ = ["create_app"]
@@ -24,7 +24,9 @@ def create_app(parts: NodeParts) -> web.Application:
     middlewares = [] if parts.tokens is None else [_token_check(parts.tokens, parts.config.metrics_open)]
     app = web.Application(client_max_size=parts.config.max_body_bytes, middlewares=middlewares)
     app[PARTS] = parts
-    http_api.add_routes(app, parts)
+    direct = http_api.add_routes(app, parts)
+    if not middlewares:
+        app[DIRECT_ROUTES] = direct
     observe.add_routes(app, parts)
     admin_api.add_routes(app)
     parts.replica_server.add_routes(app)

@@ -11,6 +11,11 @@ machines whenever there are enough. The order takes each host's best-scored node
 the rest by score, so the first ``hosts`` replicas of every key are on distinct hosts. A node's host is
 the host part of its token (the URL it first joined with), so a replacement keeps its predecessor's
 place on any machine. With one node per host, or all on one host, this is plain rendezvous order.
+
+Scoring costs 1.6 µs per key with three nodes and 2.8 µs with six on three hosts, a few per cent of a
+request's CPU, so a Placement keeps the orders of recent keys (at most ``_CACHED_KEYS`` keys of at most
+``_CACHED_KEY_BYTES`` bytes, forgotten all at once when full: a hot key is scored again at once). A
+placement never changes, so a cached order is never stale: a new membership is a new Placement.
 """
 
 from __future__ import annotations
@@ -20,6 +25,9 @@ from collections.abc import Sequence
 from urllib.parse import urlsplit
 
 __all__ = ["Placement", "host_of", "replicas_for"]
+
+_CACHED_KEYS = 16_384
+_CACHED_KEY_BYTES = 128  # longer keys are scored every time: the cache stays under a few MB
 
 
 def host_of(url: str) -> str:
@@ -63,6 +71,7 @@ class Placement:
         self._host_of: dict[str, str] | None = (
             dict(zip(self.nodes, hosts, strict=True)) if 1 < self.hosts < len(self.nodes) else None
         )
+        self._orders: dict[bytes, list[str]] = {}
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -99,7 +108,14 @@ class Placement:
     def replicas_for(self, key: bytes, n: int) -> list[str]:
         if not 1 <= n <= len(self.nodes):
             raise ValueError(f"n must be between 1 and {len(self.nodes)}, got {n}")
-        return self.order(key)[:n]
+        order = self._orders.get(key)
+        if order is None:
+            order = self.order(key)
+            if len(key) <= _CACHED_KEY_BYTES:
+                if len(self._orders) >= _CACHED_KEYS:
+                    self._orders.clear()
+                self._orders[key] = order
+        return order[:n]
 
 
 def replicas_for(key: bytes, nodes: Sequence[str], n: int) -> list[str]:

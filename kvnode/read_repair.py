@@ -1,17 +1,17 @@
 """Read repair: after a read, the replicas that answered with an older version (or none) get the newest.
 
-One :class:`ReadRound` per client read. It starts each replica's read, keeps every answer (late ones
-too: an async read asks all ``from`` replicas and answers at the ``ack``-th), and once the fan-out is over
-and every call it started has ended, sends the newest version to each replica that answered with
-something older, tombstones included. That happens in the calls' completion callbacks, after the
-client's answer is decided, so it never delays the client. Every version seen moves the clock past it.
+One :class:`ReadRound` per client read. It starts each replica's read, keeps every answer (late ones too:
+an async read asks all ``from`` replicas and answers at the ``ack``-th), and once the fan-out is over and
+every call it started has ended, sends the newest version to each replica that answered with something
+older, tombstones included. That happens in the calls' completion callbacks (the fan-out's own,
+kvnode.fanout.CallStarter), after the client's answer is decided, so it never delays the client. Every
+version seen moves the clock past it.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from functools import partial
 
 from kvnode.records import Record
 from kvnode.replica import Replica
@@ -33,11 +33,9 @@ class ReadRound:
         self._closed = False
 
     def ask(self, replica: Replica) -> asyncio.Future[Record | None]:
-        """Start one replica's read (a fan-out call)."""
-        future = replica.read(self._key)
+        """Start one replica's read (a fan-out call); ``answered`` is to be told its outcome."""
         self._running += 1
-        future.add_done_callback(partial(self._answered, replica))
-        return future
+        return replica.read(self._key)
 
     def close(self) -> None:
         """The fan-out is over: no more calls will start."""
@@ -45,7 +43,8 @@ class ReadRound:
         if not self._running:
             self._repair()
 
-    def _answered(self, replica: Replica, future: asyncio.Future[Record | None]) -> None:
+    def answered(self, replica: Replica, future: asyncio.Future[Record | None]) -> None:
+        """A read that ``ask`` started has ended (the fan-out's completion callback calls this)."""
         self._running -= 1
         if not future.cancelled() and future.exception() is None:
             record = future.result()

@@ -3,12 +3,15 @@ Coordinator's reads), repairing the stale replicas after the answer, late answer
 
 from __future__ import annotations
 
+import asyncio
 import time
+from functools import partial
 from pathlib import Path
 
 from kvnode.quorum import Quorum
 from kvnode.read_repair import ReadRound
 from kvnode.records import Record
+from kvnode.replica import Replica
 from kvnode.replica.errors import ReplicaUnavailable
 from kvnode.replica.local import LocalReplica
 from kvnode.storage import Storage
@@ -19,6 +22,13 @@ OLD, NEW = Record.put(100, b"old"), Record.put(200, b"new")
 
 def scripted(stores: list[Storage]) -> list[ScriptedReplica]:
     return [ScriptedReplica(f"http://{chr(ord('a') + i)}:1", store) for i, store in enumerate(stores)]
+
+
+def ask(round_: ReadRound, replica: Replica) -> asyncio.Future[Record | None]:
+    """Start one replica's read of the round and tell the round its outcome, as a fan-out does."""
+    future = round_.ask(replica)
+    future.add_done_callback(partial(round_.answered, replica))
+    return future
 
 
 class Counts:
@@ -39,7 +49,7 @@ async def test_replicas_holding_an_older_version_or_none_get_the_newest_after_th
         b.storage.apply(b"k", OLD)
         counts = Counts()
         round_ = ReadRound(b"k", counts.observed.append, counts.repair)
-        answers = [await round_.ask(replica) for replica in (a, b, c)]
+        answers = [await ask(round_, replica) for replica in (a, b, c)]
         assert answers == [NEW, OLD, None]
         assert a.writes == b.writes == c.writes == []  # nothing before the fan-out is over
         round_.close()
@@ -59,7 +69,7 @@ async def test_a_late_answer_is_repaired_once_it_arrives_and_never_delays_the_ro
         c.holding = True  # answers after the client's quorum (2 of 3) was reached
         counts = Counts()
         round_ = ReadRound(b"k", counts.observed.append, counts.repair)
-        futures = [round_.ask(replica) for replica in (a, b, c)]
+        futures = [ask(round_, replica) for replica in (a, b, c)]
         round_.close()
         await run_callbacks()
         assert not futures[2].done() and counts.repairs == 0
@@ -77,7 +87,7 @@ async def test_a_newer_tombstone_is_repaired_over_an_older_value(tmp_path: Path)
         b.storage.apply(b"k", NEW)
         round_ = ReadRound(b"k", lambda _: None, lambda: None)
         for replica in (a, b):
-            await round_.ask(replica)
+            await ask(round_, replica)
         round_.close()
         await run_callbacks()
         assert b.storage.read(b"k") == deleted
@@ -92,12 +102,12 @@ async def test_agreeing_failed_or_lone_replicas_are_not_repaired(tmp_path: Path)
         counts = Counts()
         round_ = ReadRound(b"k", counts.observed.append, counts.repair)
         for replica in (a, b, c):
-            round_.ask(replica).add_done_callback(lambda future: future.exception())
+            ask(round_, replica).add_done_callback(lambda future: future.exception())
         round_.close()
         await run_callbacks()
         assert counts.repairs == 0 and a.writes == b.writes == c.writes == []
         lone = ReadRound(b"k", counts.observed.append, counts.repair)
-        await lone.ask(ScriptedReplica("http://d:1", stores[2]))  # one answer: nothing to compare with
+        await ask(lone, ScriptedReplica("http://d:1", stores[2]))  # one answer: nothing to compare with
         lone.close()
         await run_callbacks()
         assert counts.repairs == 0
@@ -124,7 +134,7 @@ async def test_a_repair_stamped_beyond_the_skew_does_not_poison_local_storage(tm
         theirs.apply(b"k", ahead)
         mine.apply(b"k", OLD)
         round_ = ReadRound(b"k", lambda _: None, lambda: None)
-        assert [await round_.ask(replica) for replica in (local, peer)] == [OLD, ahead]
+        assert [await ask(round_, replica) for replica in (local, peer)] == [OLD, ahead]
         round_.close()
         await run_callbacks()
         assert mine.read(b"k") == OLD

@@ -2,8 +2,9 @@
 their deadlines, and the bounds on their number and bytes.
 
 Every call has the same timeout, so deadlines arrive in call order: one queue and one timer per peer
-replace a timer per call, and the entries of calls already answered are skipped when their deadline
-comes. Each call's outcome is counted in the peer's :class:`~kvnode.metrics.CallMeter` where it ends.
+replace a timer per call, and the entries of calls already answered are skipped when their deadline comes;
+the timer wakes at most 64 times per timeout, however many calls. Each call's outcome is counted in the
+peer's :class:`~kvnode.metrics.CallMeter` where it ends.
 
 Create it inside the running event loop.
 """
@@ -20,6 +21,11 @@ from kvnode.replica import wire
 from kvnode.replica.errors import ReplicaError, ReplicaOverloaded, ReplicaTimeout, outcome
 
 __all__ = ["CallsInFlight", "InFlightCall"]
+
+# A sweep fails the calls past their deadline, then sleeps at least this share of the timeout, so a call
+# fails at most 1/64 of its timeout late (16 ms of the default second) and a busy peer sweeps 64 times a
+# timeout, not once per call.
+_SWEEP_SLACK = 1 / 64
 
 
 class InFlightCall(NamedTuple):
@@ -138,4 +144,6 @@ class CallsInFlight:
             self._on_timeout(call_id)
             self.settle(call, ReplicaTimeout(f"{self._url} did not answer within {self._timeout:g}s"))
         if deadlines:
-            self._sweep_timer = self._loop.call_at(deadlines[0][0], self._sweep)
+            # Deadlines are as far apart as the calls: armed at each, the timer would be one per call.
+            wake = max(deadlines[0][0], now + self._timeout * _SWEEP_SLACK)
+            self._sweep_timer = self._loop.call_at(wake, self._sweep)
