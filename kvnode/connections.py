@@ -247,7 +247,7 @@ class _GuardedServer(web.Server):
 
     def __init__(
         self, app_server: web.Server, guard: ConnectionGuard, direct: dict[tuple[str, str], Handler]
-    ):
+    ) -> None:
         self._protocol_kwargs = app_server._kwargs  # aiohttp private: the protocol's keyword arguments
         super().__init__(
             self._gated(app_server.request_handler, guard, direct),

@@ -47,10 +47,9 @@ class CallStarter(Generic[R, T]):
     kvnode.replica), and knows the replica's patience. ``start`` and ``ended`` take the replica, so one
     function of each serves a whole fan-out.
 
-    ``ended(replica, future)``, when given, is told each started call's outcome, a late one's too: the
-    strategy calls it from the one completion callback it already has per call (what the coordinator
-    keeps around the verdict, hints and read repair, costs no callback of its own: asyncio schedules each
-    one apart)."""
+    ``ended(replica, future)``, when given, is told every started call's outcome, late ones included. The
+    strategy calls it from its own completion callback for the call, so what the coordinator does around
+    the verdict (hints, read repair) costs no callback of its own: asyncio schedules each one apart."""
 
     __slots__ = ("_ended", "_replica", "_start")
 

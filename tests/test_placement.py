@@ -267,3 +267,23 @@ def test_a_replacement_on_another_machine_keeps_the_place_of_the_one_it_replaces
     for key in SAMPLE_KEYS:
         old = Placement(MACHINES).order(key)
         assert placement.order(key) == [url if url != dead else "http://127.0.0.9:9000" for url in old]
+
+
+def test_a_cached_order_is_the_order_and_a_caller_cannot_change_it() -> None:
+    placement = Placement(MACHINES)
+    first = placement.replicas_for(b"user:42", 3)
+    first.reverse()  # a caller's list is its own: the cached order does not move
+    assert placement.replicas_for(b"user:42", 3) == placement.order(b"user:42")[:3]
+    assert placement.replicas_for(b"user:42", 2) == placement.order(b"user:42")[:2]
+
+
+def test_the_order_cache_is_bounded_in_keys_and_skips_long_keys() -> None:
+    placement = Placement(MACHINES)
+    long_key = b"k" * 129
+    assert placement.replicas_for(long_key, 3) == placement.order(long_key)[:3]
+    for number in range(20_000):
+        key = b"key-%d" % number
+        assert placement.replicas_for(key, 1) == placement.order(key)[:1]
+    cached = placement._orders  # the cache itself: what it holds is the point of this test
+    assert 0 < len(cached) <= 16_384
+    assert long_key not in cached
