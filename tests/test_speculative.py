@@ -1,8 +1,10 @@
 """Speculative reads on real clusters: a frozen replica costs a read the speculative delay, not the
-timeout, and a consistently slow one is asked last (test_coordinator checks the ordering itself)."""
+timeout, and a consistently slow one, or a stopped one, is asked last (test_coordinator checks the
+ordering itself)."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -66,3 +68,30 @@ def test_a_consistently_slow_replica_is_not_asked_by_speculative_reads(tmp_path:
         assert total(scrape(a), "kvnode_replica_calls_total", peer=b_url, op="read") >= len(keys)
     finally:
         scenario.stop()
+
+
+def test_a_stopped_replica_is_not_asked_by_speculative_reads(start_cluster: ClusterFactory) -> None:
+    """A has seen C answer fast; then C stops. C's last p99 is from before it stopped, so ranked by it C
+    would stay among the first replicas asked, fail, and bring in the third on every read. A peer whose
+    channel is gone is asked last instead: A's reads ask A itself and B."""
+    cluster = start_cluster(3, fanout="speculative", speculative_ceiling_ms=CEILING_MS)
+    a, b, c = cluster[0], cluster[1], cluster[2]
+    placement = Placement(cluster.urls)
+    keys: list[str] = []
+    while len(keys) < 20:
+        key = fresh_key("stopped")
+        if next(url for url in placement.order(key.encode()) if url != a.url) == c.url:
+            keys.append(key)
+    for key in keys:  # every write reaches C, so A has C's latency
+        assert a.put(key, key.encode(), ack=3).status == 201
+    c.stop()
+    deadline = time.monotonic() + 15
+    while json.loads(request(a.url, "GET", "/v0/stats").body)["peers"][c.url] == "connected":
+        assert time.monotonic() < deadline, "A never saw C's channel close"
+        time.sleep(0.05)
+    reads_of_c = total(scrape(a), "kvnode_replica_calls_total", peer=c.url, op="read")
+    for key in keys:
+        answer = a.get(key)
+        assert answer.status == 200 and answer.body == key.encode()
+    assert total(scrape(a), "kvnode_replica_calls_total", peer=c.url, op="read") == reads_of_c
+    assert total(scrape(a), "kvnode_replica_calls_total", peer=b.url, op="read") >= len(keys)
