@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from kvnode.clock import HybridClock
 from kvnode.clock_fence import ClockFence
@@ -29,7 +29,7 @@ from kvnode.replica import Replica
 from kvnode.replica.errors import HINTED_FAILURES, ReplicaSkewRefused
 from kvnode.replica.hints import HintStore
 
-__all__ = ["Coordinator", "CoordinatorStats", "nearest_first"]
+__all__ = ["Coordinator", "CoordinatorStats", "Ranked", "nearest_first"]
 
 log = logging.getLogger(__name__)
 
@@ -222,20 +222,31 @@ class Coordinator:
         return targets, Quorum(quorum.ack + len(pending), quorum.replicas + len(pending))
 
 
-R = TypeVar("R", bound=Patient)
+class Ranked(Patient, Protocol):
+    """A replica as ``nearest_first`` sees it: its patience, and whether its channel is open."""
+
+    @property
+    def connected(self) -> bool: ...
+
+
+R = TypeVar("R", bound=Ranked)
 
 
 def nearest_first(replicas: list[R], local: R) -> list[R]:
     """The order a speculative read asks a key's replicas in: this node's own first, then the remote ones
-    in placement order, except that a clearly slow one (recent p99, see ``_SLOW_FACTOR``) goes last.
+    in placement order, except that a clearly slow one (recent p99, see ``_SLOW_FACTOR``) goes last, and
+    one not connected after it: a peer that died keeps its last p99, which would keep it first.
 
     A slow replica asked last still sees writes and speculative retries, which keep its p99 current, so
     it moves forward again once it is fast again."""
     remote = [(replica.speculative_delay(), replica) for replica in replicas if replica is not local]
     if not remote:
         return replicas
-    slow_above = min(delay for delay, _ in remote) * _SLOW_FACTOR + _SLOW_MARGIN_S
+    up = [(delay, replica) for delay, replica in remote if replica.connected]
     ordered = [local] if local in replicas else []
-    ordered += [replica for delay, replica in remote if delay <= slow_above]
-    ordered += [replica for delay, replica in remote if delay > slow_above]
+    if up:
+        slow_above = min(delay for delay, _ in up) * _SLOW_FACTOR + _SLOW_MARGIN_S
+        ordered += [replica for delay, replica in up if delay <= slow_above]
+        ordered += [replica for delay, replica in up if delay > slow_above]
+    ordered += [replica for _, replica in remote if not replica.connected]
     return ordered

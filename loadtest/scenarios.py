@@ -49,11 +49,15 @@ class ScenarioCluster:
 
 
 def start_scenario(
-    scenario: str, mode: FanoutMode, data_dir: Path, timeout_ms: int = 1000
+    scenario: str,
+    mode: FanoutMode,
+    data_dir: Path,
+    timeout_ms: int = 1000,
+    slow_delay_ms: int = SLOW_REPLICA_DELAY_MS,
 ) -> ScenarioCluster:
     """Start the scenario's cluster, with data and logs in ``data_dir``, and wait until it serves (on
     fresh ports if another process takes one first); RuntimeError with the logs' last lines if it
-    does not come up."""
+    does not come up. ``slow_delay_ms``: how late the slow replica answers its peers."""
     if scenario not in SCENARIOS:
         raise ValueError(f"scenario is one of {', '.join(SCENARIOS)}, got {scenario!r}")
     log_dir = data_dir / "logs"  # node output goes there, so the terminal shows only progress
@@ -67,7 +71,7 @@ def start_scenario(
             log_dir=log_dir,
             spare_ports=1 if slow else 0,
             configure=_behind_proxy if slow else None,
-            helpers=partial(_delay_proxy, log_dir) if slow else None,
+            helpers=partial(_delay_proxy, log_dir, slow_delay_ms) if slow else None,
         )
     except NodeStartError as error:
         raise RuntimeError(f"{scenario}/{mode}: {error}\n{_log_tails(log_dir)}") from None
@@ -84,12 +88,12 @@ def _behind_proxy(index: int, config: NodeConfig, spare_ports: list[int]) -> Nod
     return dataclasses.replace(config, port=spare_ports[0], advertise_url=config.url)
 
 
-def _delay_proxy(log_dir: Path, configs: list[NodeConfig]) -> list[ServerProcess]:
+def _delay_proxy(log_dir: Path, delay_ms: int, configs: list[NodeConfig]) -> list[ServerProcess]:
     """The delaying proxy in front of node C: on C's URL, to the port C listens on."""
     node_c = configs[2]
     listen = urllib.parse.urlsplit(node_c.url).port
     proxy = [sys.executable, "-m", "loadtest.delay_proxy", "--listen", f"{_HOST}:{listen}"]
-    proxy += ["--target", f"{_HOST}:{node_c.port}", "--delay-ms", str(SLOW_REPLICA_DELAY_MS)]
+    proxy += ["--target", f"{_HOST}:{node_c.port}", "--delay-ms", str(delay_ms)]
     return [ServerProcess(proxy, node_c.url, log_dir / f"proxy-{listen}.log")]
 
 

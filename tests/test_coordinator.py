@@ -136,11 +136,12 @@ async def test_a_rewrite_counts_the_ttl_from_its_new_timestamp(tmp_path: Path) -
 
 
 class _Replica:
-    """A replica as nearest_first sees it: a URL and a recent p99."""
+    """A replica as nearest_first sees it: a URL, a recent p99, and whether it is connected."""
 
-    def __init__(self, url: str, delay: float) -> None:
+    def __init__(self, url: str, delay: float, connected: bool = True) -> None:
         self.url = url
         self.delay = delay
+        self.connected = connected
 
     def speculative_delay(self) -> float:
         return self.delay
@@ -161,3 +162,10 @@ def test_nearest_first_asks_a_clearly_slow_replica_last() -> None:
     # Without the local replica among the key's replicas, only the remote order changes.
     other = _Replica("other", 0.003)
     assert nearest_first([slow, other, fast], local) == [other, fast, slow]
+
+
+def test_nearest_first_asks_a_replica_not_connected_last_whatever_its_last_p99() -> None:
+    # A peer that died answered fast before it did: its last p99 would keep it first.
+    local, dead, slow = _Replica("local", 0.0), _Replica("dead", 0.0001, False), _Replica("slow", 0.021)
+    fast = _Replica("fast", 0.002)
+    assert nearest_first([dead, slow, fast, local], local) == [local, fast, slow, dead]

@@ -171,10 +171,7 @@ class PeerReplica:
 
     def speculative_delay(self) -> float:
         """How long a speculative read waits for this peer before asking one more replica: the p99 of
-        its recent replies, at most the ceiling (and the ceiling until it has answered at all, and while
-        its channel is gone: a dead peer's last p99 is from before it died, and would keep it first)."""
-        if self._channel is None:
-            return self._speculative_ceiling
+        its recent replies, at most the ceiling (and the ceiling until it has answered at all)."""
         recent = self._latency.value_s(self._loop.time())
         return self._speculative_ceiling if recent is None else min(recent, self._speculative_ceiling)
 
