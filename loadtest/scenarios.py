@@ -54,14 +54,18 @@ def start_scenario(
     data_dir: Path,
     timeout_ms: int = 1000,
     slow_delay_ms: int = SLOW_REPLICA_DELAY_MS,
+    speculative_ceiling_ms: int | None = None,
 ) -> ScenarioCluster:
     """Start the scenario's cluster, with data and logs in ``data_dir``, and wait until it serves (on
     fresh ports if another process takes one first); RuntimeError with the logs' last lines if it
-    does not come up. ``slow_delay_ms``: how late the slow replica answers its peers."""
+    does not come up. ``slow_delay_ms``: how late the slow replica answers its peers;
+    ``speculative_ceiling_ms``: the nodes' ``--speculative-ceiling-ms`` (None: its default)."""
     if scenario not in SCENARIOS:
         raise ValueError(f"scenario is one of {', '.join(SCENARIOS)}, got {scenario!r}")
     log_dir = data_dir / "logs"  # node output goes there, so the terminal shows only progress
     base = NodeConfig(_HOST, data_dir=data_dir, fanout=mode, timeout_ms=timeout_ms)
+    if speculative_ceiling_ms is not None:
+        base = dataclasses.replace(base, speculative_ceiling_ms=speculative_ceiling_ms)
     slow = scenario == "slow-replica"
     try:
         servers = start_local_cluster(
