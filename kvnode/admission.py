@@ -8,9 +8,8 @@ on bytes, are the model). A body's size is its Content-Length; a chunked body ha
 arrived, so it counts as the largest body allowed (``--max-body-bytes``). A request is admitted whatever
 its size when nothing else is in progress, so a limit below one body cannot starve it. The counts are
 plain integers that the entity handlers' one wrapper (kvnode.http_api) moves: no task or middleware per
-request. ``kvnode_inflight_requests`` and
-``kvnode_inflight_body_bytes`` read them. The bytes of every body admitted are noted for
-kvnode.memory's settler, which gives memory back after them.
+request. ``kvnode_inflight_requests`` and ``kvnode_inflight_body_bytes`` read them. The bytes of every
+body admitted are noted for kvnode.memory's settler, which gives memory back after them.
 """
 
 from __future__ import annotations

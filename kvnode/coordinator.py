@@ -154,9 +154,8 @@ class Coordinator:
         answered (so it survives a crash of this node); one that fails later is hinted then."""
         if not replica.connected:
             seq = self._hints.add(replica.url, key, record, down_for=replica.down_for())
-            hinted[replica.url] = _DispatchHint(
-                asked=True, kept_seq=seq or None
-            )  # HintStore.add: 0 = not kept
+            # HintStore.add answers 0 for a hint it did not keep.
+            hinted[replica.url] = _DispatchHint(asked=True, kept_seq=seq or None)
         return replica.write(key, record)
 
     def _write_done(
