@@ -49,10 +49,10 @@ class NodeConfig:
     # 64-connection benchmark against three coordinators is never shed.
     max_inflight: int = 256
     # Bytes of request bodies in progress at once (Content-Length, counted before the body is read); more
-    # are answered 503 at once. 0 = a sixteenth of the machine's memory (kvnode.admission).
+    # are answered 503 at once. 0 = a sixteenth of the machine's memory (kvnode.access.admission).
     max_inflight_bytes: int = 0
     # Client connections open at once; 0 = what the descriptor limit leaves once storage, peers and the
-    # process have theirs (kvnode.connections).
+    # process have theirs (kvnode.access.connections).
     max_connections: int = 0
     header_timeout_s: int = 10  # a connection whose request headers have not all arrived by then is closed
     idle_timeout_s: int = 60  # an idle keep-alive connection is closed after this long
@@ -69,13 +69,14 @@ class NodeConfig:
     # membership.
     join: str = ""
     replace: str = ""
-    # TLS (kvnode.tls): this node's certificate and key, and the CA every member's certificate is signed
-    # by; all three or none. With them the node serves https:// only and its replica channel speaks TLS.
+    # TLS (kvnode.access.tls): this node's certificate and key, and the CA every member's certificate is
+    # signed by; all three or none. With them the node serves https:// only and its replica channel speaks
+    # TLS.
     tls_cert: Path | None = None
     tls_key: Path | None = None
     tls_ca: Path | None = None
     tls_client_auth: bool = False  # clients must present a certificate the CA signed
-    auth_tokens_file: Path | None = None  # client tokens and their roles (kvnode.client_auth)
+    auth_tokens_file: Path | None = None  # client tokens and their roles (kvnode.access.client_auth)
     metrics_open: bool = False  # /metrics answers without a token, as exporters usually do
 
     def __post_init__(self) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from kvnode.client import Client
-from kvnode.fanout import FANOUTS
+from kvnode.coordinator.fanout import FANOUTS
 from kvnode.ops.argtypes import choices, http_urls, positive_float, positive_int, token_file
 from loadtest import interruptible
 from loadtest.fill import fill

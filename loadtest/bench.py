@@ -29,12 +29,12 @@ from pathlib import Path
 from types import FrameType
 from typing import cast, get_args
 
+from kvnode.access.tls import verifying_context
 from kvnode.config import FanoutMode, NodeConfig
 from kvnode.ops.argtypes import choices, non_negative_int, positive_int
 from kvnode.ops.certs import CertificatesUnavailable, ClusterCertificates
 from kvnode.ops.local_cluster import LocalCluster, start_local_cluster
 from kvnode.ops.processes import NodeProcess, NodeStartError, ServerProcess, start_on_free_ports
-from kvnode.tls import verifying_context
 from loadtest import interruptible
 from loadtest.fill import fill
 from loadtest.workload import Workload

@@ -1,7 +1,7 @@
 """``python -m loadtest compare``: the fan-out modes side by side, scenario by scenario, on fresh clusters.
 
-For every scenario and every mode of kvnode's registry (:data:`kvnode.fanout.FANOUTS`, so a new mode
-shows up here by itself): start a fresh 3-node cluster (:mod:`loadtest.scenarios`), fill the key space,
+For every scenario and every mode of kvnode's registry (:data:`kvnode.coordinator.fanout.FANOUTS`, so a new
+mode shows up here by itself): start a fresh 3-node cluster (:mod:`loadtest.scenarios`), fill the key space,
 break the replica the scenario is about, then for PUT and GET:
 
 - measure each common rate once (the latency comparison at equal load);
@@ -42,7 +42,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import kvnode
 from kvnode.config import FanoutMode, node_url
-from kvnode.fanout import FANOUTS
+from kvnode.coordinator.fanout import FANOUTS
 from kvnode.ops.processes import NodeProcess, cpu_seconds
 from loadtest import interruptible
 from loadtest.fill import fill
@@ -437,7 +437,7 @@ def _header(settings: CompareSettings) -> list[str]:
         "command": f"`{command}`",
         "when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "kvnode": kvnode.__version__,
-        "modes": ", ".join(settings.modes) + " (kvnode.fanout.FANOUTS)",
+        "modes": ", ".join(settings.modes) + " (kvnode.coordinator.fanout.FANOUTS)",
         "cluster": "3 nodes on 127.0.0.1, fresh per scenario and mode, default ack=2 of from=3",
         "load": f"open loop, constant rate, round-robin over the loaded nodes, {settings.keys} keys of "
         f"{settings.value_size} bytes (filled first); common rates {rates}/s for {settings.duration:g}s "

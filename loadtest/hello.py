@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import uvloop
 from aiohttp import web
 
-from kvnode.serving import CannotListen, serve_until_signal
+from kvnode.node.serving import CannotListen, serve_until_signal
 
 __all__ = ["create_app", "main"]
 

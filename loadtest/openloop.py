@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from kvnode.metrics import PERCENTILES, LatencyHistogram
-from kvnode.placement import Placement
+from kvnode.topology.placement import Placement
 from loadtest.httpclient import CONNECTION_ERROR, HttpConnection, RequestEncoder, host_port
 from loadtest.workload import Workload, accepted_statuses, key_name
 
@@ -270,8 +270,8 @@ async def run_rate(
     token_aware: bool = False,
 ) -> RateResult:
     """Send this share of ``rate * duration`` requests at a constant rate, round-robin over ``urls``; or,
-    ``token_aware``, each to its key's first replica by :class:`kvnode.placement.Placement` over ``urls``,
-    which must then be the cluster's members, as :mod:`kvnode.client` routes.
+    ``token_aware``, each to its key's first replica by :class:`kvnode.topology.placement.Placement` over
+    ``urls``, which must then be the cluster's members, as :mod:`kvnode.client` routes.
 
     ``connections`` is the share's own, spread over the URLs it sends to (at least one each). Once they
     are open, ``start()`` gives the schedule's start on the ``time.monotonic`` clock (default: now), so

@@ -23,7 +23,7 @@ from profiling.collapsed import NO_PYTHON_FRAME, Stacks
 
 __all__ = ["Allocations", "FlamegraphRender", "load_window_allocations", "render_flamegraph", "short_path"]
 
-WINDOW_MARKER = "get_stats"  # kvnode.observe's /v0/stats handler, called at load start and end
+WINDOW_MARKER = "get_stats"  # kvnode.node.stats's /v0/stats handler, called at load start and end
 _ALLOCATING = frozenset(
     kind for name, kind in memray.AllocatorType.__members__.items() if not name.endswith(("FREE", "MUNMAP"))
 )

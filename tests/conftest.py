@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kvnode.ops.processes import stop_together
-from kvnode.system_db import SystemDb
+from kvnode.storage.system_db import SystemDb
 from tests.harness import Cluster, ClusterFactory, Node, launch_cluster
 
 
@@ -47,7 +47,7 @@ def node(start_cluster: ClusterFactory) -> Node:
 
 @pytest.fixture
 def system_db(tmp_path: Path) -> Iterator[SystemDb]:
-    """A node's system database (kvnode.system_db) in a fresh data dir, in this process."""
+    """A node's system database (kvnode.storage.system_db) in a fresh data dir, in this process."""
     db = SystemDb.open(tmp_path / "node")
     try:
         yield db

@@ -30,7 +30,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from kvnode.config import FanoutMode, NodeConfig
 from kvnode.ops.local_cluster import LocalCluster, start_local_cluster
 from kvnode.ops.processes import NodeProcess, ServerProcess
-from kvnode.placement import Placement
+from kvnode.topology.placement import Placement
 
 
 @dataclass

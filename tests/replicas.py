@@ -12,20 +12,20 @@ from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
-from kvnode.clock import HybridClock, wall_clock_us
-from kvnode.clock_fence import ClockFence
-from kvnode.clock_offsets import ClockOffsets
+from kvnode.clocks.fence import ClockFence
+from kvnode.clocks.hybrid import HybridClock, wall_clock_us
+from kvnode.clocks.offsets import ClockOffsets
 from kvnode.config import FanoutMode
-from kvnode.coordinator import Coordinator
-from kvnode.fanout import FANOUTS
-from kvnode.placement import Placement
-from kvnode.records import Record
+from kvnode.coordinator.coordinator import Coordinator
+from kvnode.coordinator.fanout import FANOUTS
 from kvnode.replica import Replica
 from kvnode.replica.errors import ReplicaError
 from kvnode.replica.hints import HintStore
 from kvnode.replica.local import LocalReplica
-from kvnode.storage import Storage
-from kvnode.system_db import SystemDb
+from kvnode.storage.keyspace import Storage
+from kvnode.storage.records import Record
+from kvnode.storage.system_db import SystemDb
+from kvnode.topology.placement import Placement
 
 T = TypeVar("T")
 

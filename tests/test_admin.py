@@ -9,7 +9,7 @@ import subprocess
 import sys
 from typing import Any
 
-from kvnode.placement import Placement
+from kvnode.topology.placement import Placement
 from tests.harness import ClusterFactory, Node, stats
 
 

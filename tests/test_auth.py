@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from kvnode.membership import cluster_identity
 from kvnode.replica.auth import (
     MAX_NONCES,
     NONCE_TTL_S,
@@ -15,6 +14,7 @@ from kvnode.replica.auth import (
     Introduction,
     server_proof_ok,
 )
+from kvnode.topology.membership import cluster_identity
 
 SECRET = "s3cret-" * 6
 MEMBERS = ("http://a:1", "http://b:1", "http://c:1")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kvnode.tls import verifying_context
+from kvnode.access.tls import verifying_context
 from loadtest.bench import fill_cluster, format_latency, kvnode_cluster
 from loadtest.workload import key_name
 from loadtest.wrk import lua_script

@@ -21,7 +21,7 @@ from kvnode.client import (
     ServerError,
     Unreachable,
 )
-from kvnode.placement import Placement
+from kvnode.topology.placement import Placement
 from tests.harness import Cluster, ClusterFactory, Node, scrape, slow_uploads, stats, total
 
 KEYS = [f"client-{index}" for index in range(30)]

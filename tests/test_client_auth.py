@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from kvnode.access.client_auth import BadTokensFile, parse_tokens, read_tokens_file, role_allows, role_needed
 from kvnode.client import BadRequest, Client
-from kvnode.client_auth import BadTokensFile, parse_tokens, read_tokens_file, role_allows, role_needed
 from tests.harness import (
     Cluster,
     ClusterFactory,

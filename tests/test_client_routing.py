@@ -4,7 +4,7 @@ member demoted behind the others, a member that answered 503 left to rest."""
 from __future__ import annotations
 
 from kvnode.client.routing import Members
-from kvnode.placement import Placement
+from kvnode.topology.placement import Placement
 
 URLS = ["http://a:1", "http://b:1", "http://c:1"]
 

@@ -1,4 +1,5 @@
-"""kvnode.clock: the hybrid logical clock, driven by a wall clock the test sets by hand. No I/O: its floor
+"""kvnode.clocks.hybrid: the hybrid logical clock, driven by a wall clock the test sets by hand. No I/O: its
+floor
 is persisted to a list, or refused as a full disk would."""
 
 from __future__ import annotations
@@ -8,8 +9,8 @@ import time
 
 import pytest
 
-from kvnode.clock import FLOOR_LEASE_US, HybridClock, wall_clock_us
-from kvnode.storage import StorageFull
+from kvnode.clocks.hybrid import FLOOR_LEASE_US, HybridClock, wall_clock_us
+from kvnode.storage.keyspace import StorageFull
 
 SKEW_US = 5_000_000
 

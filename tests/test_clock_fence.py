@@ -1,4 +1,4 @@
-"""kvnode.clock_fence: which clock is off, from offsets given by hand; the fence a write consults. No I/O
+"""kvnode.clocks.fence: which clock is off, from offsets given by hand; the fence a write consults. No I/O
 (the peers' measurement is a function the test gives)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import itertools
 
 import pytest
 
-from kvnode.clock_fence import ClockFence, ClockFenced, judge
-from kvnode.clock_offsets import ClockOffsets, Offset
+from kvnode.clocks.fence import ClockFence, ClockFenced, judge
+from kvnode.clocks.offsets import ClockOffsets, Offset
 
 SKEW_US = 5_000_000
 MINUTE_US = 60_000_000

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from kvnode.ops.flags import node_argv
-from kvnode.system_db import SystemDb
+from kvnode.storage.system_db import SystemDb
 from tests.harness import Cluster, ClusterFactory, Node, fresh_key, request, scrape, stats, wait_for
 
 MINUTE_MS = 60_000

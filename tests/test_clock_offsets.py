@@ -1,8 +1,8 @@
-"""kvnode.clock_offsets: offsets from round trips, kept recent and aged out, driven by hand. No I/O."""
+"""kvnode.clocks.offsets: offsets from round trips, kept recent and aged out, driven by hand. No I/O."""
 
 from __future__ import annotations
 
-from kvnode.clock_offsets import ClockOffsets, Offset, measure
+from kvnode.clocks.offsets import ClockOffsets, Offset, measure
 
 
 def test_a_round_trip_measures_the_offset_from_its_midpoint_within_half_the_trip() -> None:

@@ -9,7 +9,7 @@ from functools import partial
 import pytest
 
 from kvnode.config import FanoutMode
-from kvnode.placement import Placement
+from kvnode.topology.placement import Placement
 from tests.harness import (
     FANOUTS,
     Cluster,

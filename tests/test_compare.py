@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 
-from kvnode.fanout import FANOUTS
+from kvnode.coordinator.fanout import FANOUTS
 from loadtest.compare import PRECISION, Progress, Verdict, calls_made, judge, replica_calls, search_capacity
 from loadtest.openloop import RateResult
 

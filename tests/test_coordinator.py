@@ -1,6 +1,7 @@
-"""kvnode.coordinator in-process: a Coordinator over this node's real LocalReplica and two scripted peers,
-each on real Storage in tmp_path, driven through quorum verdicts, hints for missed writes and the
-rewrite after a NEWER answer, in every fan-out mode; and the order a speculative read asks a key's replicas
+"""kvnode.coordinator.coordinator in-process: a Coordinator over this node's real LocalReplica and two
+scripted peers, each on real Storage in tmp_path, driven through quorum verdicts, hints for missed writes and
+the rewrite after a NEWER answer, in every fan-out mode; and the order a speculative read asks a key's
+replicas
 in (nearest_first)."""
 
 from __future__ import annotations
@@ -11,11 +12,11 @@ from typing import get_args
 import pytest
 
 from kvnode.config import FanoutMode
-from kvnode.coordinator import nearest_first
-from kvnode.fanout import QuorumFailed
-from kvnode.quorum import Quorum
-from kvnode.records import Record
+from kvnode.coordinator.coordinator import nearest_first
+from kvnode.coordinator.fanout import QuorumFailed
+from kvnode.coordinator.quorum import Quorum
 from kvnode.replica.errors import ReplicaSkewRefused, ReplicaTimeout, ReplicaUnavailable
+from kvnode.storage.records import Record
 from tests.replicas import URLS, coordinator_node, run_callbacks
 
 ALL = Quorum(ack=2, replicas=3)

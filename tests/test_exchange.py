@@ -1,11 +1,11 @@
-"""kvnode.repair.exchange: one repair's state machine, step by step, and every answer out of order."""
+"""kvnode.healing.exchange: one repair's state machine, step by step, and every answer out of order."""
 
 from __future__ import annotations
 
 import pytest
 
-from kvnode.repair.exchange import SEGMENTS_PER_ROUND, Exchange, ImpossibleStep, Moves, Step
-from kvnode.repair.summary import SEGMENTS, SEGMENTS_PER_BRANCH, SegmentTree
+from kvnode.healing.exchange import SEGMENTS_PER_ROUND, Exchange, ImpossibleStep, Moves, Step
+from kvnode.healing.summary import SEGMENTS, SEGMENTS_PER_BRANCH, SegmentTree
 
 
 def trees_differing_in(segments: list[int]) -> tuple[SegmentTree, SegmentTree]:

@@ -1,4 +1,5 @@
-"""kvnode.fanout's strategies (parallel, sequential, speculative) and modes, driven with hand-resolved
+"""kvnode.coordinator.fanout's strategies (parallel, sequential, speculative) and modes, driven with
+hand-resolved
 futures."""
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from kvnode.fanout import FANOUTS, CallStarter, QuorumFailed, parallel, sequential, speculative
-from kvnode.quorum import Quorum
+from kvnode.coordinator.fanout import FANOUTS, CallStarter, QuorumFailed, parallel, sequential, speculative
+from kvnode.coordinator.quorum import Quorum
 from kvnode.replica.errors import ReplicaError, ReplicaTimeout, ReplicaUnavailable
 
 NEVER_RETRIEVED = "exception was never retrieved"

@@ -25,7 +25,7 @@ from tests.harness import (
 )
 
 # The shortest grace period (the hint window may not be longer), and short bounds on how late a version
-# can reach a replica, which GC waits for too (kvnode.repair.gc_rule).
+# can reach a replica, which GC waits for too (kvnode.healing.gc_rule).
 GC = {"gc_grace_s": 1, "hint_window_s": 1, "timeout_ms": 500, "max_clock_skew_ms": 500}
 
 

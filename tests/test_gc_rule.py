@@ -1,10 +1,10 @@
-"""kvnode.repair.gc_rule: when a tombstone or an expired version may be dropped, pure."""
+"""kvnode.healing.gc_rule: when a tombstone or an expired version may be dropped, pure."""
 
 from __future__ import annotations
 
-from kvnode.placement import Placement
-from kvnode.records import Record
-from kvnode.repair.gc_rule import GcRule, Outcome, Verdict
+from kvnode.healing.gc_rule import GcRule, Outcome, Verdict
+from kvnode.storage.records import Record
+from kvnode.topology.placement import Placement
 
 A, B, C, D = "http://a:1", "http://b:1", "http://c:1", "http://d:1"
 PLACEMENT = Placement([A, B, C, D])

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from kvnode.records import Record, encode
 from kvnode.replica.hints import Hint, HintStore
-from kvnode.system_db import SystemDb
+from kvnode.storage.records import Record, encode
+from kvnode.storage.system_db import SystemDb
 
 B, C = "http://b:8080", "http://c:8080"
 WINDOW_S = 10.0

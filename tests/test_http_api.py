@@ -20,9 +20,9 @@ from typing import BinaryIO, cast
 
 import pytest
 
-from kvnode.membership import cluster_identity
-from kvnode.records import Record
-from kvnode.storage import Storage
+from kvnode.storage.keyspace import Storage
+from kvnode.storage.records import Record
+from kvnode.topology.membership import cluster_identity
 from tests.harness import ClusterFactory, Node, Response, launch_cluster, read_chunks, request, wait_for
 
 ENTITY = "/v0/entity"

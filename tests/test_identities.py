@@ -7,10 +7,10 @@ import logging
 
 import pytest
 
-from kvnode.membership import Membership
 from kvnode.replica.auth import Introduction
 from kvnode.replica.identities import Identities
-from kvnode.system_db import SystemDb
+from kvnode.storage.system_db import SystemDb
+from kvnode.topology.membership import Membership
 
 MEMBERS = ("http://a:1", "http://b:1", "http://c:1")
 B_OLD, B_NEW = "0b" * 16, "1b" * 16

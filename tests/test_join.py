@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kvnode.ops.processes import NodeStartError
-from kvnode.placement import Placement
+from kvnode.topology.placement import Placement
 from tests.changes import (
     SECRET,
     Writer,

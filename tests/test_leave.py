@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kvnode.placement import Placement
+from kvnode.topology.placement import Placement
 from tests.changes import (
     SECRET,
     Writer,

@@ -1,6 +1,6 @@
 """Bounded connections and bytes: the descriptor limit raised, slow and idle connections closed, the
 connection cap (with room for peers), body bytes in progress bounded and memory given back after a
-burst; and the aiohttp internals kvnode.connections relies on, checked by name."""
+burst; and the aiohttp internals kvnode.access.connections relies on, checked by name."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def _read_all(sock: socket.socket) -> bytes:
 
 
 async def test_the_aiohttp_internals_the_connection_guard_relies_on_are_there() -> None:
-    """kvnode.connections names these; an aiohttp upgrade that renames or reshapes one fails here."""
+    """kvnode.access.connections names these; an aiohttp upgrade that renames or reshapes one fails here."""
     assert inspect.iscoroutinefunction(web.AppRunner._make_server)
 
     async def handler(request: web.BaseRequest) -> web.StreamResponse:
@@ -78,7 +78,7 @@ def test_connections_beyond_the_cap_are_refused_and_a_peer_still_gets_in(
     cap = 4
     cluster = start_cluster(2, max_connections=cap, header_timeout_s=60)
     coordinator, capped = cluster
-    reserve = 16 + 4  # kvnode.connections: the base reserve and 4 per peer
+    reserve = 16 + 4  # kvnode.access.connections: the base reserve and 4 per peer
     held: list[socket.socket] = []
 
     def hold(count: int) -> None:

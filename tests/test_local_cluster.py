@@ -20,11 +20,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from kvnode.access.tls import verifying_context
 from kvnode.config import NodeConfig
 from kvnode.ops.certs import ClusterCertificates
 from kvnode.ops.local_cluster import start_local_cluster
 from kvnode.ops.processes import NodeProcess, ServerProcess, free_ports
-from kvnode.tls import verifying_context
 from tests.harness import (
     DEADLINE,
     Node,

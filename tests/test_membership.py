@@ -1,4 +1,5 @@
-"""kvnode.membership: the cluster's identity and membership as stored data, pure; and with real nodes, the
+"""kvnode.topology.membership: the cluster's identity and membership as stored data, pure; and with real
+nodes, the
 stored membership ruling over a stale --cluster."""
 
 from __future__ import annotations
@@ -9,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from kvnode.membership import ChangeRefused, Membership, at_start, cluster_identity
 from kvnode.ops.processes import NodeStartError, free_ports
-from kvnode.system_db import SystemDb
+from kvnode.storage.system_db import SystemDb
+from kvnode.topology.membership import ChangeRefused, Membership, at_start, cluster_identity
 from tests.harness import ClusterFactory, Node, fresh_key, scrape, total
 
 A, B, C, D = "http://a:1", "http://b:1", "http://c:1", "http://d:1"

@@ -1,12 +1,12 @@
-"""kvnode.membership_steps: a node's part in a membership change, step by step and crash point by crash
+"""kvnode.topology.change_steps: a node's part in a membership change, step by step and crash point by crash
 point (pure; tests/test_join.py and tests/test_leave.py run the same steps with real nodes)."""
 
 from __future__ import annotations
 
 import pytest
 
-from kvnode.membership import Membership
-from kvnode.membership_steps import Progress, Start, Step, next_step, start_from
+from kvnode.topology.change_steps import Progress, Start, Step, next_step, start_from
+from kvnode.topology.membership import Membership
 
 A, B, C, D = "http://a:1", "http://b:1", "http://c:1", "http://d:1"
 SEEDED = Membership.seeded([A, B, C])

@@ -1,4 +1,4 @@
-"""An operator's endpoints on real nodes (kvnode.observe): /v0/stats, /v0/cluster and /metrics read one
+"""An operator's endpoints on real nodes (kvnode.node.stats): /v0/stats, /v0/cluster and /metrics read one
 snapshot, so they agree; their JSON ends with a newline."""
 
 from __future__ import annotations

@@ -15,9 +15,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kvnode.membership import cluster_identity
 from kvnode.replica.auth import ClusterAuth
 from kvnode.replica.peer import PeerReplica
+from kvnode.topology.membership import cluster_identity
 from tests.harness import ClusterFactory, Node, request
 
 SECRET = "the-cluster-secret-" * 2

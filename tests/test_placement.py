@@ -1,4 +1,5 @@
-"""kvnode.placement: rendezvous placement is deterministic, prefix-stable, balanced and moves little."""
+"""kvnode.topology.placement: rendezvous placement is deterministic, prefix-stable, balanced and moves
+little."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from functools import partial
 
 import pytest
 
-from kvnode.placement import Placement, host_of, replicas_for
+from kvnode.topology.placement import Placement, host_of, replicas_for
 
 NODES = ["http://127.0.0.1:8080", "http://127.0.0.1:8081", "http://127.0.0.1:8082"]
 FIVE_NODES = [*NODES, "http://127.0.0.1:8083", "http://127.0.0.1:8084"]
@@ -47,7 +48,7 @@ def test_same_order_in_a_subprocess_with_another_hash_seed() -> None:
     """Not Python's salted hash(): another interpreter with other hash seeds agrees on every key."""
     script = (
         "import json, sys\n"
-        "from kvnode.placement import Placement\n"
+        "from kvnode.topology.placement import Placement\n"
         "nodes, keys = json.loads(sys.stdin.read())\n"
         "p = Placement(nodes)\n"
         "print(json.dumps([p.order(bytes.fromhex(k)) for k in keys]))\n"

@@ -19,10 +19,10 @@ from profiling.collapsed import (
 
 # What py-spy --format raw --function writes: frames contain spaces, the count follows the last one.
 TRUNK = "<module> (kvnode/__main__.py:1);run (uvloop/__init__.py:38);Runner.run (asyncio/runners.py:86)"
-PUT = "put_entity (kvnode/http_api.py:54)"
+PUT = "put_entity (kvnode/node/client_api.py:54)"
 PY_SPY_RAW = f"""\
 {TRUNK} 60
-{TRUNK};{PUT};Coordinator.put (kvnode/coordinator.py:40) 25
+{TRUNK};{PUT};Coordinator.put (kvnode/coordinator/coordinator.py:40) 25
 {TRUNK};{PUT} 10
 
  5
@@ -64,8 +64,8 @@ def test_self_and_total_shares() -> None:
     by_self = top_frames(stacks, by="self")
     assert shares(by_self, "self_share") == [
         ("Runner.run (asyncio/runners.py:86)", 0.60),
-        ("Coordinator.put (kvnode/coordinator.py:40)", 0.25),
-        ("put_entity (kvnode/http_api.py:54)", 0.10),
+        ("Coordinator.put (kvnode/coordinator/coordinator.py:40)", 0.25),
+        ("put_entity (kvnode/node/client_api.py:54)", 0.10),
         (NO_PYTHON_FRAME, 0.05),
     ]
     by_total = top_frames(stacks, by="total", limit=4)
@@ -73,7 +73,7 @@ def test_self_and_total_shares() -> None:
         ("<module> (kvnode/__main__.py:1)", 0.95),
         ("Runner.run (asyncio/runners.py:86)", 0.95),
         ("run (uvloop/__init__.py:38)", 0.95),
-        ("put_entity (kvnode/http_api.py:54)", 0.35),
+        ("put_entity (kvnode/node/client_api.py:54)", 0.35),
     ]
     put = next(row for row in by_total if row.frame.startswith("put_entity"))
     assert (put.self_weight, put.total_weight) == (10, 35)
@@ -125,8 +125,8 @@ def test_format_round_trips_and_merge_adds() -> None:
         ("EpollSelector.select (selectors.py:451)", True),
         ("Condition.wait (threading.py:295)", True),
         ("run (asyncio/runners.py)", True),  # memray's frames name no line
-        ("put_entity (kvnode/http_api.py:54)", False),
-        ("run (kvnode/node.py:12)", False),  # the name alone is not enough
+        ("put_entity (kvnode/node/client_api.py:54)", False),
+        ("run (kvnode/node/app.py:12)", False),  # the name alone is not enough
         ("select (kvnode/selectors_of_mine.py:3)", False),
         (NO_PYTHON_FRAME, False),
     ],

@@ -11,7 +11,7 @@ from profiling.collapsed import parse_collapsed, split_samples
 from profiling.cpu import MIN_CLOCK_TICKS, MIN_SAMPLES, RunCpu, conclusion, cpu_table, plot_cpu, shortfalls
 
 LOOP = "main;Runner.run (asyncio/runners.py:86)"
-HANDLER = f"{LOOP};put_entity (kvnode/http_api.py:54)"
+HANDLER = f"{LOOP};put_entity (kvnode/node/client_api.py:54)"
 
 
 SCALE = 100  # runs long enough for the minimums: 100,000 requests, a 1,000 s window

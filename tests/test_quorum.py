@@ -1,10 +1,10 @@
-"""kvnode.quorum: parsing ack and from, tallying replica answers."""
+"""kvnode.coordinator.quorum: parsing ack and from, tallying replica answers."""
 
 from __future__ import annotations
 
 import pytest
 
-from kvnode.quorum import BadQuorum, Quorum, QuorumTally
+from kvnode.coordinator.quorum import BadQuorum, Quorum, QuorumTally
 
 # Quorum.parse
 

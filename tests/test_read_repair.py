@@ -1,4 +1,5 @@
-"""kvnode.read_repair in-process: a ReadRound over scripted replicas on real Storage (and through the
+"""kvnode.coordinator.read_repair in-process: a ReadRound over scripted replicas on real Storage (and through
+the
 Coordinator's reads), repairing the stale replicas after the answer, late answers included."""
 
 from __future__ import annotations
@@ -8,13 +9,13 @@ import time
 from functools import partial
 from pathlib import Path
 
-from kvnode.quorum import Quorum
-from kvnode.read_repair import ReadRound
-from kvnode.records import Record
+from kvnode.coordinator.quorum import Quorum
+from kvnode.coordinator.read_repair import ReadRound
 from kvnode.replica import Replica
 from kvnode.replica.errors import ReplicaUnavailable
 from kvnode.replica.local import LocalReplica
-from kvnode.storage import Storage
+from kvnode.storage.keyspace import Storage
+from kvnode.storage.records import Record
 from tests.replicas import URLS, ScriptedReplica, coordinator_node, run_callbacks, storages, unjudged_fence
 
 OLD, NEW = Record.put(100, b"old"), Record.put(200, b"new")
@@ -126,7 +127,7 @@ async def test_a_coordinator_read_repairs_the_stale_replica_and_counts_it(tmp_pa
 
 async def test_a_repair_stamped_beyond_the_skew_does_not_poison_local_storage(tmp_path: Path) -> None:
     """A peer with a bad clock holds a version a minute ahead: the read still answers it (a read stores
-    nothing), but this node's own storage refuses the repair (kvnode.clock_fence)."""
+    nothing), but this node's own storage refuses the repair (kvnode.clocks.fence)."""
     with storages(tmp_path, ["a", "b"]) as (mine, theirs):
         local = LocalReplica(URLS[0], mine, unjudged_fence())
         peer = ScriptedReplica(URLS[1], theirs)

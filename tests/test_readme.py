@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from kvnode.placement import Placement
+from kvnode.topology.placement import Placement
 from tests.harness import ClusterFactory, clean_env, stats, wait_for
 
 README = Path(__file__).parent.parent / "README.md"

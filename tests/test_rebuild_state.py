@@ -1,11 +1,12 @@
-"""The state of a node's data (kvnode.repair.rebuild_state), driven by hand through every transition: the
+"""The state of a node's data (kvnode.healing.rebuild_state), driven by hand through every transition: the
 test feeds what peers remembered and when the rebuild completed, no loop, no sockets."""
 
 from __future__ import annotations
 
 import pytest
 
-from kvnode.repair.rebuild_state import NodeState, RebuildState
+from kvnode.healing.rebuild_state import RebuildState
+from kvnode.replica.readiness import NodeState
 
 OWN, OTHER, OLDER = "a1" * 16, "0f" * 16, "0e" * 16
 

@@ -1,4 +1,5 @@
-"""kvnode.records: the codec, the order that decides which version wins, and corrupt input. Pure: these
+"""kvnode.storage.records: the codec, the order that decides which version wins, and corrupt input. Pure:
+these
 run in-process and fast."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import struct
 
 import pytest
 
-from kvnode.records import CorruptRecord, Record, check, decode, encode, newest
+from kvnode.storage.records import CorruptRecord, Record, check, decode, encode, newest
 
 ALL_BYTES = bytes(range(256))
 MAX_U64 = 2**64 - 1

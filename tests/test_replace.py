@@ -11,7 +11,7 @@ import pytest
 
 from kvnode.ops.flags import SECRET_ENV
 from kvnode.ops.processes import free_ports
-from kvnode.placement import Placement
+from kvnode.topology.placement import Placement
 from tests.changes import (
     SECRET,
     Writer,

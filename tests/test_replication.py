@@ -13,9 +13,9 @@ from functools import partial
 import pytest
 
 from kvnode.config import FanoutMode
-from kvnode.records import Record
 from kvnode.replica.errors import ReplicaSkewRefused
 from kvnode.replica.peer import PeerReplica
+from kvnode.storage.records import Record
 from tests.harness import FANOUTS, Cluster, ClusterFactory, Node, fresh_key, key_where, stats, wait_for
 
 

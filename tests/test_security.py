@@ -13,12 +13,12 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from kvnode.membership import cluster_identity
-from kvnode.records import Record
 from kvnode.replica import wire
 from kvnode.replica.auth import ClusterAuth
 from kvnode.replica.errors import ReplicaUnavailable
 from kvnode.replica.peer import PeerReplica
+from kvnode.storage.records import Record
+from kvnode.topology.membership import cluster_identity
 from tests.harness import Cluster, ClusterFactory, Node, request, stats, write_secret_file
 
 SECRET = "s3cret-" * 6

@@ -8,7 +8,7 @@ import json
 import time
 from pathlib import Path
 
-from kvnode.placement import Placement
+from kvnode.topology.placement import Placement
 from loadtest.scenarios import start_scenario
 from tests.harness import ClusterFactory, fresh_key, request, scrape, total
 

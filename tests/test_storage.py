@@ -1,4 +1,4 @@
-"""kvnode.storage on real LevelDB in pytest's temporary directories."""
+"""kvnode.storage.keyspace on real LevelDB in pytest's temporary directories."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import plyvel
 import pytest
 
-from kvnode.records import CorruptRecord, Record, encode
-from kvnode.storage import Storage, StorageUnavailable
+from kvnode.storage.keyspace import Storage, StorageUnavailable
+from kvnode.storage.records import CorruptRecord, Record, encode
 
 
 @pytest.fixture

@@ -1,12 +1,12 @@
-"""kvnode.repair.summary: the trees, pure; compared with trees built from scratch."""
+"""kvnode.healing.summary: the trees, pure; compared with trees built from scratch."""
 
 from __future__ import annotations
 
 import random
 
-from kvnode.placement import Placement
-from kvnode.records import Record, encode
-from kvnode.repair.summary import SEGMENTS, SegmentTree, Summaries, key_segment
+from kvnode.healing.summary import SEGMENTS, SegmentTree, Summaries, key_segment
+from kvnode.storage.records import Record, encode
+from kvnode.topology.placement import Placement
 
 MEMBERS = ["http://a:1", "http://b:1", "http://c:1", "http://d:1"]
 

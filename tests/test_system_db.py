@@ -1,4 +1,5 @@
-"""kvnode.system_db on real LevelDB in pytest's temporary directories: its parts and their prefixes."""
+"""kvnode.storage.system_db on real LevelDB in pytest's temporary directories: its parts and their
+prefixes."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ from pathlib import Path
 import plyvel
 import pytest
 
-from kvnode.records import Record
-from kvnode.storage import Storage, StorageUnavailable
-from kvnode.system_db import PREFIXES, SystemDb
+from kvnode.storage.keyspace import Storage, StorageUnavailable
+from kvnode.storage.records import Record
+from kvnode.storage.system_db import PREFIXES, SystemDb
 
 
 def test_the_clock_floor_of_a_new_data_dir_is_zero(system_db: SystemDb) -> None:

@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 
+from kvnode.access.tls import verifying_context
 from kvnode.config import NodeConfig
-from kvnode.membership import cluster_identity
 from kvnode.ops.certs import ClusterCertificates, NodeCertificate
-from kvnode.records import Record
 from kvnode.replica.auth import ClusterAuth
 from kvnode.replica.errors import ReplicaUnavailable
 from kvnode.replica.peer import PeerReplica
-from kvnode.tls import verifying_context
+from kvnode.storage.records import Record
+from kvnode.topology.membership import cluster_identity
 from tests.harness import (
     Cluster,
     ClusterFactory,

@@ -1,4 +1,4 @@
-"""kvnode.repair.upkeep with real LevelDB: the trees follow every stored version, survive a clean stop,
+"""kvnode.healing.upkeep with real LevelDB: the trees follow every stored version, survive a clean stop,
 and are rebuilt after a crash (a stop that saved nothing), whatever was written while they were."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from kvnode.placement import Placement
-from kvnode.records import Record
-from kvnode.repair.summary import Summaries
-from kvnode.repair.upkeep import SummaryUpkeep
-from kvnode.storage import Storage
-from kvnode.system_db import SystemDb
+from kvnode.healing.summary import Summaries
+from kvnode.healing.upkeep import SummaryUpkeep
+from kvnode.storage.keyspace import Storage
+from kvnode.storage.records import Record
+from kvnode.storage.system_db import SystemDb
+from kvnode.topology.placement import Placement
 
 MEMBERS = ["http://a:1", "http://b:1", "http://c:1"]
 PLACEMENT = Placement(MEMBERS)

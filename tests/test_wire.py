@@ -9,9 +9,9 @@ import struct
 
 import pytest
 
-from kvnode.records import Record, encode
 from kvnode.replica import wire
 from kvnode.replica.wire import CallRequest, Op, ReplicaReply, Status, WireError
+from kvnode.storage.records import Record, encode
 
 ALL_BYTES = bytes(range(256))
 MAX_U64 = 2**64 - 1

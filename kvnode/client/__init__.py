@@ -7,8 +7,8 @@
 
 **Routing (token-aware).** On entering, the client learns the cluster's members from ``GET /v0/cluster``
 of a seed (from the open ``GET /v0/status`` when its token's role is not admin: members without their
-reachability) and places keys with :class:`kvnode.placement.Placement`, the rule every node uses. A request
-goes to the first member in its key's placement order that the client has not found failing, so the
+reachability) and places keys with :class:`kvnode.topology.placement.Placement`, the rule every node uses. A
+request goes to the first member in its key's placement order that the client has not found failing, so the
 coordinator is a replica and its own copy answers locally. A member that refused a connection, dropped
 one or did not answer in time is demoted (asked after every other member) for 5 s, and the client
 refreshes its view in the background, at most once a second, demoting the members the answering node
@@ -33,7 +33,8 @@ cannot reach either. Requests share one ``aiohttp.ClientSession``, so connection
 **Security.** ``token`` is sent as ``Authorization: Bearer TOKEN`` on every request (a node started
 with ``--auth-tokens-file`` answers 401 without a valid one and 403 when its role does not allow the
 request: :class:`BadRequest`, never retried). ``ssl`` is the context https:// nodes are verified with,
-say ``kvnode.tls.verifying_context(Path("ca.pem"))``; give it a certificate too for ``--tls-client-auth``.
+say ``kvnode.access.tls.verifying_context(Path("ca.pem"))``; give it a certificate too for
+``--tls-client-auth``.
 
 Errors are :class:`KvnodeError` subclasses: :class:`NotFound`, :class:`BadRequest`,
 :class:`QuorumNotReached`, :class:`Overloaded`, :class:`ServerError` and :class:`Unreachable`. When

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from kvnode.placement import Placement
+from kvnode.topology.placement import Placement
 
 __all__ = ["Members"]
 

@@ -7,17 +7,17 @@
     python -m kvnode admin --url http://127.0.0.1:8080 repair --wait  # anti-entropy with every peer, now
     python -m kvnode admin --url http://127.0.0.1:8080 leave http://127.0.0.1:8082 --wait  # a member leaves
 
-``repair`` asks the node for a full anti-entropy repair (``POST /v0/repair``, kvnode.admin_api); with
+``repair`` asks the node for a full anti-entropy repair (``POST /v0/repair``, kvnode.node.operator_api); with
 ``--wait`` it prints progress on stderr until the repair is done, then a one-line summary, and exits 1
 (naming them) when a peer could not be repaired. Everything else comes from the node's
-``GET /v0/cluster`` (kvnode.observe.cluster_view): the states of its own
+``GET /v0/cluster`` (kvnode.node.stats.cluster_view): the states of its own
 replica channels (it tries to connect to a member it is not connected to, so the answer is current), the
 state of each member's data (serving, or rebuilding after a lost disk, with this node's progress), the
-clock fence's verdict (kvnode.clock_fence: which member's clock is off, if any), its hints and tombstone
+clock fence's verdict (kvnode.clocks.fence: which member's clock is off, if any), its hints and tombstone
 GC's counts (what it dropped, what waits for a repair with which peer). A key's
 placement is computed here from that node's cluster list, by the same
-:class:`kvnode.placement.Placement` every node uses. A node that cannot be reached, or a bad URL, exits 2
-with one line.
+:class:`kvnode.topology.placement.Placement` every node uses. A node that cannot be reached, or a bad URL,
+exits 2 with one line.
 
 A node started with ``--auth-tokens-file`` needs an admin token (``--token-file``); an https:// node is
 verified against ``--tls-ca``:
@@ -40,10 +40,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from kvnode.access.tls import TlsUnusable, verifying_context
 from kvnode.ops.argtypes import http_url, token_file
 from kvnode.ops.flags import OneLineParser
-from kvnode.placement import Placement
-from kvnode.tls import TlsUnusable, verifying_context
+from kvnode.topology.placement import Placement
 
 __all__ = ["main"]
 

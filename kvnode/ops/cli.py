@@ -31,7 +31,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 2
-        from kvnode.serving import run_node
+        from kvnode.node.serving import run_node
 
         return run_node(config)
     from kvnode.ops.local_cluster import run_cluster

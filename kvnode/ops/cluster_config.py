@@ -10,10 +10,10 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from kvnode.config import NodeConfig, node_url
-from kvnode.membership import Membership
 from kvnode.ops.certs import ClusterCertificates
-from kvnode.storage import StorageUnavailable
-from kvnode.system_db import SystemDb
+from kvnode.storage.keyspace import StorageUnavailable
+from kvnode.storage.system_db import SystemDb
+from kvnode.topology.membership import Membership
 
 __all__ = ["ClusterConfig", "cluster_configs", "member_configs", "stored_membership"]
 

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn, get_args
 
-from kvnode.client_auth import read_tokens_file
+from kvnode.access.client_auth import read_tokens_file
+from kvnode.cluster.crash_points import CRASH_POINTS
 from kvnode.config import FanoutMode, NodeConfig
-from kvnode.crash_points import CRASH_POINTS
 from kvnode.ops.argtypes import host, http_url, http_urls, integer, non_negative_int, port, positive_int
 from kvnode.ops.cluster_config import ClusterConfig
 from kvnode.replica.auth import MIN_SECRET_BYTES

@@ -111,7 +111,7 @@ def start_local_cluster(
     with the nodes (that proxy). When another process takes one of the ports first, the cluster is
     started again on fresh ports (:func:`start_on_free_ports`); any other failure raises NodeStartError.
     With ``ports`` (the nodes' and the spare ones) it starts on those, once: a cluster started again on
-    its data dirs keeps its URLs, which its members stored (kvnode.membership).
+    its data dirs keeps its URLs, which its members stored (kvnode.topology.membership).
     """
 
     def start(ports: list[int]) -> LocalCluster[N]:

@@ -26,9 +26,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
+from kvnode.access.tls import client_context
 from kvnode.config import NodeConfig
 from kvnode.ops.flags import node_argv, node_env
-from kvnode.tls import client_context
 
 __all__ = [
     "NodeProcess",

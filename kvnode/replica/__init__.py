@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 from typing import Protocol
 
-from kvnode.records import Record
+from kvnode.storage.records import Record
 
 __all__ = ["Replica"]
 

@@ -1,9 +1,9 @@
 """Who may use a replica channel: a mutual proof that both ends hold the cluster secret, for this cluster
-(its identity, kvnode.membership: not its member list, so members at different membership versions, and
-a node joining, still talk) and protocol version. The secret itself never travels. Each end also
+(its identity, kvnode.topology.membership: not its member list, so members at different membership versions,
+and a node joining, still talk) and protocol version. The secret itself never travels. Each end also
 introduces itself (:class:`Introduction`): its identity, the identity it remembered for the other end
 (with the one that replaced), which is how a member whose disk was lost learns so
-(kvnode.repair.rebuild_state), and the membership version it runs with.
+(kvnode.healing.rebuild_state), and the membership version it runs with.
 
 The handshake, on one TCP connection before the WebSocket upgrade:
 
@@ -68,7 +68,7 @@ IDENTITY_HEADER = "X-Kvnode-Identity"
 REMEMBERED_HEADER = "X-Kvnode-Remembered"
 REPLACED_HEADER = "X-Kvnode-Replaced"
 MEMBERSHIP_HEADER = "X-Kvnode-Membership-Version"
-_IDENTITY = re.compile("[0-9a-f]{32}")  # kvnode.system_db.NodeIdentity's: 16 random bytes in hex
+_IDENTITY = re.compile("[0-9a-f]{32}")  # kvnode.storage.system_db.NodeIdentity's: 16 random bytes in hex
 NONCE_TTL_S = 10.0
 MAX_NONCES = 4096  # challenges outstanding at once; the oldest is forgotten beyond
 # How to fix a handshake refused for the secret, said by both ends.
@@ -85,7 +85,7 @@ class AuthError(Exception):
 @dataclass(frozen=True, slots=True)
 class Introduction:
     """What one end of a replica handshake says of itself: its identity, the identity it remembered for
-    the other end's URL, and the one that identity replaced (kvnode.system_db.PeerIdentities; "" where
+    the other end's URL, and the one that identity replaced (kvnode.storage.system_db.PeerIdentities; "" where
     none), and the version of the membership it runs with (0: unsaid). Anything but an identity reads as
     "", anything but a version as 0."""
 
@@ -146,7 +146,7 @@ class ClusterAuth:
         own_url: str,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """``cluster``: the cluster's identity (kvnode.membership.cluster_identity)."""
+        """``cluster``: the cluster's identity (kvnode.topology.membership.cluster_identity)."""
         self._secret = secret
         self._cluster = cluster
         self.own_url = own_url

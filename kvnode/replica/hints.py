@@ -1,8 +1,8 @@
 """Hinted handoff: writes a replica missed, kept durably by the coordinator and delivered when it is back.
 
 As in Cassandra: one ordered log per target node (here in the hints part of the node's system database,
-kvnode.system_db, never the client keyspace), bounded per target, with a hint window: no new hints for a
-replica down longer than the window, and hints older than the window are dropped at delivery, and so are
+kvnode.storage.system_db, never the client keyspace), bounded per target, with a hint window: no new hints for
+a replica down longer than the window, and hints older than the window are dropped at delivery, and so are
 hints whose record is older than the tombstone GC's grace period, which a dropped tombstone could no
 longer beat (docs/gc.md; the hint window is at most the grace period, so this is a second guard). One task
 per peer delivers its hints in order, a batch at a time, at a throttled rate, whenever the peer is
@@ -10,7 +10,7 @@ reachable; it also connects its peer at start.
 
     >>> import tempfile, pathlib
     >>> tmp = tempfile.TemporaryDirectory()
-    >>> from kvnode.system_db import SystemDb
+    >>> from kvnode.storage.system_db import SystemDb
     >>> system = SystemDb.open(pathlib.Path(tmp.name))
     >>> store = HintStore(system.hints, fsync=False, max_per_peer=1000, window_s=10800, grace_s=864000)
     >>> store.add("http://b:8080", b"k", Record.put(7, b"v"), down_for=0.0)   # its sequence number
@@ -33,8 +33,8 @@ from typing import NamedTuple, Protocol
 import plyvel
 
 from kvnode.memory import Settler
-from kvnode.records import Record, decode, encode
 from kvnode.replica.errors import ReplicaError, ReplicaSkewRefused
+from kvnode.storage.records import Record, decode, encode
 
 __all__ = ["Hint", "HintDelivery", "HintStore", "HintTarget"]
 

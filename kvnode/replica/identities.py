@@ -2,7 +2,7 @@
 (kvnode.replica.auth.Introduction), and what it does once a handshake with a peer completed, as client or
 as server: remember the peer's identity (one line in the log when a member came back as another node: its
 disk was lost), and pass on the peer's introduction, which says what it remembered of this node
-(kvnode.repair.rebuild).
+(kvnode.healing.rebuild).
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from kvnode.membership import Membership
 from kvnode.replica.auth import Introduction
-from kvnode.system_db import NodeIdentity, PeerIdentities
+from kvnode.storage.system_db import NodeIdentity, PeerIdentities
+from kvnode.topology.membership import Membership
 
 __all__ = ["Identities"]
 

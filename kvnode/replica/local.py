@@ -1,8 +1,8 @@
 """This node's own storage as a replica: the same interface as a peer, answered synchronously.
 
 Like a peer, it refuses a record stamped beyond the maximum skew ahead of the cluster's time
-(kvnode.clock_fence), whether this node's own write as coordinator or a read repair from a peer. While its
-data is not whole (kvnode.repair.rebuild_state), it takes writes but answers reads "not ready"."""
+(kvnode.clocks.fence), whether this node's own write as coordinator or a read repair from a peer. While its
+data is not whole (kvnode.healing.rebuild_state), it takes writes but answers reads "not ready"."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from kvnode.clock_fence import ClockFence
+from kvnode.clocks.fence import ClockFence
 from kvnode.metrics import CallMeter
-from kvnode.records import CorruptRecord, Record
-from kvnode.repair.rebuild_state import NodeState
 from kvnode.replica.errors import ReplicaDiskFull, ReplicaNotReady, ReplicaRejected, ReplicaSkewRefused
-from kvnode.storage import Storage, StorageError, StorageFull
+from kvnode.replica.readiness import NodeState
+from kvnode.storage.keyspace import Storage, StorageError, StorageFull
+from kvnode.storage.records import CorruptRecord, Record
 
 __all__ = ["LocalReplica"]
 

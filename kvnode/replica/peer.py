@@ -12,9 +12,9 @@ peer is served by the very next request. A suspect peer (no answer) fails calls 
 is out. Calls in flight are bounded in number and bytes: beyond either bound a new call fails at once
 with ReplicaOverloaded (a write becomes a hint). A heartbeat pings a quiet connection; one silent for a
 whole timeout is replaced. With a clock sampler, every beat (and every new connection) also makes one
-CLOCK call, whose round trip measures the peer's clock offset (kvnode.clock_offsets), off the request path.
-With an SSL context the connection speaks TLS, verifying the peer against the cluster's CA (kvnode.tls);
-a TLS handshake that fails is a refusal ("tls"), as a refused HMAC handshake is.
+CLOCK call, whose round trip measures the peer's clock offset (kvnode.clocks.offsets), off the request path.
+With an SSL context the connection speaks TLS, verifying the peer against the cluster's CA
+(kvnode.access.tls); a TLS handshake that fails is a refusal ("tls"), as a refused HMAC handshake is.
 
 Create it inside the running event loop.
 """
@@ -30,9 +30,8 @@ from collections.abc import Callable
 from functools import partial
 from typing import cast
 
-from kvnode.clock_offsets import Offset, measure
+from kvnode.clocks.offsets import Offset, measure
 from kvnode.metrics import CallMeter, RecentLatency
-from kvnode.records import CorruptRecord, Record, decode, encode
 from kvnode.replica import wire
 from kvnode.replica.auth import ClusterAuth, RateLimitedLog
 from kvnode.replica.channel import ClientChannel, HandshakeRefused
@@ -50,7 +49,8 @@ from kvnode.replica.inflight import CallsInFlight
 from kvnode.replica.outbox import Outbox
 from kvnode.replica.peer_state import AttemptFailure, PeerLife, PeerState
 from kvnode.replica.websocket import HandshakeError, WebSocketError
-from kvnode.storage import DISK_FULL
+from kvnode.storage.keyspace import DISK_FULL
+from kvnode.storage.records import CorruptRecord, Record, decode, encode
 
 __all__ = ["PeerReplica"]
 
@@ -76,7 +76,7 @@ class PeerReplica:
         auth: ClusterAuth | None = None,
         limits: wire.Limits | None = None,
         clock_sampler: ClockSampler | None = None,
-        ssl_context: ssl.SSLContext | None = None,  # TLS (kvnode.tls.client_context)
+        ssl_context: ssl.SSLContext | None = None,  # TLS (kvnode.access.tls.client_context)
         identities: Identities | None = None,
     ) -> None:
         self.url = url
@@ -130,13 +130,13 @@ class PeerReplica:
         return self._call(wire.Op.WRITE, key, encode(record), "hint")  # type: ignore[return-value]
 
     def repair(self, op: wire.Op, key: bytes, record: bytes = b"") -> asyncio.Future[object]:
-        """One of anti-entropy's calls (kvnode.repair.scheduler), counted apart (op="repair"): a FETCH
+        """One of anti-entropy's calls (kvnode.healing.anti_entropy), counted apart (op="repair"): a FETCH
         resolves to a Record or None, a WRITE as a write does, BRANCHES, SEGMENTS and LIST to the reply's
         payload."""
         return self._call(op, key, record, "repair")
 
     async def fetch_membership(self) -> bytes:
-        """The membership the peer runs with, encoded (kvnode.members fetches a newer one)."""
+        """The membership the peer runs with, encoded (kvnode.cluster.members fetches a newer one)."""
         payload = await self._call(wire.Op.MEMBERSHIP, b"", b"", "membership")
         assert isinstance(payload, bytes)
         return payload

@@ -15,9 +15,9 @@ coordinator sends every call of one event-loop tick to a peer in a single frame.
 Reply payloads: FOUND carries the stored record, ABSENT nothing; a WRITE is answered STORED (the replica
 took the record, or already held that very version: nothing) or NEWER (it holds a newer version: that
 version's timestamp, u64), so a coordinator learns that its write lost and to which timestamp (see
-kvnode.coordinator). CLOCK answers a CLOCK call with the replica's wall clock (u64 microseconds), from
-which the caller estimates the offset between their clocks (kvnode.clock_offsets), followed by the state
-of the replica's data (kvnode.repair.rebuild_state, ASCII), which its peers show. REFUSED (a record
+kvnode.coordinator.coordinator). CLOCK answers a CLOCK call with the replica's wall clock (u64 microseconds),
+from which the caller estimates the offset between their clocks (kvnode.clocks.offsets), followed by the state
+of the replica's data (kvnode.healing.rebuild_state, ASCII), which its peers show. REFUSED (a record
 stamped beyond the replica's maximum clock skew) and FAILED carry a UTF-8 reason. NOT_READY answers a
 READ on a replica whose data is not whole (it rebuilds): a failed replica, never "absent".
 
@@ -36,7 +36,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from kvnode.records import MAX_HEADER_BYTES
+from kvnode.storage.records import MAX_HEADER_BYTES
 
 __all__ = [
     "FRAME_TARGET",
@@ -116,8 +116,8 @@ class WireError(ValueError):
 class Op(enum.IntEnum):
     READ = 1
     WRITE = 2
-    CLOCK = 3  # no key, no record: the replica answers CLOCK with its wall clock (kvnode.clock_offsets)
-    # Anti-entropy (kvnode.repair); the key is the caller's URL, whose summary tree is meant.
+    CLOCK = 3  # no key, no record: the replica answers CLOCK with its wall clock (kvnode.clocks.offsets)
+    # Anti-entropy (kvnode.healing); the key is the caller's URL, whose summary tree is meant.
     BRANCHES = 4  # no record: answered HASHES, the tree's branch hashes
     SEGMENTS = 5  # record = branches (u16 each): answered HASHES, those branches' segment hashes
     LIST = 6  # record = encode_list_request: answered LISTING, one page of those segments' keys
@@ -137,7 +137,7 @@ class Status(enum.IntEnum):
     HASHES = 8  # u64 each
     LISTING = 9  # encode_listing
     NOT_READY = 10
-    MEMBERSHIP = 11  # kvnode.membership.Membership.encode
+    MEMBERSHIP = 11  # kvnode.topology.membership.Membership.encode
 
 
 _KEYLESS = frozenset({Op.CLOCK, Op.MEMBERSHIP, Op.ADOPT})  # calls about the node, not a key

@@ -1,0 +1,3 @@
+"""Who may use a node, and how much of it: connections counted and timed (connections), client tokens and
+their roles (client_auth), requests and body bytes in progress (admission), request bodies being read
+(uploads), and the TLS contexts (tls)."""

@@ -1,0 +1,79 @@
+"""Admission control: how many client entity requests, and how many bytes of their bodies, are in
+progress, and shedding beyond either limit.
+
+Beyond ``--max-inflight`` /v0/entity requests in progress, or when a request's body would take the bytes
+in progress beyond ``--max-inflight-bytes``, a new one is answered 503 with Retry-After at once, before
+its body is read, so a shed request writes nothing (Cassandra's native-transport limits, on requests and
+on bytes, are the model). A body's size is its Content-Length; a chunked body has none until it has
+arrived, so it counts as the largest body allowed (``--max-body-bytes``). A request is admitted whatever
+its size when nothing else is in progress, so a limit below one body cannot starve it. The counts are
+plain integers that the entity handlers' one wrapper (kvnode.node.client_api) moves: no task or middleware per
+request. ``kvnode_inflight_requests`` and ``kvnode_inflight_body_bytes`` read them. The bytes of every
+body admitted are noted for kvnode.memory's settler, which gives memory back after them.
+"""
+
+from __future__ import annotations
+
+import os
+
+from aiohttp import web
+
+from kvnode.memory import Settler
+
+__all__ = ["Admission", "default_max_inflight_bytes"]
+
+_MEMORY_SHARE = 16  # the default bound on bodies in progress is this fraction of the machine's memory
+
+
+def default_max_inflight_bytes() -> int:
+    """A sixteenth of the memory this process may use: the machine's, or its cgroup's limit if lower.
+    A body in progress costs a few times its size (read, encoded, framed for each peer, hinted), so this
+    keeps a burst's peak well below the memory (docs/limits.md)."""
+    memory_bytes = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    try:
+        with open("/sys/fs/cgroup/memory.max") as cgroup:
+            limit = cgroup.read().strip()
+    except OSError:
+        limit = "max"
+    if limit.isdigit():
+        memory_bytes = min(memory_bytes, int(limit))
+    return memory_bytes // _MEMORY_SHARE
+
+
+class Admission:
+    def __init__(self, limit: int, max_bytes: int, max_body_bytes: int, settler: Settler) -> None:
+        self.limit = limit
+        self.max_bytes = max_bytes
+        self._max_body_bytes = max_body_bytes
+        self._settler = settler
+        self.inflight = 0  # requests between arrival and answer
+        self.inflight_bytes = 0  # their bodies' sizes
+        self.shed = 0  # requests answered 503 because ``limit`` requests or ``max_bytes`` were in progress
+
+    def admit(self, request: web.BaseRequest) -> int | web.Response:
+        """The request counted in progress, and its body's size, which ``leave`` takes when it is answered;
+        or the 503 to answer at once, beyond a limit."""
+        size = self._body_size(request)
+        if self.inflight >= self.limit:
+            return self._shed(f"{self.inflight} requests in progress")
+        if size and self.inflight_bytes and self.inflight_bytes + size > self.max_bytes:
+            return self._shed(f"{self.inflight_bytes} bytes of request bodies in progress")
+        self.inflight += 1
+        self.inflight_bytes += size
+        return size
+
+    def leave(self, size: int) -> None:
+        """An admitted request, with a body of ``size`` bytes, is answered."""
+        self.inflight -= 1
+        self.inflight_bytes -= size
+        self._settler.passed(size)
+
+    def _body_size(self, request: web.BaseRequest) -> int:
+        length = request.content_length
+        if length is not None:
+            return min(length, self._max_body_bytes)  # a larger one is refused (413) unread
+        return self._max_body_bytes if request.body_exists else 0
+
+    def _shed(self, why: str) -> web.Response:
+        self.shed += 1
+        return web.Response(status=503, text=f"overloaded: {why}; retry\n", headers={"Retry-After": "1"})

@@ -1,0 +1,187 @@
+"""Whether this node's clock is the one that is off: the fence's verdict (pure) and the node's fence.
+
+:func:`judge` decides from the peers' offset estimates (kvnode.clocks.offsets; this node is at 0). A peer
+is *far* when its offset, less its uncertainty, exceeds the maximum skew. This node is fenced when it is
+far from at least half of the members it has measured: with one bad clock among three, the bad node is far
+from both others and fences itself, while each good node is far from one of two and names that one. Two
+measured members far apart cannot tell which clock is wrong, so both are fenced (unavailable, never
+wrong), as CockroachDB's clock monitor does. No estimate (no peer measured) is no fence.
+
+>>> from kvnode.clocks.offsets import Offset
+>>> judge({"b": Offset(-60_000_000, 500), "c": Offset(-60_000_100, 400)}, max_skew_us=5_000_000).fenced
+True
+>>> verdict = judge({"a": Offset(60_000_000, 500), "c": Offset(-100, 400)}, max_skew_us=5_000_000)
+>>> verdict.fenced, verdict.far, verdict.offset_us
+(False, ('a',), 0)
+>>> judge({}, max_skew_us=5_000_000).fenced
+False
+
+:class:`ClockFence` holds the current verdict: ``ready`` (not fenced, and measured or alone) is a plain
+attribute, so a write checks it with one read and awaits :meth:`ClockFence.admit_write` only when not.
+It also judges records against the cluster's time as this node best knows it, for every path that stores
+one: its wall clock less its own estimated offset at the last measurement, carried forward by the
+monotonic clock, so a wall clock stepped since then is caught by the very next record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+
+from kvnode.clocks.offsets import ClockOffsets, Offset
+
+__all__ = ["ClockFence", "ClockFenced", "Verdict", "beyond_skew", "judge"]
+
+log = logging.getLogger(__name__)
+
+_REFUSAL_LOG_EVERY_S = 10.0
+
+
+class ClockFenced(Exception):
+    """This node refuses to coordinate a write: its clock is off (the message says by how much)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    fenced: bool
+    offset_us: int  # this node's wall clock minus the measured members' median (0 when unmeasured)
+    measured: int  # peers with a current estimate
+    far: tuple[str, ...]  # peers beyond the maximum skew from this node
+    peers: Mapping[str, Offset]  # every current estimate, by peer
+
+    def describe(self) -> str:
+        """One line: what is wrong with which clock, and what to check."""
+        if not self.far:
+            return f"clock within the maximum skew of {self.measured} measured peer(s)"
+        far = ", ".join(self.far)
+        if not self.fenced:
+            return f"the clock of {far} is beyond the maximum skew from this node's and the others'"
+        if self.measured >= 2:
+            direction = "ahead of" if self.offset_us > 0 else "behind"
+            return (
+                f"this node's clock is {abs(self.offset_us) / 1e6:.1f} s {direction} the cluster's (the "
+                f"median of {self.measured + 1} members' clocks); check this node's time source (NTP)"
+            )
+        return (
+            f"this node's clock and {far}'s are beyond the maximum skew apart and no third member says "
+            "which is wrong; check both nodes' time sources (NTP)"
+        )
+
+
+def judge(estimates: Mapping[str, Offset], max_skew_us: int) -> Verdict:
+    """The fence's verdict from each measured peer's offset (see the module's docstring)."""
+    far = tuple(peer for peer, o in estimates.items() if abs(o.offset_us) - o.uncertainty_us > max_skew_us)
+    clocks = sorted([0, *(o.offset_us for o in estimates.values())])
+    median = clocks[(len(clocks) - 1) // 2]
+    fenced = bool(estimates) and 2 * len(far) >= len(estimates) + 1
+    return Verdict(fenced, -median, len(estimates), far, dict(estimates))
+
+
+def beyond_skew(timestamp: int) -> str:
+    """Why a record was refused, in the words every storing path uses."""
+    return f"record stamped {timestamp} is beyond the maximum clock skew ahead of the cluster"
+
+
+class ClockFence:
+    def __init__(
+        self,
+        wall_us: Callable[[], int],
+        max_skew_us: int,
+        offsets: ClockOffsets,
+        *,
+        peers: int,
+        now_s: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.wall_us = wall_us
+        self.max_skew_us = max_skew_us
+        self._offsets = offsets
+        self._peers = peers
+        self._now_s = now_s
+        self._anchor = (wall_us(), now_s())  # the cluster's time (us) at a monotonic instant (s)
+        self.verdict = judge({}, max_skew_us)
+        self.fenced = False
+        self.ready = peers == 0  # a write may go ahead without judging: not fenced, and measured or alone
+        self.measure_peers: Callable[[], Awaitable[None]] | None = None  # set once the peers exist
+        self._measuring: asyncio.Future[None] | None = None
+        self._next_measurement: asyncio.Future[None] | None = None  # resolved by the next measurement
+        self._last_refusal_log = 0.0
+
+    def use(self, peers: int) -> None:
+        """Judge among another membership's peers (their count) from the next verdict on."""
+        self._peers = peers
+        self.refresh()
+
+    def measured(self, peer: str, offset: Offset) -> None:
+        """One measurement of ``peer`` (the replica channel's clock call)."""
+        now_s = self._now_s()
+        self._offsets.record(peer, offset, at_s=now_s)
+        self._anchor = (self.wall_us() - self.refresh().offset_us, now_s)
+        if self._next_measurement is not None and not self._next_measurement.done():
+            self._next_measurement.set_result(None)
+
+    def refresh(self) -> Verdict:
+        """Judge again from the current estimates (old ones age out); log a change of verdict."""
+        before, verdict = self.verdict, judge(self._offsets.estimates(self._now_s()), self.max_skew_us)
+        self.verdict, self.fenced = verdict, verdict.fenced
+        self.ready = not verdict.fenced and (verdict.measured > 0 or self._peers == 0)
+        # Fenced with a peer unmeasured is provisional (at start, a good node may measure the bad one
+        # first): not logged here; a write it refuses is.
+        provisional = verdict.fenced and verdict.measured < self._peers
+        if (verdict.fenced != before.fenced or verdict.far != before.far) and not provisional:
+            if verdict.fenced:
+                log.error("clock fence: refusing to coordinate writes: %s", verdict.describe())
+            elif verdict.far:
+                log.warning("clock fence: %s", verdict.describe())
+            elif before.fenced and before.measured >= self._peers:  # an announced fence, lifted
+                log.warning("clock fence lifted: this node's clock is back within the maximum skew")
+        return verdict
+
+    def cluster_now_us(self) -> int:
+        """The cluster's time as this node best knows it (see the module's docstring)."""
+        anchor_us, anchor_s = self._anchor
+        return anchor_us + int((self._now_s() - anchor_s) * 1e6)
+
+    def acceptable(self, timestamp: int) -> bool:
+        """Whether a record stamped ``timestamp`` may be stored: at most the maximum skew ahead of the
+        cluster's time as this node best knows it."""
+        return timestamp - self.cluster_now_us() <= self.max_skew_us
+
+    async def admit_write(self) -> None:
+        """Raise ClockFenced when this node must not coordinate a write; a write calls it only when not
+        ``ready``.
+
+        Before any peer is measured (start, or every peer silent for a while), and while fenced with a
+        peer unmeasured, it first measures the peers it can reach: a node with a bad clock must not store
+        a write before it learns that its clock is bad, and a good node that has measured only the bad one
+        must not refuse writes while the third member would clear it.
+        """
+        await self._judge_now()
+        if self.fenced:
+            now = time.monotonic()
+            if now - self._last_refusal_log >= _REFUSAL_LOG_EVERY_S:
+                self._last_refusal_log = now
+                log.error("clock fence: refused to coordinate a write: %s", self.verdict.describe())
+            raise ClockFenced(f"clock fenced: {self.verdict.describe()}")
+
+    async def _judge_now(self) -> None:
+        """Measure the peers not measured yet, until the verdict is decided: not fenced with a majority of
+        the members measured (this node among them), or every peer answered or failed (bounded by the
+        replica timeout). A frozen peer does not hold up a write that the others already clear."""
+        verdict = self.refresh()
+        if verdict.measured >= self._peers or self.measure_peers is None:
+            return
+        if self._measuring is None:  # one round at a time, shared by the writes waiting on it
+            self._measuring = asyncio.ensure_future(self.measure_peers())
+            self._measuring.add_done_callback(self._measured_all)
+        measuring = self._measuring
+        while not measuring.done() and (verdict.fenced or 2 * (verdict.measured + 1) <= self._peers + 1):
+            if self._next_measurement is None or self._next_measurement.done():
+                self._next_measurement = asyncio.get_running_loop().create_future()
+            await asyncio.wait([measuring, self._next_measurement], return_when=asyncio.FIRST_COMPLETED)
+            verdict = self.refresh()
+
+    def _measured_all(self, task: asyncio.Future[None]) -> None:
+        self._measuring = None

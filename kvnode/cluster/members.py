@@ -1,0 +1,195 @@
+"""The other members as this node runs with them: the membership (kvnode.topology.membership), its placement,
+and a replica channel to each peer (kvnode.replica.peer) with its hint delivery.
+
+A node learns a newer membership from a peer (a handshake says each end's version; the older end fetches
+the newer one). :meth:`Members.adopt` stores it, then moves to it in one place: peers that left are
+closed, new ones connected, and every part that depends on the membership is told, in the order
+kvnode.node.parts registers them (:attr:`Members.listeners`), before the next request is handled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+
+from kvnode.cluster.crash_points import crash_point
+from kvnode.replica.errors import ReplicaError
+from kvnode.replica.hints import HintStore
+from kvnode.replica.peer import PeerReplica
+from kvnode.storage.keyspace import StorageError
+from kvnode.storage.system_db import StoredMembership
+from kvnode.topology.membership import Membership
+from kvnode.topology.placement import Placement
+
+__all__ = ["Members", "NotAdopted"]
+
+log = logging.getLogger(__name__)
+
+
+class NotAdopted(Exception):
+    """A membership offered by a peer that this node does not take; the message says why."""
+
+
+class Members:
+    """``make_peer(url)`` opens the replica channel to a peer (lazily: it connects on first use);
+    ``follow(peer)`` starts what runs per peer (hint delivery) and returns how to stop it."""
+
+    def __init__(
+        self,
+        own_url: str,
+        membership: Membership,
+        stored: StoredMembership,
+        hints: HintStore,
+        make_peer: Callable[[str], PeerReplica],
+        now: Callable[[], int],
+        crash_at: str = "",
+    ) -> None:
+        """``now``: the hybrid clock's time (when a membership took effect); ``crash_at``: the node's
+        --crash-at (kvnode.cluster.crash_points)."""
+        self.own_url = own_url
+        self.crash_at = crash_at
+        self.membership = membership
+        self.left: Membership | None = None  # the membership without this node, once it left
+        self.streamed = 0  # records this node got by joining, or sent by leaving (kvnode.cluster.changes)
+        self.placement: Placement = membership.placement()
+        self.peers: list[PeerReplica] = [make_peer(url) for url in membership.urls if url != own_url]
+        self.listeners: list[Callable[[Members], None]] = []
+        self.follow: Callable[[PeerReplica], Callable[[], Awaitable[None]]] | None = None
+        self._stored = stored
+        self._now = now
+        # Since when this node runs with this membership (tombstone GC hands over what it no longer owns
+        # a grace period after); a membership stored without its time counts from this start.
+        self.since = stored.since()
+        if not self.since:
+            self.since = now()
+            stored.save(membership, self.since)
+        self._hints = hints
+        self._make_peer = make_peer
+        self._stops: dict[str, Callable[[], Awaitable[None]]] = {}
+        self._closing: set[asyncio.Task[None]] = set()
+        self._exchanging: set[str] = set()  # peers a membership is being fetched from or offered to
+        self._peer_versions: dict[str, int] = {}  # as each peer last said, or took from this node
+        self._versions_heard = asyncio.Event()
+
+    def start(self) -> None:
+        """Start what runs per peer; call inside the running event loop, once ``follow`` is set."""
+        for peer in self.peers:
+            self._follow(peer)
+
+    def _follow(self, peer: PeerReplica) -> None:
+        if self.follow is not None:
+            self._stops[peer.url] = self.follow(peer)
+
+    async def close(self) -> None:
+        for stop in self._stops.values():
+            await stop()
+        self._stops.clear()
+        for peer in self.peers:
+            await peer.close()
+        await asyncio.gather(*self._closing, return_exceptions=True)
+
+    def adopt(self, offered: Membership) -> None:
+        """Store ``offered`` and run with it from now on. Raises NotAdopted when it is of another cluster,
+        not newer than the one this node runs with, or leaves this node out."""
+        current = self.membership
+        if offered.cluster != current.cluster:
+            raise NotAdopted("it is another cluster's membership")
+        if offered.version <= current.version:
+            raise NotAdopted(f"version {offered.version} is not newer than this node's {current.version}")
+        if self.own_url not in offered.urls:
+            if self.own_url in current.leaving:
+                self._left(offered)
+                return
+            raise NotAdopted(
+                f"this node ({self.own_url}) is not a member of version {offered.version}: it was removed "
+                "or replaced; stop it, and wipe its data dir before it joins again"
+            )
+        since = self._now()
+        self._stored.save(offered, since)  # before it takes effect: a node that crashes now restarts with it
+        crash_point("adopt:stored", self.crash_at)
+        old = {peer.url: peer for peer in self.peers}
+        self.membership, self.placement, self.since = offered, offered.placement(), since
+        self.peers = [
+            old.pop(url) if url in old else self._make_peer(url)
+            for url in offered.urls
+            if url != self.own_url
+        ]
+        for listener in self.listeners:
+            listener(self)
+        for peer in self.peers:
+            if peer.url not in self._stops:
+                self._follow(peer)
+            if self._peer_versions.get(peer.url, 0) < offered.version:
+                self._compare_with(peer.url)  # it may not have this version yet: pass it on
+        for url, peer in old.items():  # the peers no longer members
+            task = asyncio.get_running_loop().create_task(self._let_go(url, peer))
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+        log.info("runs with membership version %d from now on: %s", offered.version, ",".join(offered.urls))
+
+    def _left(self, without: Membership) -> None:
+        """This node left: the others run with ``without``. Stored (a restart is refused: it is no longer a
+        member); it goes on answering its peers as it did until it is stopped."""
+        if self.left is None:
+            self._stored.save(without, self._now())
+            self.left = without
+            log.warning("left the cluster (membership version %d): this node can be stopped", without.version)
+
+    async def _let_go(self, url: str, peer: PeerReplica) -> None:
+        stop = self._stops.pop(url, None)
+        if stop is not None:
+            await stop()
+        await peer.close()
+        dropped = self._hints.forget(url)
+        if dropped:
+            log.info("dropped %d hints for %s, no longer a member", dropped, url)
+
+    async def peers_at(self, version: int) -> None:
+        """Return once every peer runs with ``version`` or a newer one, as far as this node heard (a
+        handshake, or an offer it took): the progress barrier of a join."""
+        while any(self._peer_versions.get(peer.url, 0) < version for peer in self.peers):
+            for peer in self.peers:
+                peer.probe()  # a peer not connected says its version when it is
+            self._versions_heard.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._versions_heard.wait(), 1.0)
+
+    def _heard(self, peer_url: str, version: int) -> None:
+        self._peer_versions[peer_url] = version
+        self._versions_heard.set()
+
+    def heard_version(self, peer_url: str, version: int) -> None:
+        """A handshake with ``peer_url`` said its membership version: if it differs from this node's,
+        compare the two (a member that missed a change learns it either way)."""
+        self._heard(peer_url, version)
+        if version != self.membership.version:
+            self._compare_with(peer_url)
+
+    def _compare_with(self, peer_url: str) -> None:
+        peer = next((peer for peer in self.peers if peer.url == peer_url), None)
+        if peer is None or peer_url in self._exchanging:
+            return  # not a member in this node's view (it cannot be asked yet), or under way
+        self._exchanging.add(peer_url)
+        task = asyncio.get_running_loop().create_task(self._compare(peer))
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
+    async def _compare(self, peer: PeerReplica) -> None:
+        """Fetch the peer's membership: adopt it if it is newer, offer this node's if it is older."""
+        try:
+            theirs = Membership.decode(await peer.fetch_membership())
+            self._heard(peer.url, theirs.version)
+            if theirs.version > self.membership.version:
+                self.adopt(theirs)
+            elif theirs.version < self.membership.version:
+                ours = self.membership
+                await peer.offer_membership(ours.encode())
+                self._heard(peer.url, ours.version)
+        except NotAdopted as refusal:
+            log.warning("did not adopt the membership %s runs with: %s", peer.url, refusal)
+        except (ReplicaError, ValueError, StorageError) as error:  # tried again at the next handshake
+            log.warning("could not compare memberships with %s: %s", peer.url, error)
+        finally:
+            self._exchanging.discard(peer.url)

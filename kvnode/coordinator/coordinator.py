@@ -1,0 +1,252 @@
+"""The coordinator: turns a client's GET/PUT/DELETE into replica calls and a quorum verdict.
+
+It picks the key's replicas (placement), stamps writes with the node's hybrid logical clock, hands the
+calls to the fan-out strategy the node runs with, and merges read answers (the newest version wins).
+Around the verdict it keeps the replicas converging: a write that a replica missed becomes a hint
+(kvnode.replica.hints), a read that found stale replicas repairs them (kvnode.coordinator.read_repair), and a
+write that lost to a newer version on a replica is stamped again past it and rewritten, once. A node whose
+clock is fenced (kvnode.clocks.fence) refuses to coordinate writes: ClockFenced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import Protocol, TypeVar
+
+from kvnode.clocks.fence import ClockFence
+from kvnode.clocks.hybrid import HybridClock
+from kvnode.coordinator.fanout import CallStarter, Fanout, Patient
+from kvnode.coordinator.quorum import Quorum
+from kvnode.coordinator.read_repair import ReadRound
+from kvnode.replica import Replica
+from kvnode.replica.errors import HINTED_FAILURES, ReplicaSkewRefused
+from kvnode.replica.hints import HintStore
+from kvnode.storage.records import Record, newest
+from kvnode.topology.placement import Placement
+
+__all__ = ["Coordinator", "CoordinatorStats", "Ranked", "nearest_first"]
+
+log = logging.getLogger(__name__)
+
+_SKEW_LOG_EVERY_S = 10.0
+# A remote replica is slow when its recent p99 is over twice the fastest remote's, plus a millisecond so
+# that noise between healthy peers reorders nothing: Cassandra's dynamic snitch with a badness threshold.
+# Replicas about as fast as the fastest keep placement order, so their read load stays spread.
+_SLOW_FACTOR = 2.0
+_SLOW_MARGIN_S = 0.001
+
+
+@dataclass(slots=True)
+class CoordinatorStats:
+    rewrites: int = 0  # writes stamped again because a replica held a newer version
+    read_repairs: int = 0  # repair writes sent to stale replicas
+    skew_refusals: int = 0  # replica writes refused because this node's clock runs too far ahead
+    last_skew_log: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class _DispatchHint:
+    """What became of the hint for one replica's write when it was sent: ``asked`` when the replica was
+    not connected then (so a later failure keeps no second hint), and the kept hint's sequence number
+    (None when the store did not keep it: window or cap), to remove if the write succeeds after all."""
+
+    asked: bool
+    kept_seq: int | None
+
+
+_NOT_HINTED = _DispatchHint(asked=False, kept_seq=None)
+
+
+class Coordinator:
+    def __init__(
+        self,
+        placement: Placement,
+        replicas: Mapping[str, Replica],
+        fanout: Fanout,
+        clock: HybridClock,
+        hints: HintStore,
+        local: Replica,
+        fence: ClockFence,
+    ) -> None:
+        self.placement = placement  # where keys are written
+        self._reads: Placement | None = None  # where they are read, while members join
+        self._replicas = replicas
+        self._local = local
+        self._fanout = fanout
+        self._clock = clock
+        self._hints = hints
+        self._fence = fence
+        self.stats = CoordinatorStats()
+
+    def use(self, placement: Placement, replicas: Mapping[str, Replica], reads: Placement | None) -> None:
+        """Place keys on another membership's replicas from the next request on (kvnode.cluster.members):
+        writes
+        by ``placement``, reads by ``reads`` while members join (None: by ``placement``)."""
+        self.placement, self._replicas, self._reads = placement, replicas, reads
+
+    @property
+    def cluster_size(self) -> int:
+        """The members that count for a quorum: those not joining."""
+        return len(self._reads or self.placement)
+
+    async def get(self, key: bytes, quorum: Quorum) -> Record | None:
+        """The newest version among ack replicas (a tombstone or an expired one included: it still hides
+        older versions and read repair spreads it); None where none holds the key."""
+        read = ReadRound(key, self._clock.observe, self._count_repair)
+        replicas = self._replicas_for(key, quorum)
+        if self._fanout.nearest_first:
+            replicas = nearest_first(replicas, self._local)
+        try:
+            calls = [CallStarter(read.ask, replica, read.answered) for replica in replicas]
+            answers = await self._fanout.read(calls, quorum)
+        finally:
+            read.close()
+        return newest(answers)
+
+    async def put(self, key: bytes, value: bytes, quorum: Quorum, ttl_ms: int | None = None) -> None:
+        """Write value; with ``ttl_ms`` it expires that long after the write's timestamp. Raises
+        ClockFenced (nothing written) while this node's clock is fenced."""
+        if not self._fence.ready:
+            await self._fence.admit_write()
+        ttl_us = 0 if ttl_ms is None else ttl_ms * 1000
+        record = Record.put(self._clock.now(), value, ttl_us=ttl_us, copies=self._copies(quorum))
+        await self._write(key, record, quorum)
+
+    async def delete(self, key: bytes, quorum: Quorum) -> None:
+        """Raises ClockFenced (nothing written) while this node's clock is fenced."""
+        if not self._fence.ready:
+            await self._fence.admit_write()
+        await self._write(key, Record.delete(self._clock.now(), copies=self._copies(quorum)), quorum)
+
+    def _copies(self, quorum: Quorum) -> int:
+        """What a record says of its replicas: their count when fewer than every member, else 0."""
+        return quorum.replicas if quorum.replicas < self.cluster_size else 0
+
+    async def _write(self, key: bytes, record: Record, quorum: Quorum) -> None:
+        replicas, quorum = self._write_targets(key, quorum)
+        answers = await self._write_to(replicas, key, record, quorum)
+        held = max((timestamp for timestamp in answers if timestamp is not None), default=None)
+        if held is None:
+            return
+        # A replica holds a newer version than this write: move past it and write again, once, to all
+        # `from` replicas. That second write's answers decide; a replica still holding a newer version
+        # then lost to a concurrent write, which LWW allows.
+        self._clock.observe(held)
+        self.stats.rewrites += 1
+        await self._write_to(replicas, key, record.restamped(self._clock.now()), quorum)
+
+    async def _write_to(
+        self, replicas: list[Replica], key: bytes, record: Record, quorum: Quorum
+    ) -> list[int | None]:
+        hinted: dict[str, _DispatchHint] = {}  # the replicas not connected when the write was sent
+        send = partial(self._send_write, key=key, record=record, hinted=hinted)
+        ended = partial(self._write_done, key=key, record=record, hinted=hinted)
+        return await self._fanout.write([CallStarter(send, r, ended) for r in replicas], quorum)
+
+    def _send_write(
+        self, replica: Replica, *, key: bytes, record: Record, hinted: dict[str, _DispatchHint]
+    ) -> asyncio.Future[int | None]:
+        """Start one replica's write. A replica not connected now gets its hint before the client is
+        answered (so it survives a crash of this node); one that fails later is hinted then."""
+        if not replica.connected:
+            seq = self._hints.add(replica.url, key, record, down_for=replica.down_for())
+            # HintStore.add answers 0 for a hint it did not keep.
+            hinted[replica.url] = _DispatchHint(asked=True, kept_seq=seq or None)
+        return replica.write(key, record)
+
+    def _write_done(
+        self,
+        replica: Replica,
+        future: asyncio.Future[int | None],
+        *,
+        key: bytes,
+        record: Record,
+        hinted: dict[str, _DispatchHint],
+    ) -> None:
+        """One replica's write has ended (the fan-out's completion callback calls this)."""
+        if future.cancelled():
+            return
+        hint = hinted.get(replica.url, _NOT_HINTED)
+        error = future.exception()
+        if error is None:
+            if hint.kept_seq is not None:  # delivered after all
+                self._hints.remove(replica.url, (hint.kept_seq,))
+            held = future.result()
+            if held is not None:
+                self._clock.observe(held)
+        elif isinstance(error, ReplicaSkewRefused):
+            self._skew_refused(replica, error)
+        elif not hint.asked and isinstance(error, HINTED_FAILURES):
+            self._hints.add(replica.url, key, record, down_for=replica.down_for())
+
+    def _skew_refused(self, replica: Replica, error: ReplicaSkewRefused) -> None:
+        stats = self.stats
+        stats.skew_refusals += 1
+        now = time.monotonic()
+        if now - stats.last_skew_log >= _SKEW_LOG_EVERY_S:
+            stats.last_skew_log = now
+            # Blame a clock only on the fence's evidence: the offsets measured to every member.
+            log.error(
+                "%s refused a write for clock skew (%d refusals so far): %s. %s",
+                replica.url, stats.skew_refusals, self._fence.refresh().describe(), error,
+            )  # fmt: skip
+
+    def _count_repair(self) -> None:
+        self.stats.read_repairs += 1
+
+    def _replicas_for(self, key: bytes, quorum: Quorum) -> list[Replica]:
+        """A read's replicas: the key's owners."""
+        placement = self._reads or self.placement
+        return [self._replicas[url] for url in placement.replicas_for(key, quorum.replicas)]
+
+    def _write_targets(self, key: bytes, quorum: Quorum) -> tuple[list[Replica], Quorum]:
+        """A write's replicas and quorum: the key's owners, and while a member joins or leaves, the members
+        that will own it next too (pending), which must confirm as well (Cassandra's pending ranges: ack +
+        pending). A record for every member (``from`` = the cluster size) is one for every next member."""
+        reads = self._reads
+        if reads is None:
+            return self._replicas_for(key, quorum), quorum
+        owners = reads.replicas_for(key, quorum.replicas)
+        future = (
+            len(self.placement)
+            if quorum.replicas == len(reads)
+            else min(quorum.replicas, len(self.placement))
+        )
+        pending = [url for url in self.placement.replicas_for(key, future) if url not in owners]
+        targets = [self._replicas[url] for url in (*owners, *pending)]
+        return targets, Quorum(quorum.ack + len(pending), quorum.replicas + len(pending))
+
+
+class Ranked(Patient, Protocol):
+    """A replica as ``nearest_first`` sees it: its patience, and whether its channel is open."""
+
+    @property
+    def connected(self) -> bool: ...
+
+
+R = TypeVar("R", bound=Ranked)
+
+
+def nearest_first(replicas: list[R], local: R) -> list[R]:
+    """The order a speculative read asks a key's replicas in: this node's own first, then the remote ones
+    in placement order, except that a clearly slow one (recent p99, see ``_SLOW_FACTOR``) goes last, and
+    one not connected after it: a peer that died keeps its last p99, which would keep it first.
+
+    A slow replica asked last still sees writes and speculative retries, which keep its p99 current, so
+    it moves forward again once it is fast again."""
+    remote = [(replica.speculative_delay(), replica) for replica in replicas if replica is not local]
+    if not remote:
+        return replicas
+    up = [(delay, replica) for delay, replica in remote if replica.connected]
+    ordered = [local] if local in replicas else []
+    if up:
+        slow_above = min(delay for delay, _ in up) * _SLOW_FACTOR + _SLOW_MARGIN_S
+        ordered += [replica for delay, replica in up if delay <= slow_above]
+        ordered += [replica for delay, replica in up if delay > slow_above]
+    ordered += [replica for _, replica in remote if not replica.connected]
+    return ordered

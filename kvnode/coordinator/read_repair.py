@@ -1,0 +1,74 @@
+"""Read repair: after a read, the replicas that answered with an older version (or none) get the newest.
+
+One :class:`ReadRound` per client read. It starts each replica's read, keeps every answer (late ones too:
+an async read asks all ``from`` replicas and answers at the ``ack``-th), and once the fan-out is over and
+every call it started has ended, sends the newest version to each replica that answered with something
+older, tombstones included. That happens in the calls' completion callbacks (the fan-out's own,
+kvnode.coordinator.fanout.CallStarter), after the client's answer is decided, so it never delays the client.
+Every version seen moves the clock past it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from kvnode.replica import Replica
+from kvnode.storage.records import Record
+
+__all__ = ["ReadRound"]
+
+
+class ReadRound:
+    __slots__ = ("_answers", "_closed", "_count_repair", "_key", "_observe", "_running")
+
+    def __init__(
+        self, key: bytes, observe: Callable[[int], object], count_repair: Callable[[], None]
+    ) -> None:
+        self._key = key
+        self._observe = observe
+        self._count_repair = count_repair
+        self._answers: list[tuple[Replica, Record | None]] = []
+        self._running = 0
+        self._closed = False
+
+    def ask(self, replica: Replica) -> asyncio.Future[Record | None]:
+        """Start one replica's read (a fan-out call); ``answered`` is to be told its outcome."""
+        self._running += 1
+        return replica.read(self._key)
+
+    def close(self) -> None:
+        """The fan-out is over: no more calls will start."""
+        self._closed = True
+        if not self._running:
+            self._repair()
+
+    def answered(self, replica: Replica, future: asyncio.Future[Record | None]) -> None:
+        """A read that ``ask`` started has ended (the fan-out's completion callback calls this)."""
+        self._running -= 1
+        if not future.cancelled() and future.exception() is None:
+            record = future.result()
+            if record is not None:
+                self._observe(record.timestamp)
+            self._answers.append((replica, record))
+        if self._closed and not self._running:
+            self._repair()
+
+    def _repair(self) -> None:
+        answers = self._answers
+        if len(answers) < 2:
+            return
+        newest = max((record for _, record in answers if record is not None), default=None)
+        if newest is None:
+            return
+        for replica, record in answers:
+            if record != newest:
+                replica.write(self._key, newest).add_done_callback(_outcome_seen)
+                self._count_repair()
+
+
+def _outcome_seen(future: asyncio.Future[int | None]) -> None:
+    """A repair's outcome does not matter (a failed one is retried by the next read); mark it seen so
+    asyncio does not warn that it was never retrieved."""
+    if not future.cancelled():
+        future.exception()

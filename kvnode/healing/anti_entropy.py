@@ -1,0 +1,344 @@
+"""Anti-entropy at work: drives exchanges (kvnode.healing.exchange) with the peers, continuously at a
+throttled pace, and on demand (``admin repair``), and records each completed one.
+
+Every peer is compared at least every ``--repair-interval-s``; the exchanges of one node run one at a
+time. Records move at ``--repair-rate`` per second at most (sent and received together), a window of
+them at a time through the same replica channel and the same checks as any write (the clock fence's on
+both ends, newest version wins), and a node's own listing yields to the event loop after every page, so
+client traffic keeps its share of the loop and of the channel's bounds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvnode.clocks.hybrid import HybridClock
+from kvnode.healing.exchange import Exchange, Moves, Step
+from kvnode.healing.listing import list_page, segment_bitmap
+from kvnode.healing.upkeep import SummaryUpkeep
+from kvnode.replica import wire
+from kvnode.replica.errors import ReplicaError, ReplicaSkewRefused
+from kvnode.replica.local import LocalReplica
+from kvnode.replica.peer import PeerReplica
+from kvnode.storage.keyspace import Storage, StorageError
+from kvnode.storage.records import CorruptRecord, Record, encode
+from kvnode.storage.system_db import RepairMarks
+
+__all__ = ["AntiEntropy", "PeerOutcome", "RepairRun"]
+
+log = logging.getLogger(__name__)
+
+_WINDOW = 64  # records moved at once
+_CONNECT_WAIT_S = 2.0  # how long an exchange waits for a peer's channel before calling it unreachable
+
+
+@dataclass
+class PeerOutcome:
+    """One exchange's result and figures."""
+
+    peer: str
+    completed: bool = False
+    reason: str = ""  # why it did not complete
+    segments_compared: int = 0
+    segments_differing: int = 0
+    sent: int = 0
+    received: int = 0
+    refused: int = 0  # records refused for clock skew (by either end)
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class RepairRun:
+    """A full repair with every peer (``admin repair``), as it progresses."""
+
+    peers: tuple[str, ...]
+    started: float = field(default_factory=time.monotonic)
+    outcomes: dict[str, PeerOutcome] = field(default_factory=dict)
+    current: str = ""
+    ended: float | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.ended is not None
+
+    @property
+    def unreached(self) -> list[str]:
+        return [peer for peer, outcome in self.outcomes.items() if not outcome.completed]
+
+    def summary(self) -> str:
+        """One line: segments compared, records sent and received, seconds, peers that failed."""
+        outcomes = self.outcomes.values()
+        seconds = (self.ended or time.monotonic()) - self.started
+        line = (
+            f"repaired with {len(self.peers) - len(self.unreached)} of {len(self.peers)} peers: "
+            f"{sum(o.segments_compared for o in outcomes)} segments compared "
+            f"({sum(o.segments_differing for o in outcomes)} differing), "
+            f"{sum(o.sent for o in outcomes)} records sent, {sum(o.received for o in outcomes)} received"
+            f", in {seconds:.1f} s"
+        )
+        failed = [f"{peer} ({self.outcomes[peer].reason})" for peer in self.unreached]
+        return line + (f"; not repaired: {', '.join(failed)}" if failed else "")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "peers": list(self.peers),
+            "done": self.done,
+            "current": self.current,
+            "seconds": round((self.ended or time.monotonic()) - self.started, 3),
+            "outcomes": {peer: outcome.to_json() for peer, outcome in self.outcomes.items()},
+            "unreached": self.unreached,
+            "summary": self.summary(),
+        }
+
+
+@dataclass
+class RepairTotals:
+    """Since the node started, for /metrics."""
+
+    exchanges: dict[str, int] = field(default_factory=lambda: {"completed": 0, "failed": 0})
+    segments_compared: int = 0
+    segments_differing: int = 0
+    sent: int = 0
+    received: int = 0
+    refused: int = 0
+
+
+class AntiEntropy:
+    def __init__(
+        self,
+        own_url: str,
+        upkeep: SummaryUpkeep,
+        storage: Storage,
+        local: LocalReplica,
+        peers: Sequence[PeerReplica],
+        clock: HybridClock,
+        marks: RepairMarks,
+        *,
+        interval_s: float,
+        rate: int,
+    ) -> None:
+        self._me = own_url.encode()
+        self._upkeep = upkeep
+        self._storage = storage
+        self._local = local
+        self.peers = tuple(peers)
+        self._clock = clock
+        self._marks = marks
+        self._interval_s = interval_s
+        self._rate = rate
+        self._one_at_a_time = asyncio.Lock()
+        self._paced_from = time.monotonic()
+        self._paced = 0
+        self.totals = RepairTotals()
+        self.run: RepairRun | None = None  # the last on-demand repair, or the one running
+        self.current: PeerOutcome | None = None  # the exchange under way, as it progresses
+        self._run_task: asyncio.Task[RepairRun] | None = None
+        self._loop_task: asyncio.Task[None] | None = None
+
+    # --- continuous and on demand -----------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the continuous comparisons; call inside the running event loop."""
+        if self.peers:
+            self._loop_task = asyncio.create_task(self._continuously(), name="anti-entropy")
+
+    def use(self, peers: Sequence[PeerReplica]) -> None:
+        """Compare with another membership's peers from the next exchange on."""
+        self.peers = tuple(peers)
+        if self._loop_task is None:
+            self.start()
+
+    async def stop(self) -> None:
+        for task in (self._loop_task, self._run_task):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+
+    def request_run(self) -> RepairRun:
+        """Start a full repair with every peer unless one runs; the run (new or running)."""
+        if self._run_task is None or self._run_task.done():
+            self.run = RepairRun(tuple(peer.url for peer in self.peers))
+            self._run_task = asyncio.create_task(self._full(self.run), name="repair")
+        assert self.run is not None
+        return self.run
+
+    async def repair_all(self) -> RepairRun:
+        """A full repair with every peer, now (or the one running); returns when it is done."""
+        self.request_run()
+        assert self._run_task is not None
+        return await asyncio.shield(self._run_task)
+
+    async def _full(self, run: RepairRun) -> RepairRun:
+        for peer in self.peers:
+            run.current = peer.url
+            run.outcomes[peer.url] = await self.repair_with(peer)
+        run.current = ""
+        run.ended = time.monotonic()
+        log.info("%s", run.summary())
+        return run
+
+    async def _continuously(self) -> None:
+        await asyncio.sleep(random.uniform(0, self._interval_s / len(self.peers)))  # spread the nodes apart
+        while True:
+            step = self._interval_s / max(1, len(self.peers))
+            for peer in self.peers:
+                outcome = await self.repair_with(peer)
+                if not outcome.completed:
+                    log.info("anti-entropy with %s did not complete: %s", peer.url, outcome.reason)
+                elif outcome.sent or outcome.received:
+                    log.info(
+                        "anti-entropy with %s: %d segments differed, %d records sent, %d received",
+                        peer.url, outcome.segments_differing, outcome.sent, outcome.received,
+                    )  # fmt: skip
+                await asyncio.sleep(step)
+
+    # --- one exchange -----------------------------------------------------------------------------
+
+    async def repair_with(self, peer: PeerReplica) -> PeerOutcome:
+        """One exchange with ``peer``; recorded (kvnode.storage.system_db.RepairMarks) when it completes."""
+        async with self._one_at_a_time:
+            outcome = self.current = PeerOutcome(peer.url)
+            began = time.monotonic()
+            try:
+                await self._exchange(peer, outcome)
+            except (ReplicaError, wire.WireError, StorageError) as error:
+                outcome.reason = str(error)
+            finally:
+                self.current = None
+            outcome.seconds = time.monotonic() - began
+            self._count(outcome)
+            return outcome
+
+    async def _exchange(self, peer: PeerReplica, outcome: PeerOutcome) -> None:
+        if not self._upkeep.ready.is_set():
+            outcome.reason = "this node's summaries are being rebuilt after a crash"
+            return
+        if not await peer.reach(_CONNECT_WAIT_S):
+            outcome.reason = "unreachable"
+            return
+        summaries = self._upkeep.summaries
+        if peer.url not in summaries.partial:  # it left the membership since the exchange was planned
+            outcome.reason = "no longer a member"
+            return
+        started = self._clock.now()  # what this node holds from here on, the peer will hold too
+        exchange = Exchange(peer.url, summaries.tree_for(peer.url))
+        exchange.branches_answered(wire.decode_hashes(await self._ask(peer, wire.Op.BRANCHES)))
+        if exchange.step is Step.SEGMENTS:
+            numbers = wire.encode_numbers(exchange.branches)
+            exchange.segments_answered(wire.decode_hashes(await self._ask(peer, wire.Op.SEGMENTS, numbers)))
+        outcome.segments_compared = exchange.segments_compared
+        outcome.segments_differing = exchange.segments_differing
+        while exchange.step is Step.LISTING:
+            bitmap = segment_bitmap(exchange.round)
+            while exchange.their_cursor is not None:
+                request = wire.encode_list_request(exchange.their_cursor, bitmap)
+                exchange.their_page(*wire.decode_listing(await self._ask(peer, wire.Op.LIST, request)))
+            while exchange.my_cursor is not None:
+                exchange.my_page(*list_page(self._storage, summaries, peer.url, exchange.my_cursor, bitmap))
+                await asyncio.sleep(0)  # a page at a time: client traffic goes in between
+            failed = await self._move(peer, exchange.moves(), outcome)
+            if failed:
+                outcome.reason = f"{failed} records could not be moved"
+                return
+            exchange.moved()
+        self._marks.record(peer.url, started)
+        outcome.completed = True
+
+    async def _ask(self, peer: PeerReplica, op: wire.Op, record: bytes = b"") -> bytes:
+        payload = await peer.repair(op, self._me, record)
+        assert isinstance(payload, bytes)
+        return payload
+
+    # --- moving records ---------------------------------------------------------------------------
+
+    async def _move(self, peer: PeerReplica, moves: Moves, outcome: PeerOutcome) -> int:
+        """Move a round's records, a window at a time at the paced rate; the number that failed."""
+        failed = 0
+        fetch = list(moves.fetch)
+        for start in range(0, len(moves.push), _WINDOW):
+            keys = moves.push[start : start + _WINDOW]
+            results = await asyncio.gather(*(self._push(peer, key) for key in keys), return_exceptions=True)
+            for key, result in zip(keys, results, strict=True):
+                if result is True:
+                    outcome.sent += 1
+                elif result is False:
+                    fetch.append(key)  # the peer holds a newer version after all
+                elif isinstance(result, BaseException):
+                    failed += self._failed(result, outcome)
+            await self._pace(len(keys))
+        for start in range(0, len(fetch), _WINDOW):
+            keys = fetch[start : start + _WINDOW]
+            fetched = await asyncio.gather(*(self._fetch(peer, key) for key in keys), return_exceptions=True)
+            for moved in fetched:
+                if moved == "received":
+                    outcome.received += 1
+                elif moved == "sent":
+                    outcome.sent += 1
+                elif isinstance(moved, BaseException):
+                    failed += self._failed(moved, outcome)
+            await self._pace(len(keys))
+        return failed
+
+    async def _push(self, peer: PeerReplica, key: bytes) -> bool | None:
+        """Send this node's version of key: True if the peer took it, False if it holds a newer one,
+        None if there was nothing to send."""
+        record = self._local_version(key)
+        if record is None:
+            return None
+        held = await peer.repair(wire.Op.WRITE, key, encode(record))
+        return held is None
+
+    async def _fetch(self, peer: PeerReplica, key: bytes) -> str:
+        """Read the peer's version of key; store it if newer, else send this node's: what moved."""
+        theirs = await peer.repair(wire.Op.FETCH, key)  # a rebuilding peer's versions count too
+        assert theirs is None or isinstance(theirs, Record)
+        mine = self._local_version(key)
+        if theirs is not None and (mine is None or theirs > mine):
+            await self._local.write(key, theirs)  # through the clock fence, as every stored record
+            return "received"
+        if mine is not None and (theirs is None or mine > theirs):
+            await peer.repair(wire.Op.WRITE, key, encode(mine))
+            return "sent"
+        return "equal"
+
+    def _local_version(self, key: bytes) -> Record | None:
+        try:
+            return self._storage.read(key)
+        except CorruptRecord:
+            return None  # a version from the peer heals it
+
+    def _failed(self, error: BaseException, outcome: PeerOutcome) -> int:
+        if isinstance(error, ReplicaSkewRefused):
+            outcome.refused += 1
+            return 0  # refused for good: no exchange would move it
+        if isinstance(error, ReplicaError | StorageError):
+            return 1
+        raise error
+
+    async def _pace(self, moved: int) -> None:
+        """Sleep as long as keeps the records moved within the rate (over the last second or so)."""
+        now = time.monotonic()
+        if now - self._paced_from > 1.0:
+            self._paced_from, self._paced = now, 0
+        self._paced += moved
+        ahead = self._paced / self._rate - (now - self._paced_from)
+        if ahead > 0:
+            await asyncio.sleep(ahead)
+
+    def _count(self, outcome: PeerOutcome) -> None:
+        totals = self.totals
+        totals.exchanges["completed" if outcome.completed else "failed"] += 1
+        totals.segments_compared += outcome.segments_compared
+        totals.segments_differing += outcome.segments_differing
+        totals.sent += outcome.sent
+        totals.received += outcome.received
+        totals.refused += outcome.refused

@@ -1,0 +1,108 @@
+"""Anti-entropy's summaries kept current: every version storage stores changes them by a delta, a node
+that stopped cleanly takes back the trees it saved, and one that did not (a crash, a first start)
+rebuilds them from a scan while it serves.
+
+The rebuild reads a snapshot taken at the moment the deltas start to flow: a version stored after it
+reaches the trees as a delta, one stored before as a scanned record, and since XOR is commutative and
+its own inverse, the trees end up the same whichever comes first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterator
+
+from kvnode.healing.summary import SegmentTree, Summaries
+from kvnode.storage.keyspace import Storage
+from kvnode.storage.system_db import SavedSummaries
+from kvnode.topology.placement import Placement
+
+__all__ = ["SummaryUpkeep"]
+
+log = logging.getLogger(__name__)
+
+_REBUILD_CHUNK = 2000  # records scanned between two yields to the event loop
+_COMMON = "common"
+
+
+class SummaryUpkeep:
+    """Owns a node's :class:`Summaries`: hooks them to storage, rebuilds or restores them, saves them."""
+
+    def __init__(self, storage: Storage, saved: SavedSummaries, own_url: str, placement: Placement) -> None:
+        self.summaries = Summaries(own_url, placement)
+        self.ready = asyncio.Event()  # set once the trees can be trusted
+        self.rebuilt = 0  # records scanned by the rebuild
+        self._storage = storage
+        self._saved = saved
+        self._stamp = _stamp(own_url, placement)
+        self._pending_scan: Iterator[tuple[bytes, bytes]] | None = None
+        self._task: asyncio.Task[None] | None = None
+        storage.on_change = self.summaries.changed
+        trees = saved.take(self._stamp)
+        if trees is not None and self._restore(trees):
+            self.ready.set()
+        else:
+            self._pending_scan = storage.snapshot_records()  # right after the hook: see the module doc
+
+    def start(self) -> None:
+        """Start the rebuild, if the trees need one; call inside the running event loop."""
+        if self._pending_scan is not None:
+            self._task = asyncio.create_task(self._rebuild(self._pending_scan), name="summary rebuild")
+            self._pending_scan = None
+
+    def use(self, placement: Placement) -> None:
+        """Summarise for another membership's placement: which peer shares a key changed, so the trees
+        are rebuilt from a scan (not ready meanwhile: exchanges wait). The same placement changes nothing."""
+        current = self.summaries.placement
+        if (current.nodes, current.tokens) == (placement.nodes, placement.tokens):
+            return
+        if self._task is not None:
+            self._task.cancel()  # a rebuild for the old placement
+        self.ready.clear()
+        self.summaries = Summaries(self.summaries.own_url, placement)
+        self._stamp = _stamp(self.summaries.own_url, placement)
+        self._storage.on_change = self.summaries.changed
+        self._pending_scan = self._storage.snapshot_records()  # right after the hook: see the module doc
+        self.start()
+
+    async def stop(self) -> None:
+        """Stop the rebuild if it runs; save the trees if they can be trusted, for the next start."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        if self.ready.is_set():
+            summaries = self.summaries
+            trees = {_COMMON: summaries.common.to_bytes()}
+            trees.update({peer: tree.to_bytes() for peer, tree in summaries.partial.items()})
+            self._saved.save(self._stamp, trees)
+
+    def _restore(self, trees: dict[str, bytes]) -> bool:
+        summaries = self.summaries
+        if set(trees) != {_COMMON, *summaries.peers}:
+            return False
+        summaries.common = SegmentTree.from_bytes(trees[_COMMON])
+        summaries.partial = {peer: SegmentTree.from_bytes(trees[peer]) for peer in summaries.peers}
+        return True
+
+    async def _rebuild(self, scan: Iterator[tuple[bytes, bytes]]) -> None:
+        started = time.monotonic()
+        changed = self.summaries.changed
+        count = 0
+        for key, record in scan:
+            changed(key, None, record)
+            count += 1
+            if count % _REBUILD_CHUNK == 0:
+                self.rebuilt = count
+                await asyncio.sleep(0)  # let client traffic in between chunks
+        self.rebuilt = count
+        self.ready.set()
+        if count:  # a new data dir has nothing to say (and a node that cannot listen says one line)
+            seconds = time.monotonic() - started
+            log.info("rebuilt the anti-entropy summaries from %d records in %.1f s", count, seconds)
+
+
+def _stamp(own_url: str, placement: Placement) -> bytes:
+    """What saved trees were built for: this node and the members, with their tokens."""
+    return "\n".join((own_url, *placement.nodes, *placement.tokens)).encode()

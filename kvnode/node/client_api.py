@@ -1,0 +1,266 @@
+"""The client-facing HTTP API (/v0/entity, /v0/entities, /v0/status): request parsing and validation,
+then the coordinator.
+
+Every rejection is a 4xx with a one-line plain-text reason, decided before anything is written; a query
+parameter the method and path do not take is one (a misspelt ``ack`` must not pass for the default;
+``ttl`` is a PUT's only). A version whose TTL has run out reads as absent, judged with the node's hybrid
+clock.
+/v0/entity requests pass admission control first (kvnode.access.admission) and are counted and timed for
+/metrics, all in one wrapper; the other paths are not counted.
+A PUT body that has not all arrived within ``--body-timeout-s`` is answered 408. A write that failed its
+quorum is 504, or 507 when a replica's disk is full (kvnode.storage.keyspace).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+import urllib.parse
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+from aiohttp.typedefs import Handler
+
+from kvnode.clocks.fence import ClockFenced
+from kvnode.coordinator.fanout import QuorumFailed
+from kvnode.coordinator.quorum import BadQuorum, Quorum
+from kvnode.metrics import FixedBuckets
+from kvnode.node.parts import PARTS, NodeParts
+from kvnode.storage.keyspace import StorageFull
+
+__all__ = ["ENTITY_PATH", "add_routes"]
+
+ENTITY_PATH = "/v0/entity"
+_SCAN_YIELD_EVERY = 256  # records streamed between yields to the loop, so a long scan starves nobody
+_ENTITY_PARAMS = ("id", "ack", "from")
+_PUT_PARAMS = (*_ENTITY_PARAMS, "ttl")
+# The longest TTL, Cassandra's: 20 years in milliseconds.
+_MAX_TTL_MS = 20 * 365 * 24 * 3600 * 1000
+_ENTITIES_PARAMS = ("start", "end")
+# What each entity handler is known to answer (500 aside): their /metrics series exist from the start.
+_GET_STATUSES = (200, 400, 404, 503, 504)
+_PUT_STATUSES = (201, 400, 408, 413, 503, 504, 507)
+_DELETE_STATUSES = (202, 400, 503, 504, 507)
+
+
+def add_routes(app: web.Application, parts: NodeParts) -> dict[tuple[str, str], Handler]:
+    """The client API's routes; returns /v0/entity's handlers by (method, path), which a server without
+    middleware calls without the router (kvnode.access.connections.DIRECT_ROUTES)."""
+    entity = {
+        "GET": _entity(parts, "get", get_entity, _GET_STATUSES),
+        "PUT": _entity(parts, "put", put_entity, _PUT_STATUSES),
+        "DELETE": _entity(parts, "delete", delete_entity, _DELETE_STATUSES),
+    }
+    app.router.add_get(ENTITY_PATH, entity["GET"], allow_head=False)
+    app.router.add_put(ENTITY_PATH, entity["PUT"])
+    app.router.add_delete(ENTITY_PATH, entity["DELETE"])
+    app.router.add_get("/v0/entities", get_entities, allow_head=False)
+    app.router.add_get("/v0/status", get_status, allow_head=False)
+    return {(method, ENTITY_PATH): handler for method, handler in entity.items()}
+
+
+_EntityHandler = Callable[[NodeParts, web.Request], Awaitable[web.Response]]
+
+
+def _entity(parts: NodeParts, op: str, handle: _EntityHandler, statuses: tuple[int, ...]) -> Handler:
+    """An entity handler in its one wrapper: admission first (503 beyond a limit, kvnode.access.admission),
+    and every answer, a refusal included, counted and timed by status for /metrics (kvnode.node.exporter). One
+    wrapper, not one per concern: each coroutine layer costs the hot path a frame and a resumption."""
+    admission = parts.admission
+    by_status = parts.metrics.requests(op, statuses)
+
+    async def entity(request: web.Request) -> web.StreamResponse:
+        start = time.perf_counter()
+        status = 500
+        try:
+            size = admission.admit(request)
+            if isinstance(size, web.Response):
+                status = 503
+                return size
+            try:
+                response = await handle(parts, request)
+            finally:
+                admission.leave(size)
+            status = response.status
+            return response
+        except web.HTTPException as error:
+            status = error.status
+            raise
+        finally:
+            buckets = by_status.get(status)
+            if buckets is None:
+                buckets = by_status[status] = FixedBuckets()
+            buckets.observe(time.perf_counter() - start)
+
+    return entity
+
+
+async def get_entity(parts: NodeParts, request: web.Request) -> web.Response:
+    coordinator = parts.coordinator
+    key, quorum = _entity_params(request, coordinator.cluster_size)
+    try:
+        record = await coordinator.get(key, quorum)
+    except QuorumFailed as error:
+        return _text(504, str(error))
+    # The newest version decides: an expired one reads as absent even where an older one is live.
+    if record is None or record.absent_at(parts.clock.current()):
+        return _text(404, "no such entity")
+    return web.Response(body=record.value, content_type="application/octet-stream")
+
+
+async def put_entity(parts: NodeParts, request: web.Request) -> web.Response:
+    coordinator = parts.coordinator
+    key, quorum = _entity_params(request, coordinator.cluster_size, _PUT_PARAMS)
+    ttl_ms = _ttl_ms(request)
+    limit = parts.config.max_body_bytes
+    if request.content_length is not None and request.content_length > limit:
+        return _text(413, f"body of {request.content_length} bytes exceeds the limit of {limit} bytes")
+    uploads = parts.uploads
+    try:
+        value = await uploads.read(request)
+    except web.HTTPRequestEntityTooLarge:
+        return _text(413, f"body exceeds the limit of {limit} bytes")
+    except TimeoutError:
+        return _text(408, f"body not received within {uploads.timeout:g} s")
+    try:
+        await coordinator.put(key, value, quorum, ttl_ms)
+    except (QuorumFailed, StorageFull) as error:
+        return _write_failed(error)
+    except ClockFenced as error:
+        return _text(503, str(error))
+    return _text(201, "created")
+
+
+async def delete_entity(parts: NodeParts, request: web.Request) -> web.Response:
+    coordinator = parts.coordinator
+    key, quorum = _entity_params(request, coordinator.cluster_size)
+    try:
+        await coordinator.delete(key, quorum)
+    except (QuorumFailed, StorageFull) as error:
+        return _write_failed(error)
+    except ClockFenced as error:
+        return _text(503, str(error))
+    return _text(202, "accepted")
+
+
+async def get_entities(request: web.Request) -> web.StreamResponse:
+    """This node's live records with start <= key < end, one chunk ``key\\nvalue`` per record."""
+    _known_only(request, _ENTITIES_PARAMS)
+    start = _utf8(request, "start")
+    end_text = _single(request, "end")
+    end = None if end_text is None else _utf8(request, "end", allow_empty=True)
+    response = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
+    response.enable_chunked_encoding()
+    await response.prepare(request)
+    if end is None or start < end:
+        parts = request.app[PARTS]
+        records = parts.storage.scan_live(start, end, now=parts.clock.current())
+        for sent, (key, value) in enumerate(records, 1):
+            await response.write(key + b"\n" + value)
+            if sent % _SCAN_YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+    await response.write_eof()
+    return response
+
+
+async def get_status(request: web.Request) -> web.Response:
+    """Which process serves here: a launcher checks that the node answering is the one it started, and
+    waits until its data is known to be whole or not (``data``: unknown, rebuilding, serving)."""
+    parts = request.app[PARTS]
+    config = parts.config
+    body = {
+        "url": config.url,
+        "pid": os.getpid(),
+        "cluster": list(parts.membership.urls),
+        "tokens": list(parts.membership.tokens),
+        "cluster_id": parts.membership.cluster,  # what a node joining proves in its handshakes
+        "membership_version": parts.membership.version,
+        "joining": sorted(parts.membership.joining),
+        "leaving": sorted(parts.membership.leaving),
+        "data": parts.rebuild.node_state().value,
+    }
+    return web.Response(text=json.dumps(body) + "\n", content_type="application/json")
+
+
+def _entity_params(
+    request: web.Request, cluster_size: int, known: tuple[str, ...] = _ENTITY_PARAMS
+) -> tuple[bytes, Quorum]:
+    _known_only(request, known)
+    key = _utf8(request, "id")
+    ack, from_ = _single(request, "ack"), _single(request, "from")
+    try:
+        quorum = Quorum.parse(ack, from_, cluster_size)
+    except BadQuorum as error:
+        raise _bad_request(str(error)) from None
+    return key, quorum
+
+
+def _known_only(request: web.Request, known: tuple[str, ...]) -> None:
+    """400 for a query parameter the method and path do not take."""
+    for name in request.query:
+        if name not in known:
+            takes = f"{request.method} {request.path} takes {', '.join(map(repr, known))}"
+            raise _bad_request(f"unknown query parameter {name!r}: {takes}")
+
+
+def _ttl_ms(request: web.Request) -> int | None:
+    """The PUT's ``ttl``: a whole number of milliseconds from 1 to _MAX_TTL_MS; None when absent."""
+    text = _single(request, "ttl")
+    if text is None:
+        return None
+    # Digits only: int() would also take a sign, spaces and underscores.
+    ttl = int(text) if text.isascii() and text.isdigit() and len(text) <= len(str(_MAX_TTL_MS)) else 0
+    if not 1 <= ttl <= _MAX_TTL_MS:
+        limits = f"a whole number of milliseconds from 1 to {_MAX_TTL_MS}"
+        raise _bad_request(f"query parameter 'ttl' must be {limits}, not {text!r}")
+    return ttl
+
+
+def _single(request: web.Request, name: str) -> str | None:
+    """The query parameter's one value (None if absent); 400 if it is given more than once."""
+    values = request.query.getall(name, [])
+    if len(values) > 1:
+        raise _bad_request(f"query parameter {name!r} is given {len(values)} times; give it once")
+    return values[0] if values else None
+
+
+def _utf8(request: web.Request, name: str, *, allow_empty: bool = False) -> bytes:
+    text = _single(request, name)
+    if text is None or (not text and not allow_empty):
+        raise _bad_request(f"query parameter {name!r} is required and must not be empty")
+    if "\ufffd" in text and not _raw_is_utf8(request, name):
+        # yarl decodes a bad escape such as %FF to U+FFFD, which would give distinct ids one key.
+        raise _bad_request(f"query parameter {name!r} is not valid UTF-8 once percent-decoded")
+    return text.encode("utf-8")
+
+
+def _raw_is_utf8(request: web.Request, name: str) -> bool:
+    """Whether every value of ``name`` in the raw query string percent-decodes to valid UTF-8."""
+    pairs = urllib.parse.parse_qsl(
+        request.rel_url.raw_query_string, keep_blank_values=True, encoding="latin-1"
+    )
+    try:
+        for raw_name, raw_value in pairs:
+            if raw_name == name:
+                raw_value.encode("latin-1").decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _write_failed(error: QuorumFailed | StorageFull) -> web.Response:
+    """504, or 507 Insufficient Storage when a replica failed for a full disk (it says which), or when
+    this node could not persist its clock's floor to stamp the write (nothing was written)."""
+    if isinstance(error, StorageFull):
+        return _text(507, f"cannot stamp the write: {error}")
+    return _text(507 if error.disk_full else 504, str(error))
+
+
+def _text(status: int, reason: str) -> web.Response:
+    return web.Response(status=status, text=reason + "\n")
+
+
+def _bad_request(reason: str) -> web.HTTPBadRequest:
+    return web.HTTPBadRequest(text=reason + "\n")

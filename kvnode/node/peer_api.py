@@ -1,0 +1,274 @@
+"""The server end of a replica channel: its routes, and answering a peer's calls from this node's storage.
+
+Every record received moves this node's clock past its timestamp, unless it is stamped beyond the maximum
+skew ahead of the cluster's time as this node best knows it (kvnode.clocks.fence): such a record is refused
+(REFUSED), not stored. A CLOCK call is answered with this node's wall clock and the state of its data,
+and anti-entropy's calls from this node's summaries and store (kvnode.healing.answers). While this node's
+data is not whole (kvnode.healing.rebuild_state), a READ is answered NOT_READY; a FETCH, anti-entropy's
+read, is answered as ever.
+
+With a cluster secret, only a peer that passed the handshake (kvnode.replica.auth) is upgraded; anyone
+else gets a 403 and a rate-limited log line naming its address. Over TLS, a connection that presented no
+certificate the cluster's CA signed gets the same before any handshake (kvnode.access.tls). Either way, the
+peer's introduction goes to :class:`~kvnode.replica.identities.Identities` before the 101 answers it with
+this node's. Frames are bounded (aiohttp refuses an oversize frame from its header, before buffering it)
+and so are the calls in a frame; a peer that breaks a bound loses its connection. Replies to one frame go
+out in frames of about ``wire.FRAME_TARGET`` bytes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import aiohttp
+from aiohttp import WSMsgType, web
+
+from kvnode.clocks.fence import ClockFence
+from kvnode.clocks.hybrid import HybridClock
+from kvnode.cluster.members import Members, NotAdopted
+from kvnode.healing import answers as repair_answers
+from kvnode.healing.upkeep import SummaryUpkeep
+from kvnode.replica import wire
+from kvnode.replica.auth import (
+    CHALLENGE_PATH,
+    CLIENT_HEADER,
+    SECRET_ADVICE,
+    AuthError,
+    ClusterAuth,
+    Introduction,
+    RateLimitedLog,
+)
+from kvnode.replica.channel import PEER_PATH
+from kvnode.replica.identities import Identities
+from kvnode.replica.readiness import NodeState
+from kvnode.storage.keyspace import Storage, StorageError, WriteBatch
+from kvnode.storage.records import CorruptRecord, decode
+from kvnode.topology.membership import Membership
+
+__all__ = ["CallAnswers", "PeerGate", "ReplicaServer", "answer_challenge", "serve_peer"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class PeerGate:
+    """Who may open a replica channel to this node (None: anyone), what a peer may send on it, and who
+    hears of the peers that open one (None: nobody)."""
+
+    auth: ClusterAuth | None
+    limits: wire.Limits
+    identities: Identities | None = None
+    tls: bool = False  # served over TLS: a peer must present a certificate the CA signed
+    refusals: RateLimitedLog = field(default_factory=lambda: RateLimitedLog(log))
+
+
+class ReplicaServer:
+    """This node's end of its peers' replica channels: their routes, and the channels open on them."""
+
+    def __init__(
+        self,
+        gate: PeerGate,
+        storage: Storage,
+        clock: HybridClock,
+        fence: ClockFence,
+        summaries: SummaryUpkeep,
+        node_state: Callable[[], NodeState],
+        members: Members,
+    ) -> None:
+        self.gate = gate
+        self._storage = storage
+        self._answers = CallAnswers(
+            clock, fence, summaries, node_state, lambda: members.membership, members.adopt
+        )
+        self._channels: set[web.WebSocketResponse] = set()
+
+    def add_routes(self, app: web.Application) -> None:
+        app.router.add_get(PEER_PATH, self._serve_channel, allow_head=False)
+        app.router.add_get(CHALLENGE_PATH, self._answer_challenge, allow_head=False)
+
+    async def close_channels(self) -> None:
+        """A channel is one long-lived request: close them all, or a graceful stop would wait for them."""
+        for ws in list(self._channels):
+            await ws.close(code=aiohttp.WSCloseCode.GOING_AWAY, message=b"node shutting down")
+
+    async def _serve_channel(self, request: web.Request) -> web.StreamResponse:
+        uncertified = _refuse_uncertified(self.gate, request)
+        if uncertified is not None:
+            return uncertified
+        return await serve_peer(request, self.gate, self._storage, self._answers, self._channels)
+
+    async def _answer_challenge(self, request: web.Request) -> web.Response:
+        return _refuse_uncertified(self.gate, request) or answer_challenge(self.gate)
+
+
+def _refuse_uncertified(gate: PeerGate, request: web.Request) -> web.Response | None:
+    """A 403 for a TLS connection that presented no client certificate (the TLS layer has verified any
+    that was presented against the CA); None when the peer may go on."""
+    if not gate.tls or (request.transport is not None and request.transport.get_extra_info("peercert")):
+        return None
+    gate.refusals.warning("refused a replica channel from %s: no client certificate", request.remote)
+    return web.Response(status=403, text="replica channel refused: present a certificate the CA signed\n")
+
+
+def answer_challenge(gate: PeerGate) -> web.Response:
+    """A fresh nonce for a peer about to open a replica channel."""
+    if gate.auth is None:
+        gate.refusals.warning(
+            "refused a replica channel challenge: this node runs without a cluster secret, and the peer "
+            "asking has one; %s",
+            SECRET_ADVICE,
+        )
+        return web.Response(status=404, text="this node runs without a cluster secret\n")
+    return web.Response(text=gate.auth.issue_nonce())
+
+
+@dataclass(frozen=True, slots=True)
+class CallAnswers:
+    """How this node answers a peer's calls: the clock a received record moves, the fence it must pass,
+    the summaries anti-entropy's calls read, and the state of this node's data (whether it may answer a
+    read)."""
+
+    clock: HybridClock
+    fence: ClockFence
+    summaries: SummaryUpkeep
+    node_state: Callable[[], NodeState]
+    membership: Callable[[], Membership]  # the one the node runs with
+    adopt: Callable[[Membership], None]  # run with a newer one (kvnode.cluster.members.Members.adopt)
+
+    def answer_calls(self, storage: Storage, calls: list[wire.CallRequest]) -> list[bytes]:
+        """The replies to one frame's calls, in order, once their writes are stored: together, in one
+        LevelDB write. If that write fails, every call of the frame is answered FAILED."""
+        batch = storage.batch()
+        replies = [
+            self.answer_repair(storage, call)
+            if call.op in repair_answers.REPAIR_OPS
+            else self.answer_call(batch, call)
+            for call in calls
+        ]
+        try:
+            batch.commit()
+        except StorageError as error:
+            reason = str(error).encode()
+            return [wire.encode_reply(call.call_id, wire.Status.FAILED, reason) for call in calls]
+        return replies
+
+    def answer_call(self, storage: Storage | WriteBatch, call: wire.CallRequest) -> bytes:
+        """Run one peer call against local storage (or a batch of its writes) and encode the reply."""
+        try:
+            if call.op is wire.Op.READ or call.op is wire.Op.FETCH:
+                if call.op is wire.Op.READ and self.node_state() is not NodeState.SERVING:
+                    return wire.encode_reply(call.call_id, wire.Status.NOT_READY)
+                found = storage.read_encoded(call.key)
+                if found is None:
+                    return wire.encode_reply(call.call_id, wire.Status.ABSENT)
+                return wire.encode_reply(call.call_id, wire.Status.FOUND, found)
+            if call.op is wire.Op.CLOCK:
+                clock = wire.encode_clock(self.fence.wall_us(), self.node_state())
+                return wire.encode_reply(call.call_id, wire.Status.CLOCK, clock)
+            if call.op is wire.Op.MEMBERSHIP:
+                return wire.encode_reply(call.call_id, wire.Status.MEMBERSHIP, self.membership().encode())
+            if call.op is wire.Op.ADOPT:
+                return self._adopt(call)
+            record = decode(call.record)
+            if not self.fence.acceptable(record.timestamp):
+                reason = (
+                    f"record stamped {record.timestamp} is beyond the maximum clock skew ahead of the cluster"
+                )
+                return wire.encode_reply(call.call_id, wire.Status.REFUSED, reason.encode())
+            self.clock.observe(record.timestamp)
+            held = storage.apply(call.key, record)
+            if held == record:
+                return wire.encode_reply(call.call_id, wire.Status.STORED)
+            return wire.encode_reply(call.call_id, wire.Status.NEWER, wire.encode_timestamp(held.timestamp))
+        except (CorruptRecord, StorageError) as error:
+            return wire.encode_reply(call.call_id, wire.Status.FAILED, str(error).encode())
+
+    def _adopt(self, call: wire.CallRequest) -> bytes:
+        try:
+            offered = Membership.decode(call.record)
+            if offered != self.membership():  # the same one again: a change resumed after a crash
+                self.adopt(offered)
+        except (ValueError, NotAdopted, StorageError) as error:
+            return wire.encode_reply(call.call_id, wire.Status.FAILED, str(error).encode())
+        return wire.encode_reply(call.call_id, wire.Status.STORED)
+
+    def answer_repair(self, storage: Storage, call: wire.CallRequest) -> bytes:
+        """Answer one of anti-entropy's calls (kvnode.healing.answers)."""
+        try:
+            status, payload = repair_answers.answer(storage, self.summaries, call)
+        except (repair_answers.NotAnswerable, wire.WireError, StorageError) as error:
+            return wire.encode_reply(call.call_id, wire.Status.FAILED, str(error).encode())
+        return wire.encode_reply(call.call_id, status, payload)
+
+
+async def serve_peer(
+    request: web.Request,
+    gate: PeerGate,
+    storage: Storage,
+    answers: CallAnswers,
+    sockets: set[web.WebSocketResponse],
+) -> web.StreamResponse:
+    """Answer each request frame's calls, until the peer closes the channel."""
+    ws = web.WebSocketResponse(max_msg_size=gate.limits.max_frame, compress=False)
+    if gate.auth is None:
+        client, introduction = request.headers.get(CLIENT_HEADER, ""), Introduction.of(request.headers)
+    else:
+        try:
+            client, introduction = gate.auth.admit(request.headers)
+        except AuthError as error:
+            gate.refusals.warning("refused a replica channel from %s: %s", request.remote, error)
+            return web.Response(status=403, text=f"replica channel refused: {error}\n")
+    ours = Introduction()
+    if gate.identities is not None:
+        ours = gate.identities.introduce(client)
+        gate.identities.met(client, introduction)  # before the 101: the peer learns of this node after
+    ws.headers.update(
+        ours.headers() if gate.auth is None else gate.auth.answer_headers(request.headers, ours)
+    )
+    await ws.prepare(request)
+    sockets.add(ws)
+    try:
+        await _answer_frames(request, ws, gate, storage, answers)
+    except ConnectionError:  # the peer went away mid-reply or mid-pong; its calls fail on its side
+        log.info("the replica channel from %s closed while this node answered", request.remote)
+    finally:
+        sockets.discard(ws)
+    return ws
+
+
+async def _answer_frames(
+    request: web.Request,
+    ws: web.WebSocketResponse,
+    gate: PeerGate,
+    storage: Storage,
+    answers: CallAnswers,
+) -> None:
+    async for message in ws:
+        if message.type is WSMsgType.ERROR:  # an oversize frame, or broken framing: already closed
+            log.warning("dropped the replica channel from %s: %s", request.remote, message.data)
+            return
+        if message.type is not WSMsgType.BINARY:
+            await ws.close(code=aiohttp.WSCloseCode.UNSUPPORTED_DATA, message=b"binary frames only")
+            return
+        try:
+            calls = wire.decode_calls(message.data, gate.limits)
+        except wire.WireError as error:
+            log.warning("dropped the replica channel from %s: %s", request.remote, error)
+            await ws.close(code=aiohttp.WSCloseCode.PROTOCOL_ERROR, message=str(error).encode()[:120])
+            return
+        await _reply(ws, answers.answer_calls(storage, calls))
+
+
+async def _reply(ws: web.WebSocketResponse, replies: list[bytes]) -> None:
+    frame: list[bytes] = []
+    size = 0
+    for reply in replies:
+        frame.append(reply)
+        size += len(reply)
+        if size >= wire.FRAME_TARGET:
+            await ws.send_bytes(b"".join(frame))
+            frame, size = [], 0
+    if frame:
+        await ws.send_bytes(b"".join(frame))

@@ -1,0 +1,180 @@
+"""Serving a node until SIGTERM or SIGINT: open its parts, listen, stop gracefully; the exit status.
+
+``serve_until_signal`` is shared with any aiohttp app served the same way (loadtest.hello), so a
+comparison with a bare app measures kvnode and nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import logging
+import signal
+import ssl
+import sys
+from collections.abc import Awaitable, Callable
+
+import uvloop
+from aiohttp import web
+
+from kvnode import memory
+from kvnode.access.client_auth import BadTokensFile
+from kvnode.access.connections import GuardedRunner, raise_descriptor_limit
+from kvnode.access.tls import TlsUnusable, server_context
+from kvnode.config import NodeConfig, node_url
+from kvnode.node.app import create_app
+from kvnode.node.parts import NodeParts, open_parts
+from kvnode.storage.keyspace import StorageUnavailable
+from kvnode.topology.membership import ChangeRefused
+
+__all__ = ["CannotListen", "run_node", "serve", "serve_until_signal"]
+
+log = logging.getLogger("kvnode")
+
+_SHUTDOWN_TIMEOUT = 10.0  # seconds a graceful stop waits for client requests in flight
+
+
+class CannotListen(Exception):
+    """The port cannot be had (taken, or not allowed): the process's one-line reason."""
+
+
+async def serve(config: NodeConfig) -> int:
+    """Serve until SIGTERM or SIGINT; the process exit status. A node that cannot start says why in its
+    last line, written once every part is closed (a launcher reports a failed node by its last line)."""
+    try:
+        return await _serve(config)
+    except CannotListen as error:
+        print(f"kvnode: {error}", file=sys.stderr)
+        return 2
+
+
+async def _serve(config: NodeConfig) -> int:
+    descriptors = raise_descriptor_limit()
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            parts = await stack.enter_async_context(open_parts(config))
+            ssl_context = server_context(config)
+        except (StorageUnavailable, TlsUnusable, BadTokensFile, ChangeRefused) as error:
+            print(f"kvnode: {error}", file=sys.stderr)
+            return 2
+        runner = GuardedRunner(
+            create_app(parts),
+            parts.connections,
+            config.idle_timeout_s,
+            handle_signals=False,
+            access_log=logging.getLogger("kvnode.access") if config.access_log else None,
+            shutdown_timeout=_SHUTDOWN_TIMEOUT,
+        )
+        await runner.setup()
+
+        async def finish_uploads() -> None:
+            # aiohttp's cleanup stops reading every connection at once, which would cut off a request
+            # whose body is still arriving; so wait for those bodies first. Cleanup waits for the handlers.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(_SHUTDOWN_TIMEOUT):
+                    await parts.uploads.none_left()
+
+        def listening() -> None:
+            _log_capacity(descriptors, parts)
+            if not config.cluster_secret:
+                log.warning(
+                    "no cluster secret (--cluster-secret-file or KVNODE_CLUSTER_SECRET): the replica "
+                    "channel serves anyone who can reach %s", config.url,
+                )  # fmt: skip
+            if parts.tokens is None:
+                log.warning(
+                    "no --auth-tokens-file: clients are not authenticated, and anyone who can reach %s "
+                    "may read, write and delete", config.url,
+                )  # fmt: skip
+
+        members = len(parts.membership.urls)
+        description = f"cluster of {members}, {config.fanout} fan-out, data in {config.data_dir}"
+        tokens = parts.tokens
+        if tokens is not None:
+            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, tokens.reload)
+        return await serve_until_signal(
+            runner,
+            config.host,
+            config.port,
+            description,
+            finish_uploads,
+            listening,
+            ssl_context,
+            config.client_port,
+        )
+
+
+def _log_capacity(descriptors: tuple[int, int], parts: NodeParts) -> None:
+    """What the node can hold, in one line: connections under the descriptor limit, and body bytes."""
+    before, after = descriptors
+    raised = f"raised from {before}" if after > before else "the hard limit"
+    guard = parts.connections
+    log.info(
+        "descriptor limit %d (%s): up to %d client connections, %d more kept for peers' handshakes; "
+        "%d MiB of request bodies in progress",
+        after, raised, guard.max_connections, guard.peer_reserve, parts.admission.max_bytes >> 20,
+    )  # fmt: skip
+
+
+def _tune_gc() -> None:
+    """Keep what startup made (modules, the app, the node's parts: objects that live as long as the
+    process) out of the garbage collector's scans: every full collection would walk them all again, for
+    nothing, in the middle of serving. The collection thresholds stay CPython's: raising them let cyclic
+    garbage pin large request bodies longer. docs/node-internals.md has what this changed under load."""
+    gc.collect()
+    gc.freeze()
+
+
+async def serve_until_signal(
+    runner: web.AppRunner,
+    host: str,
+    port: int,
+    description: str = "",
+    after_stop_listening: Callable[[], Awaitable[None]] | None = None,
+    after_listening: Callable[[], None] | None = None,
+    ssl_context: ssl.SSLContext | None = None,
+    shared_port: int | None = None,
+) -> int:
+    """Listen with a set-up runner (the garbage collector tuned for serving) until SIGTERM or SIGINT, then
+    stop gracefully: stop accepting, run ``after_stop_listening``, clean up. ``after_listening`` runs once
+    listening (what a node says only when it serves); with ``ssl_context`` the site serves HTTPS only; with
+    ``shared_port`` the app is served there too, on a socket shared with other processes (SO_REUSEPORT).
+    The exit status, 0; CannotListen when a port cannot be had (the runner cleaned up)."""
+    sites = [web.TCPSite(runner, host, port, backlog=1024, ssl_context=ssl_context)]
+    if shared_port:
+        sites.append(
+            web.TCPSite(runner, host, shared_port, backlog=1024, ssl_context=ssl_context, reuse_port=True)
+        )
+    url = node_url(host, port, ssl_context is not None)
+    for site in sites:
+        try:
+            await site.start()
+        except OSError as error:
+            await runner.cleanup()
+            raise CannotListen(f"cannot listen on {site.name}: {error.strerror}") from None
+    _tune_gc()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    shared = (
+        f", and for clients on port {shared_port} shared with this machine's nodes" if shared_port else ""
+    )
+    log.info("serving on %s%s %s", url, shared, description)
+    if after_listening is not None:
+        after_listening()
+    await stop.wait()
+    log.info("%s stopping", url)
+    for site in sites:
+        await site.stop()
+    if after_stop_listening is not None:
+        await after_stop_listening()
+    await runner.cleanup()
+    return 0
+
+
+def run_node(config: NodeConfig) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    memory.tune_malloc()
+    return uvloop.run(serve(config))

@@ -1,0 +1,341 @@
+"""Storage: one versioned record per key in LevelDB (through plyvel), written only if newer.
+
+A data dir holds two LevelDB databases: ``records``, the client keyspace, here; and ``system``, the node's
+own state (kvnode.storage.system_db).
+
+>>> import tempfile
+>>> tmp = tempfile.TemporaryDirectory()
+>>> store = Storage.open(Path(tmp.name) / "node", fsync=False)
+>>> store.apply(b"k", Record.put(10, b"v1"))
+Record(timestamp=10, tombstone=False, value=b'v1', expires=0, copies=0)
+>>> store.apply(b"k", Record.put(9, b"old")).value   # an older write loses
+b'v1'
+>>> store.close(); tmp.cleanup()
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import plyvel
+
+from kvnode.storage.records import CorruptRecord, Record, check, decode, encode
+
+__all__ = [
+    "DISK_FULL",
+    "ChangeListener",
+    "Storage",
+    "StorageError",
+    "StorageFull",
+    "StorageUnavailable",
+    "WriteBatch",
+    "open_leveldb",
+    "storage_error",
+]
+
+log = logging.getLogger(__name__)
+
+ChangeListener = Callable[[bytes, bytes | None, bytes | None], None]
+
+
+class StorageError(Exception):
+    """LevelDB refused an operation (I/O error, disk full)."""
+
+
+class StorageUnavailable(StorageError):
+    """The data directory cannot be opened as this node's store."""
+
+
+# How a StorageFull's message starts; a peer's refusal of a write carries it, so the coordinator knows.
+DISK_FULL = "disk full"
+
+
+class StorageFull(StorageError):
+    """The data dir's disk is full: nothing more is written until space is freed (reads still work)."""
+
+
+_NO_SPACE = "No space left on device"  # LevelDB's message for ENOSPC (strerror)
+# After a write fails, the database is opened again before the next write (see Storage.apply), once the
+# disk has this much free: LevelDB's recovery writes a table of the log's records (its write buffer, 4
+# MiB by default) and a new log. Tried at most every _RETRY_S.
+_REOPEN_FREE_BYTES = 8 * 1024 * 1024
+_RETRY_S = 1.0
+
+
+class Storage:
+    """The client keyspace. A write that fails (a full disk, an I/O error) leaves LevelDB's log with a
+    torn record and, for a full disk, LevelDB refusing every later write; so the next write first opens
+    the database again (its recovery drops the torn record), once the disk has room. Until then writes
+    fail at once with the first failure, and reads go on from the open database."""
+
+    def __init__(self, data_dir: Path, *, fsync: bool) -> None:
+        self._data_dir = data_dir
+        self._db = open_leveldb(data_dir, _NAME)
+        self.fsync = fsync
+        # Told of every stored change of a key's version, (key, old, new) as encoded records (None:
+        # absent), once it is stored: anti-entropy's summaries follow it (kvnode.healing.upkeep).
+        self.on_change: ChangeListener = _ignore_change
+        self._failed: StorageError | None = None  # the write failure the database must be reopened after
+        self._next_reopen = 0.0
+
+    @classmethod
+    def open(cls, path: Path, *, fsync: bool) -> Storage:
+        return cls(path, fsync=fsync)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def read(self, key: bytes) -> Record | None:
+        """The stored version of key, tombstones included; raises CorruptRecord for unreadable bytes."""
+        raw = self._get(key)
+        return None if raw is None else decode(raw)
+
+    def read_encoded(self, key: bytes) -> bytes | None:
+        """The stored version of key as its record bytes (records.encode's), checked but not decoded: a
+        replica answers a read with them as they are. Raises CorruptRecord for unreadable bytes."""
+        raw = self._get(key)
+        return None if raw is None else check(raw)
+
+    def apply(self, key: bytes, record: Record) -> Record:
+        """Store record unless the stored version wins over it; return the version stored afterwards.
+
+        Read and write run with no await between them, so on the node's single event loop the pair is
+        atomic. A corrupt stored record loses to any write: the new version heals it.
+        """
+        current, raw = self._current(key)
+        if current is not None and current >= record:
+            return current
+        self._writable()
+        encoded = encode(record)
+        try:
+            # sync=False still hands the write to the OS before returning (LevelDB's log is written with
+            # write(2) per write), so an acknowledged write survives kill -9; sync=True also fsyncs.
+            self._db.put(key, encoded, sync=self.fsync)
+        except plyvel.Error as error:
+            raise self._write_failed(error) from error
+        self.on_change(key, raw, encoded)
+        return record
+
+    def batch(self) -> WriteBatch:
+        """Many reads and applies, their writes stored together by one LevelDB write (see WriteBatch)."""
+        return WriteBatch(self)
+
+    def _get(self, key: bytes) -> bytes | None:
+        try:
+            raw: bytes | None = self._db.get(key)
+        except plyvel.Error as error:
+            raise StorageError(_reason(error)) from error
+        return raw
+
+    def _current(self, key: bytes) -> tuple[Record | None, bytes | None]:
+        """The stored version a write competes with, and its bytes; a corrupt one counts as no version
+        (the write heals it)."""
+        raw = self._get(key)
+        if raw is None:
+            return None, None
+        try:
+            return decode(raw), raw
+        except CorruptRecord:
+            log.warning("overwriting corrupt record for key %r", key)
+            return None, raw
+
+    def _write_all(self, changes: dict[bytes, tuple[Record, bytes | None]]) -> None:
+        """Store every (new record, bytes it replaces) of ``changes`` in one LevelDB write."""
+        encoded = {key: encode(record) for key, (record, _) in changes.items()}
+        self._writable()
+        try:
+            with self._db.write_batch(sync=self.fsync) as batch:
+                for key, data in encoded.items():
+                    batch.put(key, data)
+        except plyvel.Error as error:
+            raise self._write_failed(error) from error
+        for key, (_, old) in changes.items():
+            self.on_change(key, old, encoded[key])
+
+    def raw(self, key: bytes) -> bytes | None:
+        """Key's stored bytes as they are, unchecked: what anti-entropy's summary digested."""
+        return self._get(key)
+
+    def keys_after(self, after: bytes, limit: int) -> list[bytes]:
+        """Up to ``limit`` stored keys after ``after`` (b"": from the first), in key order."""
+        try:
+            with self._db.iterator(start=after, include_start=False, include_value=False) as keys:
+                return list(itertools.islice(keys, limit))
+        except plyvel.Error as error:
+            raise StorageError(_reason(error)) from error
+
+    def snapshot_records(self) -> Iterator[tuple[bytes, bytes]]:
+        """(key, encoded record) of every stored version, tombstones and corrupt ones included, in key
+        order, from a snapshot taken when this is called (not at the first ``next``): what a summary
+        rebuilt from a scan starts from, whatever is stored while it is read (kvnode.healing.upkeep)."""
+        snapshot = self._db.snapshot()
+        return _iterate(snapshot)
+
+    def read_chunk(self, start: bytes, limit: int) -> list[tuple[bytes, bytes]]:
+        """Up to ``limit`` (key, encoded record) with key >= start, in key order, tombstones and corrupt
+        records included: a scan in chunks, each from its own iterator, so that no snapshot outlives a
+        chunk and keeps dropped records' space from being reclaimed (kvnode.healing.tombstone_gc)."""
+        try:
+            with self._db.iterator(start=start) as records:
+                return list(itertools.islice(records, limit))
+        except plyvel.Error as error:
+            raise StorageError(_reason(error)) from error
+
+    def drop(self, versions: Iterable[tuple[bytes, bytes]]) -> list[bytes]:
+        """Delete each key of (key, encoded record) ``versions`` whose stored version is still that one,
+        in one LevelDB write; the keys deleted. The checks and the write run with no await between them,
+        so a version stored since it was read is never lost; on_change is told (key, old, None)."""
+        dropped = [(key, raw) for key, raw in versions if self._get(key) == raw]
+        if not dropped:
+            return []
+        self._writable()
+        try:
+            with self._db.write_batch(sync=self.fsync) as batch:
+                for key, _ in dropped:
+                    batch.delete(key)
+        except plyvel.Error as error:
+            raise self._write_failed(error) from error
+        for key, raw in dropped:
+            self.on_change(key, raw, None)
+        return [key for key, _ in dropped]
+
+    def compact(self, start: bytes, stop: bytes) -> None:
+        """Reclaim the space of what was deleted with start <= key <= stop (LevelDB's compaction of the
+        range: a deleted key's old versions stay on disk until then). Blocking, and safe from another
+        thread."""
+        try:
+            self._db.compact_range(start=start, stop=stop)
+        except plyvel.Error as error:
+            raise self._write_failed(error) from error
+
+    def _write_failed(self, error: plyvel.Error) -> StorageError:
+        failure = storage_error(error)
+        if self._failed is None:
+            log.error("writes to %s fail until it is opened again: %s", self._data_dir, failure)
+        self._failed = failure
+        self._next_reopen = time.monotonic() + _RETRY_S
+        return failure
+
+    def _writable(self) -> None:
+        """Open the database again after a failed write, if the disk has room; else raise that failure."""
+        failed = self._failed
+        if failed is None:
+            return
+        now = time.monotonic()
+        if now < self._next_reopen:
+            raise failed
+        if _free_bytes(self._data_dir) < _REOPEN_FREE_BYTES:
+            self._next_reopen = now + _RETRY_S
+            raise failed
+        self._db.close()
+        try:
+            self._db = open_leveldb(self._data_dir, _NAME)
+        except StorageUnavailable as error:
+            # The disk filled again meanwhile: keep trying, as before (the database stays closed, so
+            # reads fail too until it opens).
+            self._next_reopen = now + _RETRY_S
+            raise StorageError(str(error)) from error
+        self._failed = None
+        log.warning("%s is writable again", self._data_dir)
+
+    def scan_live(self, start: bytes, stop: bytes | None, *, now: int) -> Iterator[tuple[bytes, bytes]]:
+        """(key, value) of live records with start <= key < stop in key byte order, from one snapshot.
+
+        Tombstones and versions expired at ``now`` are skipped, and so are corrupt records (logged), so
+        one bad record cannot end a scan.
+        """
+        with self._db.iterator(start=start, stop=stop) as records:
+            for key, raw in records:
+                try:
+                    record = decode(raw)
+                except CorruptRecord as error:
+                    log.warning("range scan skips corrupt record for key %r: %s", key, error)
+                    continue
+                if not record.absent_at(now):
+                    yield key, record.value
+
+
+def _iterate(snapshot: Any) -> Iterator[tuple[bytes, bytes]]:
+    with snapshot.iterator() as records:
+        yield from records
+
+
+def _ignore_change(key: bytes, old: bytes | None, new: bytes | None) -> None:
+    """Storage's on_change until anti-entropy listens."""
+
+
+_NAME = "records"
+
+
+def _free_bytes(path: Path) -> int:
+    stats = os.statvfs(path)
+    return stats.f_bavail * stats.f_frsize
+
+
+def storage_error(error: plyvel.Error) -> StorageError:
+    """LevelDB's error as ours: StorageFull for a full disk."""
+    reason = _reason(error)
+    return StorageFull(f"{DISK_FULL}: {reason}") if _NO_SPACE in reason else StorageError(reason)
+
+
+def open_leveldb(data_dir: Path, name: str) -> plyvel.DB:
+    """The LevelDB ``name`` in ``data_dir``, both made if missing; StorageUnavailable if it cannot be had
+    (another process holds it, the path is a file, no permission)."""
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        return plyvel.DB(str(data_dir / name), create_if_missing=True)
+    except plyvel.Error as error:  # before OSError: plyvel's IOError is one too
+        reason = _reason(error)
+        if _NO_SPACE in reason:
+            reason = f"the disk is full ({reason})"
+        raise StorageUnavailable(f"cannot open data dir {data_dir}: {reason}") from error
+    except OSError as error:
+        reason = "the disk is full" if error.errno == errno.ENOSPC else error.strerror or str(error)
+        raise StorageUnavailable(f"cannot open data dir {data_dir}: {reason}") from error
+
+
+def _reason(error: plyvel.Error) -> str:
+    """plyvel carries LevelDB's message as bytes; make it a readable line."""
+    message = error.args[0] if error.args else error
+    return message.decode("utf-8", "replace") if isinstance(message, bytes) else str(message)
+
+
+class WriteBatch:
+    """Reads and applies like Storage's, whose writes reach LevelDB together at ``commit``: one log write
+    (one write(2)) for the lot instead of one per record, so a replica answering a frame of calls makes
+    one syscall, not one per call (docs/node-internals.md). Its reads see its own pending writes. Nothing
+    is stored, and nothing may be acknowledged, before ``commit`` returns; if it raises, none of the
+    writes was stored.
+    """
+
+    __slots__ = ("_pending", "_storage")
+
+    def __init__(self, storage: Storage) -> None:
+        self._storage = storage
+        self._pending: dict[bytes, tuple[Record, bytes | None]] = {}  # new record, the bytes it replaces
+
+    def read_encoded(self, key: bytes) -> bytes | None:
+        pending = self._pending.get(key)
+        return encode(pending[0]) if pending is not None else self._storage.read_encoded(key)
+
+    def apply(self, key: bytes, record: Record) -> Record:
+        pending = self._pending.get(key)
+        if pending is None:
+            current, replaced = self._storage._current(key)
+        else:
+            current, replaced = pending
+        if current is not None and current >= record:
+            return current
+        self._pending[key] = (record, replaced)
+        return record
+
+    def commit(self) -> None:
+        if self._pending:
+            self._storage._write_all(self._pending)

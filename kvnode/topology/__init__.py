@@ -1,0 +1,3 @@
+"""Who the members are and who owns what, as pure values: rendezvous placement, host-aware (placement);
+the cluster's identity and its versioned membership (membership); a node's part in a membership change,
+step by step (change_steps). No I/O: the drivers in kvnode.cluster act on them."""

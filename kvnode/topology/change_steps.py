@@ -1,0 +1,76 @@
+"""What a node does next in a membership change (pure: no I/O; kvnode.cluster.changes does each step).
+
+A node that starts with ``--join`` and whose data dir names it no member (a member's ignores the flags)
+first decides where it stands (:func:`start_from`): named by the cluster already (the claimant took its
+change before the node crashed: store it and go on), or not yet (make the change).
+
+A member joining or leaving then walks :class:`Step` by step (:func:`next_step`), its progress kept in
+memory only: a crash forgets it, and the node started again walks the steps again from the first, each of
+them safe to repeat (a barrier already passed, a stream whose records are there, a version the claimant
+already took). The last step offers the next version (settled, or without the node); the node then no
+longer joins or leaves, and has nothing left to do.
+
+>>> joining = Membership.seeded(["http://a:1", "http://b:1"]).joined("http://c:1")
+>>> progress = Progress(joining.version)
+>>> steps = []
+>>> while (step := next_step(joining, "http://c:1", progress)) is not Step.FINISH:
+...     steps.append(step.value); progress = progress.after(step)
+>>> steps
+['barrier', 'drain', 'stream']
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, replace
+
+from kvnode.topology.membership import Membership
+
+__all__ = ["Progress", "Start", "Step", "next_step", "start_from"]
+
+
+class Start(enum.Enum):
+    STORE = "store"  # the cluster's membership names it: the claimant took its change; store that, go on
+    CHANGE = "change"  # make the change: join, or replace a member
+
+
+def start_from(seeds: Membership, own: str) -> Start:
+    """Where a node started with --join stands, from the seed's membership."""
+    return Start.STORE if own in seeds.urls else Start.CHANGE
+
+
+class Step(enum.Enum):
+    NONE = "none"  # no change concerns this node
+    BARRIER = "barrier"  # wait until every peer runs with this version (so every write reaches its owners)
+    DRAIN = "drain"  # let the writes the peers started before it end (answered, or timed out)
+    STREAM = "stream"  # joining: repair with every peer; leaving: send every record to its next owners
+    FINISH = "finish"  # offer the next version (settled, or without this node), the claimant first
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """The steps done for one membership version, in memory only."""
+
+    version: int
+    barrier: bool = False
+    drained: bool = False
+    streamed: bool = False
+
+    def after(self, step: Step) -> Progress:
+        """The progress once ``step`` was done."""
+        done = {Step.BARRIER: "barrier", Step.DRAIN: "drained", Step.STREAM: "streamed"}.get(step)
+        return self if done is None else replace(self, **{done: True})
+
+
+def next_step(membership: Membership, own: str, progress: Progress) -> Step:
+    """The step this node takes next, running with ``membership``; progress made for another version
+    counts for nothing (the membership moved on: start over)."""
+    if own not in membership.joining | membership.leaving:
+        return Step.NONE
+    if progress.version != membership.version or not progress.barrier:
+        return Step.BARRIER
+    if not progress.drained:
+        return Step.DRAIN
+    if not progress.streamed:
+        return Step.STREAM
+    return Step.FINISH

@@ -1,0 +1,205 @@
+"""A cluster's identity and membership, as stored data (pure).
+
+The first members start with the same ``--cluster`` list; each derives the cluster identity from it (a
+hash of the list, so they agree without talking) and stores both at its first start. From then on the
+stored membership rules: a ``--cluster`` that differs from it is named in one warning line and ignored.
+The replica handshake proves the identity (kvnode.replica.auth), not the member list, and carries the
+membership version, so members at different versions still talk.
+
+    >>> first = Membership.seeded(["http://a:1", "http://b:1"])
+    >>> first.version, first.urls, first.tokens
+    (1, ('http://a:1', 'http://b:1'), ('http://a:1', 'http://b:1'))
+    >>> Membership.decode(first.encode()) == first
+    True
+    >>> running, warning = at_start(first, ["http://a:1", "http://c:1"])
+    >>> running == first
+    True
+    >>> print(warning.replace(": ", ":\\n").replace("; ", ";\\n"))
+    --cluster differs from the stored membership (version 1), which this node keeps:
+    http://b:1 is a member and not in --cluster;
+    http://c:1 is in --cluster and not a member
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kvnode.topology.placement import Placement
+
+__all__ = ["ChangeRefused", "Membership", "at_start", "cluster_identity"]
+
+
+def cluster_identity(first_members: Sequence[str]) -> str:
+    """Names one cluster for its whole life: the hash of the list its first members started with (a node
+    of another cluster with the same secret and URL is refused)."""
+    return hashlib.sha256("\n".join(first_members).encode()).hexdigest()
+
+
+class ChangeRefused(Exception):
+    """A membership change that cannot be made; the message says why, in one line."""
+
+
+@dataclass(frozen=True, slots=True)
+class Membership:
+    """The cluster's identity, and its members' URLs (in the cluster's order) at one version, with each
+    member's placement token (the URL it first joined with, kept by a node that replaces it), and the
+    member joining or leaving, if one is. One joining takes writes for the keys it will own, and no reads
+    until it holds them; for one leaving, the keys' next owners take writes while reads stay on the
+    present ones until they hold them (Cassandra's pending ranges)."""
+
+    cluster: str
+    version: int
+    urls: tuple[str, ...]
+    tokens: tuple[str, ...]
+    joining: frozenset[str] = frozenset()
+    leaving: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        if self.version < 1:
+            raise ValueError(f"a membership version starts at 1, got {self.version}")
+        if not self.urls:
+            raise ValueError("a membership needs at least one member")
+        if len(set(self.urls)) != len(self.urls):
+            raise ValueError("a membership names a member twice")
+        if len(self.tokens) != len(self.urls) or len(set(self.tokens)) != len(self.tokens):
+            raise ValueError("every member needs a placement token of its own")
+        if not (self.joining | self.leaving) <= set(self.urls) or len(self.joining | self.leaving) > 1:
+            raise ValueError("one member at most joins or leaves at a time, and it is a member")
+        if len(self.urls) == 1 and (self.joining or self.leaving):
+            raise ValueError("the only member neither joins nor leaves")
+
+    @classmethod
+    def seeded(cls, first_members: Sequence[str]) -> Membership:
+        """A new cluster's membership, from the list its first members start with."""
+        return cls(cluster_identity(first_members), 1, tuple(first_members), tuple(first_members))
+
+    def replaced(self, member: str, newcomer: str) -> Membership:
+        """The next version, with ``newcomer`` in ``member``'s place: its position in the order and its
+        placement token, so that every key keeps its replicas but that one. Raises ChangeRefused."""
+        if newcomer in self.urls:
+            raise ChangeRefused(f"{newcomer} is a member already")
+        self._no_change_under_way()
+        if member not in self.urls:
+            raise ChangeRefused(f"{member} is not a member (members: {','.join(self.urls)})")
+        urls = tuple(newcomer if url == member else url for url in self.urls)
+        return Membership(self.cluster, self.version + 1, urls, self.tokens)
+
+    def joined(self, newcomer: str) -> Membership:
+        """The next version, with ``newcomer`` a member that joins (its token its URL). Raises
+        ChangeRefused: one change at a time, as every change is made."""
+        if newcomer in self.urls:
+            raise ChangeRefused(f"{newcomer} is a member already")
+        self._no_change_under_way()
+        return Membership(
+            self.cluster,
+            self.version + 1,
+            (*self.urls, newcomer),
+            (*self.tokens, newcomer),
+            frozenset({newcomer}),
+        )
+
+    def settled(self, member: str) -> Membership:
+        """The next version, with ``member``, which joined, a member like the others."""
+        if member not in self.joining:
+            raise ChangeRefused(f"{member} is not joining")
+        return Membership(self.cluster, self.version + 1, self.urls, self.tokens)
+
+    def left(self, member: str) -> Membership:
+        """The next version, with ``member`` leaving. Raises ChangeRefused."""
+        if member not in self.urls:
+            raise ChangeRefused(f"{member} is not a member (members: {','.join(self.urls)})")
+        self._no_change_under_way()
+        if len(self.urls) == 1:
+            raise ChangeRefused(f"{member} is the only member")
+        return Membership(self.cluster, self.version + 1, self.urls, self.tokens, leaving=frozenset({member}))
+
+    def removed(self, member: str) -> Membership:
+        """The next version, without ``member``, which was leaving."""
+        if member not in self.leaving:
+            raise ChangeRefused(f"{member} is not leaving")
+        return Membership(self.cluster, self.version + 1, *_columns(self._members_but(self.leaving)))
+
+    def _no_change_under_way(self) -> None:
+        for url in self.joining | self.leaving:
+            raise ChangeRefused(f"a change is under way: {url} is {self.state_of(url)}; one change at a time")
+
+    def placement(self) -> Placement:
+        """Where keys are written under this membership: every member but one leaving (one joining too)."""
+        return Placement(*_columns(self._members_but(self.leaving)))
+
+    def read_placement(self) -> Placement | None:
+        """Where keys are read while a member joins or leaves: every member but one joining (one leaving
+        too); None when no change is under way (the same as :meth:`placement`)."""
+        if not (self.joining or self.leaving):
+            return None
+        return Placement(*_columns(self._members_but(self.joining)))
+
+    def _members_but(self, left_out: frozenset[str]) -> list[tuple[str, str]]:
+        return [
+            (url, token) for url, token in zip(self.urls, self.tokens, strict=True) if url not in left_out
+        ]
+
+    def state_of(self, url: str) -> str:
+        """``joining``, ``leaving`` or ``normal``."""
+        return "joining" if url in self.joining else "leaving" if url in self.leaving else "normal"
+
+    def encode(self) -> bytes:
+        members = [
+            {"url": url, "token": token, "state": self.state_of(url)}
+            for url, token in zip(self.urls, self.tokens, strict=True)
+        ]
+        return json.dumps({"cluster": self.cluster, "version": self.version, "members": members}).encode()
+
+    @classmethod
+    def decode(cls, raw: bytes) -> Membership:
+        """Raises ValueError for anything :meth:`encode` did not write."""
+        try:
+            fields = json.loads(raw)
+            cluster, version, members = fields["cluster"], fields["version"], fields["members"]
+            urls = tuple(member["url"] for member in members)
+            tokens = tuple(member["token"] for member in members)
+            states = tuple(member["state"] for member in members)
+        except (ValueError, TypeError, KeyError) as error:
+            raise ValueError(f"not a stored membership: {error!r}") from error
+        if not (isinstance(cluster, str) and type(version) is int):
+            raise ValueError("not a stored membership: a field has the wrong type")
+        if not all(isinstance(text, str) for text in urls + tokens):
+            raise ValueError("not a stored membership: a member's URL or token is not a string")
+        if not set(states) <= {"normal", "joining", "leaving"}:
+            raise ValueError("not a stored membership: a member's state is not normal, joining or leaving")
+        joining = frozenset(url for url, state in zip(urls, states, strict=True) if state == "joining")
+        leaving = frozenset(url for url, state in zip(urls, states, strict=True) if state == "leaving")
+        return cls(cluster, version, urls, tokens, joining, leaving)
+
+    def difference(self, others: Sequence[str]) -> str:
+        """What ``others`` (a member list) lacks and adds against this membership, "" when nothing (the
+        order counts as well)."""
+        missing = [url for url in self.urls if url not in others]
+        added = [url for url in others if url not in self.urls]
+        parts = [f"{url} is a member and not in --cluster" for url in missing]
+        parts += [f"{url} is in --cluster and not a member" for url in added]
+        if not parts and tuple(others) != self.urls:
+            parts.append(f"--cluster lists the members in another order than {','.join(self.urls)}")
+        return "; ".join(parts)
+
+
+def at_start(stored: Membership | None, flag: Sequence[str]) -> tuple[Membership, str]:
+    """The membership a node runs with, given what its system database holds (None at its first start)
+    and its ``--cluster`` members; and a warning line when the flag differs from the stored one ("")."""
+    if stored is None:
+        return Membership.seeded(flag), ""
+    difference = stored.difference(flag)
+    if not difference:
+        return stored, ""
+    return stored, (
+        f"--cluster differs from the stored membership (version {stored.version}), which this node "
+        f"keeps: {difference}"
+    )
+
+
+def _columns(members: list[tuple[str, str]]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(URL, token) pairs as a tuple of URLs and one of tokens."""
+    return tuple(url for url, _ in members), tuple(token for _, token in members)
