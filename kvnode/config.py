@@ -64,7 +64,7 @@ class NodeConfig:
     # The URL the cluster list names this node by, when peers reach it at another address than
     # http://HOST:PORT (through a proxy, as loadtest's slow-replica scenario does); "" = http://HOST:PORT.
     advertise_url: str = ""
-    # Becoming a member (kvnode.joining): a member to learn the cluster from, and the member down for
+    # Becoming a member (kvnode.cluster.changes): a member to learn the cluster from, and the member down for
     # good whose place this node takes ("" = join as a member more). Ignored once the data dir holds the
     # membership.
     join: str = ""

@@ -1,4 +1,4 @@
-"""kvnode.argtypes: the command line's URL and host parsing (host names, IPv6 literals in brackets)."""
+"""kvnode.ops.argtypes: the command line's URL and host parsing (host names, IPv6 literals in brackets)."""
 
 from __future__ import annotations
 

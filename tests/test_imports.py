@@ -84,3 +84,57 @@ def test_the_server_never_imports_the_tooling_below_it() -> None:
 def test_a_circle_is_found() -> None:
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert circles({"a": {"a"}, "b": set()}) == [["a"]]
+
+
+# kvnode's packages from the bottom up: a module may import from its own layer's package and from the
+# layers below, never from a layer above, nor from another package of its own layer (they sit side by side).
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("kvnode.config", "kvnode.metrics", "kvnode.memory"),
+    ("kvnode.topology", "kvnode.clocks"),
+    ("kvnode.storage",),
+    ("kvnode.replica",),
+    ("kvnode.healing", "kvnode.coordinator", "kvnode.access"),
+    ("kvnode.cluster",),
+    ("kvnode.node", "kvnode.client"),
+    ("kvnode.ops",),
+    ("kvnode.__main__",),
+)
+
+
+def package_of(module: str) -> str:
+    """The layered package (or top-level module) a kvnode module belongs to: kvnode.replica.peer ->
+    kvnode.replica."""
+    return ".".join(module.split(".")[:2])
+
+
+def kvnode_graph() -> dict[str, set[str]]:
+    modules = project_modules()
+    return {
+        name: {found for found in imports(path, modules) if found.startswith("kvnode")}
+        for name, path in modules.items()
+        if name.startswith("kvnode.")
+    }
+
+
+def test_no_circle_among_kvnodes_packages() -> None:
+    packages: dict[str, set[str]] = {}
+    for module, imported in kvnode_graph().items():
+        edges = packages.setdefault(package_of(module), set())
+        edges.update(package_of(name) for name in imported if package_of(name) != package_of(module))
+    for imported in list(packages.values()):
+        for name in imported:
+            packages.setdefault(name, set())
+    assert circles(packages) == []
+
+
+def test_every_kvnode_package_has_a_layer_and_imports_only_below_it() -> None:
+    layer = {package: index for index, packages in enumerate(LAYERS) for package in packages}
+    graph = kvnode_graph()
+    assert {package_of(module) for module in graph} <= set(layer), "a package has no layer"
+    upward = sorted(
+        f"{module} -> {name}"
+        for module, imported in graph.items()
+        for name in imported
+        if package_of(name) != package_of(module) and layer[package_of(name)] >= layer[package_of(module)]
+    )
+    assert upward == []

@@ -122,7 +122,7 @@ def test_a_claimant_killed_as_it_takes_a_join_finishes_it_when_both_start_again(
 def test_after_a_join_the_displaced_owners_drop_what_they_no_longer_own_once_its_owners_hold_it(
     start_cluster: ClusterFactory, tmp_path: Path
 ) -> None:
-    """The contract's "a node that no longer owns a key drops it (after a grace period)": here a 2 s grace
+    """A node that no longer owns a key drops it after a grace period: here a 2 s grace
     period (the GC pass runs every second), after the membership settled."""
     cluster = start_cluster(3, cluster_secret=SECRET, gc_grace_s=2, hint_window_s=1)
     everywhere, two = fill(cluster)

@@ -177,8 +177,8 @@ class _GuardedProtocol(RequestHandler):
             self._partial = idle
             if idle and self._headers_timer is None:
                 # The first bytes of a new request on a keep-alive connection, its headers not all in. A
-                # request whose headers came in one piece (nearly all) arms no timer: a timer armed and
-                # cancelled per request was 4 % of a coordinator's samples under load (docs/benchmarks.md).
+                # request whose headers came in one piece (nearly all) arms no timer: one armed and
+                # cancelled per request is a hot-path cost (docs/benchmarks.md).
                 self._await_headers()
 
     async def finish_response(

@@ -2,7 +2,7 @@
 nothing after the point runs, not even a log line, so the test sees what a real crash there leaves.
 
 - ``change:claimant-took``: the node joining or replacing a member, once the claimant took the change
-  and before this node stored it (kvnode.joining; a join's last step too);
+  and before this node stored it (kvnode.cluster.changes; a join's last step too);
 - ``change:stored``: the same node, once it stored the change and before it offered it to the others;
 - ``settle:claimant-took``, ``settle:stored``: the same two points of a join's last step, which makes
   the node that joined a member like the others;

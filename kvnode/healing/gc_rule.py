@@ -10,7 +10,7 @@ value it was hiding. docs/gc.md says why nothing can then bring the deleted valu
 A version this node holds but no longer owns (a member joined, or one it replaced left: the key's owners
 changed) is handed over the same way: once the membership has been settled (no member joining or leaving)
 for longer than the grace period, it may be dropped once its owners hold it (kvnode.healing.tombstone_gc
-confirms), the contract's "a node that no longer owns a key drops it after a grace period".
+confirms): a node that no longer owns a key drops it after a grace period.
 
 When a version reached this node is not stored; its timestamp bounds it, a known time later
 (``arrival_us``): a write reaches its replicas within the replica timeout, a hint within the hint window

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import aiohttp
 from aiohttp import WSMsgType, web
 
-from kvnode.clocks.fence import ClockFence
+from kvnode.clocks.fence import ClockFence, beyond_skew
 from kvnode.clocks.hybrid import HybridClock
 from kvnode.cluster.members import Members, NotAdopted
 from kvnode.healing import answers as repair_answers
@@ -173,9 +173,7 @@ class CallAnswers:
                 return self._adopt(call)
             record = decode(call.record)
             if not self.fence.acceptable(record.timestamp):
-                reason = (
-                    f"record stamped {record.timestamp} is beyond the maximum clock skew ahead of the cluster"
-                )
+                reason = beyond_skew(record.timestamp)
                 return wire.encode_reply(call.call_id, wire.Status.REFUSED, reason.encode())
             self.clock.observe(record.timestamp)
             held = storage.apply(call.key, record)

@@ -10,7 +10,7 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from kvnode.clocks.fence import ClockFence
+from kvnode.clocks.fence import ClockFence, beyond_skew
 from kvnode.metrics import CallMeter
 from kvnode.replica.errors import ReplicaDiskFull, ReplicaNotReady, ReplicaRejected, ReplicaSkewRefused
 from kvnode.replica.readiness import NodeState
@@ -66,10 +66,7 @@ class LocalReplica:
         future: asyncio.Future[int | None] = self._loop.create_future()
         start = time.perf_counter()
         if not self._fence.acceptable(record.timestamp):
-            reason = (
-                f"record stamped {record.timestamp} is beyond the maximum clock skew ahead of the cluster"
-            )
-            future.set_exception(ReplicaSkewRefused(f"{self.url}: {reason}"))
+            future.set_exception(ReplicaSkewRefused(f"{self.url}: {beyond_skew(record.timestamp)}"))
             self.meter.ended("write", "skew_refused", time.perf_counter() - start)
             return future
         try:

@@ -142,7 +142,7 @@ class PeerReplica:
         return payload
 
     async def offer_membership(self, encoded: bytes) -> None:
-        """Ask the peer to run with a newer membership (kvnode.replace); ReplicaRejected says why not."""
+        """Ask the peer to run with a newer membership (kvnode.cluster.members); ReplicaRejected: why not."""
         await self._call(wire.Op.ADOPT, b"", encoded, "membership")
 
     async def reach(self, wait_s: float) -> bool:

@@ -12,10 +12,10 @@ the rest by score, so the first ``hosts`` replicas of every key are on distinct 
 the host part of its token (the URL it first joined with), so a replacement keeps its predecessor's
 place on any machine. With one node per host, or all on one host, this is plain rendezvous order.
 
-Scoring costs 1.6 µs per key with three nodes and 2.8 µs with six on three hosts, a few per cent of a
-request's CPU, so a Placement keeps the orders of recent keys (at most ``_CACHED_KEYS`` keys of at most
-``_CACHED_KEY_BYTES`` bytes, forgotten all at once when full: a hot key is scored again at once). A
-placement never changes, so a cached order is never stale: a new membership is a new Placement.
+Scoring is a few per cent of a request's CPU (docs/benchmarks.md measures it), so a Placement keeps the
+orders of recent keys (at most ``_CACHED_KEYS`` keys of at most ``_CACHED_KEY_BYTES`` bytes, forgotten all
+at once when full: a hot key is scored again at once). A placement never changes, so a cached order is never
+stale: a new membership is a new Placement.
 """
 
 from __future__ import annotations
