@@ -195,6 +195,7 @@ def write_secret_file(path: Path, secret: str) -> Path:
 
 # --- python -m kvnode as a user runs it ----------------------------------------------------------------
 
+REPO = Path(__file__).resolve().parent.parent  # the repository's root
 DEADLINE = 30.0  # generous: other test runs share this machine
 
 

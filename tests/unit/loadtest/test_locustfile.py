@@ -20,9 +20,9 @@ import pytest
 
 from kvnode.ops.processes import free_ports
 from profiling.render_check import check_page, find_chromium
-from tests.harness import ClusterFactory
+from tests.harness import REPO, ClusterFactory
 
-LOCUSTFILE = Path(__file__).parent.parent / "loadtest" / "locustfile.py"
+LOCUSTFILE = REPO / "loadtest" / "locustfile.py"
 KEYS = 200
 
 

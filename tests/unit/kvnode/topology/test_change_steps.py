@@ -1,5 +1,6 @@
 """kvnode.topology.change_steps: a node's part in a membership change, step by step and crash point by crash
-point (pure; tests/test_join.py and tests/test_leave.py run the same steps with real nodes)."""
+point (pure; tests/cluster/test_join.py and tests/cluster/test_leave.py run the same steps with real
+nodes)."""
 
 from __future__ import annotations
 

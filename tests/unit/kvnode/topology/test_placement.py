@@ -249,7 +249,7 @@ def _score(url: str, key: bytes) -> tuple[bytes, str]:
 @pytest.mark.parametrize("replicas", [2, 3, 4])
 def test_a_join_on_any_host_changes_at_most_one_owner_of_a_key(replicas: int, joining: str) -> None:
     """A new machine, or one more node on a machine: each key's owners gain at most the new node and lose
-    at most one (the join's stream, a repair with every member, is by sets; tests/test_join.py)."""
+    at most one (the join's stream, a repair with every member, is by sets; tests/cluster/test_join.py)."""
     before, after = Placement(MACHINES), Placement([*MACHINES, joining])
     moved = 0
     for key in random_keys(3_000, seed=23):

@@ -122,7 +122,7 @@ def test_a_node_beyond_the_maximum_skew_stores_nothing_and_moves_no_clock(
     start_cluster: ClusterFactory,
 ) -> None:
     """The third node runs 9 s ahead (max skew 5 s): its clock is fenced, so its write is refused before
-    anything is stamped (tests/test_clock_fencing.py has the whole story)."""
+    anything is stamped (tests/cluster/test_clock_fencing.py has the whole story)."""
     cluster = start_cluster(3, clock_offsets_ms=[0, 0, 9000])
     fast = cluster[2]
     key = fresh_key("future")

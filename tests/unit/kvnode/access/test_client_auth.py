@@ -20,6 +20,7 @@ import pytest
 from kvnode.access.client_auth import BadTokensFile, parse_tokens, read_tokens_file, role_allows, role_needed
 from kvnode.client import BadRequest, Client
 from tests.harness import (
+    REPO,
     Cluster,
     ClusterFactory,
     Node,
@@ -37,7 +38,7 @@ from tests.harness import (
 TOKENS = {"read": "r-Zq8dV3sJ0k", "readwrite": "w-4mXcP1uTf7", "admin": "a-Ly2Hn9QeB5"}
 TOKENS_TEXT = "".join(f"{token} {role}\n" for role, token in TOKENS.items())
 SECRET = "a cluster secret of more than enough bytes"
-LOCUSTFILE = Path(__file__).parent.parent / "loadtest" / "locustfile.py"
+LOCUSTFILE = REPO / "loadtest" / "locustfile.py"
 
 
 def bearer(token: str) -> dict[str, str]:
