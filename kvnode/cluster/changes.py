@@ -47,6 +47,7 @@ from kvnode.replica.auth import ClusterAuth
 from kvnode.replica.errors import ReplicaError
 from kvnode.replica.peer import PeerReplica
 from kvnode.replica.readiness import NodeState
+from kvnode.scheduling import Sleep, Tasks
 from kvnode.storage.keyspace import Storage, StorageError
 from kvnode.storage.records import copies_of
 from kvnode.storage.system_db import SystemDb
@@ -63,10 +64,14 @@ _RETRY_S = 1.0  # between two attempts of a join's or a leave's last steps
 _STREAM_WINDOW = 64  # records a leaving node sends at once
 
 
+OpenPeer = Callable[[str, ClusterAuth | None], PeerReplica]
+
+
 async def take_place(
-    config: NodeConfig, system: SystemDb, ssl_context: ssl.SSLContext | None, limits: wire.Limits
+    config: NodeConfig, system: SystemDb, ssl_context: ssl.SSLContext | None, open_peer: OpenPeer
 ) -> Membership:
-    """Make the change and return the membership this node is a member of; raises ChangeRefused."""
+    """Make the change and return the membership this node is a member of; raises ChangeRefused.
+    ``open_peer(url, auth)``: a channel to a member, for the change only (closed when it is made)."""
     kind = "replace" if config.replace else "join"
     cluster = await _cluster_identity(config.join, ssl_context)
     auth = ClusterAuth(config.cluster_secret, cluster, config.url) if config.cluster_secret else None
@@ -74,7 +79,7 @@ async def take_place(
 
     def peer(url: str) -> PeerReplica:
         if url not in opened:
-            opened[url] = PeerReplica(url, config.timeout, auth=auth, limits=limits, ssl_context=ssl_context)
+            opened[url] = open_peer(url, auth)
         return opened[url]
 
     # These channels are the change's, not the node's: their comings and goings are not logged (a
@@ -160,26 +165,30 @@ class OwnPart:
     membership the node runs with."""
 
     def __init__(
-        self, members: Members, anti_entropy: AntiEntropy, storage: Storage, drain_s: float, crash_at: str
+        self,
+        members: Members,
+        anti_entropy: AntiEntropy,
+        storage: Storage,
+        drain_s: float,
+        crash_at: str,
+        sleep: Sleep = asyncio.sleep,
     ) -> None:
         self._members = members
         self._anti_entropy = anti_entropy
         self._storage = storage
         self._drain_s = drain_s
         self._crash_at = crash_at
-        self._task: asyncio.Task[None] | None = None
+        self._tasks = Tasks("membership change", sleep)
 
     def check(self, members: Members) -> None:
         """Start this node's part if the membership has it joining or leaving and it is not running."""
-        if self._task is not None and not self._task.done():
+        if self._tasks.running("walk"):
             return
         if next_step(members.membership, members.own_url, Progress(0)) is not Step.NONE:
-            self._task = asyncio.get_running_loop().create_task(self._walk(), name="membership change")
+            self._tasks.spawn(self._walk(), "walk")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await self._tasks.stop()
 
     async def _walk(self) -> None:
         members = self._members
@@ -195,7 +204,7 @@ class OwnPart:
                 await self._take(step, membership)
             except (ChangeRefused, ReplicaError, StorageError) as failure:
                 log.warning("membership change, step %s: %s; trying again", step.value, failure)
-                await asyncio.sleep(_RETRY_S)
+                await self._tasks.sleep(_RETRY_S)
                 continue
             progress = progress.after(step)
 
@@ -204,7 +213,7 @@ class OwnPart:
         if step is Step.BARRIER:
             await members.peers_at(membership.version)
         elif step is Step.DRAIN:
-            await asyncio.sleep(self._drain_s)  # a write started before is on its ack replicas, or failed
+            await self._tasks.sleep(self._drain_s)  # a write started before is on its ack replicas, or failed
         elif step is Step.STREAM and own in membership.joining:
             run = await self._anti_entropy.repair_all()
             if run.unreached:

@@ -18,6 +18,7 @@ from kvnode.cluster.crash_points import crash_point
 from kvnode.replica.errors import ReplicaError
 from kvnode.replica.hints import HintStore
 from kvnode.replica.peer import PeerReplica
+from kvnode.scheduling import Tasks
 from kvnode.storage.keyspace import StorageError
 from kvnode.storage.system_db import StoredMembership
 from kvnode.topology.membership import Membership
@@ -68,7 +69,7 @@ class Members:
         self._hints = hints
         self._make_peer = make_peer
         self._stops: dict[str, Callable[[], Awaitable[None]]] = {}
-        self._closing: set[asyncio.Task[None]] = set()
+        self._tasks = Tasks("membership")  # closing peers no longer members, comparing memberships
         self._exchanging: set[str] = set()  # peers a membership is being fetched from or offered to
         self._peer_versions: dict[str, int] = {}  # as each peer last said, or took from this node
         self._versions_heard = asyncio.Event()
@@ -88,7 +89,7 @@ class Members:
         self._stops.clear()
         for peer in self.peers:
             await peer.close()
-        await asyncio.gather(*self._closing, return_exceptions=True)
+        await self._tasks.finish()
 
     def adopt(self, offered: Membership) -> None:
         """Store ``offered`` and run with it from now on. Raises NotAdopted when it is of another cluster,
@@ -124,9 +125,7 @@ class Members:
             if self._peer_versions.get(peer.url, 0) < offered.version:
                 self._compare_with(peer.url)  # it may not have this version yet: pass it on
         for url, peer in old.items():  # the peers no longer members
-            task = asyncio.get_running_loop().create_task(self._let_go(url, peer))
-            self._closing.add(task)
-            task.add_done_callback(self._closing.discard)
+            self._tasks.spawn(self._let_go(url, peer))
         log.info("runs with membership version %d from now on: %s", offered.version, ",".join(offered.urls))
 
     def _left(self, without: Membership) -> None:
@@ -172,9 +171,7 @@ class Members:
         if peer is None or peer_url in self._exchanging:
             return  # not a member in this node's view (it cannot be asked yet), or under way
         self._exchanging.add(peer_url)
-        task = asyncio.get_running_loop().create_task(self._compare(peer))
-        self._closing.add(task)
-        task.add_done_callback(self._closing.discard)
+        self._tasks.spawn(self._compare(peer))
 
     async def _compare(self, peer: PeerReplica) -> None:
         """Fetch the peer's membership: adopt it if it is newer, offer this node's if it is older."""

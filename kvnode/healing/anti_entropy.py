@@ -26,6 +26,7 @@ from kvnode.replica import wire
 from kvnode.replica.errors import ReplicaError, ReplicaSkewRefused
 from kvnode.replica.local import LocalReplica
 from kvnode.replica.peer import PeerReplica
+from kvnode.scheduling import Sleep, Tasks
 from kvnode.storage.keyspace import Storage, StorageError
 from kvnode.storage.records import CorruptRecord, Record, encode
 from kvnode.storage.system_db import RepairMarks
@@ -125,6 +126,7 @@ class AntiEntropy:
         *,
         interval_s: float,
         rate: int,
+        sleep: Sleep = asyncio.sleep,
     ) -> None:
         self._me = own_url.encode()
         self._upkeep = upkeep
@@ -141,41 +143,39 @@ class AntiEntropy:
         self.totals = RepairTotals()
         self.run: RepairRun | None = None  # the last on-demand repair, or the one running
         self.current: PeerOutcome | None = None  # the exchange under way, as it progresses
-        self._run_task: asyncio.Task[RepairRun] | None = None
-        self._loop_task: asyncio.Task[None] | None = None
+        self._tasks = Tasks("anti-entropy", sleep)
 
     # --- continuous and on demand -----------------------------------------------------------------
 
     def start(self) -> None:
         """Start the continuous comparisons; call inside the running event loop."""
         if self.peers:
-            self._loop_task = asyncio.create_task(self._continuously(), name="anti-entropy")
+            self._tasks.spawn(self._continuously(), "continuous")
 
     def use(self, peers: Sequence[PeerReplica]) -> None:
         """Compare with another membership's peers from the next exchange on."""
         self.peers = tuple(peers)
-        if self._loop_task is None:
+        if self._tasks.named("continuous") is None:
             self.start()
 
     async def stop(self) -> None:
-        for task in (self._loop_task, self._run_task):
-            if task is not None:
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
+        await self._tasks.stop()
 
     def request_run(self) -> RepairRun:
         """Start a full repair with every peer unless one runs; the run (new or running)."""
-        if self._run_task is None or self._run_task.done():
+        if not self._tasks.running("repair"):
             self.run = RepairRun(tuple(peer.url for peer in self.peers))
-            self._run_task = asyncio.create_task(self._full(self.run), name="repair")
+            self._tasks.spawn(self._full(self.run), "repair")
         assert self.run is not None
         return self.run
 
     async def repair_all(self) -> RepairRun:
         """A full repair with every peer, now (or the one running); returns when it is done."""
         self.request_run()
-        assert self._run_task is not None
-        return await asyncio.shield(self._run_task)
+        task = self._tasks.named("repair")
+        assert task is not None
+        result: RepairRun = await asyncio.shield(task)
+        return result
 
     async def _full(self, run: RepairRun) -> RepairRun:
         for peer in self.peers:
@@ -187,7 +187,9 @@ class AntiEntropy:
         return run
 
     async def _continuously(self) -> None:
-        await asyncio.sleep(random.uniform(0, self._interval_s / len(self.peers)))  # spread the nodes apart
+        await self._tasks.sleep(
+            random.uniform(0, self._interval_s / len(self.peers))
+        )  # spread the nodes apart
         while True:
             step = self._interval_s / max(1, len(self.peers))
             for peer in self.peers:
@@ -199,7 +201,7 @@ class AntiEntropy:
                         "anti-entropy with %s: %d segments differed, %d records sent, %d received",
                         peer.url, outcome.segments_differing, outcome.sent, outcome.received,
                     )  # fmt: skip
-                await asyncio.sleep(step)
+                await self._tasks.sleep(step)
 
     # --- one exchange -----------------------------------------------------------------------------
 
@@ -332,7 +334,7 @@ class AntiEntropy:
         self._paced += moved
         ahead = self._paced / self._rate - (now - self._paced_from)
         if ahead > 0:
-            await asyncio.sleep(ahead)
+            await self._tasks.sleep(ahead)
 
     def _count(self, outcome: PeerOutcome) -> None:
         totals = self.totals

@@ -21,6 +21,7 @@ from kvnode.healing.anti_entropy import AntiEntropy
 from kvnode.healing.rebuild_state import RebuildState
 from kvnode.replica.auth import Introduction
 from kvnode.replica.readiness import NodeState
+from kvnode.scheduling import Sleep, Tasks
 from kvnode.storage.system_db import NodeIdentity
 
 __all__ = ["Rebuild", "RebuildProgress"]
@@ -55,14 +56,16 @@ class Rebuild:
     """The state of this node's data, saved in ``identity``, and the task that rebuilds it. Create it
     inside the running event loop; :meth:`start` once the peers exist."""
 
-    def __init__(self, identity: NodeIdentity, members: int, retry_s: float = 1.0) -> None:
+    def __init__(
+        self, identity: NodeIdentity, members: int, retry_s: float = 1.0, sleep: Sleep = asyncio.sleep
+    ) -> None:
         """``members``: the cluster's, this node included."""
         self._identity = identity
         self._machine = RebuildState.at_start(identity.saved_state(), members)
         self._save(self._machine.state)
         self._retry_s = retry_s
         self._changed = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._tasks = Tasks("rebuild", sleep)
         self.progress = RebuildProgress(peers=members - 1)
 
     def node_state(self) -> NodeState:
@@ -87,13 +90,10 @@ class Rebuild:
     def start(self, anti_entropy: AntiEntropy) -> None:
         """Act on the state from now on, repairing with ``anti_entropy``'s peers."""
         if not self._machine.serving:
-            self._task = asyncio.get_running_loop().create_task(self._run(anti_entropy))
+            self._tasks.spawn(self._run(anti_entropy))
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self._tasks.stop()
 
     def _save(self, state: NodeState) -> None:
         self._identity.save_state("" if state is NodeState.SERVING else state.value)
@@ -143,4 +143,4 @@ class Rebuild:
                     len(progress.done), progress.peers, progress.records_received,
                     "; ".join(f"{peer}: {why}" for peer, why in progress.waiting_for.items()), self._retry_s,
                 )  # fmt: skip
-            await asyncio.sleep(self._retry_s)
+            await self._tasks.sleep(self._retry_s)

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from kvnode.healing.gc_rule import GcRule, Outcome
 from kvnode.replica import Replica
 from kvnode.replica.errors import ReplicaError
+from kvnode.scheduling import Sleep, Tasks
 from kvnode.storage.keyspace import Storage, StorageError
 from kvnode.storage.records import CorruptRecord, Record, decode
 from kvnode.storage.system_db import RepairMarks
@@ -74,6 +75,7 @@ class TombstoneGc:
         now: Callable[[], int],
         interval_s: float,
         replicas: Mapping[str, Replica],
+        sleep: Sleep = asyncio.sleep,
     ) -> None:
         self.counts = GcCounts()
         self._replicas = replicas  # the other members, by URL, to confirm a drop with
@@ -82,7 +84,7 @@ class TombstoneGc:
         self._marks = marks
         self._now = now  # the hybrid clock's current time, for judging (not stamping)
         self._interval_s = interval_s
-        self._task: asyncio.Task[None] | None = None
+        self._tasks = Tasks("tombstone gc", sleep)
         self._compaction: asyncio.Future[None] | None = None
 
     def use(self, rule: GcRule, replicas: Mapping[str, Replica]) -> None:
@@ -91,19 +93,17 @@ class TombstoneGc:
 
     def start(self) -> None:
         """Start the passes; call inside the running event loop."""
-        self._task = asyncio.create_task(self._run(), name="tombstone gc")
+        self._tasks.spawn(self._run(), "passes")
 
     async def stop(self) -> None:
         """Stop the passes; waits for a compaction under way (storage must not close under it)."""
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await self._tasks.stop()
         if self._compaction is not None:
             await asyncio.gather(self._compaction, return_exceptions=True)
 
     async def _run(self) -> None:
         while True:
-            await asyncio.sleep(self._interval_s)
+            await self._tasks.sleep(self._interval_s)
             try:
                 await self.run_pass()
             except StorageError as error:
@@ -150,7 +150,7 @@ class TombstoneGc:
                 dropped_tombstones = sum(1 for key in dropped if key in tombstones)
                 counts.tombstones_dropped += dropped_tombstones
                 counts.expired_dropped += len(dropped) - dropped_tombstones
-            await asyncio.sleep(len(chunk) / SCAN_RATE)
+            await self._tasks.sleep(len(chunk) / SCAN_RATE)
         counts.passes += 1
         counts.waiting = waiting
         counts.waiting_for = dict(waiting_for)

@@ -14,6 +14,7 @@ import logging
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 
 from aiohttp import web
 
@@ -378,6 +379,17 @@ def _gc_rule(config: NodeConfig, members: Members) -> GcRule:
     )
 
 
+def _change_peer(
+    config: NodeConfig,
+    limits: wire.Limits,
+    ssl_context: ssl.SSLContext | None,
+    url: str,
+    auth: ClusterAuth | None,
+) -> PeerReplica:
+    """A channel to a member for a change this node makes before it runs (kvnode.cluster.changes)."""
+    return PeerReplica(url, config.timeout, auth=auth, limits=limits, ssl_context=ssl_context)
+
+
 def _cluster_auth(config: NodeConfig, membership: Membership) -> ClusterAuth | None:
     if not config.cluster_secret:
         return None  # kvnode.node.serving says so, once listening
@@ -396,7 +408,7 @@ async def _membership_at_start(
         raise StorageUnavailable(unreadable) from None
     if config.join:
         if stored is None:
-            return await take_place(config, system, peer_ssl, limits)
+            return await take_place(config, system, peer_ssl, partial(_change_peer, config, limits, peer_ssl))
         log.info("a member already (membership version %d): --join and --replace are ignored", stored.version)
         membership, warning = stored, ""
     else:

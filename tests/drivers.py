@@ -1,0 +1,187 @@
+"""In-process nodes for the background drivers' tests (anti-entropy, tombstone GC, rebuild, the membership
+and a node's part in a change): each a real Storage, SystemDb, summaries, clock and local replica in a
+temporary directory; a peer that answers another in-process node's replica calls directly (no socket); and
+a sleep that lets no real time pass, so a driver's retries and paces run at once."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import cast
+
+from kvnode.clocks.hybrid import HybridClock, wall_clock_us
+from kvnode.cluster.members import Members
+from kvnode.healing.answers import REPAIR_OPS, answer
+from kvnode.healing.anti_entropy import AntiEntropy
+from kvnode.healing.upkeep import SummaryUpkeep
+from kvnode.replica import wire
+from kvnode.replica.errors import ReplicaRejected, ReplicaUnavailable
+from kvnode.replica.hints import HintStore
+from kvnode.replica.local import LocalReplica
+from kvnode.replica.peer import PeerReplica
+from kvnode.storage.keyspace import Storage
+from kvnode.storage.records import Record, decode
+from kvnode.storage.system_db import SystemDb
+from kvnode.topology.membership import Membership
+from tests.replicas import unjudged_fence
+
+
+class NoWait:
+    """A driver's ``sleep`` that returns at once (after one turn of the loop) and keeps what was asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.asked.append(seconds)
+        await asyncio.sleep(0)
+
+
+@dataclass
+class InProcessNode:
+    """What a node's drivers stand on, without its server: ``peers`` are InProcessPeers to the others."""
+
+    url: str
+    storage: Storage
+    system: SystemDb
+    clock: HybridClock
+    local: LocalReplica
+    membership: Membership
+    upkeep: SummaryUpkeep
+    sleep: NoWait = field(default_factory=NoWait)
+    peers: dict[str, InProcessPeer] = field(default_factory=dict)
+    members: Members | None = None
+
+    def put(self, key: str, value: bytes, *, tombstone: bool = False) -> Record:
+        """Store a version stamped now, as a replica write would."""
+        record = Record(self.clock.now(), tombstone, b"" if tombstone else value)
+        self.storage.apply(key.encode(), record)
+        return record
+
+    def anti_entropy(self) -> AntiEntropy:
+        peers = [self.peer(url) for url in self.membership.urls if url != self.url]
+        return AntiEntropy(
+            self.url,
+            self.upkeep,
+            self.storage,
+            self.local,
+            peers,
+            self.clock,
+            self.system.repair_marks,
+            interval_s=60.0,
+            rate=1_000_000,
+            sleep=self.sleep,
+        )
+
+    def peer(self, url: str) -> PeerReplica:
+        return cast(PeerReplica, self.peers[url])
+
+    def open_members(self) -> Members:
+        """This node's Members, its peers the InProcessPeers (hints kept in its own system database)."""
+        hints = HintStore(self.system.hints, fsync=False, max_per_peer=1000, window_s=3600, grace_s=86400)
+        stored = self.system.membership
+        self.members = Members(self.url, self.membership, stored, hints, self.peer, self.clock.current)
+        return self.members
+
+
+class InProcessPeer:
+    """Another in-process node as a PeerReplica: anti-entropy's calls answered from its summaries and
+    storage, writes through its local replica, memberships fetched from and offered to its Members (the
+    first membership until it has Members). ``reachable`` False makes every call fail as a down peer's."""
+
+    def __init__(self, theirs: InProcessNode, mine: InProcessNode) -> None:
+        self.url = theirs.url
+        self.theirs = theirs
+        self.mine = mine
+        self.reachable = True
+
+    async def reach(self, wait_s: float) -> bool:
+        return self.reachable
+
+    def probe(self) -> None:
+        """A handshake: the caller's Members hears the version this peer runs with."""
+        if self.reachable and self.mine.members is not None:
+            theirs = (
+                self.theirs.members.membership if self.theirs.members is not None else self.theirs.membership
+            )
+            self.mine.members.heard_version(self.url, theirs.version)
+
+    @property
+    def refusal(self) -> str:
+        return "" if self.reachable else "connection refused"
+
+    def repair(self, op: wire.Op, key: bytes, record: bytes = b"") -> asyncio.Future[object]:
+        future: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+        if not self.reachable:
+            future.set_exception(ReplicaUnavailable(f"{self.url} is down"))
+        elif op in REPAIR_OPS:
+            call = wire.CallRequest(1, op, key, record)
+            future.set_result(answer(self.theirs.storage, self.theirs.upkeep, call)[1])
+        elif op is wire.Op.FETCH:
+            future.set_result(self.theirs.storage.read(key))
+        else:
+            assert op is wire.Op.WRITE
+            written = self.theirs.local.write(key, decode(record))
+            written.add_done_callback(lambda done: future.set_result(done.result()))
+        return future
+
+    async def fetch_membership(self) -> bytes:
+        self._check()
+        members = self.theirs.members
+        return (members.membership if members is not None else self.theirs.membership).encode()
+
+    async def offer_membership(self, encoded: bytes) -> None:
+        self._check()
+        members = self.theirs.members
+        if members is None:
+            raise ReplicaUnavailable(f"{self.url} runs no membership here")
+        try:
+            members.adopt(Membership.decode(encoded))
+        except Exception as refusal:
+            raise ReplicaRejected(f"{self.url}: {refusal}") from None
+
+    async def close(self) -> None:
+        pass
+
+    def _check(self) -> None:
+        if not self.reachable:
+            raise ReplicaUnavailable(f"{self.url} is down")
+
+
+@contextlib.asynccontextmanager
+async def in_process_nodes(
+    tmp_path: Path, count: int, members: int = 0
+) -> AsyncIterator[list[InProcessNode]]:
+    """``count`` in-process nodes (http://n1:8080 ...), each with a peer to every other; the first
+    ``members`` of them (all by default) are the first membership. Call inside the running event loop."""
+    urls = [f"http://n{index}:8080" for index in range(1, count + 1)]
+    membership = Membership.seeded(urls[: members or count])
+    nodes: list[InProcessNode] = []
+    async with contextlib.AsyncExitStack() as stack:
+        for index, url in enumerate(urls, 1):
+            directory = tmp_path / f"n{index}"
+            storage = Storage.open(directory, fsync=False)
+            stack.callback(storage.close)
+            system = SystemDb.open(directory)
+            stack.callback(system.close)
+            clock = HybridClock(wall_clock_us(), 5_000_000)
+            local = LocalReplica(url, storage, unjudged_fence())
+            upkeep = SummaryUpkeep(storage, system.summaries, url, membership.placement())
+            upkeep.start()  # the trees of an empty store, built at once
+            stack.push_async_callback(upkeep.stop)  # before its storage closes
+            nodes.append(InProcessNode(url, storage, system, clock, local, membership, upkeep))
+        for node in nodes:
+            node.peers = {other.url: InProcessPeer(other, node) for other in nodes if other is not node}
+        yield nodes
+
+
+async def until(condition: Callable[[], bool], what: str, turns: int = 100_000) -> None:
+    """Let the loop run until ``condition`` holds (a bounded number of turns: no real time is waited for)."""
+    for _ in range(turns):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError(f"{what}: not after {turns} turns of the loop")

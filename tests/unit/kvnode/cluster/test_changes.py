@@ -1,0 +1,167 @@
+"""kvnode.cluster.changes in-process: a leave from start to end (start_leave on one member, then the leaving
+member's own part, OwnPart: the barrier, the drain, the stream to the next owners, the removal offered to
+the claimant first), and a step that fails tried again through the driver's sleep; every node in-process.
+(The steps alone are tests/unit/kvnode/topology/test_change_steps.py; tests/cluster/test_leave.py and
+test_join.py run real nodes, crash points included.)"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import cast
+
+import pytest
+from aiohttp import web
+
+from kvnode.cluster.changes import OpenPeer, OwnPart, start_leave, take_place
+from kvnode.config import NodeConfig
+from kvnode.replica.auth import ClusterAuth
+from kvnode.replica.peer import PeerReplica
+from kvnode.storage.system_db import SystemDb
+from kvnode.topology.membership import ChangeRefused
+from tests.drivers import InProcessNode, InProcessPeer, in_process_nodes, until
+
+DRAIN_S = 2.0
+
+
+def own_part(node: InProcessNode) -> OwnPart:
+    """The node's part in a change, told of every membership it runs with (as the node's parts do)."""
+    members = node.members
+    assert members is not None
+    part = OwnPart(members, node.anti_entropy(), node.storage, DRAIN_S, crash_at="", sleep=node.sleep)
+    members.listeners.append(part.check)
+    return part
+
+
+async def test_a_member_leaves_after_streaming_every_record_to_its_next_owners(tmp_path: Path) -> None:
+    async with in_process_nodes(tmp_path, 3) as nodes:
+        one, two, leaving = nodes
+        for node in nodes:
+            node.open_members()
+        part = own_part(leaving)
+        kept = [leaving.put(f"key-{index}", b"value") for index in range(30)]
+
+        assert one.members is not None
+        plan = await start_leave(one.members, leaving.url, timeout_s=1.0)
+        assert plan.leaving == {leaving.url}
+        assert leaving.members is not None
+        await until(lambda: leaving.members is not None and leaving.members.left is not None, "it left")
+        await until(
+            lambda: all(n.members is not None and n.members.membership.version == 3 for n in (one, two)), "v3"
+        )
+
+        for node in (one, two):
+            assert node.members is not None
+            assert node.members.membership.urls == (one.url, two.url)
+            assert node.members.membership.version == 3
+            assert [node.storage.read(f"key-{i}".encode()) for i in range(30)] == kept
+        assert leaving.members.streamed == 60  # each record to each of the two next owners
+        assert DRAIN_S in leaving.sleep.asked  # the drain, through the driver's sleep
+        await part.stop()
+        for node in nodes:
+            assert node.members is not None
+            await node.members.close()
+
+
+async def test_a_step_that_fails_is_tried_again_until_it_completes(tmp_path: Path) -> None:
+    async with in_process_nodes(tmp_path, 3) as nodes:
+        one, two, leaving = nodes
+        for node in nodes:
+            node.open_members()
+        part = own_part(leaving)
+        leaving.put("key", b"value")
+        assert one.members is not None
+        await start_leave(one.members, leaving.url, timeout_s=1.0)
+        leaving.peers[two.url].reachable = False  # the stream to it fails, and is tried again
+        await until(lambda: leaving.sleep.asked.count(1.0) >= 2, "two retries")
+        assert leaving.members is not None and leaving.members.left is None
+        leaving.peers[two.url].reachable = True
+        await until(lambda: leaving.members is not None and leaving.members.left is not None, "it left")
+        assert two.storage.read(b"key") is not None
+        await part.stop()
+        for node in nodes:
+            assert node.members is not None
+            await node.members.close()
+
+
+@contextlib.asynccontextmanager
+async def seed_status(cluster: str) -> AsyncIterator[str]:
+    """An in-process HTTP server answering /v0/status as a member does (the cluster's identity): a
+    joining node asks its seed that before anything else."""
+
+    async def status(request: web.Request) -> web.Response:
+        return web.json_response({"cluster_id": cluster})
+
+    app = web.Application()
+    app.router.add_get("/v0/status", status)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    host, port = runner.addresses[0][:2]
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        await runner.cleanup()
+
+
+def joining(
+    newcomer: InProcessNode, seed: str, seed_node: InProcessNode, replace: str = ""
+) -> tuple[NodeConfig, SystemDb, None, OpenPeer]:
+    """take_place's arguments for ``newcomer``: its config, system database, and peers (in-process)."""
+    config = NodeConfig(host=newcomer.url.split("//")[1].split(":")[0], join=seed, replace=replace)
+    assert config.url == newcomer.url
+
+    def open_peer(url: str, auth: ClusterAuth | None) -> PeerReplica:
+        return cast(PeerReplica, InProcessPeer(seed_node, newcomer)) if url == seed else newcomer.peer(url)
+
+    return config, newcomer.system, None, open_peer
+
+
+async def test_a_node_joins_through_a_seed_the_claimant_first_then_the_rest(tmp_path: Path) -> None:
+    async with in_process_nodes(tmp_path, 4, members=3) as nodes:
+        *old, newcomer = nodes
+        for node in old:
+            node.open_members()
+        async with seed_status(old[0].membership.cluster) as seed:
+            plan = await take_place(*joining(newcomer, seed, old[1]))
+        assert plan.version == 2 and plan.joining == {newcomer.url}
+        assert newcomer.system.membership.load() == plan  # stored before it runs with it
+        assert all(node.members is not None and node.members.membership == plan for node in old)
+        for node in old:
+            assert node.members is not None
+            await node.members.close()
+
+
+async def test_a_join_needs_every_member_and_leaves_nothing_when_refused(tmp_path: Path) -> None:
+    async with in_process_nodes(tmp_path, 4, members=3) as nodes:
+        *old, newcomer = nodes
+        for node in old:
+            node.open_members()
+        newcomer.peers[old[2].url].reachable = False
+        async with seed_status(old[0].membership.cluster) as seed:
+            with pytest.raises(ChangeRefused, match=f"unreachable: {old[2].url}"):
+                await take_place(*joining(newcomer, seed, old[0]))
+        assert newcomer.system.membership.load() is None
+        assert all(node.members is not None and node.members.membership.version == 1 for node in old)
+        for node in old:
+            assert node.members is not None
+            await node.members.close()
+
+
+async def test_a_member_that_answers_is_not_replaced_and_one_down_is(tmp_path: Path) -> None:
+    async with in_process_nodes(tmp_path, 4, members=3) as nodes:
+        *old, newcomer = nodes
+        for node in old[:2]:
+            node.open_members()
+        async with seed_status(old[0].membership.cluster) as seed:
+            with pytest.raises(ChangeRefused, match="a member that is up is not replaced"):
+                await take_place(*joining(newcomer, seed, old[0], replace=old[2].url))
+            newcomer.peers[old[2].url].reachable = False  # down for good
+            plan = await take_place(*joining(newcomer, seed, old[0], replace=old[2].url))
+        assert plan.urls == (old[0].url, old[1].url, newcomer.url)
+        assert newcomer.system.identity.saved_state() == "rebuilding"  # it rebuilds the member's data
+        for node in old[:2]:
+            assert node.members is not None
+            await node.members.close()

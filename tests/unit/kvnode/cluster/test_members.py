@@ -1,0 +1,74 @@
+"""kvnode.cluster.members in-process: the membership a node runs with, a newer one adopted (stored first,
+then run with), an older or foreign one refused, and a handshake that says another version leading to a
+fetch or an offer; the peers are other in-process nodes (tests/cluster/test_membership.py: real nodes)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from kvnode.cluster.members import Members, NotAdopted
+from tests.drivers import in_process_nodes, until
+
+
+async def test_a_newer_membership_is_stored_then_run_with_and_listeners_told(tmp_path: Path) -> None:
+    async with in_process_nodes(tmp_path, 3) as (one, _two, three):
+        members = one.open_members()
+        told: list[int] = []
+        members.listeners.append(lambda m: told.append(m.membership.version))
+        leaving = members.membership.left(three.url)
+        members.adopt(leaving)
+        assert members.membership == leaving and told == [2]
+        assert one.system.membership.load() == leaving  # a restart runs with it
+        assert members.placement.nodes == leaving.placement().nodes
+        await members.close()
+
+
+async def test_an_older_a_foreign_or_an_excluding_membership_is_refused(tmp_path: Path) -> None:
+    async with in_process_nodes(tmp_path, 3) as (one, _two, three):
+        members = one.open_members()
+        current = members.membership
+        with pytest.raises(NotAdopted, match="not newer"):
+            members.adopt(current)
+        with pytest.raises(NotAdopted, match="another cluster"):
+            members.adopt(dataclasses.replace(current.left(three.url), cluster="another"))
+        without_one = current.left(one.url).removed(one.url)
+        with pytest.raises(NotAdopted, match="not a member"):
+            members.adopt(without_one)
+        assert members.membership == current
+        await members.close()
+
+
+async def test_a_handshake_naming_a_newer_version_fetches_and_adopts_it(tmp_path: Path) -> None:
+    async with in_process_nodes(tmp_path, 3) as (one, two, three):
+        behind, ahead = one.open_members(), two.open_members()
+        ahead.adopt(ahead.membership.left(three.url))
+        behind.heard_version(two.url, ahead.membership.version)
+        await until(lambda: behind.membership.version == 2, "the newer version adopted")
+        await behind.close()
+        await ahead.close()
+
+
+async def test_a_handshake_naming_an_older_version_offers_this_nodes(tmp_path: Path) -> None:
+    async with in_process_nodes(tmp_path, 3) as (one, two, three):
+        ahead, behind = one.open_members(), two.open_members()
+        ahead.adopt(ahead.membership.left(three.url))
+        ahead.heard_version(two.url, 1)
+        await until(lambda: behind.membership.version == 2, "the peer took the newer version")
+        await ahead.close()
+        await behind.close()
+
+
+async def test_the_barrier_returns_once_every_peer_runs_with_the_version(tmp_path: Path) -> None:
+    async with in_process_nodes(tmp_path, 3) as nodes:
+        all_members: list[Members] = [node.open_members() for node in nodes]
+        first = all_members[0]
+        plan = first.membership.left(nodes[2].url)
+        first.adopt(plan)
+        all_members[1].adopt(plan)
+        all_members[2].adopt(plan)
+        await first.peers_at(plan.version)  # each probe is a handshake that says the peer's version
+        for members in all_members:
+            await members.close()

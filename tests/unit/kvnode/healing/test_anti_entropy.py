@@ -1,0 +1,72 @@
+"""kvnode.healing.anti_entropy's driver in-process: AntiEntropy over real storage and summaries, its peer
+another in-process node answering its calls directly, its pauses taken by a sleep that waits for nothing.
+(tests/cluster/test_anti_entropy.py runs the same exchanges between real nodes.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.drivers import in_process_nodes, until
+
+
+async def test_a_full_repair_leaves_both_nodes_with_every_newest_version(tmp_path: Path) -> None:
+    async with in_process_nodes(tmp_path, 2) as (one, two):
+        await until(lambda: one.upkeep.ready.is_set() and two.upkeep.ready.is_set(), "summaries built")
+        for index in range(50):
+            one.put(f"one-{index}", b"1")
+            two.put(f"two-{index}", b"2")
+        one.put("both", b"older")
+        newest = two.put("both", b"newer")
+        two.put("gone", b"x")
+        deleted = one.put("gone", b"", tombstone=True)
+
+        driver = one.anti_entropy()
+        run = await driver.repair_all()
+
+        outcome = run.outcomes[two.url]
+        assert outcome.completed, outcome.reason
+        assert (outcome.sent, outcome.received) == (51, 51)
+        for node in (one, two):
+            assert all(node.storage.read(f"one-{i}".encode()) is not None for i in range(50))
+            assert all(node.storage.read(f"two-{i}".encode()) is not None for i in range(50))
+            assert node.storage.read(b"both") == newest
+            assert node.storage.read(b"gone") == deleted
+        assert one.system.repair_marks.completed(two.url) > 0
+        await driver.stop()
+
+
+async def test_a_second_repair_moves_nothing(tmp_path: Path) -> None:
+    async with in_process_nodes(tmp_path, 2) as (one, two):
+        await until(lambda: one.upkeep.ready.is_set() and two.upkeep.ready.is_set(), "summaries built")
+        two.put("key", b"value")
+        driver = one.anti_entropy()
+        await driver.repair_all()
+        again = (await driver.repair_all()).outcomes[two.url]
+        assert again.completed and (again.sent, again.received, again.segments_differing) == (0, 0, 0)
+        await driver.stop()
+
+
+async def test_an_unreachable_peer_is_named_and_nothing_is_recorded(tmp_path: Path) -> None:
+    async with in_process_nodes(tmp_path, 2) as (one, two):
+        await until(lambda: one.upkeep.ready.is_set(), "summaries built")
+        one.peers[two.url].reachable = False
+        driver = one.anti_entropy()
+        run = await driver.repair_all()
+        assert run.unreached == [two.url]
+        assert run.outcomes[two.url].reason == "unreachable"
+        assert driver.totals.exchanges["failed"] == 1
+        await driver.stop()
+
+
+async def test_continuous_exchanges_pace_by_the_interval_over_the_peers(tmp_path: Path) -> None:
+    async with in_process_nodes(tmp_path, 3) as (one, two, three):
+        await until(lambda: all(n.upkeep.ready.is_set() for n in (one, two, three)), "summaries built")
+        three.put("late", b"value")
+        driver = one.anti_entropy()
+        driver.start()
+        await until(lambda: driver.totals.exchanges["completed"] >= 4, "four exchanges")
+        await driver.stop()
+        assert one.storage.read(b"late") is not None
+        # a random pause first (spreading the nodes apart), then interval / peers after each exchange
+        assert one.sleep.asked[0] <= 60.0 / 2
+        assert one.sleep.asked[1:4] == [30.0, 30.0, 30.0]
