@@ -24,7 +24,8 @@ from kvnode.access.connections import GuardedRunner, raise_descriptor_limit
 from kvnode.access.tls import TlsUnusable, server_context
 from kvnode.config import NodeConfig, node_url
 from kvnode.node.app import create_app
-from kvnode.node.parts import NodeParts, open_parts
+from kvnode.node.parts import NodeParts
+from kvnode.node.wiring import open_parts
 from kvnode.storage.keyspace import StorageUnavailable
 from kvnode.topology.membership import ChangeRefused
 
