@@ -34,7 +34,8 @@ from kvnode.config import FanoutMode, NodeConfig
 from kvnode.ops.argtypes import choices, non_negative_int, positive_int
 from kvnode.ops.certs import CertificatesUnavailable, ClusterCertificates
 from kvnode.ops.local_cluster import LocalCluster, start_local_cluster
-from kvnode.ops.processes import NodeProcess, NodeStartError, ServerProcess, start_on_free_ports
+from kvnode.ops.ports import start_on_free_ports
+from kvnode.ops.processes import NodeProcess, NodeStartError, ServerProcess
 from loadtest import interruptible
 from loadtest.fill import fill
 from loadtest.workload import Workload

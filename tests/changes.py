@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from kvnode.config import NodeConfig
-from kvnode.ops.processes import NodeStartError, free_ports
+from kvnode.ops.ports import free_ports
+from kvnode.ops.processes import NodeStartError
 from tests.harness import Cluster, Node, clean_env, wait_for
 
 SECRET = "replace-test-secret-" * 2

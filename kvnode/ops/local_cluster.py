@@ -24,13 +24,13 @@ from kvnode.ops.certs import CertificatesUnavailable
 from kvnode.ops.cluster_config import ClusterConfig, cluster_configs, member_configs, stored_membership
 from kvnode.ops.data_dir import ClusterPidFile, ClusterRunning
 from kvnode.ops.flags import read_cluster_secret, unknown_variables
+from kvnode.ops.ports import start_on_free_ports
 from kvnode.ops.processes import (
     READY_TIMEOUT,
     STOP_TIMEOUT,
     NodeProcess,
     NodeStartError,
     ServerProcess,
-    start_on_free_ports,
     start_together,
     stop_together,
 )

@@ -1,7 +1,7 @@
 """Local server processes, by PID: a kvnode node (or one of the load tools' helper servers) started,
 waited for until it serves, and stopped with SIGTERM, then SIGKILL.
 
->>> node = NodeProcess(NodeConfig(port=free_ports(1)[0], data_dir=tmp))  # doctest: +SKIP
+>>> node = NodeProcess(NodeConfig(port=8080, data_dir=tmp))  # doctest: +SKIP
 >>> node.start()  # serves as itself, or stopped + NodeStartError          # doctest: +SKIP
 >>> node.stop()   # SIGTERM, then SIGKILL after a deadline                  # doctest: +SKIP
 """
@@ -13,18 +13,16 @@ import ctypes
 import http.client
 import json
 import os
-import random
 import signal
-import socket
 import ssl
 import subprocess
 import sys
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import IO, Any
 
 from kvnode.access.tls import client_context
 from kvnode.config import NodeConfig
@@ -36,8 +34,6 @@ __all__ = [
     "ServerProcess",
     "cpu_seconds",
     "die_with_parent",
-    "free_ports",
-    "start_on_free_ports",
     "start_together",
     "stop_processes",
     "stop_together",
@@ -45,7 +41,6 @@ __all__ = [
 
 READY_TIMEOUT = 30.0  # seconds for a server to answer /v0/status
 STOP_TIMEOUT = 15.0  # seconds between SIGTERM and SIGKILL
-START_ATTEMPTS = 3  # start_on_free_ports: fresh ports this many times in all
 _POLL_INTERVAL = 0.05
 _PROBE_TIMEOUT = 1.0
 _DRAIN_TIMEOUT = 2.0  # seconds to read what an exited child wrote last
@@ -69,45 +64,6 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
-_LOWEST_PORT = 10_000  # the ports below are left to well-known services
-
-
-def _ephemeral_ports() -> range:
-    """The kernel's range for the local ports of outgoing connections."""
-    try:
-        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
-    except (OSError, ValueError):
-        low, high = 32768, 60999  # Linux's default
-    return range(low, high + 1)
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` consecutive loopback ports free right now (bound together), below the ephemeral range:
-    there the kernel picks the local port of every outgoing connection, so our own nodes' connections
-    could take the port of a node stopped to be started again, or of one started later. Where that
-    range leaves no room below it, whatever bind(0) gives (distinct, not consecutive)."""
-    ephemeral = _ephemeral_ports()
-    for _ in range(100):
-        if ephemeral.start - count > _LOWEST_PORT:
-            start = random.randrange(_LOWEST_PORT, ephemeral.start - count)
-            ports = list(range(start, start + count))
-        else:
-            ports = [0] * count
-        sockets = []
-        try:
-            for port in ports:
-                sock = socket.socket()
-                sockets.append(sock)
-                sock.bind(("127.0.0.1", port))
-            return [sock.getsockname()[1] for sock in sockets]
-        except OSError:
-            continue
-        finally:
-            for sock in sockets:
-                sock.close()
-    raise OSError(f"found no {count} free consecutive loopback ports below {ephemeral.start}")
-
-
 class NodeStartError(RuntimeError):
     """A server process did not come up. ``reason`` is one line: the process's own last line when it
     exited (a node says why it cannot start), else what was seen."""
@@ -122,26 +78,6 @@ class NodeStartError(RuntimeError):
     def port_taken(self) -> bool:
         """It could not bind its port (EADDRINUSE): another process had taken the port first."""
         return "address already in use" in self.reason.lower()
-
-
-T = TypeVar("T")
-
-
-def start_on_free_ports(count: int, start: Callable[[list[int]], T], attempts: int = START_ATTEMPTS) -> T:
-    """``start(ports)`` with ``count`` free loopback ports, and what it returns.
-
-    A port found free can be taken by another process on this machine before our server binds it. Then
-    ``start`` fails with a NodeStartError whose port is taken, and is called again on a fresh set of
-    ports: the whole set changes, since every node of a cluster is given the same list. Any other
-    failure, or the last attempt's, is raised.
-    """
-    for _ in range(attempts - 1):
-        try:
-            return start(free_ports(count))
-        except NodeStartError as error:
-            if not error.port_taken:
-                raise
-    return start(free_ports(count))
 
 
 class _Relay:

@@ -22,7 +22,7 @@ from typing import Literal, get_args
 import pytest
 
 from kvnode.config import FanoutMode, NodeConfig
-from kvnode.ops.processes import free_ports
+from kvnode.ops.ports import free_ports
 from kvnode.replica import wire
 from tests.harness import FANOUTS, Cluster, ClusterFactory, Node, Response, fresh_key, key_where
 

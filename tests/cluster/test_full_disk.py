@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from kvnode.ops.processes import free_ports, stop_processes
+from kvnode.ops.ports import free_ports
+from kvnode.ops.processes import stop_processes
 from tests.harness import DEADLINE, clean_env, request, serves, wait_for
 
 DISK_MIB = 16

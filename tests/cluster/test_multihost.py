@@ -35,7 +35,8 @@ from typing import TypeVar
 import pytest
 
 from kvnode.config import NodeConfig, node_url
-from kvnode.ops.processes import die_with_parent, free_ports
+from kvnode.ops.ports import free_ports
+from kvnode.ops.processes import die_with_parent
 from tests.harness import Cluster, Node, Response, request
 
 PREFIX = "kvmh-"

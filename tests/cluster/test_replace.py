@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kvnode.ops.flags import SECRET_ENV
-from kvnode.ops.processes import free_ports
+from kvnode.ops.ports import free_ports
 from kvnode.topology.placement import Placement
 from tests.changes import (
     SECRET,

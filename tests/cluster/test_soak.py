@@ -29,7 +29,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from kvnode.ops.processes import free_ports
+from kvnode.ops.ports import free_ports
 from tests.harness import Cluster, ClusterFactory, Node, run_kvnode, stats, wait_for
 
 SOAK_SECONDS = 20.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from kvnode.ops.processes import free_ports
+from kvnode.ops.ports import free_ports
 from loadtest.delay_proxy import DelayProxy
 
 DELAY = 0.15

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from kvnode.ops.processes import free_ports
+from kvnode.ops.ports import free_ports
 from profiling.render_check import check_page, find_chromium
 from tests.harness import REPO, ClusterFactory
 

@@ -19,7 +19,8 @@ import uvloop
 from aiohttp import web
 
 from kvnode.metrics import LatencyHistogram
-from kvnode.ops.processes import ServerProcess, free_ports
+from kvnode.ops.ports import free_ports
+from kvnode.ops.processes import ServerProcess
 from loadtest.openloop import ERROR_SHARE_LIMIT, LATENESS_FLOOR_MS, RateResult, run_rate
 from loadtest.workers import GeneratorPool
 from loadtest.workload import Workload, key_name

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kvnode.ops.data_dir import data_dir_holder
-from kvnode.ops.processes import free_ports
+from kvnode.ops.ports import free_ports
 from tests.harness import Node, assert_exit_2_with_one_line, run_kvnode
 
 

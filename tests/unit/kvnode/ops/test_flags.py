@@ -11,7 +11,7 @@ import pytest
 
 from kvnode.config import NodeConfig
 from kvnode.ops.flags import node_argv, node_env, parse_args
-from kvnode.ops.processes import free_ports
+from kvnode.ops.ports import free_ports
 from tests.harness import (
     DEADLINE,
     assert_exit_2_with_one_line,

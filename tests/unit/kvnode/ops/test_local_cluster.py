@@ -24,7 +24,8 @@ from kvnode.access.tls import verifying_context
 from kvnode.config import NodeConfig
 from kvnode.ops.certs import ClusterCertificates
 from kvnode.ops.local_cluster import start_local_cluster
-from kvnode.ops.processes import NodeProcess, ServerProcess, free_ports
+from kvnode.ops.ports import free_ports
+from kvnode.ops.processes import NodeProcess, ServerProcess
 from tests.harness import (
     DEADLINE,
     Node,

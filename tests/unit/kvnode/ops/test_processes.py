@@ -12,14 +12,8 @@ import pytest
 
 from kvnode.config import NodeConfig
 from kvnode.ops.cluster_config import cluster_configs
-from kvnode.ops.processes import (
-    NodeProcess,
-    NodeStartError,
-    free_ports,
-    start_on_free_ports,
-    start_together,
-    stop_together,
-)
+from kvnode.ops.ports import free_ports, start_on_free_ports
+from kvnode.ops.processes import NodeProcess, NodeStartError, start_together, stop_together
 from tests.harness import Node
 
 

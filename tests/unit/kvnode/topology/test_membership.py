@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kvnode.ops.processes import NodeStartError, free_ports
+from kvnode.ops.ports import free_ports
+from kvnode.ops.processes import NodeStartError
 from kvnode.storage.system_db import SystemDb
 from kvnode.topology.membership import ChangeRefused, Membership, at_start, cluster_identity
 from tests.harness import ClusterFactory, Node, fresh_key, scrape, total
