@@ -1,28 +1,28 @@
 """kvnode: a small Dynamo-style distributed key-value store on aiohttp, uvloop and LevelDB.
 
-The request path, top to bottom:
+The packages, each importing only those listed below it (tests/test_imports.py checks it):
 
-    connections   connections counted and timed (the descriptor limit, --max-connections, header and
-                  idle timeouts): the one hook into aiohttp's server
-    admission     requests and body bytes in progress; 503 beyond --max-inflight(-bytes)
-    http_api      client HTTP handlers: parse and validate, then hand over to
-    coordinator   placement, hybrid-clock timestamps, read merge (read_repair), hints for missed writes;
-                  runs a fan-out strategy from
-    fanout        async, sync and speculative side by side, counting with quorum
-    replica       replica calls: local storage directly, peers over an authenticated, multiplexed
-                  WebSocket (peer, channel, server, auth, wire); hinted handoff (hints)
-    storage       LevelDB through plyvel, one versioned record per key (records), writable again by
-                  itself after a full disk; the node's own state in system_db (the clock's floor, hints)
+    ops          tooling: the command line and its flags, local processes and clusters, admin
+    node         the node process: its endpoints (client_api, peer_api, operator_api, stats, exporter),
+                 its parts (parts, built by wiring), its aiohttp app and serving
+    client       the Python client, routing each request to a replica of its key
+    cluster      the membership a node runs with (members) and changes to it (changes: join, replace,
+                 leave), with the points a test may crash a node at (crash_points)
+    coordinator  a client request: placement, timestamps, read merge and hints (coordinator), the
+                 fan-out strategies side by side (fanout), ack/from (quorum), read_repair
+    healing      anti-entropy (summary, upkeep, listing, exchange, anti_entropy, answers), tombstone GC
+                 (gc_rule, tombstone_gc) and rebuilding a node that lost its disk (rebuild_state, rebuild)
+    access       who may use a node and how much: connections, client_auth, admission, uploads, tls
+    replica      reaching a key's replicas: this node's storage (local), peers over one authenticated,
+                 multiplexed WebSocket each (peer, peer_state, inflight, outbox, channel, auth,
+                 identities, wire, websocket), errors, readiness, hinted handoff (hints)
+    storage      records, the client keyspace in LevelDB (keyspace), the node's own state (system_db)
+    topology     who owns what, pure: placement, membership, change_steps
+    clocks       time, which is not trusted: the hybrid clock, peers' offsets, the fence
+    config, metrics, memory, scheduling   the configuration (one frozen dataclass), latency histograms
+                 and loop lag, memory given back after large values, the background drivers' tasks
 
-Around it: parts (a node's parts, opened and closed in one place), node (its aiohttp app), serving (one
-process until SIGTERM), config (a node's configuration), tls (its SSL contexts), client_auth (client
-tokens and their roles), placement and clock (pure), clock_offsets and
-clock_fence (each peer's clock offset, and whether this node's clock is the one that is off), metrics
-(histograms), snapshot, observe and exporter (/v0/stats, /v0/cluster, /metrics), uploads (request bodies
-being read), memory (memory given back after large values), client (a Python client that routes each
-request to a replica of its key). Below the
-server, never imported by it: ops (the command line and its flags, local processes and clusters, admin:
-an operator's view).
+docs/architecture.md has every module and its job.
 """
 
 __version__ = "0.1.0"
