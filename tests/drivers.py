@@ -25,6 +25,7 @@ from kvnode.replica.peer import PeerReplica
 from kvnode.storage.keyspace import Storage
 from kvnode.storage.records import Record, decode
 from kvnode.storage.system_db import SystemDb
+from kvnode.topology.epoch import Epoch
 from kvnode.topology.membership import Membership
 from tests.replicas import unjudged_fence
 
@@ -62,19 +63,23 @@ class InProcessNode:
         return record
 
     def anti_entropy(self) -> AntiEntropy:
-        peers = [self.peer(url) for url in self.membership.urls if url != self.url]
         return AntiEntropy(
             self.url,
             self.upkeep,
             self.storage,
             self.local,
-            peers,
+            list(self.epoch().peers.values()),
             self.clock,
             self.system.repair_marks,
             interval_s=60.0,
             rate=1_000_000,
             sleep=self.sleep,
         )
+
+    def epoch(self) -> Epoch[PeerReplica]:
+        """The epoch this node runs with at first: its membership and a peer to every other member."""
+        others = {url: self.peer(url) for url in self.membership.urls if url != self.url}
+        return Epoch(self.url, self.membership, others, since=0)
 
     def peer(self, url: str) -> PeerReplica:
         return cast(PeerReplica, self.peers[url])

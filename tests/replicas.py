@@ -25,7 +25,8 @@ from kvnode.replica.local import LocalReplica
 from kvnode.storage.keyspace import Storage
 from kvnode.storage.records import Record
 from kvnode.storage.system_db import SystemDb
-from kvnode.topology.placement import Placement
+from kvnode.topology.epoch import Epoch
+from kvnode.topology.membership import Membership
 
 T = TypeVar("T")
 
@@ -137,13 +138,12 @@ def coordinator_node(tmp_path: Path, fanout: FanoutMode = "async") -> Iterator[C
     with storages(tmp_path, ["a", "b", "c"]) as (a, b, c):
         local = LocalReplica(URLS[0], a, unjudged_fence())
         peers = ScriptedReplica(URLS[1], b), ScriptedReplica(URLS[2], c)
-        replicas: dict[str, Replica] = {URLS[0]: local, URLS[1]: peers[0], URLS[2]: peers[1]}
+        membership = Membership.seeded(URLS)
+        epoch: Epoch[Replica] = Epoch(URLS[0], membership, dict(zip(URLS[1:], peers, strict=True)), 0)
         clock = HybridClock(wall_clock_us(), max_skew_us=5_000_000)
         system = SystemDb.open(tmp_path / "a-system")
         hints = HintStore(system.hints, fsync=False, max_per_peer=100, window_s=3600, grace_s=864000)
-        coordinator = Coordinator(
-            Placement(URLS), replicas, FANOUTS[fanout], clock, hints, local, unjudged_fence()
-        )
+        coordinator = Coordinator(epoch, FANOUTS[fanout], clock, hints, local, unjudged_fence())
         try:
             yield CoordinatorNode(coordinator, clock, hints, dict(zip(URLS, (a, b, c), strict=True)), *peers)
         finally:

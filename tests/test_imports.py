@@ -90,7 +90,8 @@ def test_a_circle_is_found() -> None:
 # layers below, never from a layer above, nor from another package of its own layer (they sit side by side).
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("kvnode.config", "kvnode.metrics", "kvnode.memory", "kvnode.scheduling"),
-    ("kvnode.topology", "kvnode.clocks"),
+    ("kvnode.topology",),
+    ("kvnode.clocks",),
     ("kvnode.storage",),
     ("kvnode.replica",),
     ("kvnode.healing", "kvnode.coordinator", "kvnode.access"),

@@ -30,10 +30,23 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from kvnode.clocks.offsets import ClockOffsets, Offset
+from kvnode.topology.epoch import Epoch
 
-__all__ = ["ClockFence", "ClockFenced", "Verdict", "beyond_skew", "judge"]
+__all__ = ["ClockFence", "ClockFenced", "ClockedPeer", "Verdict", "beyond_skew", "judge"]
+
+
+class ClockedPeer(Protocol):
+    """A peer whose clock can be measured (kvnode.replica.peer: one clock call on its channel)."""
+
+    def measure_clock(self) -> Awaitable[None]: ...
+
+
+async def _measure(peers: tuple[ClockedPeer, ...]) -> None:
+    await asyncio.gather(*(peer.measure_clock() for peer in peers))
+
 
 log = logging.getLogger(__name__)
 
@@ -104,14 +117,15 @@ class ClockFence:
         self.verdict = judge({}, max_skew_us)
         self.fenced = False
         self.ready = peers == 0  # a write may go ahead without judging: not fenced, and measured or alone
-        self.measure_peers: Callable[[], Awaitable[None]] | None = None  # set once the peers exist
+        self._measurable: tuple[ClockedPeer, ...] = ()  # the peers, once the node runs with an epoch
         self._measuring: asyncio.Future[None] | None = None
         self._next_measurement: asyncio.Future[None] | None = None  # resolved by the next measurement
         self._last_refusal_log = 0.0
 
-    def use(self, peers: int) -> None:
-        """Judge among another membership's peers (their count) from the next verdict on."""
-        self._peers = peers
+    def use(self, epoch: Epoch[ClockedPeer]) -> None:
+        """Judge among another membership's peers, and measure them, from the next verdict on."""
+        self._measurable = tuple(epoch.peers.values())
+        self._peers = len(self._measurable)
         self.refresh()
 
     def measured(self, peer: str, offset: Offset) -> None:
@@ -171,10 +185,10 @@ class ClockFence:
         the members measured (this node among them), or every peer answered or failed (bounded by the
         replica timeout). A frozen peer does not hold up a write that the others already clear."""
         verdict = self.refresh()
-        if verdict.measured >= self._peers or self.measure_peers is None:
+        if verdict.measured >= self._peers or not self._measurable:
             return
         if self._measuring is None:  # one round at a time, shared by the writes waiting on it
-            self._measuring = asyncio.ensure_future(self.measure_peers())
+            self._measuring = asyncio.ensure_future(_measure(self._measurable))
             self._measuring.add_done_callback(self._measured_all)
         measuring = self._measuring
         while not measuring.done() and (verdict.fenced or 2 * (verdict.measured + 1) <= self._peers + 1):

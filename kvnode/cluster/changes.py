@@ -52,6 +52,7 @@ from kvnode.storage.keyspace import Storage, StorageError
 from kvnode.storage.records import copies_of
 from kvnode.storage.system_db import SystemDb
 from kvnode.topology.change_steps import Progress, Start, Step, next_step, start_from
+from kvnode.topology.epoch import Epoch
 from kvnode.topology.membership import ChangeRefused, Membership
 from kvnode.topology.placement import Placement
 
@@ -180,11 +181,11 @@ class OwnPart:
         self._crash_at = crash_at
         self._tasks = Tasks("membership change", sleep)
 
-    def check(self, members: Members) -> None:
-        """Start this node's part if the membership has it joining or leaving and it is not running."""
+    def use(self, epoch: Epoch[PeerReplica]) -> None:
+        """Start this node's part if the epoch has it joining or leaving and it is not running."""
         if self._tasks.running("walk"):
             return
-        if next_step(members.membership, members.own_url, Progress(0)) is not Step.NONE:
+        if next_step(epoch.membership, epoch.own_url, Progress(0)) is not Step.NONE:
             self._tasks.spawn(self._walk(), "walk")
 
     async def stop(self) -> None:

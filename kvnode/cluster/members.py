@@ -2,9 +2,10 @@
 and a replica channel to each peer (kvnode.replica.peer) with its hint delivery.
 
 A node learns a newer membership from a peer (a handshake says each end's version; the older end fetches
-the newer one). :meth:`Members.adopt` stores it, then moves to it in one place: peers that left are
-closed, new ones connected, and every part that depends on the membership is told, in the order
-kvnode.node.parts registers them (:attr:`Members.listeners`), before the next request is handled.
+the newer one). :meth:`Members.adopt` stores it, then moves to it in one place: a new epoch
+(kvnode.topology.epoch: the membership, its placements, a channel to each peer) handed to every part that
+depends on the membership through its ``use(epoch)`` (the parts given to :meth:`Members.start`, the
+drivers included), before the next request is handled; peers that left are closed.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol
 
 from kvnode.cluster.crash_points import crash_point
 from kvnode.replica.errors import ReplicaError
@@ -21,6 +23,7 @@ from kvnode.replica.peer import PeerReplica
 from kvnode.scheduling import Tasks
 from kvnode.storage.keyspace import StorageError
 from kvnode.storage.system_db import StoredMembership
+from kvnode.topology.epoch import Epoch
 from kvnode.topology.membership import Membership
 from kvnode.topology.placement import Placement
 
@@ -31,6 +34,12 @@ log = logging.getLogger(__name__)
 
 class NotAdopted(Exception):
     """A membership offered by a peer that this node does not take; the message says why."""
+
+
+class UsesEpoch(Protocol):
+    """A part that depends on the membership: told of each epoch the node runs with, the first included."""
+
+    def use(self, epoch: Epoch[PeerReplica]) -> None: ...
 
 
 class Members:
@@ -46,26 +55,26 @@ class Members:
         make_peer: Callable[[str], PeerReplica],
         now: Callable[[], int],
         crash_at: str = "",
+        follow: Callable[[PeerReplica], Callable[[], Awaitable[None]]] | None = None,
     ) -> None:
         """``now``: the hybrid clock's time (when a membership took effect); ``crash_at``: the node's
         --crash-at (kvnode.cluster.crash_points)."""
         self.own_url = own_url
         self.crash_at = crash_at
-        self.membership = membership
         self.left: Membership | None = None  # the membership without this node, once it left
         self.streamed = 0  # records this node got by joining, or sent by leaving (kvnode.cluster.changes)
-        self.placement: Placement = membership.placement()
-        self.peers: list[PeerReplica] = [make_peer(url) for url in membership.urls if url != own_url]
-        self.listeners: list[Callable[[Members], None]] = []
-        self.follow: Callable[[PeerReplica], Callable[[], Awaitable[None]]] | None = None
+        self._follow_peer = follow
+        self._users: tuple[UsesEpoch, ...] = ()
         self._stored = stored
         self._now = now
         # Since when this node runs with this membership (tombstone GC hands over what it no longer owns
         # a grace period after); a membership stored without its time counts from this start.
-        self.since = stored.since()
-        if not self.since:
-            self.since = now()
-            stored.save(membership, self.since)
+        since = stored.since()
+        if not since:
+            since = now()
+            stored.save(membership, since)
+        peers = {url: make_peer(url) for url in membership.urls if url != own_url}
+        self.epoch: Epoch[PeerReplica] = Epoch(own_url, membership, peers, since)
         self._hints = hints
         self._make_peer = make_peer
         self._stops: dict[str, Callable[[], Awaitable[None]]] = {}
@@ -74,14 +83,35 @@ class Members:
         self._peer_versions: dict[str, int] = {}  # as each peer last said, or took from this node
         self._versions_heard = asyncio.Event()
 
-    def start(self) -> None:
-        """Start what runs per peer; call inside the running event loop, once ``follow`` is set."""
+    @property
+    def membership(self) -> Membership:
+        return self.epoch.membership
+
+    @property
+    def placement(self) -> Placement:
+        return self.epoch.placement
+
+    @property
+    def peers(self) -> list[PeerReplica]:
+        """Every other member's channel, in the membership's order."""
+        return list(self.epoch.peers.values())
+
+    @property
+    def since(self) -> int:
+        return self.epoch.since
+
+    def start(self, users: Sequence[UsesEpoch]) -> None:
+        """Hand the epoch to ``users``, every part that depends on the membership, now and at each change
+        (the one place a change takes effect); start what runs per peer. Call inside the running loop."""
+        self._users = tuple(users)
+        for user in self._users:
+            user.use(self.epoch)
         for peer in self.peers:
             self._follow(peer)
 
     def _follow(self, peer: PeerReplica) -> None:
-        if self.follow is not None:
-            self._stops[peer.url] = self.follow(peer)
+        if self._follow_peer is not None:
+            self._stops[peer.url] = self._follow_peer(peer)
 
     async def close(self) -> None:
         for stop in self._stops.values():
@@ -110,15 +140,15 @@ class Members:
         since = self._now()
         self._stored.save(offered, since)  # before it takes effect: a node that crashes now restarts with it
         crash_point("adopt:stored", self.crash_at)
-        old = {peer.url: peer for peer in self.peers}
-        self.membership, self.placement, self.since = offered, offered.placement(), since
-        self.peers = [
-            old.pop(url) if url in old else self._make_peer(url)
+        old = dict(self.epoch.peers)
+        peers = {
+            url: old.pop(url) if url in old else self._make_peer(url)
             for url in offered.urls
             if url != self.own_url
-        ]
-        for listener in self.listeners:
-            listener(self)
+        }
+        self.epoch = Epoch(self.own_url, offered, peers, since)
+        for user in self._users:
+            user.use(self.epoch)
         for peer in self.peers:
             if peer.url not in self._stops:
                 self._follow(peer)

@@ -27,7 +27,7 @@ from kvnode.replica import Replica
 from kvnode.replica.errors import HINTED_FAILURES, ReplicaSkewRefused
 from kvnode.replica.hints import HintStore
 from kvnode.storage.records import Record, newest
-from kvnode.topology.placement import Placement
+from kvnode.topology.epoch import Epoch
 
 __all__ = ["Coordinator", "CoordinatorStats", "Ranked", "nearest_first"]
 
@@ -65,29 +65,27 @@ _NOT_HINTED = _DispatchHint(asked=False, kept_seq=None)
 class Coordinator:
     def __init__(
         self,
-        placement: Placement,
-        replicas: Mapping[str, Replica],
+        epoch: Epoch[Replica],
         fanout: Fanout,
         clock: HybridClock,
         hints: HintStore,
         local: Replica,
         fence: ClockFence,
     ) -> None:
-        self.placement = placement  # where keys are written
-        self._reads: Placement | None = None  # where they are read, while members join
-        self._replicas = replicas
         self._local = local
         self._fanout = fanout
         self._clock = clock
         self._hints = hints
         self._fence = fence
         self.stats = CoordinatorStats()
+        self.use(epoch)
 
-    def use(self, placement: Placement, replicas: Mapping[str, Replica], reads: Placement | None) -> None:
-        """Place keys on another membership's replicas from the next request on (kvnode.cluster.members):
-        writes
-        by ``placement``, reads by ``reads`` while members join (None: by ``placement``)."""
-        self.placement, self._replicas, self._reads = placement, replicas, reads
+    def use(self, epoch: Epoch[Replica]) -> None:
+        """Place keys on another membership's replicas from the next request on: writes by the epoch's
+        placement, reads by its read placement while members join."""
+        self.placement = epoch.placement  # where keys are written
+        self._reads = epoch.read_placement  # where they are read, while members join (None: placement)
+        self._replicas: Mapping[str, Replica] = {self._local.url: self._local, **epoch.peers}
 
     @property
     def cluster_size(self) -> int:

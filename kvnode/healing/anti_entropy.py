@@ -30,6 +30,7 @@ from kvnode.scheduling import Sleep, Tasks
 from kvnode.storage.keyspace import Storage, StorageError
 from kvnode.storage.records import CorruptRecord, Record, encode
 from kvnode.storage.system_db import RepairMarks
+from kvnode.topology.epoch import Epoch
 
 __all__ = ["AntiEntropy", "PeerOutcome", "RepairRun"]
 
@@ -144,18 +145,21 @@ class AntiEntropy:
         self.run: RepairRun | None = None  # the last on-demand repair, or the one running
         self.current: PeerOutcome | None = None  # the exchange under way, as it progresses
         self._tasks = Tasks("anti-entropy", sleep)
+        self._started = False
 
     # --- continuous and on demand -----------------------------------------------------------------
 
     def start(self) -> None:
         """Start the continuous comparisons; call inside the running event loop."""
-        if self.peers:
+        if self.peers and self._tasks.named("continuous") is None:
             self._tasks.spawn(self._continuously(), "continuous")
+        self._started = True
 
-    def use(self, peers: Sequence[PeerReplica]) -> None:
-        """Compare with another membership's peers from the next exchange on."""
-        self.peers = tuple(peers)
-        if self._tasks.named("continuous") is None:
+    def use(self, epoch: Epoch[PeerReplica]) -> None:
+        """Compare with another membership's peers from the next exchange on (a cluster of one that
+        grew starts comparing now)."""
+        self.peers = tuple(epoch.peers.values())
+        if self._started:
             self.start()
 
     async def stop(self) -> None:

@@ -38,6 +38,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from kvnode.storage.records import Record
+from kvnode.topology.epoch import Epoch
 from kvnode.topology.placement import Placement
 
 __all__ = ["GcRule", "Outcome", "Verdict"]
@@ -79,6 +80,16 @@ class GcRule:
         self.arrival_us = arrival_us
         self.settled_since = settled_since
         self._everyone_else = tuple(url for url in placement.nodes if url != own_url)
+
+    def following(self, epoch: Epoch[object]) -> GcRule:
+        """The same rule for another membership: its placement, and since when it has been settled."""
+        return GcRule(
+            self.own_url,
+            epoch.placement,
+            grace_us=self.grace_us,
+            arrival_us=self.arrival_us,
+            settled_since=epoch.settled_since,
+        )
 
     def judge(self, key: bytes, record: Record, *, now: int, completed: Callable[[str], int]) -> Verdict:
         """Whether ``record``, key's stored version, may be dropped at ``now``; ``completed(peer)`` is

@@ -20,9 +20,11 @@ from dataclasses import dataclass, field
 from kvnode.healing.anti_entropy import AntiEntropy
 from kvnode.healing.rebuild_state import RebuildState
 from kvnode.replica.auth import Introduction
+from kvnode.replica.peer import PeerReplica
 from kvnode.replica.readiness import NodeState
 from kvnode.scheduling import Sleep, Tasks
 from kvnode.storage.system_db import NodeIdentity
+from kvnode.topology.epoch import Epoch
 
 __all__ = ["Rebuild", "RebuildProgress"]
 
@@ -66,6 +68,7 @@ class Rebuild:
         self._retry_s = retry_s
         self._changed = asyncio.Event()
         self._tasks = Tasks("rebuild", sleep)
+        self._peers: tuple[PeerReplica, ...] = ()  # the members to rebuild from, as the epoch says
         self.progress = RebuildProgress(peers=members - 1)
 
     def node_state(self) -> NodeState:
@@ -87,6 +90,11 @@ class Rebuild:
             log.info("%s did not know this node before: a new member, serving", peer_url)
         self._changed.set()
 
+    def use(self, epoch: Epoch[PeerReplica]) -> None:
+        """Rebuild from another membership's members from the next pass on (one that left is no longer
+        waited for)."""
+        self._peers = tuple(epoch.peers.values())
+
     def start(self, anti_entropy: AntiEntropy) -> None:
         """Act on the state from now on, repairing with ``anti_entropy``'s peers."""
         if not self._machine.serving:
@@ -100,7 +108,7 @@ class Rebuild:
 
     async def _run(self, anti_entropy: AntiEntropy) -> None:
         while self._machine.state is NodeState.UNKNOWN:
-            for peer in anti_entropy.peers:  # a completed handshake is all it takes
+            for peer in self._peers:  # a completed handshake is all it takes
                 peer.probe()
             self._changed.clear()
             with contextlib.suppress(TimeoutError):
@@ -111,8 +119,8 @@ class Rebuild:
         while self._machine.state is NodeState.REBUILDING:
             progress.attempts += 1
             waited_for = set(progress.waiting_for)
-            for peer in anti_entropy.peers:
-                if peer.url in progress.done or peer.url not in {p.url for p in anti_entropy.peers}:
+            for peer in self._peers:
+                if peer.url in progress.done or peer.url not in {p.url for p in self._peers}:
                     continue  # done, or it left the membership while this pass repaired with others
                 outcome = await anti_entropy.repair_with(peer)
                 progress.records_received += outcome.received
@@ -123,7 +131,7 @@ class Rebuild:
                     progress.waiting_for[peer.url] = outcome.reason
             # The members may have changed while it repaired (a join or a leave): it waits only for
             # those that are members now.
-            members = {peer.url for peer in anti_entropy.peers}
+            members = {peer.url for peer in self._peers}
             for gone in [url for url in progress.waiting_for if url not in members]:
                 del progress.waiting_for[gone]
             progress.peers = len(members)

@@ -32,6 +32,7 @@ from kvnode.scheduling import Sleep, Tasks
 from kvnode.storage.keyspace import Storage, StorageError
 from kvnode.storage.records import CorruptRecord, Record, decode
 from kvnode.storage.system_db import RepairMarks
+from kvnode.topology.epoch import Epoch
 
 __all__ = ["SCAN_RATE", "GcCounts", "TombstoneGc", "pass_interval_s"]
 
@@ -87,9 +88,9 @@ class TombstoneGc:
         self._tasks = Tasks("tombstone gc", sleep)
         self._compaction: asyncio.Future[None] | None = None
 
-    def use(self, rule: GcRule, replicas: Mapping[str, Replica]) -> None:
+    def use(self, epoch: Epoch[Replica]) -> None:
         """Judge by another membership's rule, and confirm with its members, from the next key on."""
-        self._rule, self._replicas = rule, replicas
+        self._rule, self._replicas = self._rule.following(epoch), epoch.peers
 
     def start(self) -> None:
         """Start the passes; call inside the running event loop."""

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from kvnode.healing.summary import SegmentTree, Summaries
 from kvnode.storage.keyspace import Storage
 from kvnode.storage.system_db import SavedSummaries
+from kvnode.topology.epoch import Epoch
 from kvnode.topology.placement import Placement
 
 __all__ = ["SummaryUpkeep"]
@@ -52,9 +53,10 @@ class SummaryUpkeep:
             self._task = asyncio.create_task(self._rebuild(self._pending_scan), name="summary rebuild")
             self._pending_scan = None
 
-    def use(self, placement: Placement) -> None:
+    def use(self, epoch: Epoch[object]) -> None:
         """Summarise for another membership's placement: which peer shares a key changed, so the trees
         are rebuilt from a scan (not ready meanwhile: exchanges wait). The same placement changes nothing."""
+        placement = epoch.placement
         current = self.summaries.placement
         if (current.nodes, current.tokens) == (placement.nodes, placement.tokens):
             return

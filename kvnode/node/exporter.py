@@ -26,6 +26,7 @@ from kvnode.metrics import LATENCY_BUCKETS_S, CallMeter, FixedBuckets
 from kvnode.node.snapshot import NodeSnapshot, RepairFigures
 from kvnode.replica.peer_state import PeerState
 from kvnode.replica.readiness import NodeState
+from kvnode.topology.epoch import Epoch
 
 __all__ = ["PEER_STATES", "MeteredReplica", "NodeMetrics"]
 
@@ -48,6 +49,7 @@ class NodeMetrics(Collector):
         self._requests: dict[str, dict[int, FixedBuckets]] = {}  # by operation, then status
         self._snapshot: Callable[[], NodeSnapshot] | None = None
         self._replicas: Sequence[MeteredReplica] = ()
+        self._local: tuple[MeteredReplica, ...] = ()
         self.registry.register(self)
         ProcessCollector(registry=self.registry)  # CPU seconds, memory, open fds: process_*
 
@@ -60,10 +62,15 @@ class NodeMetrics(Collector):
             by_status.setdefault(status, FixedBuckets())
         return by_status
 
-    def watch(self, snapshot: Callable[[], NodeSnapshot], replicas: Sequence[MeteredReplica]) -> None:
-        """Read the node's state from ``snapshot`` and the replicas' meters at every scrape."""
+    def watch(self, snapshot: Callable[[], NodeSnapshot], local: MeteredReplica) -> None:
+        """Read the node's state from ``snapshot``, and the replicas' meters (``local``'s and, from
+        :meth:`use` on, the peers'), at every scrape."""
         self._snapshot = snapshot
-        self._replicas = replicas
+        self._local = self._replicas = (local,)
+
+    def use(self, epoch: Epoch[MeteredReplica]) -> None:
+        """Count the calls to another membership's peers from the next scrape on."""
+        self._replicas = (*self._local, *epoch.peers.values())
 
     def collect(self) -> Iterator[Metric]:
         yield from self._request_metrics()

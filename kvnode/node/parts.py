@@ -1,6 +1,6 @@
-"""A node's parts in one value: :class:`NodeParts`, the one AppKey the handlers read it by, the one place
-a membership change takes effect (:meth:`NodeParts.use_members`) and the one snapshot of the node's figures.
-kvnode.node.wiring builds them, in dependency order, and closes them."""
+"""A node's parts in one value: :class:`NodeParts`, the one AppKey the handlers read it by, and the one
+snapshot of the node's figures. kvnode.node.wiring builds them, in dependency order, and closes them; a
+membership change reaches them through kvnode.cluster.members, as a new epoch."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from kvnode.cluster.members import Members
 from kvnode.config import NodeConfig
 from kvnode.coordinator.coordinator import Coordinator
 from kvnode.healing.anti_entropy import AntiEntropy
-from kvnode.healing.gc_rule import GcRule
 from kvnode.healing.rebuild import Rebuild
 from kvnode.healing.tombstone_gc import TombstoneGc
 from kvnode.healing.upkeep import SummaryUpkeep
@@ -34,7 +33,6 @@ from kvnode.node.snapshot import (
     RebuildFigures,
     RepairFigures,
 )
-from kvnode.replica import Replica
 from kvnode.replica.hints import HintStore
 from kvnode.replica.identities import Identities
 from kvnode.replica.local import LocalReplica
@@ -44,7 +42,7 @@ from kvnode.storage.keyspace import Storage
 from kvnode.storage.system_db import SystemDb
 from kvnode.topology.membership import Membership
 
-__all__ = ["PARTS", "NodeParts", "gc_rule_of", "replicas_of"]
+__all__ = ["PARTS", "NodeParts"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,19 +79,6 @@ class NodeParts:
     def peers(self) -> list[PeerReplica]:
         """Every other member, in the cluster's order."""
         return self.members.peers
-
-    def use_members(self, members: Members) -> None:
-        """Every part that depends on the membership, moved to the one ``members`` runs with now: the one
-        place a membership change takes effect (kvnode.cluster.members.Members.adopt calls it)."""
-        config, peers, placement = self.config, members.peers, members.placement
-        reads = members.membership.read_placement()
-        self.coordinator.use(placement, replicas_of(self.local, members), reads)
-        self.summaries.use(placement)
-        self.gc.use(gc_rule_of(config, members), {peer.url: peer for peer in peers})
-        self.anti_entropy.use(peers)
-        self.fence.use(len(peers))
-        self.identities.use(members.membership)
-        self.metrics.watch(self.snapshot, [self.local, *peers])
 
     def _receiving(self) -> int:
         """Records received so far by the exchange under way, while this node rebuilds (a rebuild counts
@@ -182,25 +167,3 @@ class NodeParts:
 
 
 PARTS = web.AppKey("parts", NodeParts)
-
-
-def replicas_of(local: LocalReplica, members: Members) -> dict[str, Replica]:
-    """Every member as a replica, by URL: this node's storage and its peers."""
-    replicas: dict[str, Replica] = {local.url: local}
-    replicas.update({peer.url: peer for peer in members.peers})
-    return replicas
-
-
-def gc_rule_of(config: NodeConfig, members: Members) -> GcRule:
-    # A version reaches a replica within the replica timeout (a write) or the hint window (a hint),
-    # stamped by a clock up to the maximum skew off this one's (kvnode.healing.gc_rule).
-    arrival_us = (config.timeout_ms + config.max_clock_skew_ms) * 1000 + config.hint_window_s * 1_000_000
-    membership = members.membership
-    settled = None if membership.joining or membership.leaving else members.since
-    return GcRule(
-        config.url,
-        members.placement,
-        grace_us=config.gc_grace_s * 1_000_000,
-        arrival_us=arrival_us,
-        settled_since=settled,
-    )

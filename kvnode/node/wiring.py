@@ -8,7 +8,6 @@ its fence, the peers' channels and every background driver, and yields them as o
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import ssl
@@ -29,13 +28,14 @@ from kvnode.config import NodeConfig
 from kvnode.coordinator.coordinator import Coordinator
 from kvnode.coordinator.fanout import FANOUTS
 from kvnode.healing.anti_entropy import AntiEntropy
+from kvnode.healing.gc_rule import GcRule
 from kvnode.healing.rebuild import Rebuild
 from kvnode.healing.tombstone_gc import TombstoneGc, pass_interval_s
 from kvnode.healing.upkeep import SummaryUpkeep
 from kvnode.memory import Settler
 from kvnode.metrics import LoopLagMonitor
 from kvnode.node.exporter import NodeMetrics
-from kvnode.node.parts import NodeParts, gc_rule_of, replicas_of
+from kvnode.node.parts import NodeParts
 from kvnode.node.peer_api import PeerGate, ReplicaServer
 from kvnode.replica import wire
 from kvnode.replica.auth import ClusterAuth, Introduction
@@ -45,6 +45,7 @@ from kvnode.replica.local import LocalReplica
 from kvnode.replica.peer import PeerReplica
 from kvnode.storage.keyspace import Storage, StorageUnavailable
 from kvnode.storage.system_db import SystemDb
+from kvnode.topology.epoch import Epoch
 from kvnode.topology.membership import Membership, at_start
 
 __all__ = ["open_parts"]
@@ -96,6 +97,8 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
         )
         rebuild = Rebuild(system.identity, size)
 
+        # A handshake's news goes to the rebuild and to the membership; ``members`` is made below (its
+        # peers' channels carry these identities), and no handshake happens before the node runs.
         def peer_met(peer_url: str, theirs: Introduction) -> None:
             rebuild.peer_met(peer_url, theirs)
             members.heard_version(peer_url, theirs.membership)
@@ -120,16 +123,37 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
                 identities=identities,
             )
 
-        members = Members(
-            config.url, membership, system.membership, hints, make_peer, clock.current, config.crash_at
-        )
-        fence.measure_peers = lambda: _measure_clocks(members.peers)
-        local = LocalReplica(config.url, storage, fence, rebuild.node_state)
-        coordinator = Coordinator(
-            members.placement, replicas_of(local, members), FANOUTS[config.fanout], clock, hints, local, fence
-        )
-        coordinator.use(members.placement, replicas_of(local, members), membership.read_placement())
         settler = Settler()
+
+        def follow(peer: PeerReplica) -> Callable[[], Awaitable[None]]:
+            delivery = HintDelivery(hints, peer, config.hint_rate, settler)
+            delivery.start()
+            return delivery.stop
+
+        members = Members(
+            config.url,
+            membership,
+            system.membership,
+            hints,
+            make_peer,
+            clock.current,
+            config.crash_at,
+            follow,
+        )
+        epoch = members.epoch
+        local = LocalReplica(config.url, storage, fence, rebuild.node_state)
+        coordinator = Coordinator(epoch, FANOUTS[config.fanout], clock, hints, local, fence)
+        anti_entropy = AntiEntropy(
+            config.url,
+            summaries,
+            storage,
+            local,
+            members.peers,
+            clock,
+            system.repair_marks,
+            interval_s=config.repair_interval_s,
+            rate=config.repair_rate,
+        )
         parts = NodeParts(
             config=config,
             members=members,
@@ -154,57 +178,61 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             summaries=summaries,
             gc=TombstoneGc(
                 storage,
-                gc_rule_of(config, members),
+                _gc_rule(config, epoch),
                 system.repair_marks,
                 clock.current,
                 pass_interval_s(config.gc_grace_s),
-                {peer.url: peer for peer in members.peers},
+                epoch.peers,
             ),
-            anti_entropy=AntiEntropy(
-                config.url,
-                summaries,
-                storage,
-                local,
-                members.peers,
-                clock,
-                system.repair_marks,
-                interval_s=config.repair_interval_s,
-                rate=config.repair_rate,
-            ),
+            anti_entropy=anti_entropy,
             tokens=tokens,
             rebuild=rebuild,
             identities=identities,
         )
-        parts.metrics.watch(parts.snapshot, [local, *members.peers])
-        members.listeners.append(parts.use_members)
+        parts.metrics.watch(parts.snapshot, local)
+        own_part = OwnPart(members, anti_entropy, storage, 2 * config.timeout, config.crash_at)
         settler.start()
         opened.push_async_callback(settler.stop)
-
-        def follow(peer: PeerReplica) -> Callable[[], Awaitable[None]]:
-            delivery = HintDelivery(hints, peer, config.hint_rate, settler)
-            delivery.start()
-            return delivery.stop
-
-        members.follow = follow
-        members.start()
+        # Every part that depends on the membership, told of this epoch and of each one after it (a join or
+        # a leave under way at start included: this node goes on with its part).
+        members.start(
+            [
+                coordinator,
+                summaries,
+                parts.gc,
+                anti_entropy,
+                fence,
+                identities,
+                parts.metrics,
+                rebuild,
+                own_part,
+            ]
+        )
         opened.push_async_callback(members.close)
         parts.gc.start()
         opened.push_async_callback(parts.gc.stop)
         parts.loop_lag.start()
         opened.push_async_callback(parts.loop_lag.stop)
-        parts.anti_entropy.start()
-        opened.push_async_callback(parts.anti_entropy.stop)
-        rebuild.start(parts.anti_entropy)
+        anti_entropy.start()
+        opened.push_async_callback(anti_entropy.stop)
+        rebuild.start(anti_entropy)
         opened.push_async_callback(rebuild.stop)
-        own_part = OwnPart(members, parts.anti_entropy, storage, 2 * config.timeout, config.crash_at)
-        members.listeners.append(own_part.check)
-        own_part.check(members)  # a join or a leave under way at start: this node goes on with its part
         opened.push_async_callback(own_part.stop)
         yield parts
 
 
-async def _measure_clocks(peers: list[PeerReplica]) -> None:
-    await asyncio.gather(*(peer.measure_clock() for peer in peers))
+def _gc_rule(config: NodeConfig, epoch: Epoch[PeerReplica]) -> GcRule:
+    # A version reaches a replica within the replica timeout (a write) or the hint window (a hint),
+    # stamped by a clock up to the maximum skew off this one's (kvnode.healing.gc_rule).
+    arrival_us = (config.timeout_ms + config.max_clock_skew_ms) * 1000 + config.hint_window_s * 1_000_000
+    grace_us = config.gc_grace_s * 1_000_000
+    return GcRule(
+        config.url,
+        epoch.placement,
+        grace_us=grace_us,
+        arrival_us=arrival_us,
+        settled_since=epoch.settled_since,
+    )
 
 
 def _change_peer(

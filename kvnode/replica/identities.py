@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from kvnode.replica.auth import Introduction
 from kvnode.storage.system_db import NodeIdentity, PeerIdentities
+from kvnode.topology.epoch import Epoch
 from kvnode.topology.membership import Membership
 
 __all__ = ["Identities"]
@@ -37,9 +38,9 @@ class Identities:
         self._peers = peers
         self._peer_met = peer_met
 
-    def use(self, membership: Membership) -> None:
+    def use(self, epoch: Epoch[object]) -> None:
         """Introduce this node with another membership's version, and remember its members, from now on."""
-        self._membership = membership
+        membership = self._membership = epoch.membership
         self._others = frozenset(membership.urls) - {self.own_url}
 
     def introduce(self, peer_url: str) -> Introduction:

@@ -1,3 +1,4 @@
 """Who the members are and who owns what, as pure values: rendezvous placement, host-aware (placement);
-the cluster's identity and its versioned membership (membership); a node's part in a membership change,
-step by step (change_steps). No I/O: the drivers in kvnode.cluster act on them."""
+the cluster's identity and its versioned membership (membership); what a node runs with between two
+changes, as one value every part is handed (epoch); a node's part in a membership change, step by step
+(change_steps). No I/O: the drivers in kvnode.cluster act on them."""

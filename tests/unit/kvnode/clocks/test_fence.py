@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Awaitable, Callable
 
 import pytest
 
 from kvnode.clocks.fence import ClockFence, ClockFenced, judge
 from kvnode.clocks.offsets import ClockOffsets, Offset
+from kvnode.topology.epoch import Epoch
+from kvnode.topology.membership import Membership
 
 SKEW_US = 5_000_000
 MINUTE_US = 60_000_000
@@ -75,6 +78,27 @@ class Wall:
 
     def __call__(self) -> int:
         return self.us
+
+
+class ClockPeer:
+    """A peer whose clock measurement runs ``measure``."""
+
+    def __init__(self, measure: Callable[[], Awaitable[None]]) -> None:
+        self._measure = measure
+
+    def measure_clock(self) -> Awaitable[None]:
+        return self._measure()
+
+
+async def no_measurement() -> None:
+    pass
+
+
+def measuring(fence: ClockFence, measure: Callable[[], Awaitable[None]]) -> None:
+    """The fence runs with two peers: measuring the first runs ``measure`` (which may measure both)."""
+    urls = ["http://a", "http://b", "http://c"]
+    peers = {"http://b": ClockPeer(measure), "http://c": ClockPeer(no_measurement)}
+    fence.use(Epoch(urls[0], Membership.seeded(urls), peers, since=0))
 
 
 def fence_of(wall: Wall, peers: int = 2) -> tuple[ClockFence, list[float]]:
@@ -145,7 +169,7 @@ async def test_before_any_measurement_a_write_waits_for_one_round_of_them() -> N
         fence.measured("b", Offset(-MINUTE_US, 100))
         fence.measured("c", Offset(-MINUTE_US, 100))
 
-    fence.measure_peers = measure_peers
+    measuring(fence, measure_peers)
     outcomes = await asyncio.gather(fence.admit_write(), fence.admit_write(), return_exceptions=True)
     assert all(isinstance(outcome, ClockFenced) for outcome in outcomes)
     assert next(rounds) == 2  # the two writes shared one round
@@ -157,7 +181,7 @@ async def test_peers_that_cannot_be_reached_are_no_fence() -> None:
     async def nobody_answers() -> None:
         await asyncio.sleep(0)
 
-    fence.measure_peers = nobody_answers
+    measuring(fence, nobody_answers)
     await fence.admit_write()
     assert not fence.fenced
 
@@ -170,7 +194,7 @@ async def test_a_good_node_that_measured_only_the_bad_one_measures_the_rest_befo
     async def measure_peers() -> None:
         fence.measured("c", Offset(0, 100))
 
-    fence.measure_peers = measure_peers
+    measuring(fence, measure_peers)
     await fence.admit_write()
     assert (fence.fenced, fence.verdict.far) == (False, ("a",))
 
@@ -183,7 +207,7 @@ async def test_a_peer_that_does_not_answer_holds_up_no_write_the_others_clear() 
         fence.measured("c", Offset(0, 100))  # answers at once; b never does
         await frozen
 
-    fence.measure_peers = measure_peers
+    measuring(fence, measure_peers)
     await asyncio.wait_for(fence.admit_write(), timeout=5)
     assert (fence.fenced, fence.verdict.measured) == (False, 1)
     frozen.cancel()

@@ -30,7 +30,7 @@ def own_part(node: InProcessNode) -> OwnPart:
     members = node.members
     assert members is not None
     part = OwnPart(members, node.anti_entropy(), node.storage, DRAIN_S, crash_at="", sleep=node.sleep)
-    members.listeners.append(part.check)
+    members.start([part])
     return part
 
 

@@ -10,17 +10,29 @@ from pathlib import Path
 import pytest
 
 from kvnode.cluster.members import Members, NotAdopted
+from kvnode.replica.peer import PeerReplica
+from kvnode.topology.epoch import Epoch
 from tests.drivers import in_process_nodes, until
 
 
-async def test_a_newer_membership_is_stored_then_run_with_and_listeners_told(tmp_path: Path) -> None:
+class Told:
+    """A part that depends on the membership: the versions of the epochs it was handed."""
+
+    def __init__(self) -> None:
+        self.versions: list[int] = []
+
+    def use(self, epoch: Epoch[PeerReplica]) -> None:
+        self.versions.append(epoch.membership.version)
+
+
+async def test_a_newer_membership_is_stored_then_run_with_and_every_part_told(tmp_path: Path) -> None:
     async with in_process_nodes(tmp_path, 3) as (one, _two, three):
         members = one.open_members()
-        told: list[int] = []
-        members.listeners.append(lambda m: told.append(m.membership.version))
+        told = Told()
+        members.start([told])
         leaving = members.membership.left(three.url)
         members.adopt(leaving)
-        assert members.membership == leaving and told == [2]
+        assert members.membership == leaving and told.versions == [1, 2]
         assert one.system.membership.load() == leaving  # a restart runs with it
         assert members.placement.nodes == leaving.placement().nodes
         await members.close()

@@ -10,6 +10,7 @@ from pathlib import Path
 from kvnode.healing.rebuild import Rebuild
 from kvnode.replica.auth import Introduction
 from kvnode.replica.readiness import NodeState
+from kvnode.topology.epoch import Epoch
 from tests.drivers import in_process_nodes, until
 
 
@@ -29,6 +30,7 @@ async def test_a_node_that_lost_its_disk_rebuilds_from_every_peer_then_serves(tm
         three_peer = wiped.peers[three.url]
         three_peer.reachable = False
         anti_entropy = wiped.anti_entropy()
+        rebuild.use(wiped.epoch())  # the members it rebuilds from
         rebuild.start(anti_entropy)
         await until(lambda: rebuild.progress.attempts >= 2, "a second attempt")
         assert rebuild.node_state() is NodeState.REBUILDING
@@ -51,3 +53,22 @@ async def test_a_new_member_that_no_peer_knew_serves_at_once(tmp_path: Path) -> 
         assert rebuild.node_state() is NodeState.SERVING
         rebuild.start(new.anti_entropy())  # nothing to do: no task is started
         await rebuild.stop()
+
+
+async def test_a_member_that_left_meanwhile_is_no_longer_waited_for(tmp_path: Path) -> None:
+    async with in_process_nodes(tmp_path, 3) as (wiped, two, gone):
+        await until(lambda: all(n.upkeep.ready.is_set() for n in (wiped, two, gone)), "summaries built")
+        rebuild = Rebuild(wiped.system.identity, 3, sleep=wiped.sleep)
+        rebuild.peer_met(two.url, Introduction(identity="b", remembered="the-identity-it-had-before"))
+        wiped.peers[gone.url].reachable = False
+        anti_entropy = wiped.anti_entropy()
+        rebuild.use(wiped.epoch())
+        rebuild.start(anti_entropy)
+        await until(lambda: rebuild.progress.waiting_for == {gone.url: "unreachable"}, "waiting for it")
+
+        without = wiped.membership.left(gone.url).removed(gone.url)
+        rebuild.use(Epoch(wiped.url, without, {two.url: wiped.peer(two.url)}, since=1))
+        await until(lambda: rebuild.node_state() is NodeState.SERVING, "serving")
+        assert rebuild.progress.done == {two.url}
+        await rebuild.stop()
+        await anti_entropy.stop()
