@@ -18,7 +18,7 @@ The packages, each importing only those listed below it (tests/test_imports.py c
                  identities, wire, websocket), errors, readiness, hinted handoff (hints)
     storage      records, the client keyspace in LevelDB (keyspace), the node's own state (system_db)
     topology     who owns what, pure: placement, membership, epoch (what a node runs with between two
-                 changes, handed to every part), change_steps
+                 changes, handed to every part), versions_heard, change_steps
     clocks       time, which is not trusted: the hybrid clock (hybrid), peers' offsets, the fence
     config, metrics, memory, scheduling   the configuration (one frozen dataclass), latency histograms
                  and loop lag, memory given back after large values, the background drivers' tasks

@@ -26,6 +26,7 @@ from kvnode.storage.system_db import StoredMembership
 from kvnode.topology.epoch import Epoch
 from kvnode.topology.membership import Membership
 from kvnode.topology.placement import Placement
+from kvnode.topology.versions_heard import VersionsHeard
 
 __all__ = ["Members", "NotAdopted"]
 
@@ -79,9 +80,8 @@ class Members:
         self._make_peer = make_peer
         self._stops: dict[str, Callable[[], Awaitable[None]]] = {}
         self._tasks = Tasks("membership")  # closing peers no longer members, comparing memberships
-        self._exchanging: set[str] = set()  # peers a membership is being fetched from or offered to
-        self._peer_versions: dict[str, int] = {}  # as each peer last said, or took from this node
-        self._versions_heard = asyncio.Event()
+        self._versions = VersionsHeard()
+        self._versions_heard = asyncio.Event()  # set at each version heard: the barrier looks again
 
     @property
     def membership(self) -> Membership:
@@ -152,7 +152,7 @@ class Members:
         for peer in self.peers:
             if peer.url not in self._stops:
                 self._follow(peer)
-            if self._peer_versions.get(peer.url, 0) < offered.version:
+            if self._versions.behind([peer.url], offered.version):
                 self._compare_with(peer.url)  # it may not have this version yet: pass it on
         for url, peer in old.items():  # the peers no longer members
             self._tasks.spawn(self._let_go(url, peer))
@@ -178,7 +178,7 @@ class Members:
     async def peers_at(self, version: int) -> None:
         """Return once every peer runs with ``version`` or a newer one, as far as this node heard (a
         handshake, or an offer it took): the progress barrier of a join."""
-        while any(self._peer_versions.get(peer.url, 0) < version for peer in self.peers):
+        while self._versions.behind([peer.url for peer in self.peers], version):
             for peer in self.peers:
                 peer.probe()  # a peer not connected says its version when it is
             self._versions_heard.clear()
@@ -186,7 +186,7 @@ class Members:
                 await asyncio.wait_for(self._versions_heard.wait(), 1.0)
 
     def _heard(self, peer_url: str, version: int) -> None:
-        self._peer_versions[peer_url] = version
+        self._versions.heard(peer_url, version)
         self._versions_heard.set()
 
     def heard_version(self, peer_url: str, version: int) -> None:
@@ -198,9 +198,8 @@ class Members:
 
     def _compare_with(self, peer_url: str) -> None:
         peer = next((peer for peer in self.peers if peer.url == peer_url), None)
-        if peer is None or peer_url in self._exchanging:
+        if peer is None or not self._versions.begin(peer_url):
             return  # not a member in this node's view (it cannot be asked yet), or under way
-        self._exchanging.add(peer_url)
         self._tasks.spawn(self._compare(peer))
 
     async def _compare(self, peer: PeerReplica) -> None:
@@ -208,9 +207,10 @@ class Members:
         try:
             theirs = Membership.decode(await peer.fetch_membership())
             self._heard(peer.url, theirs.version)
-            if theirs.version > self.membership.version:
+            comparison = self._versions.compare(mine=self.membership.version, theirs=theirs.version)
+            if comparison == "fetch":
                 self.adopt(theirs)
-            elif theirs.version < self.membership.version:
+            elif comparison == "offer":
                 ours = self.membership
                 await peer.offer_membership(ours.encode())
                 self._heard(peer.url, ours.version)
@@ -219,4 +219,4 @@ class Members:
         except (ReplicaError, ValueError, StorageError) as error:  # tried again at the next handshake
             log.warning("could not compare memberships with %s: %s", peer.url, error)
         finally:
-            self._exchanging.discard(peer.url)
+            self._versions.ended(peer.url)

@@ -1,4 +1,5 @@
 """Who the members are and who owns what, as pure values: rendezvous placement, host-aware (placement);
 the cluster's identity and its versioned membership (membership); what a node runs with between two
-changes, as one value every part is handed (epoch); a node's part in a membership change, step by step
-(change_steps). No I/O: the drivers in kvnode.cluster act on them."""
+changes, as one value every part is handed (epoch); the versions peers said (versions_heard); a node's
+part in a membership change, step by step (change_steps). No I/O: the drivers in kvnode.cluster act on
+them."""
