@@ -24,7 +24,8 @@ Modules, one job each:
     scenarios     fresh 3-node clusters: healthy, slow-replica, replica-down
     delay_proxy   the TCP proxy that makes a replica slow
     compare       the pipeline: every scenario and mode, common rates, the capacity search
-    report        report.md, its conclusion and the plots
+    report        report.md and its conclusion, drawn from the runs alone
+    plots         its plots, one style per mode in every plot
     locust_cluster  a filled local cluster under Locust: its web UI, or a headless run with reports
     bench, hello  wrk against the cluster next to an aiohttp hello-world (``make bench``)
     ladder        the highest constant rate a running cluster holds, rung by rung

@@ -11,37 +11,32 @@ schedule's end: a 0.6 s step reached 80 % of its rate) or, for a latency percent
 than :data:`MIN_RUN_REQUESTS` requests; every conclusion says which runs it rests on. A report whose runs
 are shorter than that (``--quick``) is headed "Smoke check": the pipeline ran end to end, nothing more.
 
-Every mode keeps one colour, marker and line style in every plot, so no line hides another.
+The plots are drawn by :mod:`loadtest.plots`.
 """
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")  # files only; never a window
-import matplotlib.pyplot as plt
-from matplotlib.axes import Axes
-from matplotlib.ticker import FixedLocator, FuncFormatter, LogFormatter, NullLocator
-
-from kvnode.metrics import LatencyHistogram
 from loadtest.openloop import ERROR_SHARE_LIMIT
+from loadtest.plots import (
+    OPS,
+    Run,
+    capacity_runs,
+    plot_capacity,
+    plot_rates,
+    plot_spectra,
+    rate_label,
+    sustained_label,
+)
 
 __all__ = ["MIN_RUN_REQUESTS", "MIN_RUN_S", "Run", "conclusion", "headline", "write_report"]
 
-Run = dict[str, Any]
 MIN_RUN_S = 2.0  # seconds: no comparison from a shorter run (a capacity-search step included)
 MIN_RUN_REQUESTS = 1_000  # no percentile comparison from fewer requests: a p99 resting on < 10 of them
-_OPS = ("put", "get")
-_COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown")
-_MARKERS = ("o", "s", "^", "D", "v", "P")
-_LINESTYLES: tuple[Any, ...] = ("-", "--", "-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1)))
 
 
 def write_report(
@@ -59,18 +54,18 @@ def write_report(
     for scenario in scenarios:
         lines += [f"## {scenario}", ""]
         plot = plots / f"rate-{scenario}.png"
-        _plot_rates(
+        plot_rates(
             plot, [run for run in runs if run["scenario"] == scenario], searches, modes, scenario, slo_ms
         )
         lines += [f"![{scenario}: p99 and achieved rate by asked rate]({plot.relative_to(out)})", ""]
-        for op in _OPS:
+        for op in OPS:
             mine = [run for run in runs if run["scenario"] == scenario and run["op"] == op]
             if not mine:
                 continue
             lines += [f"### {op.upper()}", "", *_run_table(mine), ""]
             plot = plots / f"latency-{scenario}-{op}.png"
-            capacity = _capacity_runs(mine, searches)
-            _plot_spectra(plot, out, mine, capacity, modes, f"{scenario}: {op.upper()}", slo_ms)
+            capacity = capacity_runs(mine, searches)
+            plot_spectra(plot, out, mine, capacity, modes, f"{scenario}: {op.upper()}", slo_ms)
             lines += [f"![{scenario} {op} latency by percentile]({plot.relative_to(out)})", ""]
     report = out / "report.md"
     report.write_text("\n".join(lines) + "\n")
@@ -150,7 +145,7 @@ def _capacity_sentence(rows: Sequence[Run], runs: Sequence[Run], slo_ms: float) 
             "lists what each search reached)."
         )
     by_mode = {row["mode"]: row["sustained"] for row in rows}
-    shown = {row["mode"]: _sustained(row) for row in rows}
+    shown = {row["mode"]: sustained_label(row) for row in rows}
     ranked = sorted(by_mode, key=lambda mode: by_mode[mode] or 0.0, reverse=True)
     best = ranked[0]
     if not by_mode[best]:
@@ -185,7 +180,7 @@ def _latency_sentence(runs: Sequence[Run], modes: Sequence[str], slo_ms: float) 
     durations = _seconds(sorted({at_rate[mode]["duration_s"] for mode in modes}))
     fewest = min(at_rate[mode]["requests"] for mode in modes)
     return (
-        f"At {_rate(common)}, the highest common rate all sustained, p50 / p99: {figures} (one run of "
+        f"At {rate_label(common)}, the highest common rate all sustained, p50 / p99: {figures} (one run of "
         f"{durations} s per mode, at least {fewest:,} requests each)."
     )
 
@@ -243,16 +238,6 @@ def _median_calls(runs: Sequence[Run], mode: str) -> float | None:
     return statistics.median(values) if values else None
 
 
-def _rate(rate: float | None) -> str:
-    return f"{rate:,.0f}/s" if rate else "nothing"
-
-
-def _sustained(search: Run) -> str:
-    """The rate a search sustained; "≥" when no higher rate failed (its budget ran out first)."""
-    bound = "≥ " if search["sustained"] and search.get("lowest_failed") is None else ""
-    return bound + _rate(search["sustained"])
-
-
 def _change(value: float, reference: float | None) -> str:
     if not reference:
         return "n/a"
@@ -276,7 +261,7 @@ def _capacity_section(
     title = "Capacity by scenario and op"
     if _too_short(steps):
         title += f"\nsmoke check: steps under {MIN_RUN_S:g} s, not a comparison"
-    _plot_capacity(plot, searches, modes, title)
+    plot_capacity(plot, searches, modes, title)
     lines = [
         f"## Capacity: the highest rate each mode sustains (p99 ≤ {slo_ms:g} ms, ≥ 95 % of the asked rate, "
         "≤ 1 % errors; median of the steps at a rate; a generator that was INVALID, and so made the "
@@ -289,10 +274,10 @@ def _capacity_section(
     for row in searches:
         mine = [run for run in runs if (run["scenario"], run["op"]) == (row["scenario"], row["op"])]
         calls = _calls(_median_calls(mine, row["mode"]))
-        failed = _rate(row["lowest_failed"]) if row.get("lowest_failed") else "none"
+        failed = rate_label(row["lowest_failed"]) if row.get("lowest_failed") else "none"
         lines.append(
-            f"| {row['scenario']} | {row['op'].upper()} | {row['mode']} | {_sustained(row)} | {failed} | "
-            f"{calls} | {row['stopped']} |"
+            f"| {row['scenario']} | {row['op'].upper()} | {row['mode']} | {sustained_label(row)} | "
+            f"{failed} | {calls} | {row['stopped']} |"
         )
     return [*lines, "", f"![capacity by scenario, op and mode]({plot.relative_to(out)})", ""]
 
@@ -328,214 +313,3 @@ def _run_table(runs: Sequence[Run]) -> list[str]:
 
 
 # --- plots ---------------------------------------------------------------------------------------------
-
-
-def _style(modes: Sequence[str], mode: str) -> dict[str, Any]:
-    """The mode's colour, marker and line style, the same in every plot."""
-    index = modes.index(mode) if mode in modes else len(modes)
-    return {
-        "color": _COLOURS[index % len(_COLOURS)],
-        "marker": _MARKERS[index % len(_MARKERS)],
-        "linestyle": _LINESTYLES[index % len(_LINESTYLES)],
-    }
-
-
-def _plot_capacity(path: Path, searches: Sequence[Run], modes: Sequence[str], title: str) -> None:
-    groups = list(dict.fromkeys((row["scenario"], row["op"]) for row in searches))
-    figure, axes = plt.subplots(figsize=(max(6.0, 1.6 * len(groups) * max(1, len(modes)) / 2), 4.5))
-    width = 0.8 / max(1, len(modes))
-    for index, mode in enumerate(modes):
-        style = _style(modes, mode)
-        heights = [(_search(searches, *group, mode) or {}).get("sustained") or 0 for group in groups]
-        xs = [position + (index - (len(modes) - 1) / 2) * width for position in range(len(groups))]
-        hatch = ("", "//", "..", "xx", "\\\\", "++")[index % 6]
-        bars = axes.bar(xs, heights, width, color=style["color"], hatch=hatch, edgecolor="black", label=mode)
-        rows = [_search(searches, *group, mode) for group in groups]
-        axes.bar_label(
-            bars, [_sustained(row) if row else "" for row in rows], fontsize=7, rotation=90, padding=2
-        )
-    axes.set_xticks(range(len(groups)))
-    axes.set_xticklabels([f"{scenario}\n{op.upper()}" for scenario, op in groups], fontsize=8)
-    axes.set_ylabel("highest rate sustained (requests/s)")
-    axes.set_title(title)
-    # Headroom above the tallest bar for its upright label, so no label reaches the title.
-    tallest = max((row.get("sustained") or 0 for row in searches), default=0)
-    axes.set_ylim(0, max(1.0, tallest) * 1.25)
-    axes.grid(True, axis="y", alpha=0.3)
-    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-
-
-def _plot_rates(
-    path: Path,
-    runs: Sequence[Run],
-    searches: Sequence[Run],
-    modes: Sequence[str],
-    scenario: str,
-    slo_ms: float,
-) -> None:
-    """p99 (top) and achieved share of the asked rate (bottom) against the asked rate, PUT and GET side by
-    side: every run as a marker (hollow: INVALID), each mode's median per rate as a line, and a dotted
-    vertical line at the rate each mode sustained."""
-    figure, grid = plt.subplots(2, len(_OPS), figsize=(6 * len(_OPS), 8), squeeze=False, sharex="col")
-    for column, op in enumerate(_OPS):
-        top, bottom = grid[0][column], grid[1][column]
-        for mode in modes:
-            mine = [run for run in runs if run["op"] == op and run["mode"] == mode]
-            if not mine:
-                continue
-            style = _style(modes, mode)
-            for axes, value in (
-                (top, lambda run: max(run["latency_ms"]["p99"], 0.001)),
-                (bottom, lambda run: 100 * run["achieved_rate"] / run["asked_rate"]),
-            ):
-                _plot_mode(axes, mine, value, mode, style)
-            sustained = (_search(searches, scenario, op, mode) or {}).get("sustained")
-            if sustained:
-                for axes in (top, bottom):
-                    axes.axvline(sustained, color=style["color"], linestyle=":", linewidth=1)
-        top.axhline(slo_ms, color="black", linestyle=":", linewidth=1, label=f"SLO {slo_ms:g} ms")
-        top.set_yscale("log")
-        _plain_ticks(top)
-        top.set_ylabel("p99 latency (ms, from intended send time)")
-        top.set_title(f"{scenario}: {op.upper()}  (dotted verticals: rate sustained)")
-        bottom.axhline(95, color="black", linestyle=":", linewidth=1, label="95 % of asked")
-        bottom.set_ylabel("succeeded, % of the asked rate")
-        bottom.set_xlabel("asked rate (requests/s)")
-        for axes in (top, bottom):
-            axes.grid(True, which="both", alpha=0.3)
-            axes.legend(fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-
-
-def _plot_mode(axes: Axes, runs: Sequence[Run], value: Any, mode: str, style: dict[str, Any]) -> None:
-    """One mode's runs as markers (filled VALID, hollow INVALID) and its median per rate as a line."""
-    by_rate: dict[float, list[float]] = {}
-    for run in runs:
-        by_rate.setdefault(run["asked_rate"], []).append(value(run))
-        face = style["color"] if run["generator"]["valid"] else "none"
-        axes.plot(
-            [run["asked_rate"]],
-            [value(run)],
-            style["marker"],
-            color=style["color"],
-            markerfacecolor=face,
-            alpha=0.6,
-        )
-    rates = sorted(by_rate)
-    axes.plot(
-        rates,
-        [statistics.median(by_rate[rate]) for rate in rates],
-        color=style["color"],
-        linestyle=style["linestyle"],
-        marker=style["marker"],
-        linewidth=1.6,
-        label=mode,
-    )
-
-
-def _search(searches: Sequence[Run], scenario: str, op: str, mode: str) -> Run | None:
-    return next(
-        (row for row in searches if (row["scenario"], row["op"], row["mode"]) == (scenario, op, mode)), None
-    )
-
-
-def _capacity_runs(runs: Sequence[Run], searches: Sequence[Run]) -> list[Run]:
-    """Per mode, the search step at its sustained rate with the median p99: its latency at capacity."""
-    chosen = []
-    for row in searches:
-        steps = [
-            run
-            for run in runs
-            if run["kind"] == "search"
-            and (run["scenario"], run["op"], run["mode"]) == (row["scenario"], row["op"], row["mode"])
-            and run["asked_rate"] == row["sustained"]
-        ]
-        if steps:
-            chosen.append(sorted(steps, key=lambda run: run["latency_ms"]["p99"])[len(steps) // 2])
-    return chosen
-
-
-def _plot_spectra(
-    path: Path,
-    out: Path,
-    runs: Sequence[Run],
-    capacity: Sequence[Run],
-    modes: Sequence[str],
-    title: str,
-    slo_ms: float,
-) -> None:
-    """Latency by percentile, one panel per common rate and one at each mode's capacity, modes side by
-    side in each; on HdrHistogram's axis, x = 1/(1-p): 90 %, 99 %, 99.9 % evenly spaced."""
-    rates = sorted({run["asked_rate"] for run in runs if run["kind"] == "rate"})
-    panels: list[tuple[str, list[Run]]] = [
-        (f"{rate:g}/s", [run for run in runs if run["kind"] == "rate" and run["asked_rate"] == rate])
-        for rate in rates
-    ]
-    if capacity:
-        panels.append(("at each mode's capacity", list(capacity)))
-    columns = min(3, len(panels))
-    rows = math.ceil(len(panels) / columns)
-    figure, grid = plt.subplots(rows, columns, figsize=(5.5 * columns, 4.2 * rows), squeeze=False)
-    for index, (name, mine) in enumerate(panels):
-        axes = grid[index // columns][index % columns]
-        nines = 1
-        for run in sorted(mine, key=lambda run: modes.index(run["mode"]) if run["mode"] in modes else 0):
-            histogram = LatencyHistogram.decode((out / run["hdr"]).read_text().strip())
-            if not histogram.count:
-                continue
-            # Beyond 1 - 1/count every percentile is the maximum: stop the curve there.
-            top = math.log10(histogram.count)
-            nines = max(nines, math.ceil(top))
-            exponents = [top * step / 100 for step in range(101)]
-            style = _style(modes, run["mode"])
-            label = run["mode"] + (f" @ {run['asked_rate']:g}/s" if run["kind"] == "search" else "")
-            axes.plot(
-                [10**exponent for exponent in exponents],
-                [histogram.percentile_ms(100 * (1 - 10**-exponent)) for exponent in exponents],
-                color=style["color"],
-                linestyle=style["linestyle"],
-                marker=style["marker"],
-                markevery=20,
-                linewidth=1.6,
-                label=label,
-            )
-        axes.axhline(slo_ms, color="black", linestyle=":", linewidth=1, label=f"SLO {slo_ms:g} ms")
-        axes.set_xscale("log")
-        axes.set_xlim(1, 10**nines)
-        axes.xaxis.set_major_locator(FixedLocator([10**k for k in range(nines + 1)]))
-        axes.xaxis.set_minor_locator(NullLocator())
-        axes.set_xticklabels([_percentile_label(k) for k in range(nines + 1)])
-        axes.set_yscale("log")
-        _plain_ticks(axes)
-        axes.set_xlabel("percentile")
-        axes.set_ylabel("latency (ms)")
-        axes.set_title(f"{title} {name}", fontsize=10)
-        axes.grid(True, which="both", alpha=0.3)
-        axes.legend(fontsize=7)
-    for index in range(len(panels), rows * columns):
-        grid[index // columns][index % columns].axis("off")
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-
-
-class _PlainLogFormatter(LogFormatter):
-    """Labels the ticks matplotlib's LogFormatter would label, as plain numbers: 0.6, 2, 50, never 6e-01."""
-
-    def __call__(self, x: float, pos: int | None = None) -> str:
-        return f"{x:g}" if super().__call__(x, pos) else ""
-
-
-def _plain_ticks(axes: Axes) -> None:
-    """Log-scale y labels as plain numbers (0.5, 2, 10, 50), major and minor ticks alike."""
-    axes.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-    axes.yaxis.set_minor_formatter(_PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.4)))
-
-
-def _percentile_label(nines: int) -> str:
-    return "0%" if nines == 0 else f"{100 * (1 - 10**-nines):.{max(0, nines - 2)}f}%"
