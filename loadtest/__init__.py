@@ -23,7 +23,9 @@ Modules, one job each:
                   latency figures)
     scenarios     fresh 3-node clusters: healthy, slow-replica, replica-down
     delay_proxy   the TCP proxy that makes a replica slow
-    compare       the pipeline: every scenario and mode, common rates, the capacity search
+    compare       the pipeline: every scenario and mode, common rates, a capacity search each
+    capacity      a rate's verdict and the capacity search (pure)
+    replica_calls the nodes' replica-call counters, and the calls a run made per request
     report        report.md and its conclusion, drawn from the runs alone
     plots         its plots, one style per mode in every plot
     locust_cluster  a filled local cluster under Locust: its web UI, or a headless run with reports

@@ -24,29 +24,24 @@ import argparse
 import json
 import os
 import shlex
-import statistics
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
-from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any, cast
-
-from prometheus_client.parser import text_string_to_metric_families
 
 import kvnode
 from kvnode.config import FanoutMode, node_url
 from kvnode.coordinator.fanout import FANOUTS
 from kvnode.ops.processes import NodeProcess, cpu_seconds
 from loadtest import interruptible
+from loadtest.capacity import PRECISION, Verdict, judge, search_capacity
 from loadtest.fill import fill
 from loadtest.openloop import ERROR_SHARE_LIMIT, REQUEST_TIMEOUT, RateResult
+from loadtest.replica_calls import REPLICA_CALLS, calls_made, replica_calls
 from loadtest.report import Run, write_report
 from loadtest.scenarios import SCENARIOS, SLOW_REPLICA_DELAY_MS, ScenarioCluster, start_scenario
 from loadtest.workers import GeneratorPool
@@ -56,22 +51,13 @@ __all__ = [
     "MODES",
     "CompareSettings",
     "Progress",
-    "Search",
-    "Verdict",
-    "judge",
-    "replica_calls",
     "rewrite_report",
     "run_compare",
-    "search_capacity",
 ]
 
 MODES: tuple[str, ...] = tuple(FANOUTS)
 OPS: tuple[Op, ...] = ("put", "get")
-REPLICA_CALLS = "kvnode_replica_calls_total"
-PRECISION = 0.1  # the search stops once the highest passing and lowest failing rates are this close
-MIN_RATE = 10.0  # below this a search gives up: the mode sustains nothing worth measuring
 _CLUSTER_OVERHEAD_S = 6.0  # a guess at start + fill + stop, for the time-left estimate only
-_SCRAPE_TIMEOUT_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -115,122 +101,6 @@ class CompareSettings:
         search = self.search_budget * self.repeats * self.search_duration
         per_cluster = len(OPS) * (len(self.rates) * self.duration + search)
         return len(self.scenarios) * len(self.modes) * (per_cluster + _CLUSTER_OVERHEAD_S)
-
-
-# --- judging a rate and searching for the capacity (pure logic) ----------------------------------------
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """A rate's verdict from its repeated steps: passed, and if not, why (in words)."""
-
-    rate: float
-    passed: bool
-    reason: str = ""
-
-
-def judge(rate: float, steps: Sequence[RateResult], slo_ms: float) -> Verdict:
-    """Pass when the medians over the steps meet the objective: p99 within ``slo_ms``, at least 95 % of
-    the asked rate achieved (in requests that succeeded), at most ERROR_SHARE_LIMIT errors. Where the
-    generator set the pace in most steps the reason says so, pass or fail, but that alone does not fail
-    the rate: latency counts from the intended send time, so a late generator (or a request waiting for
-    a connection) only makes the server's figures look worse. A rate that meets the objective anyway
-    was sustained; one that fails may have failed by the generator."""
-    p99 = statistics.median(step.latency.percentile_ms(99) for step in steps)
-    achieved = statistics.median(step.achieved_rate / step.asked_rate for step in steps)
-    errors = statistics.median(step.error_share for step in steps)
-    reasons = []
-    if p99 > slo_ms:
-        reasons.append(f"SLO missed (median p99 {p99:.1f} ms > {slo_ms:g} ms)")
-    if errors > ERROR_SHARE_LIMIT:
-        reasons.append(f"errors (median {errors:.1%} of requests)")
-    if achieved < 0.95:
-        reasons.append(f"achieved only {achieved:.0%} of the asked rate (median)")
-    passed = not reasons
-    late = [step for step in steps if step.generator_reasons]
-    if len(late) * 2 > len(steps):
-        reasons.append("generator invalid (" + "; ".join(late[0].generator_reasons) + ")")
-    return Verdict(rate, passed, "; ".join(reasons))
-
-
-@dataclass
-class Search:
-    """Where a capacity search ended: the highest rate sustained and the lowest that failed (None: no
-    such rate), why it stopped, and every rate it judged, in order."""
-
-    sustained: float | None
-    lowest_failed: float | None
-    stopped: str
-    verdicts: list[Verdict] = field(default_factory=list)
-
-
-def search_capacity(judge_rate: Callable[[float], Verdict], start: float, budget: int) -> Search:
-    """The highest rate ``judge_rate`` passes: from ``start``, double until a rate fails, then bisect
-    between the highest pass and the lowest failure until they are within PRECISION of each other.
-    At most ``budget`` rates are judged; the search never stops at a rate limit of its own."""
-    verdicts: list[Verdict] = []
-    low: Verdict | None = None  # the highest rate that passed
-    high: Verdict | None = None  # the lowest rate that failed
-    rate = float(round(start))
-    while len(verdicts) < budget:
-        verdict = judge_rate(rate)
-        verdicts.append(verdict)
-        if verdict.passed:
-            low = verdict if low is None or rate > low.rate else low
-        else:
-            high = verdict if high is None or rate < high.rate else high
-        if low and high and high.rate <= low.rate * (1 + PRECISION):
-            return Search(low.rate, high.rate, f"{_failed(high)}, within {PRECISION:.0%} of it", verdicts)
-        if high is None:
-            assert low is not None  # a rate was judged, and it passed
-            rate = low.rate * 2
-        else:
-            rate = float(round((low.rate + high.rate) / 2 if low else high.rate / 2))
-        if rate < MIN_RATE:
-            assert high is not None
-            return Search(
-                None, high.rate, f"nothing sustained down to {MIN_RATE:g}/s: {_failed(high)}", verdicts
-            )
-    tail = f"; {_failed(high)}" if high else f"; no rate failed up to {low.rate:g}/s" if low else ""
-    stopped = f"step budget of {budget} rates used up{tail}"
-    return Search(low.rate if low else None, high.rate if high else None, stopped, verdicts)
-
-
-def _failed(verdict: Verdict) -> str:
-    return f"{verdict.rate:g}/s failed: {verdict.reason}"
-
-
-# --- the nodes' replica-call counters ------------------------------------------------------------------
-
-
-def replica_calls(urls: Sequence[str]) -> Counter[str] | None:
-    """The ``kvnode_replica_calls_total`` counters summed over the nodes that answer, by outcome label;
-    None when no node exposes them (no /metrics, or no such counter), so the report shows "n/a"."""
-    totals: Counter[str] = Counter()
-    found = False
-    for url in urls:
-        try:
-            with urllib.request.urlopen(url + "/metrics", timeout=_SCRAPE_TIMEOUT_S) as response:
-                text = response.read().decode()
-        except (urllib.error.URLError, OSError, ValueError):
-            continue  # a node that is down (replica-down) or has no /metrics
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.name == REPLICA_CALLS:
-                    found = True
-                    totals[sample.labels.get("outcome", "")] += int(sample.value)
-    return totals if found else None
-
-
-def calls_made(
-    before: Counter[str] | None, after: Counter[str] | None, requests: int
-) -> dict[str, Any] | None:
-    """The replica calls a run made, per client request and by outcome, from two counter readings."""
-    if before is None or after is None or not requests:
-        return None
-    by_outcome = {outcome: after[outcome] - before.get(outcome, 0) for outcome in after}
-    total = sum(by_outcome.values())
-    return {"total": total, "per_request": round(total / requests, 3), "by_outcome": by_outcome}
 
 
 # --- the pipeline ---------------------------------------------------------------------------------------

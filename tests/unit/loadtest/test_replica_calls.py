@@ -1,0 +1,65 @@
+"""loadtest.replica_calls: the nodes' replica-call counters read from /metrics and differenced."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+from collections.abc import Callable, Iterator
+
+import pytest
+from prometheus_client import CollectorRegistry, Counter, generate_latest
+
+from loadtest.replica_calls import calls_made, replica_calls
+
+
+@pytest.fixture
+def metrics_server() -> Iterator[tuple[Callable[[str, str, float], None], str]]:
+    """A /metrics endpoint rendered by prometheus_client, as a node's is: (add(peer, outcome, n), url)."""
+    registry = CollectorRegistry()
+    calls = Counter("kvnode_replica_calls", "replica calls", ["peer", "op", "outcome"], registry=registry)
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = generate_latest(registry)
+            self.send_response(200 if self.path == "/metrics" else 404)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield (
+            lambda peer, outcome, n: calls.labels(peer=peer, op="put", outcome=outcome).inc(n),
+            f"http://127.0.0.1:{server.server_address[1]}",
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_replica_calls_are_read_from_the_counters_and_differenced(
+    metrics_server: tuple[Callable[[str, str, float], None], str],
+) -> None:
+    add, url = metrics_server
+    add("a", "ok", 5)
+    before = replica_calls([url, "http://127.0.0.1:9"])  # a node that is down is skipped
+    add("a", "ok", 200)
+    add("b", "ok", 95)
+    add("c", "timeout", 5)
+    after = replica_calls([url])
+    assert before == {"ok": 5}
+    assert calls_made(before, after, requests=100) == {
+        "total": 300,
+        "per_request": 3.0,
+        "by_outcome": {"ok": 295, "timeout": 5},
+    }
+
+
+def test_replica_calls_are_none_where_no_node_exposes_them() -> None:
+    assert replica_calls(["http://127.0.0.1:9"]) is None
+    assert calls_made(None, None, requests=100) is None
