@@ -15,7 +15,8 @@ Modules, one job each:
     interruptible uvloop.run that Ctrl-C and SIGTERM stop at once
     workload      keys, values and the request of each operation (shared by all generators)
     httpclient    the generator's lean keep-alive HTTP/1.1 connection (asyncio.Protocol)
-    openloop      the constant-rate scheduler, its latency accounting and validity rule
+    openloop      the constant-rate scheduler: each request sent at its intended time
+    rate_result   what a run measured (latency from the intended times, lateness, errors) and its validity
     workers       one run spread over several generator processes, results merged
     selfbench     the generator's own capacity against the hello-world app (``make genbench``)
     fill          the filler every command uses: each key PUT once, failed PUTs sent again

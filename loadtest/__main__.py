@@ -20,7 +20,8 @@ from kvnode.coordinator.fanout import FANOUTS
 from kvnode.ops.argtypes import choices, http_urls, positive_float, positive_int, token_file
 from loadtest import interruptible
 from loadtest.fill import fill
-from loadtest.openloop import RateResult, run_rate
+from loadtest.openloop import run_rate
+from loadtest.rate_result import RateResult
 from loadtest.scenarios import SCENARIOS
 from loadtest.workload import ENTITY_PATH, OPS, Op, Workload
 

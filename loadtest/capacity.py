@@ -12,7 +12,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from loadtest.openloop import ERROR_SHARE_LIMIT, RateResult
+from loadtest.rate_result import ERROR_SHARE_LIMIT, RateResult
 
 __all__ = ["MIN_RATE", "PRECISION", "Search", "Verdict", "judge", "search_capacity"]
 

@@ -40,7 +40,8 @@ from kvnode.ops.processes import NodeProcess, cpu_seconds
 from loadtest import interruptible
 from loadtest.capacity import PRECISION, Verdict, judge, search_capacity
 from loadtest.fill import fill
-from loadtest.openloop import ERROR_SHARE_LIMIT, REQUEST_TIMEOUT, RateResult
+from loadtest.openloop import REQUEST_TIMEOUT
+from loadtest.rate_result import ERROR_SHARE_LIMIT, RateResult
 from loadtest.replica_calls import REPLICA_CALLS, calls_made, replica_calls
 from loadtest.report import Run, write_report
 from loadtest.scenarios import SCENARIOS, SLOW_REPLICA_DELAY_MS, ScenarioCluster, start_scenario

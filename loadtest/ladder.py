@@ -30,7 +30,7 @@ from kvnode.ops.argtypes import http_urls, positive_float, positive_int
 from kvnode.ops.processes import cpu_seconds
 from loadtest import interruptible
 from loadtest.fill import fill
-from loadtest.openloop import RateResult
+from loadtest.rate_result import RateResult
 from loadtest.workers import GeneratorPool
 from loadtest.workload import ENTITY_PATH, OPS, Op, Workload
 

@@ -21,7 +21,6 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from loadtest.openloop import ERROR_SHARE_LIMIT
 from loadtest.plots import (
     OPS,
     Run,
@@ -32,6 +31,7 @@ from loadtest.plots import (
     rate_label,
     sustained_label,
 )
+from loadtest.rate_result import ERROR_SHARE_LIMIT
 
 __all__ = ["MIN_RUN_REQUESTS", "MIN_RUN_S", "Run", "conclusion", "headline", "write_report"]
 

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from kvnode.ops.processes import cpu_seconds
 from loadtest.bench import BenchError, hello_world
-from loadtest.openloop import RateResult
+from loadtest.rate_result import RateResult
 from loadtest.workers import GeneratorPool
 from loadtest.workload import Workload
 

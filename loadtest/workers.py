@@ -24,7 +24,8 @@ from typing import Any, cast
 
 from kvnode.ops.processes import die_with_parent
 from loadtest import interruptible
-from loadtest.openloop import REQUEST_TIMEOUT, RateResult, Share, run_rate
+from loadtest.openloop import REQUEST_TIMEOUT, run_rate
+from loadtest.rate_result import RateResult, Share
 from loadtest.workload import Workload
 
 __all__ = ["GeneratorPool", "WorkerError"]

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from loadtest.capacity import PRECISION, Verdict, judge, search_capacity
-from loadtest.openloop import RateResult
+from loadtest.rate_result import RateResult
 
 
 def _result(rate: float, p99_ms: float, achieved_share: float = 1.0, lateness_ms: float = 0.1) -> RateResult:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from loadtest.ladder import Rung, held, render
-from loadtest.openloop import RateResult
+from loadtest.rate_result import RateResult
 
 
 def result(asked: float, succeeded: int, latency_us: float, failed: int = 0) -> RateResult:

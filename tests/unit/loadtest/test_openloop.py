@@ -21,7 +21,8 @@ from aiohttp import web
 from kvnode.metrics import LatencyHistogram
 from kvnode.ops.ports import free_ports
 from kvnode.ops.processes import ServerProcess
-from loadtest.openloop import ERROR_SHARE_LIMIT, LATENESS_FLOOR_MS, RateResult, run_rate
+from loadtest.openloop import run_rate
+from loadtest.rate_result import ERROR_SHARE_LIMIT, LATENESS_FLOOR_MS, RateResult
 from loadtest.workers import GeneratorPool
 from loadtest.workload import Workload, key_name
 from tests.harness import ClusterFactory, scrape, total

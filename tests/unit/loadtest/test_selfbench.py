@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from loadtest.openloop import RateResult
+from loadtest.rate_result import RateResult
 from loadtest.selfbench import TARGET_CPU_US, TARGET_RATE, target_verdict
 
 
