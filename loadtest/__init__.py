@@ -31,6 +31,7 @@ Modules, one job each:
     plots         its plots, one style per mode in every plot
     locust_cluster  a filled local cluster under Locust: its web UI, or a headless run with reports
     bench, hello  wrk against the cluster next to an aiohttp hello-world (``make bench``)
+    targets       what bench loads: the hello-world, and a filled cluster per fan-out mode and guard
     ladder        the highest constant rate a running cluster holds, rung by rung
     wrk           running wrk: install, Lua script, output parsing, runs at once merged
 

@@ -11,142 +11,36 @@ the temporary directory (LevelDB data, wrk scripts and outputs) is removed.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
-import dataclasses
 import os
 import shlex
 import shutil
 import signal
-import ssl
 import sys
 import tempfile
-import time
-from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import cast, get_args
 
-from kvnode.access.tls import verifying_context
-from kvnode.config import FanoutMode, NodeConfig
+from kvnode.config import FanoutMode
 from kvnode.ops.argtypes import choices, non_negative_int, positive_int
-from kvnode.ops.certs import CertificatesUnavailable, ClusterCertificates
-from kvnode.ops.local_cluster import LocalCluster, start_local_cluster
-from kvnode.ops.ports import start_on_free_ports
-from kvnode.ops.processes import NodeProcess, NodeStartError, ServerProcess
-from loadtest import interruptible
-from loadtest.fill import fill
-from loadtest.workload import Workload
+from loadtest.targets import (
+    GUARDS,
+    NODES,
+    TOKEN,
+    BenchError,
+    fill_cluster,
+    hello_world,
+    kvnode_cluster,
+    progress,
+)
 from loadtest.wrk import Measured, WrkError, WrkResult, ensure_wrk, lua_script, run_wrk, split_connections
 
-__all__ = ["format_latency", "hello_world", "kvnode_cluster", "main", "render_table"]
+__all__ = ["format_latency", "main", "render_table"]
 
-HOST = "127.0.0.1"  # loopback only: nothing here listens on or talks to another machine
-NODES = 3
 OPS = ("get", "put")
 MODES: tuple[str, ...] = get_args(FanoutMode)
-# What guards the nodes run with: none (plain), client tokens, TLS, or both (docs/security.md).
-GUARDS = ("plain", "tokens", "tls", "tls+tokens")
-_TOKEN = "bench-token"  # a throwaway readwrite token, for the guarded rows only
-
-_FILL_TIMEOUT = 300.0  # seconds the fill may take in all
-
-
-class BenchError(Exception):
-    """A run that cannot go on; main prints the message as one line and exits 1."""
-
-
-# --- the servers ----------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def hello_world() -> Iterator[LocalCluster[ServerProcess]]:
-    """The hello-world app on a free port, as a cluster of one; stopped on exit."""
-
-    def start(ports: list[int]) -> LocalCluster[ServerProcess]:
-        argv = [sys.executable, "-m", "loadtest.hello", "--host", HOST, "--port", str(ports[0])]
-        app = LocalCluster([ServerProcess(argv, f"http://{HOST}:{ports[0]}")])
-        app.start()
-        return app
-
-    try:
-        app = start_on_free_ports(1, start)
-    except NodeStartError as error:
-        raise BenchError(f"the hello-world app did not start: {error}") from None
-    try:
-        yield app
-    finally:
-        app.stop()
-
-
-@contextlib.contextmanager
-def kvnode_cluster(
-    mode: FanoutMode, data_dir: Path, guard: str = "plain"
-) -> Iterator[LocalCluster[NodeProcess]]:
-    """A fresh cluster of NODES with ``mode`` fan-out and ``guard`` (GUARDS), data in ``data_dir`` and
-    the nodes' output in ``data_dir/logs``, so the terminal shows only the benchmark's progress (a node
-    that fails to start is named with its last line); stopped on exit."""
-    base = guarded(NodeConfig(host=HOST, data_dir=data_dir, fanout=mode), guard)
-    try:
-        nodes = start_local_cluster(base, NODES, NodeProcess, log_dir=data_dir / "logs")
-    except NodeStartError as error:
-        raise BenchError(f"a {mode} cluster of {NODES} did not start: {error}") from None
-    try:
-        yield nodes
-    finally:
-        nodes.stop()
-
-
-def guarded(config: NodeConfig, guard: str) -> NodeConfig:
-    """``config`` with the guard's settings: a tokens file holding _TOKEN, and a throwaway CA's
-    certificate (one for every node: they share 127.0.0.1), made in the data dir."""
-    config.data_dir.mkdir(parents=True, exist_ok=True)
-    if "tokens" in guard:
-        tokens = config.data_dir / "tokens"
-        tokens.write_text(f"{_TOKEN} readwrite\n")
-        tokens.chmod(0o600)
-        config = dataclasses.replace(config, auth_tokens_file=tokens)
-    if "tls" in guard:
-        certificates = ClusterCertificates(config.data_dir / "tls")
-        try:
-            certificates.make(["bench"])
-        except CertificatesUnavailable as error:
-            raise BenchError(str(error)) from None
-        node = certificates.node("bench")
-        config = dataclasses.replace(config, tls_cert=node.cert, tls_key=node.key, tls_ca=node.ca)
-    return config
-
-
-def fill_cluster(
-    urls: Sequence[str], keys: int, value_size: int, concurrency: int, config: NodeConfig | None = None
-) -> None:
-    """Every key of the GET space written (failed PUTs retried), with the token and CA the nodes'
-    ``config`` asks for; BenchError if some never take."""
-    started = time.monotonic()
-    token = _TOKEN if config is not None and config.auth_tokens_file is not None else ""
-    tls = verifying_context(config.tls_ca) if config is not None and config.tls_ca is not None else None
-    try:
-        written, failures = interruptible.run(
-            _fill_in_time(urls, Workload("put", keys, value_size, token=token), concurrency, tls)
-        )
-    except TimeoutError:
-        raise BenchError(f"fill took over {_FILL_TIMEOUT:.0f}s") from None
-    if failures:
-        raise BenchError(f"fill: {keys - written} of {keys} keys failed ({dict(failures)})")
-    elapsed = time.monotonic() - started
-    _progress(f"  filled {keys} keys of {value_size} bytes in {elapsed:.1f}s ({keys / elapsed:,.0f} PUT/s)")
-
-
-async def _fill_in_time(
-    urls: Sequence[str], workload: Workload, concurrency: int, tls: ssl.SSLContext | None
-) -> tuple[int, Counter[str]]:
-    async with asyncio.timeout(_FILL_TIMEOUT):
-        return await fill(urls, workload, concurrency, say=_progress, tls=tls)
-
-
-# --- the report -----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,10 +175,6 @@ def report(rows: Sequence[Row], args: argparse.Namespace) -> str:
 # --- the run --------------------------------------------------------------------------------------
 
 
-def _progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
 def _measure_target(
     wrk: str,
     target: str,
@@ -310,11 +200,11 @@ def _measure_target(
             script = scratch / f"{target}-{mode}-{op}-{index}.lua"
             script.write_text(lua_script(method, path, args.keys, args.value_size, index + 1, token))
             scripts.append(script)
-        _progress(f"running {target} {mode} {method} for {args.duration}s")
+        progress(f"running {target} {mode} {method} for {args.duration}s")
         measured = run_wrk(wrk, load_urls, server_pids, scripts, args.connections, args.duration)
         result = measured.result
         busy = (sum(measured.server_cpu) + measured.wrk_cpu) / measured.elapsed
-        _progress(
+        progress(
             f"  {result.requests_per_sec:,.0f} req/s, p50 {format_latency(result.p50)}, "
             f"p99 {format_latency(result.p99)}, errors {result.errors}; server CPU "
             f"{'/'.join(f'{cpu:.1f}' for cpu in measured.server_cpu)}s, wrk CPU {measured.wrk_cpu:.1f}s, "
@@ -326,22 +216,22 @@ def _measure_target(
 
 def run(args: argparse.Namespace) -> str:
     wrk = ensure_wrk()
-    _progress(_load_line(args))
+    progress(_load_line(args))
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="kvnode-bench-") as temp:
         scratch = Path(temp)
-        _progress("starting the hello-world app")
+        progress("starting the hello-world app")
         with hello_world() as app:
             rows += _measure_target(wrk, "hello-world", "-", app.urls, app.pids, "/", args, scratch)
         for mode in args.modes:
             for guard in args.guards:
                 label = mode if guard == "plain" else f"{mode}, {guard}"
-                _progress(f"starting a {NODES}-node cluster, {label}")
+                progress(f"starting a {NODES}-node cluster, {label}")
                 data_dir = scratch / f"data-{mode}-{guard}"
                 with kvnode_cluster(cast(FanoutMode, mode), data_dir, guard) as nodes:
                     config = nodes[0].config
                     fill_cluster(nodes.urls, args.keys, args.value_size, args.connections, config)
-                    token = _TOKEN if config.auth_tokens_file is not None else ""
+                    token = TOKEN if config.auth_tokens_file is not None else ""
                     rows += _measure_target(
                         wrk, "kvnode", label, nodes.urls, nodes.pids, "/v0/entity", args, scratch, token
                     )
@@ -415,7 +305,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(text, flush=True)
     if args.out is not None:
         args.out.write_text(text + "\n")
-        _progress(f"report written to {args.out}")
+        progress(f"report written to {args.out}")
     return 0
 
 

@@ -18,8 +18,8 @@ import sys
 from collections.abc import Sequence
 
 from kvnode.ops.processes import cpu_seconds
-from loadtest.bench import BenchError, hello_world
 from loadtest.rate_result import RateResult
+from loadtest.targets import BenchError, hello_world
 from loadtest.workers import GeneratorPool
 from loadtest.workload import Workload
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from kvnode.access.tls import verifying_context
-from loadtest.bench import fill_cluster, format_latency, kvnode_cluster
+from loadtest.bench import format_latency
+from loadtest.targets import fill_cluster, kvnode_cluster
 from loadtest.workload import key_name
 from loadtest.wrk import lua_script
 from tests.harness import needs_openssl, request

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from loadtest.bench import hello_world
+from loadtest.targets import hello_world
 from loadtest.workload import key_name
 from loadtest.wrk import (
     QUANTILE_STEPS,
