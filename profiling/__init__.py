@@ -10,5 +10,7 @@ profiles sync and async x PUT and GET and writes report.md. The modules, in the 
     memory     memray captures: HTML flamegraphs, the allocations made during the load
     record     one run: its load phases and what each one records (run.json)
     collapsed  collapsed stacks and the top-frame tables (self and total share)
+    cpu        CPU per request from /proc next to py-spy's samples: a table and a plot
+    conclusion what the runs' CPU lets the report conclude, and what falls short
     report     report.md from the runs
 """

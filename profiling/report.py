@@ -20,16 +20,8 @@ from profiling.collapsed import (
     top_frames,
     trunk,
 )
-from profiling.cpu import (
-    DIFFERENCE,
-    MIN_CLOCK_TICKS,
-    MIN_SAMPLES,
-    conclusion,
-    cpu_table,
-    plot_cpu,
-    run_cpu,
-    shortfalls,
-)
+from profiling.conclusion import conclusion, shortfalls
+from profiling.cpu import DIFFERENCE, MIN_CLOCK_TICKS, MIN_SAMPLES, cpu_table, plot_cpu, run_cpu
 
 __all__ = ["TOP", "load_runs", "write_report"]
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from profiling.collapsed import parse_collapsed, split_samples
-from profiling.cpu import MIN_CLOCK_TICKS, MIN_SAMPLES, RunCpu, conclusion, cpu_table, plot_cpu, shortfalls
+from profiling.conclusion import conclusion, shortfalls
+from profiling.cpu import MIN_CLOCK_TICKS, MIN_SAMPLES, RunCpu, cpu_table, plot_cpu
 
 LOOP = "main;Runner.run (asyncio/runners.py:86)"
 HANDLER = f"{LOOP};put_entity (kvnode/node/client_api.py:54)"
