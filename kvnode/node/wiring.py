@@ -68,10 +68,10 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
     peer_ssl = client_context(config)
     tokens = None if config.auth_tokens_file is None else ClientTokens(config.auth_tokens_file)
     async with contextlib.AsyncExitStack() as opened:
+        system = SystemDb.open(config.data_dir)  # first: it refuses a data dir of a newer format
+        opened.callback(system.close)
         storage = Storage.open(config.data_dir, fsync=config.fsync)
         opened.callback(storage.close)
-        system = SystemDb.open(config.data_dir)
-        opened.callback(system.close)
         limits = wire.Limits.for_body(config.max_body_bytes)
         membership = await _membership_at_start(system, config, peer_ssl, limits)
         size = len(membership.urls)

@@ -29,12 +29,15 @@ from pathlib import Path
 
 import plyvel
 
-from kvnode.storage.keyspace import open_leveldb, storage_error
+from kvnode.storage.keyspace import StorageUnavailable, open_leveldb, storage_error
 from kvnode.topology.membership import Membership
 
 __all__ = [
+    "DATA_FORMAT",
+    "FORMAT_PREFIX",
     "PREFIXES",
     "ClockFloor",
+    "DataFormat",
     "NodeIdentity",
     "PeerIdentities",
     "RepairMarks",
@@ -50,6 +53,11 @@ REPAIR_PREFIX = b"repair/"
 IDENTITY_PREFIX = b"identity/"
 PEERS_PREFIX = b"peers/"
 MEMBERS_PREFIX = b"members/"
+FORMAT_PREFIX = b"format/"
+
+# The layout of a data dir (its records and every system part) that this kvnode reads and writes. A change
+# to any of them is a new format: this kvnode refuses a newer one, and a later one migrates an older one.
+DATA_FORMAT = 1
 # None may start another's.
 PREFIXES = (
     CLOCK_PREFIX,
@@ -59,6 +67,7 @@ PREFIXES = (
     IDENTITY_PREFIX,
     PEERS_PREFIX,
     MEMBERS_PREFIX,
+    FORMAT_PREFIX,
 )
 
 
@@ -249,6 +258,31 @@ class StoredMembership:
         return int.from_bytes(raw, "big") if raw else 0
 
 
+class DataFormat:
+    """The data dir's format, saved at its first start (a data dir from before formats were saved is
+    format 1, the layout they all had)."""
+
+    def __init__(self, part: plyvel.DB) -> None:
+        self._part = part
+
+    def saved(self) -> int:
+        raw: bytes | None = self._part.get(b"version")
+        return int(raw) if raw else 0
+
+    def check(self, data_dir: Path) -> None:
+        """Save this kvnode's format in a data dir that has none; StorageUnavailable, naming both formats,
+        for one of a newer format than this kvnode reads."""
+        saved = self.saved()
+        if saved > DATA_FORMAT:
+            raise StorageUnavailable(
+                f"the data dir {data_dir} is of format {saved}, newer than format {DATA_FORMAT}, the one "
+                "this kvnode reads: run the kvnode version that wrote it (or a newer one), or use another "
+                "data dir"
+            )
+        if saved < DATA_FORMAT:
+            self._part.put(b"version", str(DATA_FORMAT).encode(), sync=True)
+
+
 class SystemDb:
     """The owner of the ``system`` LevelDB: it opens and closes it and hands each part its prefix."""
 
@@ -261,11 +295,19 @@ class SystemDb:
         self.identity = NodeIdentity(db.prefixed_db(IDENTITY_PREFIX))
         self.peer_identities = PeerIdentities(db.prefixed_db(PEERS_PREFIX))
         self.membership = StoredMembership(db.prefixed_db(MEMBERS_PREFIX))
+        self.format = DataFormat(db.prefixed_db(FORMAT_PREFIX))
 
     @classmethod
     def open(cls, data_dir: Path) -> SystemDb:
-        """Raises kvnode.storage.keyspace.StorageUnavailable when the data dir cannot be opened."""
-        return cls(open_leveldb(data_dir, "system"))
+        """Raises kvnode.storage.keyspace.StorageUnavailable when the data dir cannot be opened, or is of a
+        newer format than this kvnode reads."""
+        system = cls(open_leveldb(data_dir, "system"))
+        try:
+            system.format.check(data_dir)
+        except StorageUnavailable:
+            system.close()
+            raise
+        return system
 
     def close(self) -> None:
         self._db.close()

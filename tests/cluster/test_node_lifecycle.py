@@ -8,6 +8,10 @@ import signal
 import socket
 from pathlib import Path
 
+import plyvel
+
+from kvnode.ops.ports import free_ports
+from kvnode.storage.system_db import DATA_FORMAT, FORMAT_PREFIX
 from tests.harness import (
     DEADLINE,
     Node,
@@ -128,3 +132,15 @@ def test_port_in_use_exits_2_with_one_line(node: Node, tmp_path: Path) -> None:
     args = ["node", "--port", str(node.config.port), "--data-dir", str(tmp_path / "other")]
     assert_exit_2_with_one_line(run_kvnode(args, tmp_path))
     assert node.put("k", b"still fine").status == 201
+
+
+def test_a_data_dir_of_a_newer_format_exits_2_naming_both_formats(tmp_path: Path) -> None:
+    data = tmp_path / "from-a-newer-kvnode"
+    data.mkdir()
+    db = plyvel.DB(str(data / "system"), create_if_missing=True)
+    db.put(FORMAT_PREFIX + b"version", str(DATA_FORMAT + 1).encode())
+    db.close()
+    args = ["node", "--port", str(free_ports(1)[0]), "--data-dir", str(data)]
+    line = assert_exit_2_with_one_line(run_kvnode(args, tmp_path))
+    assert f"format {DATA_FORMAT + 1}, newer than format {DATA_FORMAT}" in line
+    assert not (data / "records").exists()  # refused before the keyspace was opened

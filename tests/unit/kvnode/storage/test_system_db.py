@@ -11,7 +11,7 @@ import pytest
 
 from kvnode.storage.keyspace import Storage, StorageUnavailable
 from kvnode.storage.records import Record
-from kvnode.storage.system_db import PREFIXES, SystemDb
+from kvnode.storage.system_db import DATA_FORMAT, FORMAT_PREFIX, PREFIXES, SystemDb
 
 
 def test_the_clock_floor_of_a_new_data_dir_is_zero(system_db: SystemDb) -> None:
@@ -107,3 +107,30 @@ def test_peer_identities_are_remembered_by_url(system_db: SystemDb) -> None:
     peers.remember("http://b:1", "1b" * 16)  # met again: it still replaced the first
     assert peers.get("http://b:1") == ("1b" * 16, "0b" * 16)
     assert peers.get("http://c:1") == ("0c" * 16, "")
+
+
+def test_a_new_data_dir_is_saved_with_this_kvnodes_format(tmp_path: Path) -> None:
+    SystemDb.open(tmp_path).close()
+    system = SystemDb.open(tmp_path)
+    assert system.format.saved() == DATA_FORMAT
+    system.close()
+
+
+def test_a_data_dir_of_a_newer_format_is_refused_naming_both(tmp_path: Path) -> None:
+    db = plyvel.DB(str(tmp_path / "system"), create_if_missing=True)
+    db.put(FORMAT_PREFIX + b"version", str(DATA_FORMAT + 1).encode())
+    db.close()
+    with pytest.raises(
+        StorageUnavailable, match=f"of format {DATA_FORMAT + 1}, newer than format {DATA_FORMAT}"
+    ):
+        SystemDb.open(tmp_path)
+    SystemDb.open(tmp_path / "elsewhere").close()  # the refused one was closed: nothing held
+
+
+def test_a_data_dir_from_before_formats_were_saved_is_the_first_format(tmp_path: Path) -> None:
+    db = plyvel.DB(str(tmp_path / "system"), create_if_missing=True)
+    db.put(b"clock/floor", (123).to_bytes(8, "big"))  # written by an earlier kvnode, no format saved
+    db.close()
+    system = SystemDb.open(tmp_path)
+    assert system.format.saved() == DATA_FORMAT == 1
+    system.close()
