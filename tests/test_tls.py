@@ -208,6 +208,8 @@ def test_connections_that_never_begin_the_tls_handshake_are_closed_by_the_header
         opened = time.monotonic()
         assert request(node.url, "PUT", "/v0/entity", {"id": "served"}, body=b"v", context=ca).status == 201
         closed = _closed_by_the_server(silent, opened + HEADER_TIMEOUT_S + CLOSE_MARGIN_S)
+        last = time.monotonic() - opened
+        print(f"{closed} of {SILENT_CONNECTIONS} closed by the node, the last {last:.1f} s after they opened")
         assert closed == SILENT_CONNECTIONS
         assert request(node.url, "GET", "/v0/entity", {"id": "served"}, context=ca).body == b"v"
     finally:
