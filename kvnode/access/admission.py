@@ -20,20 +20,23 @@ from kvnode.memory import Settler
 
 __all__ = ["Admission", "default_max_inflight_bytes"]
 
-_BODIES = 4  # the default bound on bodies in progress: this many of the largest body allowed
+_BODIES = 4  # the default bound on bodies in progress: this many of the largest body allowed,
+_MIN_BYTES = 64 * 1024 * 1024  # and at least this much, so that a small body limit admits many at once
 
 
 def default_max_inflight_bytes(max_body_bytes: int) -> int:
-    """Four of the largest bodies allowed (64 MiB with the default ``--max-body-bytes``): about what the
-    peers take in flight at once (kvnode.replica.peer: room for four of the largest calls), so a burst
-    beyond it is answered 503 before its bodies are read instead of being read, then failing at the
-    peers and becoming hints. A fixed figure, not a share of the memory: each body in progress costs a
-    few times its size, and a burst the memory allowed still held over a GiB (docs/limits.md).
+    """A fixed figure: four of the largest bodies allowed, and at least 64 MiB (64 MiB with the default
+    ``--max-body-bytes``). About what the peers take in flight at once (kvnode.replica.peer: room for
+    four of the largest calls), so a burst beyond it is answered 503 before its bodies are read instead
+    of being read, then failing at the peers and becoming hints. Not a share of the memory: each body in
+    progress costs a few times its size, and a burst the memory allowed held over a GiB (docs/limits.md).
 
-    >>> default_max_inflight_bytes(16 * 1024 * 1024) >> 20
-    64
+    >>> default_max_inflight_bytes(16 * 1024 * 1024) >> 20, default_max_inflight_bytes(1024 * 1024) >> 20
+    (64, 64)
+    >>> default_max_inflight_bytes(100 * 1024 * 1024) >> 20
+    400
     """
-    return _BODIES * max_body_bytes
+    return max(_MIN_BYTES, _BODIES * max_body_bytes)
 
 
 class Admission:
