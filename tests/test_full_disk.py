@@ -40,11 +40,16 @@ def _can_mount(tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def disk(tmp_path: Path) -> Path:
-    """Where the tmpfs goes (mounted by each test's own ``unshare``)."""
+def mountable(tmp_path: Path) -> None:
+    """Skips the test where a tmpfs cannot be mounted in a namespace of our own."""
     reason = _can_mount(tmp_path)
     if reason:
         pytest.skip(reason)
+
+
+@pytest.fixture
+def disk(mountable: None, tmp_path: Path) -> Path:
+    """Where the tmpfs goes (mounted by each test's own ``unshare``)."""
     point = tmp_path / "disk"
     point.mkdir()
     return point
@@ -146,8 +151,9 @@ def _cluster_with_a_node_on_tmpfs(tmp_path: Path) -> list[Node]:
     return start_local_cluster(base, 3, make_node, log_dir=tmp_path, configure=configure).nodes
 
 
+@pytest.mark.usefixtures("mountable")
 def test_writes_a_replica_refused_for_a_full_disk_are_hinted_and_reach_it_once_space_is_freed(
-    disk: Path, tmp_path: Path
+    tmp_path: Path,
 ) -> None:
     full, coordinator, _ = _cluster_with_a_node_on_tmpfs(tmp_path)
     filler = _fill(Path(f"/proc/{full.pid}/root{full.config.data_dir}"))
