@@ -49,7 +49,7 @@ class NodeConfig:
     # 64-connection benchmark against three coordinators is never shed.
     max_inflight: int = 256
     # Bytes of request bodies in progress at once (Content-Length, counted before the body is read); more
-    # are answered 503 at once. 0 = a sixteenth of the machine's memory (kvnode.access.admission).
+    # are answered 503 at once. 0 = four times max_body_bytes, at least 64 MiB (kvnode.access.admission).
     max_inflight_bytes: int = 0
     # Client connections open at once; 0 = what the descriptor limit leaves once storage, peers and the
     # process have theirs (kvnode.access.connections).

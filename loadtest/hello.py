@@ -1,9 +1,9 @@
 """The benchmark's reference point: an aiohttp hello-world on uvloop, served the way kvnode serves.
 
 ``python -m loadtest.hello --port P`` answers GET and PUT on ``/`` with a tiny body and nothing else.
-It uses the same server stack as a kvnode node (AppRunner, TCPSite, backlog 1024, no access log, uvloop,
-the same garbage-collector settings), so the gap between the two is kvnode's own work: parsing,
-placement, replica calls, LevelDB.
+It uses the same server stack as a kvnode node (AppRunner, a site on a port bound first, backlog 1024,
+no access log, uvloop, the same garbage-collector settings), so the gap between the two is kvnode's own
+work: parsing, placement, replica calls, LevelDB.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from collections.abc import Sequence
 import uvloop
 from aiohttp import web
 
-from kvnode.node.serving import CannotListen, serve_until_signal
+from kvnode.access.listening import CannotListen, bind
+from kvnode.node.serving import serve_until_signal
 
 __all__ = ["create_app", "main"]
 
@@ -35,13 +36,20 @@ def create_app() -> web.Application:
 
 
 async def serve(host: str, port: int) -> int:
-    runner = web.AppRunner(create_app(), handle_signals=False, access_log=None)
-    await runner.setup()
     try:
-        return await serve_until_signal(runner, host, port, "(hello-world)")
+        bound = bind(host, port, tls=False)
     except CannotListen as error:
         print(f"hello-world: {error}", file=sys.stderr)
         return 2
+    try:
+        runner = web.AppRunner(create_app(), handle_signals=False, access_log=None)
+        await runner.setup()
+        return await serve_until_signal(runner, [bound], "(hello-world)")
+    except CannotListen as error:
+        print(f"hello-world: {error}", file=sys.stderr)
+        return 2
+    finally:
+        bound.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

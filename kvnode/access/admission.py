@@ -14,30 +14,29 @@ body admitted are noted for kvnode.memory's settler, which gives memory back aft
 
 from __future__ import annotations
 
-import os
-
 from aiohttp import web
 
 from kvnode.memory import Settler
 
 __all__ = ["Admission", "default_max_inflight_bytes"]
 
-_MEMORY_SHARE = 16  # the default bound on bodies in progress is this fraction of the machine's memory
+_BODIES = 4  # the default bound on bodies in progress: this many of the largest body allowed,
+_MIN_BYTES = 64 * 1024 * 1024  # and at least this much, so that a small body limit admits many at once
 
 
-def default_max_inflight_bytes() -> int:
-    """A sixteenth of the memory this process may use: the machine's, or its cgroup's limit if lower.
-    A body in progress costs a few times its size (read, encoded, framed for each peer, hinted), so this
-    keeps a burst's peak well below the memory (docs/limits.md)."""
-    memory_bytes = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    try:
-        with open("/sys/fs/cgroup/memory.max") as cgroup:
-            limit = cgroup.read().strip()
-    except OSError:
-        limit = "max"
-    if limit.isdigit():
-        memory_bytes = min(memory_bytes, int(limit))
-    return memory_bytes // _MEMORY_SHARE
+def default_max_inflight_bytes(max_body_bytes: int) -> int:
+    """A fixed figure: four of the largest bodies allowed, and at least 64 MiB (64 MiB with the default
+    ``--max-body-bytes``). About what the peers take in flight at once (kvnode.replica.peer: room for
+    four of the largest calls), so a burst beyond it is answered 503 before its bodies are read instead
+    of being read, then failing at the peers and becoming hints. Not a share of the memory: each body in
+    progress costs a few times its size, and a burst the memory allowed held over a GiB (docs/limits.md).
+
+    >>> default_max_inflight_bytes(16 * 1024 * 1024) >> 20, default_max_inflight_bytes(1024 * 1024) >> 20
+    (64, 64)
+    >>> default_max_inflight_bytes(100 * 1024 * 1024) >> 20
+    400
+    """
+    return max(_MIN_BYTES, _BODIES * max_body_bytes)
 
 
 class Admission:

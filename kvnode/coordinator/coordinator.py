@@ -24,7 +24,7 @@ from kvnode.coordinator.fanout import CallStarter, Fanout, Patient
 from kvnode.coordinator.quorum import Quorum
 from kvnode.coordinator.read_repair import ReadRound
 from kvnode.replica import Replica
-from kvnode.replica.errors import HINTED_FAILURES, ReplicaSkewRefused
+from kvnode.replica.errors import ReplicaSkewRefused, keeps_hint
 from kvnode.replica.hints import HintStore
 from kvnode.storage.records import Record, newest
 from kvnode.topology.epoch import Epoch
@@ -179,7 +179,8 @@ class Coordinator:
                 self._clock.observe(held)
         elif isinstance(error, ReplicaSkewRefused):
             self._skew_refused(replica, error)
-        elif not hint.asked and isinstance(error, HINTED_FAILURES):
+        elif not hint.asked and keeps_hint(error) and replica is not self._local:
+            # This node's own refusal (its disk full) is no hint: nothing would deliver it to itself.
             self._hints.add(replica.url, key, record, down_for=replica.down_for())
 
     def _skew_refused(self, replica: Replica, error: ReplicaSkewRefused) -> None:

@@ -225,7 +225,11 @@ async def serve_peer(
     ws.headers.update(
         ours.headers() if gate.auth is None else gate.auth.answer_headers(request.headers, ours)
     )
-    await ws.prepare(request)
+    try:
+        await ws.prepare(request)
+    except ConnectionError:  # the peer went away before its 101: a normal disconnect, no traceback
+        log.info("the replica channel from %s went away during the upgrade", request.remote)
+        return ws
     sockets.add(ws)
     try:
         await _answer_frames(request, ws, gate, storage, answers)

@@ -1,4 +1,5 @@
-"""Serving a node until SIGTERM or SIGINT: open its parts, listen, stop gracefully; the exit status.
+"""Serving a node until SIGTERM or SIGINT: bind its ports, open its parts, serve, stop gracefully; the exit
+status.
 
 ``serve_until_signal`` is shared with any aiohttp app served the same way (loadtest.hello), so a
 comparison with a bare app measures kvnode and nothing else.
@@ -13,7 +14,7 @@ import logging
 import signal
 import ssl
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 import uvloop
 from aiohttp import web
@@ -21,23 +22,20 @@ from aiohttp import web
 from kvnode import memory
 from kvnode.access.client_auth import BadTokensFile
 from kvnode.access.connections import GuardedRunner, raise_descriptor_limit
+from kvnode.access.listening import Bound, CannotListen, ListeningSite, bind
 from kvnode.access.tls import TlsUnusable, server_context
-from kvnode.config import NodeConfig, node_url
+from kvnode.config import NodeConfig
 from kvnode.node.app import create_app
 from kvnode.node.parts import NodeParts
 from kvnode.node.wiring import open_parts
 from kvnode.storage.keyspace import StorageUnavailable
 from kvnode.topology.membership import ChangeRefused
 
-__all__ = ["CannotListen", "run_node", "serve", "serve_until_signal"]
+__all__ = ["run_node", "serve", "serve_until_signal"]
 
 log = logging.getLogger("kvnode")
 
 _SHUTDOWN_TIMEOUT = 10.0  # seconds a graceful stop waits for client requests in flight
-
-
-class CannotListen(Exception):
-    """The port cannot be had (taken, or not allowed): the process's one-line reason."""
 
 
 async def serve(config: NodeConfig) -> int:
@@ -51,11 +49,19 @@ async def serve(config: NodeConfig) -> int:
 
 
 async def _serve(config: NodeConfig) -> int:
+    """Its TLS files are read and its ports bound before anything else: a node that cannot have them has
+    claimed nothing (no place in a membership it would join)."""
     descriptors = raise_descriptor_limit()
     async with contextlib.AsyncExitStack() as stack:
+        listeners: list[Bound] = []
         try:
-            parts = await stack.enter_async_context(open_parts(config))
             ssl_context = server_context(config)
+            ports = [config.port] if config.client_port is None else [config.port, config.client_port]
+            for port in ports:
+                bound = bind(config.host, port, tls=ssl_context is not None, reuse_port=port != config.port)
+                stack.callback(bound.close)
+                listeners.append(bound)
+            parts = await stack.enter_async_context(open_parts(config))
         except (StorageUnavailable, TlsUnusable, BadTokensFile, ChangeRefused) as error:
             print(f"kvnode: {error}", file=sys.stderr)
             return 2
@@ -96,13 +102,12 @@ async def _serve(config: NodeConfig) -> int:
             asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, tokens.reload)
         return await serve_until_signal(
             runner,
-            config.host,
-            config.port,
+            listeners,
             description,
             finish_uploads,
             listening,
             ssl_context,
-            config.client_port,
+            config.header_timeout_s,
         )
 
 
@@ -129,25 +134,24 @@ def _tune_gc() -> None:
 
 async def serve_until_signal(
     runner: web.AppRunner,
-    host: str,
-    port: int,
+    listeners: Sequence[Bound],
     description: str = "",
     after_stop_listening: Callable[[], Awaitable[None]] | None = None,
     after_listening: Callable[[], None] | None = None,
     ssl_context: ssl.SSLContext | None = None,
-    shared_port: int | None = None,
+    handshake_timeout_s: float | None = None,
 ) -> int:
-    """Listen with a set-up runner (the garbage collector tuned for serving) until SIGTERM or SIGINT, then
-    stop gracefully: stop accepting, run ``after_stop_listening``, clean up. ``after_listening`` runs once
-    listening (what a node says only when it serves); with ``ssl_context`` the site serves HTTPS only; with
-    ``shared_port`` the app is served there too, on a socket shared with other processes (SO_REUSEPORT).
-    The exit status, 0; CannotListen when a port cannot be had (the runner cleaned up)."""
-    sites = [web.TCPSite(runner, host, port, backlog=1024, ssl_context=ssl_context)]
-    if shared_port:
-        sites.append(
-            web.TCPSite(runner, host, shared_port, backlog=1024, ssl_context=ssl_context, reuse_port=True)
-        )
-    url = node_url(host, port, ssl_context is not None)
+    """Serve a set-up runner on bound ports (kvnode.access.listening.bind: the first is the node's own,
+    a second one shared with other processes) until SIGTERM or SIGINT, the garbage collector tuned for
+    serving, then stop gracefully: stop accepting, run ``after_stop_listening``, clean up.
+    ``after_listening`` runs once listening (what a node says only when it serves); with ``ssl_context``
+    the sites serve HTTPS only, a handshake not done within ``handshake_timeout_s`` closed. The exit
+    status, 0; CannotListen when a port cannot be listened on after all (the runner cleaned up)."""
+    sites = [
+        ListeningSite(runner, sock, bound.url, ssl_context=ssl_context, handshake_timeout=handshake_timeout_s)
+        for bound in listeners
+        for sock in bound.sockets
+    ]
     for site in sites:
         try:
             await site.start()
@@ -159,14 +163,14 @@ async def serve_until_signal(
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    shared = (
-        f", and for clients on port {shared_port} shared with this machine's nodes" if shared_port else ""
+    shared = "".join(
+        f", and for clients on port {bound.port} shared with this machine's nodes" for bound in listeners[1:]
     )
-    log.info("serving on %s%s %s", url, shared, description)
+    log.info("serving on %s%s %s", listeners[0].url, shared, description)
     if after_listening is not None:
         after_listening()
     await stop.wait()
-    log.info("%s stopping", url)
+    log.info("%s stopping", listeners[0].url)
     for site in sites:
         await site.stop()
     if after_stop_listening is not None:

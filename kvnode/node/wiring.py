@@ -166,7 +166,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             local=local,
             admission=Admission(
                 config.max_inflight,
-                config.max_inflight_bytes or default_max_inflight_bytes(),
+                config.max_inflight_bytes or default_max_inflight_bytes(config.max_body_bytes),
                 config.max_body_bytes,
                 settler,
             ),

@@ -167,7 +167,7 @@ _SHARED = [
         non_negative_int,
         _DEFAULTS.max_inflight_bytes,
         "bytes of /v0/entity request bodies in progress at once, by their Content-Length; more are answered "
-        "503 with Retry-After before their body is read (0: a sixteenth of the machine's memory)",
+        "503 with Retry-After before their body is read (0: four times --max-body-bytes, at least 64 MiB)",
     ),
     _Flag(
         "--max-connections",

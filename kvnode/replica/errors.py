@@ -4,7 +4,6 @@ failed replica for the quorum, and the kind decides what happens to a write it m
 from __future__ import annotations
 
 __all__ = [
-    "HINTED_FAILURES",
     "ReplicaDiskFull",
     "ReplicaError",
     "ReplicaNotReady",
@@ -14,6 +13,7 @@ __all__ = [
     "ReplicaSkewRefused",
     "ReplicaTimeout",
     "ReplicaUnavailable",
+    "keeps_hint",
     "outcome",
 ]
 
@@ -55,9 +55,24 @@ class ReplicaNotReady(ReplicaRejected):
     must): what it holds cannot answer a read, not even "absent"."""
 
 
-# A write that failed this way is kept as a hint for the replica; a refusal for skew is not (it would be
-# refused again), and neither is a protocol error (the peer is not speaking our protocol).
-HINTED_FAILURES: tuple[type[ReplicaError], ...] = (ReplicaUnavailable, ReplicaTimeout, ReplicaOverloaded)
+# A write that failed this way is kept as a hint for the replica: it was not reached, or it refused for a
+# state of its own (a full disk, a storage failure) that passes. A refusal for skew is not (the record
+# itself would be refused again), and neither is a protocol error (the peer is not speaking our protocol).
+_HINTED: tuple[type[ReplicaError], ...] = (
+    ReplicaUnavailable,
+    ReplicaTimeout,
+    ReplicaOverloaded,
+    ReplicaRejected,
+)
+
+
+def keeps_hint(error: BaseException) -> bool:
+    """Whether a write that failed with ``error`` is kept as a hint for its replica.
+
+    >>> [keeps_hint(error("x")) for error in (ReplicaDiskFull, ReplicaSkewRefused, ReplicaProtocolError)]
+    [True, False, False]
+    """
+    return isinstance(error, _HINTED) and not isinstance(error, ReplicaSkewRefused)
 
 
 _OUTCOMES: dict[type[BaseException], str] = {

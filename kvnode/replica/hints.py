@@ -45,6 +45,9 @@ _VALUE = struct.Struct(">QI")  # created (wall ms) | key length; the key and the
 _BATCH = 64  # hints sent in one frame
 _BATCH_BYTES = 4 * 1024 * 1024  # and at most about this many bytes of them (one hint is always taken)
 _RETRY_S = 0.25  # how often an unreachable peer with hints is probed
+# A peer that keeps failing its hints (a full disk refuses them) is sent them again after a pause that
+# doubles from _RETRY_S up to this, so that it is not sent the same batch four times a second.
+_MAX_PAUSE_S = 4.0
 
 
 class Hint(NamedTuple):
@@ -209,6 +212,7 @@ class HintDelivery:
         # (a write to a replica not connected at dispatch is hinted before the client is answered).
         while not await self._reachable():
             pass
+        pause = _RETRY_S
         while True:
             if not store.pending(peer.url):
                 added.clear()
@@ -217,9 +221,12 @@ class HintDelivery:
             if not await self._reachable():
                 continue
             sent = await self._deliver_batch()
-            if sent is None:
-                await asyncio.sleep(_RETRY_S)  # the peer failed mid-delivery; try again shortly
-            elif sent:
+            if sent is None:  # the peer failed or refused some mid-delivery; try again after a pause
+                await asyncio.sleep(pause)
+                pause = min(2 * pause, _MAX_PAUSE_S)
+                continue
+            pause = _RETRY_S
+            if sent:
                 await asyncio.sleep(sent / self._rate)
 
     async def _reachable(self) -> bool:
@@ -253,13 +260,14 @@ class HintDelivery:
         outcomes = await asyncio.gather(
             *(self._peer.deliver_hint(hint.key, hint.record) for hint in live), return_exceptions=True
         )
-        done, failed = [], 0
+        done: list[int] = []
+        failed: list[ReplicaError] = []
         for hint, outcome in zip(live, outcomes, strict=True):
             if isinstance(outcome, ReplicaSkewRefused):
                 store.dropped["refused"] += 1  # it would be refused again
                 done.append(hint.seq)
             elif isinstance(outcome, ReplicaError):
-                failed += 1
+                failed.append(outcome)
             elif isinstance(outcome, BaseException):
                 raise outcome
             else:
@@ -268,6 +276,8 @@ class HintDelivery:
                 self._settler.passed(len(hint.record.value))
         store.remove(url, done)
         if failed:
-            log.info("hint delivery to %s paused: %d of %d failed", url, failed, len(live))
+            log.info(
+                "hint delivery to %s paused: %d of %d failed (%s)", url, len(failed), len(live), failed[0]
+            )
             return None
         return len(live)

@@ -1,9 +1,13 @@
 """A full disk: writes answered 507 in one line, reads served, and the node writable again by itself once
-space is freed; a node started on a full disk says so in one line. The data dir is a small tmpfs mounted
-in a mount namespace of the node's own (``unshare -rm``); where that is not allowed, the tests skip."""
+space is freed; a node started on a full disk says so in one line; in a cluster, the writes a replica
+refused for its full disk are hinted and reach it once space is freed. The data dir is a small tmpfs
+mounted in a mount namespace of the node's own (``unshare -rm``); where that is not allowed, the tests
+skip."""
 
 from __future__ import annotations
 
+import dataclasses
+import shlex
 import shutil
 import subprocess
 import sys
@@ -12,9 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from kvnode.config import NodeConfig
+from kvnode.ops.local_cluster import start_local_cluster
 from kvnode.ops.ports import free_ports
 from kvnode.ops.processes import stop_processes
-from tests.harness import DEADLINE, clean_env, request, serves, wait_for
+from tests.harness import DEADLINE, Node, clean_env, fresh_key, request, serves, stats, wait_for
 
 DISK_MIB = 16
 
@@ -35,11 +41,16 @@ def _can_mount(tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def disk(tmp_path: Path) -> Path:
-    """Where the tmpfs goes (mounted by each test's own ``unshare``)."""
+def mountable(tmp_path: Path) -> None:
+    """Skips the test where a tmpfs cannot be mounted in a namespace of our own."""
     reason = _can_mount(tmp_path)
     if reason:
         pytest.skip(reason)
+
+
+@pytest.fixture
+def disk(mountable: None, tmp_path: Path) -> Path:
+    """Where the tmpfs goes (mounted by each test's own ``unshare``)."""
     point = tmp_path / "disk"
     point.mkdir()
     return point
@@ -48,7 +59,8 @@ def disk(tmp_path: Path) -> Path:
 def _in_namespace(disk: Path, then: str) -> list[str]:
     """A command line that mounts a DISK_MIB tmpfs at ``disk``, in a namespace of its own, then runs
     ``then`` (a shell command) there."""
-    return ["unshare", "-rm", "sh", "-c", f"mount -t tmpfs -o size={DISK_MIB}m tmpfs {disk} && {then}"]
+    mount = f"mkdir -p {disk} && mount -t tmpfs -o size={DISK_MIB}m tmpfs {disk}"
+    return ["unshare", "-rm", "sh", "-c", f"{mount} && {then}"]
 
 
 @pytest.fixture
@@ -116,3 +128,49 @@ def test_a_node_started_on_a_full_disk_says_so_in_one_line(disk: Path) -> None:
     assert result.returncode == 2, (result.returncode, result.stderr)
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith(f"kvnode: cannot open data dir {disk}/data: the disk is full"), result.stderr
+
+
+def _cluster_with_a_node_on_tmpfs(tmp_path: Path) -> list[Node]:
+    """Three nodes, the first with its data dir on a tmpfs of its own. They are loose nodes, which
+    conftest stops when the test ends."""
+    on_tmpfs = "on-tmpfs"
+
+    def configure(index: int, config: NodeConfig, _: list[int]) -> NodeConfig:
+        return (
+            dataclasses.replace(config, data_dir=config.data_dir.with_name(on_tmpfs))
+            if index == 0
+            else config
+        )
+
+    def make_node(config: NodeConfig, log_path: Path | None) -> Node:
+        node = Node(config, log_path)
+        if config.data_dir.name == on_tmpfs:
+            node.argv = _in_namespace(config.data_dir, f"exec {shlex.join(node.argv)}")
+        return node
+
+    base = NodeConfig(data_dir=tmp_path / "cluster", timeout_ms=1000)
+    return start_local_cluster(base, 3, make_node, log_dir=tmp_path, configure=configure).nodes
+
+
+@pytest.mark.usefixtures("mountable")
+def test_writes_a_replica_refused_for_a_full_disk_are_hinted_and_reach_it_once_space_is_freed(
+    tmp_path: Path,
+) -> None:
+    full, coordinator, _ = _cluster_with_a_node_on_tmpfs(tmp_path)
+    filler = _fill(Path(f"/proc/{full.pid}/root{full.config.data_dir}"))
+    value = b"v" * 100_000  # more than the log's last page: a write of it needs space
+    keys = [fresh_key("hinted") for _ in range(10)]
+    for key in keys:
+        assert coordinator.put(key, value, ack=2, from_=3).status == 201
+
+    def hints() -> dict[str, int]:
+        return {name: counts.get(full.url, 0) for name, counts in stats(coordinator)["hints"].items()}
+
+    wait_for(lambda: hints()["kept"] == len(keys), what="a hint kept for each refused write")
+    assert hints()["delivered"] == 0
+    filler.unlink()
+    # Only hints can bring them: no key is read (no read repair), and anti-entropy runs hourly.
+    wait_for(lambda: hints()["delivered"] == len(keys), DEADLINE, "the hints to be delivered")
+    assert hints()["pending"] == 0
+    held = dict(full.scan("hinted-", "hinted."))
+    assert held == dict.fromkeys((key.encode() for key in keys), value)

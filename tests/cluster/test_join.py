@@ -1,13 +1,17 @@
 """A node joining a running cluster (``node --join SEED``), with real nodes: writes go to the old and the
 new owners of a key while reads stay on the old ones, the newcomer streams what it will own (a full
 anti-entropy repair with every member), then becomes a member like the others; no acknowledged write is
-lost on the way, under a writer, nor when a node taking part is killed at a step of the change."""
+lost on the way, under a writer, nor when a node taking part is killed at a step of the change; a join on
+a port in use claims nothing."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
+import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,12 +26,13 @@ from tests.changes import (
     local_keys,
     newcomer,
     restarted_to_crash,
+    run_node,
     start_crashing,
     status_of,
     until_status,
     versions,
 )
-from tests.harness import ClusterFactory, Node, scrape, total, wait_for
+from tests.harness import ClusterFactory, Node, assert_exit_2_with_one_line, request, scrape, total, wait_for
 
 
 def settled(nodes: list[Node], members: list[str]) -> None:
@@ -141,3 +146,25 @@ def test_after_a_join_the_displaced_owners_drop_what_they_no_longer_own_once_its
 
 def holds_only_what_it_owns(node: Node, owned: set[str]) -> None:
     wait_for(lambda: local_keys(node) == owned, seconds=60, what=f"{node.url} to drop what it does not own")
+
+
+def membership_of(node: Node) -> dict[str, Any]:
+    """The membership as ``GET /v0/cluster`` shows it: members, tokens, version, who joins or leaves."""
+    view = json.loads(request(node.url, "GET", "/v0/cluster").body)
+    return {name: view[name] for name in ("cluster", "tokens", "membership_version", "joining", "leaving")}
+
+
+def test_a_join_on_a_port_in_use_exits_2_in_one_line_and_claims_nothing(
+    start_cluster: ClusterFactory, tmp_path: Path
+) -> None:
+    cluster = start_cluster(3, cluster_secret=SECRET)
+    before = [membership_of(node) for node in cluster]
+    new = newcomer(cluster, tmp_path)
+    with socket.create_server(("127.0.0.1", new.config.port)):  # another process's port
+        stderr = assert_exit_2_with_one_line(run_node(new))
+    assert (
+        stderr.startswith(f"kvnode: cannot listen on {new.url}: ")
+        and "address already in use" in stderr.lower()
+    )
+    assert [membership_of(node) for node in cluster] == before
+    assert before[0]["membership_version"] == 1 and before[0]["joining"] == []

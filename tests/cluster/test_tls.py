@@ -2,12 +2,16 @@
 serves https:// only and replicates over TLS; a client that trusts another CA is refused, and so is a
 plain-HTTP client; the replica channel takes only a peer whose certificate the cluster's CA signed, so a
 node with another CA's certificate cannot join even holding the cluster secret; with --tls-client-auth a
-client without a certificate gets nothing."""
+client without a certificate gets nothing; connections that never begin the TLS handshake are closed by
+the header timeout."""
 
 from __future__ import annotations
 
 import asyncio
 import http.client
+import resource
+import selectors
+import socket
 import ssl
 import subprocess
 import sys
@@ -161,6 +165,57 @@ def test_with_client_auth_a_client_must_present_a_certificate(
         with pytest.raises((OSError, http.client.HTTPException)):
             request(node.url, "GET", "/v0/status", context=context)
     assert request(node.url, "GET", "/v0/status", context=as_member(ours)).status == 200
+
+
+SILENT_CONNECTIONS = 2000
+HEADER_TIMEOUT_S = 2
+CLOSE_MARGIN_S = 15  # beyond the header timeout: accepting 2,000 connections on a loaded machine
+
+
+def _closed_by_the_server(sockets: list[socket.socket], deadline: float) -> int:
+    """How many of ``sockets`` the server closed (an end of stream or a reset) before ``deadline``."""
+    closed = 0
+    with selectors.DefaultSelector() as selector:
+        for sock in sockets:
+            selector.register(sock, selectors.EVENT_READ, sock)
+        while closed < len(sockets) and (left := deadline - time.monotonic()) > 0:
+            for key, _ in selector.select(left):
+                sock = key.data
+                try:
+                    data = sock.recv(4096)
+                except ConnectionResetError:
+                    data = b""
+                assert data == b"", data  # a server that never got a ClientHello has nothing to say
+                selector.unregister(sock)
+                closed += 1
+    return closed
+
+
+def test_connections_that_never_begin_the_tls_handshake_are_closed_by_the_header_timeout(
+    start_cluster: ClusterFactory, certificates: tuple[NodeCertificate, NodeCertificate]
+) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 2 * SILENT_CONNECTIONS:
+        pytest.skip(f"the hard descriptor limit here ({hard}) is too low for {SILENT_CONNECTIONS} sockets")
+    node = start_cluster(1, header_timeout_s=HEADER_TIMEOUT_S, **tls_options(certificates[0]))[0]
+    port = int(node.url.rsplit(":", 1)[1])
+    ca = verifying_context(certificates[0].ca)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    silent: list[socket.socket] = []
+    try:
+        for _ in range(SILENT_CONNECTIONS):  # each connects and never sends a byte
+            silent.append(socket.create_connection(("127.0.0.1", port), timeout=10))
+        opened = time.monotonic()
+        assert request(node.url, "PUT", "/v0/entity", {"id": "served"}, body=b"v", context=ca).status == 201
+        closed = _closed_by_the_server(silent, opened + HEADER_TIMEOUT_S + CLOSE_MARGIN_S)
+        last = time.monotonic() - opened
+        print(f"{closed} of {SILENT_CONNECTIONS} closed by the node, the last {last:.1f} s after they opened")
+        assert closed == SILENT_CONNECTIONS
+        assert request(node.url, "GET", "/v0/entity", {"id": "served"}, context=ca).body == b"v"
+    finally:
+        for sock in silent:
+            sock.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def test_a_tls_config_needs_all_three_files_and_https_members(tmp_path: Path) -> None:

@@ -15,7 +15,15 @@ from kvnode.config import FanoutMode
 from kvnode.coordinator.coordinator import nearest_first
 from kvnode.coordinator.fanout import QuorumFailed
 from kvnode.coordinator.quorum import Quorum
-from kvnode.replica.errors import ReplicaSkewRefused, ReplicaTimeout, ReplicaUnavailable
+from kvnode.replica.errors import (
+    ReplicaDiskFull,
+    ReplicaError,
+    ReplicaProtocolError,
+    ReplicaRejected,
+    ReplicaSkewRefused,
+    ReplicaTimeout,
+    ReplicaUnavailable,
+)
 from kvnode.storage.records import Record
 from tests.replicas import URLS, coordinator_node, run_callbacks
 
@@ -101,6 +109,24 @@ async def test_a_write_refused_for_clock_skew_is_counted_not_hinted(tmp_path: Pa
         await run_callbacks()
         assert node.coordinator.stats.skew_refusals == 1
         assert node.hints.pending(URLS[2]) == 0
+
+
+@pytest.mark.parametrize(
+    ("refusal", "kept"),
+    [
+        (ReplicaDiskFull("http://c:1: disk full: No space left on device"), 1),
+        (ReplicaRejected("http://c:1: IO error: Input/output error"), 1),
+        (ReplicaProtocolError("http://c:1: unexpected WebSocket opcode 1"), 0),
+    ],
+)
+async def test_a_write_refused_for_the_replicas_own_state_is_hinted(
+    tmp_path: Path, refusal: ReplicaError, kept: int
+) -> None:
+    with coordinator_node(tmp_path) as node:
+        node.c.fail_with = refusal
+        await node.coordinator.put(b"k", b"v", ALL)
+        await run_callbacks()
+        assert node.hints.pending(URLS[2]) == kept
 
 
 # --- the rewrite after a NEWER answer ----------------------------------------------------------------------
