@@ -161,7 +161,8 @@ async def in_process_nodes(
     tmp_path: Path, count: int, members: int = 0
 ) -> AsyncIterator[list[InProcessNode]]:
     """``count`` in-process nodes (http://n1:8080 ...), each with a peer to every other; the first
-    ``members`` of them (all by default) are the first membership. Call inside the running event loop."""
+    ``members`` of them (all by default) are the first membership. Call inside the running event loop;
+    the Members a test opened are closed at the end."""
     urls = [f"http://n{index}:8080" for index in range(1, count + 1)]
     membership = Membership.seeded(urls[: members or count])
     nodes: list[InProcessNode] = []
@@ -180,7 +181,12 @@ async def in_process_nodes(
             nodes.append(InProcessNode(url, storage, system, clock, local, membership, upkeep))
         for node in nodes:
             node.peers = {other.url: InProcessPeer(other, node) for other in nodes if other is not node}
-        yield nodes
+        try:
+            yield nodes
+        finally:
+            for node in nodes:  # the membership drivers a test opened, before their storage closes
+                if node.members is not None:
+                    await node.members.close()
 
 
 async def until(condition: Callable[[], bool], what: str, turns: int = 100_000) -> None:

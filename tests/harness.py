@@ -5,6 +5,7 @@ read, polling with a deadline."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import http.client
@@ -22,7 +23,7 @@ import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, get_args
+from typing import Any, ClassVar, TypeVar, get_args
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -195,6 +196,7 @@ def write_secret_file(path: Path, secret: str) -> Path:
 
 # --- python -m kvnode as a user runs it ----------------------------------------------------------------
 
+T = TypeVar("T")
 REPO = Path(__file__).resolve().parent.parent  # the repository's root
 DEADLINE = 30.0  # generous: other test runs share this machine
 
@@ -278,12 +280,49 @@ def stats(node: Node, reset: bool = False) -> dict[str, Any]:
     return result
 
 
+def poll(
+    attempt: Callable[[], T], done: Callable[[T], bool], seconds: float = CONVERGE_S, what: str = "condition"
+) -> T:
+    """Repeat ``attempt`` until ``done`` holds for its result, and return that result; fail after the
+    deadline, naming ``what`` and the last result. The one way a test waits for something."""
+    deadline = time.monotonic() + seconds
+    while True:
+        result = attempt()
+        if done(result):
+            return result
+        assert time.monotonic() < deadline, f"timed out waiting for {what}; last: {result!r:.2000}"
+        time.sleep(0.05)
+
+
 def wait_for(condition: Callable[[], bool], seconds: float = CONVERGE_S, what: str = "condition") -> None:
-    """Poll condition until it holds; fail after the deadline."""
+    """Poll ``condition`` until it holds; fail after the deadline."""
+    poll(condition, bool, seconds, what)
+
+
+async def eventually(
+    condition: Callable[[], bool], seconds: float = CONVERGE_S, what: str = "condition"
+) -> None:
+    """``wait_for`` inside a running event loop: the loop keeps running while the test waits."""
     deadline = time.monotonic() + seconds
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
+        await asyncio.sleep(0.01)
+
+
+def written(answer: Response) -> bool:
+    """For ``poll``: a write answered 201; until then only 504 (a replica still coming back) is fine."""
+    assert answer.status in (201, 504), answer
+    return answer.status == 201
+
+
+def wait_for_log(node: Node, text: str, seconds: float = CONVERGE_S) -> str:
+    """Wait until ``node``'s log holds ``text``; the log then."""
+    return poll(
+        lambda: node.log_path.read_text(errors="replace"),
+        lambda log: text in log,
+        seconds,
+        f"{text!r} in {node.url}'s log",
+    )
 
 
 _serial = itertools.count()

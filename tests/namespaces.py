@@ -235,6 +235,19 @@ class MultiHostCluster:
     client: NamespaceClient
     nodes: list[NamespacedNode]
 
+    @contextlib.contextmanager
+    def running(self) -> Iterator[MultiHostCluster]:
+        """Every node started (all at once, then each waited for), and stopped by PID at the end."""
+        try:
+            for node in self.nodes:
+                node.start()
+            for node in self.nodes:
+                self.wait_ready(node)
+            yield self
+        finally:
+            for node in self.nodes:
+                node.stop()
+
     def start(self, node: NamespacedNode) -> None:
         node.start()
         self.wait_ready(node)

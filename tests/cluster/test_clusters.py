@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 
@@ -20,6 +19,7 @@ from tests.harness import (
     key_where,
     launch_cluster,
     miss_while_restored,
+    poll,
     request,
 )
 
@@ -62,16 +62,10 @@ def assert_one_line_reason(response: Response, status: int) -> None:
     assert response.body.strip(), "the reason is empty"
 
 
-def poll(
-    attempt: Callable[[], Response], done: Callable[[Response], bool], seconds: float = 15.0
-) -> Response:
-    """Repeat attempt until done(response) or the deadline; the last response either way."""
-    deadline = time.monotonic() + seconds
-    while True:
-        response = attempt()
-        if done(response) or time.monotonic() > deadline:
-            return response
-        time.sleep(0.05)
+def all_within(expected: set[str], found: set[str]) -> bool:
+    """Every copy is on the expected replicas (a copy elsewhere fails at once); all of them are there."""
+    assert found <= expected, f"copies outside the expected replicas: {found - expected}"
+    return found == expected
 
 
 def not_504(response: Response) -> bool:
@@ -151,11 +145,7 @@ def test_put_with_ack_below_from_reaches_all_from_replicas(
         key = fresh_key(f"copies-{fanout}-{k}")
         assert cluster[0].put(key, b"v", ack=1, from_=k).status == 201
         expected = set(placement.replicas_for(key.encode(), k))
-        deadline = time.monotonic() + 10
-        while (found := holders(cluster, key)) != expected and time.monotonic() < deadline:
-            assert found <= expected, f"copies outside the first {k} replicas: {found - expected}"
-            time.sleep(0.05)
-        assert found == expected, k
+        poll(partial(holders, cluster, key), partial(all_within, expected), what=f"{key} on its {k} replicas")
 
 
 # Quorum invariants with nodes down.

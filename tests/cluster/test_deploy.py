@@ -87,16 +87,8 @@ def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MultiHostClus
             nodes.append(
                 NamespacedNode(f"{network.prefix}-{role}", address, unit_command(), env, tmp / f"{role}.log")
             )
-        cluster = MultiHostCluster(client, nodes)
-        try:
-            for node in nodes:
-                node.start()
-            for node in nodes:
-                cluster.wait_ready(node)
+        with MultiHostCluster(client, nodes).running() as cluster:
             yield cluster
-        finally:
-            for node in nodes:
-                node.stop()
 
 
 def test_the_example_environment_is_the_units_whole_configuration() -> None:

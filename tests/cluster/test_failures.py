@@ -24,7 +24,17 @@ import pytest
 from kvnode.config import FanoutMode, NodeConfig
 from kvnode.ops.ports import free_ports
 from kvnode.replica import wire
-from tests.harness import FANOUTS, Cluster, ClusterFactory, Node, Response, fresh_key, key_where
+from tests.harness import (
+    FANOUTS,
+    Cluster,
+    ClusterFactory,
+    Node,
+    Response,
+    fresh_key,
+    key_where,
+    poll,
+    written,
+)
 
 Breakage = Literal["kill", "freeze"]
 BREAKAGES: tuple[Breakage, ...] = get_args(Breakage)
@@ -200,16 +210,11 @@ def test_cluster_recovers_after_the_replica_returns(
             expect(partial(survivors[1].put, key, b"all", ack=3, from_=3), 504)
         repair_node(victim, how)
     # Every coordinator (the returned one too) gets a 3/3 write through within the deadline...
-    deadline = time.monotonic() + 20
     for coordinator in cluster:
         for key in keys:
             value = f"recovered-{coordinator.url}".encode()
-            while (answer := coordinator.put(key, value, ack=3, from_=3)).status != 201:
-                assert answer.status == 504, answer
-                assert time.monotonic() < deadline, (
-                    f"{coordinator.url} never got a 3/3 write through: {answer}"
-                )
-                time.sleep(0.05)
+            put = partial(coordinator.put, key, value, ack=3, from_=3)
+            poll(put, written, 20, f"a 3/3 write through {coordinator.url}")
     # ...and then every node reads the last of them with 3/3, at once.
     for reader in cluster:
         for key in keys:
@@ -253,10 +258,12 @@ def test_reconnecting_to_a_frozen_replica_leaks_no_connections_and_logs_no_error
         leaked = connections_to(coordinator.process.pid, victim.config.port)
     assert leaked <= 1, f"{leaked} connections to the frozen replica are open (at most one attempt at a time)"
     # The replica is back: the cluster recovers, and the coordinator logged no error on the way.
-    deadline = time.monotonic() + 20
-    while coordinator.put(key, b"all", ack=3, from_=3).status != 201:
-        assert time.monotonic() < deadline, "no 3/3 write after the replica resumed"
-        time.sleep(0.05)
+    poll(
+        partial(coordinator.put, key, b"all", ack=3, from_=3),
+        written,
+        20,
+        "a 3/3 write after the replica resumed",
+    )
     log = coordinator.log_path.read_text()
     assert "Traceback" not in log, log[log.index("Traceback") - 300 :][:3000]
 

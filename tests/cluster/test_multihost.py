@@ -8,15 +8,15 @@ from __future__ import annotations
 import signal
 import socket
 import sys
-import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 from kvnode.config import NodeConfig, node_url
 from kvnode.ops.ports import free_ports
-from tests.harness import Cluster, Node
+from tests.harness import Cluster, Node, poll, written
 from tests.namespaces import (
     DEADLINE,
     NODE_HOSTS,
@@ -49,16 +49,8 @@ def multihost(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MultiHostClu
             )
             for role, host_part in roles.items()
         ]  # fmt: skip
-        multihost = MultiHostCluster(client, nodes)
-        try:
-            for node in nodes:
-                node.start()
-            for node in nodes:
-                multihost.wait_ready(node)
-            yield multihost
-        finally:
-            for node in nodes:
-                node.stop()
+        with MultiHostCluster(client, nodes).running() as running:
+            yield running
 
 
 @pytest.fixture
@@ -126,10 +118,8 @@ def test_replica_down_through_each_other_node(
     # Every peer reaches the restarted node again: ack=3 writes through each node succeed (polled,
     # since a peer may still be waiting out its reconnect interval).
     for coordinator in cluster.nodes:
-        deadline = time.monotonic() + DEADLINE
-        while (status := cluster.request(coordinator, "PUT", "all-three", b"back", ack=3).status) != 201:
-            assert status == 504 and time.monotonic() < deadline, (coordinator.url, status)
-            time.sleep(0.05)
+        put = partial(cluster.request, coordinator, "PUT", "all-three", b"back", ack=3)
+        poll(put, written, DEADLINE, f"an ack=3 write through {coordinator.url}")
     answer = cluster.request(stopped, "GET", "all-three", ack=3)
     assert (answer.status, answer.body) == (200, b"back")
 

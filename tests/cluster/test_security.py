@@ -19,7 +19,7 @@ from kvnode.replica.errors import ReplicaUnavailable
 from kvnode.replica.peer import PeerReplica
 from kvnode.storage.records import Record
 from kvnode.topology.membership import cluster_identity
-from tests.harness import Cluster, ClusterFactory, Node, request, stats, write_secret_file
+from tests.harness import Cluster, ClusterFactory, Node, request, stats, wait_for_log, write_secret_file
 
 SECRET = "s3cret-" * 6
 
@@ -87,13 +87,6 @@ def test_a_plain_upgrade_is_403_before_the_upgrade(start_cluster: ClusterFactory
     assert SECRET not in answer.text
     assert SECRET not in request(node.url, "GET", "/v0/stats").text
     assert SECRET not in request(node.url, "GET", "/v0/status").text
-
-
-def wait_for_log(node: Node, text: str, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while text not in node.log_path.read_text():
-        assert time.monotonic() < deadline, f"{node.url} never logged {text!r}"
-        time.sleep(0.05)
 
 
 def start_rogue(cluster: Cluster, tmp_path: Path, secret: str) -> Node:

@@ -20,7 +20,7 @@ import pytest
 
 from kvnode.ops.ports import free_ports
 from profiling.render_check import check_page, find_chromium
-from tests.harness import REPO, ClusterFactory
+from tests.harness import REPO, ClusterFactory, poll
 
 LOCUSTFILE = REPO / "loadtest" / "locustfile.py"
 KEYS = 200
@@ -106,6 +106,11 @@ def test_locust_report_renders_offline(headless_run: Path, tmp_path: Path) -> No
     assert result.ok, result.problems
 
 
+def _over_200_and_no_failure(stats: dict[str, Any]) -> bool:
+    requests: int = sum(row["num_requests"] for row in stats["stats"])
+    return stats["total_fail_per_sec"] == 0 and requests > 200
+
+
 def _fetch(url: str | urllib.request.Request) -> bytes:
     with urllib.request.urlopen(url, timeout=5) as response:
         body: bytes = response.read()
@@ -155,13 +160,12 @@ def test_ui_starts_with_the_default_workload_and_stops_everything(tmp_path: Path
         form |= {name: str(option["default_value"]) for name, option in args["extra_options"].items()}
         swarm = urllib.request.Request(f"{ui_url}/swarm", data=urllib.parse.urlencode(form).encode())
         assert json.loads(_fetch(swarm))["success"]
-        deadline = time.monotonic() + 30
-        while True:
-            stats = json.loads(_fetch(f"{ui_url}/stats/requests"))
-            if stats["total_fail_per_sec"] == 0 and sum(row["num_requests"] for row in stats["stats"]) > 200:
-                break
-            assert time.monotonic() < deadline, stats
-            time.sleep(0.5)
+        stats = poll(
+            lambda: json.loads(_fetch(f"{ui_url}/stats/requests")),
+            _over_200_and_no_failure,
+            30,
+            "Locust's stats",
+        )
         names = {f"{row['method']} {row['name']}" for row in stats["stats"]}
         assert {"GET /v0/entity", "PUT /v0/entity"} <= names and "DELETE /v0/entity" not in names
         assert stats["fail_ratio"] == 0

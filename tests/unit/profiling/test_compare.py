@@ -11,12 +11,14 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ElementTree
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 from profiling.pyspy import MIN_SAMPLES
 from profiling.render_check import find_chromium
+from tests.harness import poll, wait_for
 
 RUNS = ("async-put", "sync-put", "async-get", "sync-get")
 NODE_ONE_FILES = (
@@ -183,13 +185,14 @@ def test_ctrl_c_stops_every_process_started(tmp_path: Path) -> None:
     for line in profiler.stderr:
         if "phase cpu" in line or time.monotonic() > deadline:
             break
-    time.sleep(2)  # recorders and the load are running now
-    started = _processes_mentioning(str(out))
-    assert started, "py-spy recorders and the load name the output directory"
+    started = poll(
+        partial(_processes_mentioning, str(out)), bool, 30, "processes naming the output directory"
+    )
     profiler.send_signal(signal.SIGINT)
     assert profiler.wait(60) == 130
-    time.sleep(0.5)
-    assert not [pid for pid in started if Path(f"/proc/{pid}").exists()]
+    wait_for(
+        lambda: not [pid for pid in started if Path(f"/proc/{pid}").exists()], 10, "the recorders to end"
+    )
     assert not _processes_mentioning(str(out))
 
 

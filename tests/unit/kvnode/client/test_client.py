@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Iterable
 
 import pytest
 from aiohttp import web
@@ -22,7 +22,7 @@ from kvnode.client import (
     Unreachable,
 )
 from kvnode.topology.placement import Placement
-from tests.harness import Cluster, ClusterFactory, Node, scrape, slow_uploads, stats, total
+from tests.harness import Cluster, ClusterFactory, Node, eventually, scrape, slow_uploads, stats, total
 
 KEYS = [f"client-{index}" for index in range(30)]
 
@@ -189,7 +189,7 @@ async def test_failures_refresh_the_view_at_most_once_a_second(start_cluster: Cl
         # Every read's first try fails at once, together: many failures, one refresh.
         assert await asyncio.gather(*(kv.get(key) for key in keys)) == [b"v"] * len(keys)
         burst_s = time.monotonic() - started
-        await until(lambda: views_served(cluster) >= 2)
+        await eventually(lambda: views_served(cluster) >= 2)
     assert 2 <= views_served(cluster) <= 2 + int(burst_s)
 
 
@@ -246,7 +246,7 @@ async def test_a_503_is_retried_after_its_retry_after(start_cluster: ClusterFact
             started = time.monotonic()
             reading = asyncio.create_task(kv.get("read-me"))
             writing = asyncio.create_task(kv.put("write-me", b"written"))
-            await until(lambda: shed_count(node) >= 3)
+            await eventually(lambda: shed_count(node) >= 3)
         # Both asked again once the slots were free, and not before the node's Retry-After: 1.
         assert await reading == b"value"
         await writing
@@ -259,7 +259,7 @@ async def test_put_with_a_ttl_expires_and_a_bad_ttl_is_a_bad_request(start_clust
     cluster = start_cluster(1)
     async with Client(cluster[0].url) as kv:
         await kv.put("ttl", b"brief", ttl_ms=300)
-        await until(lambda: cluster[0].get("ttl").status == 404)
+        await eventually(lambda: cluster[0].get("ttl").status == 404)
         with pytest.raises(NotFound):
             await kv.get("ttl")
         with pytest.raises(BadRequest) as bad:
@@ -272,10 +272,3 @@ async def test_put_with_a_ttl_expires_and_a_bad_ttl_is_a_bad_request(start_clust
 def shed_count(node: Node) -> int:
     shed: int = stats(node)["requests"]["shed"]
     return shed
-
-
-async def until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.02)

@@ -59,9 +59,6 @@ async def test_a_member_leaves_after_streaming_every_record_to_its_next_owners(t
         assert leaving.members.streamed == 60  # each record to each of the two next owners
         assert DRAIN_S in leaving.sleep.asked  # the drain, through the driver's sleep
         await part.stop()
-        for node in nodes:
-            assert node.members is not None
-            await node.members.close()
 
 
 async def test_a_step_that_fails_is_tried_again_until_it_completes(tmp_path: Path) -> None:
@@ -80,9 +77,6 @@ async def test_a_step_that_fails_is_tried_again_until_it_completes(tmp_path: Pat
         await until(lambda: leaving.members is not None and leaving.members.left is not None, "it left")
         assert two.storage.read(b"key") is not None
         await part.stop()
-        for node in nodes:
-            assert node.members is not None
-            await node.members.close()
 
 
 @contextlib.asynccontextmanager
@@ -129,9 +123,6 @@ async def test_a_node_joins_through_a_seed_the_claimant_first_then_the_rest(tmp_
         assert plan.version == 2 and plan.joining == {newcomer.url}
         assert newcomer.system.membership.load() == plan  # stored before it runs with it
         assert all(node.members is not None and node.members.membership == plan for node in old)
-        for node in old:
-            assert node.members is not None
-            await node.members.close()
 
 
 async def test_a_join_needs_every_member_and_leaves_nothing_when_refused(tmp_path: Path) -> None:
@@ -145,9 +136,6 @@ async def test_a_join_needs_every_member_and_leaves_nothing_when_refused(tmp_pat
                 await take_place(*joining(newcomer, seed, old[0]))
         assert newcomer.system.membership.load() is None
         assert all(node.members is not None and node.members.membership.version == 1 for node in old)
-        for node in old:
-            assert node.members is not None
-            await node.members.close()
 
 
 async def test_a_member_that_answers_is_not_replaced_and_one_down_is(tmp_path: Path) -> None:
@@ -162,6 +150,3 @@ async def test_a_member_that_answers_is_not_replaced_and_one_down_is(tmp_path: P
             plan = await take_place(*joining(newcomer, seed, old[0], replace=old[2].url))
         assert plan.urls == (old[0].url, old[1].url, newcomer.url)
         assert newcomer.system.identity.saved_state() == "rebuilding"  # it rebuilds the member's data
-        for node in old[:2]:
-            assert node.members is not None
-            await node.members.close()

@@ -35,7 +35,6 @@ async def test_a_newer_membership_is_stored_then_run_with_and_every_part_told(tm
         assert members.membership == leaving and told.versions == [1, 2]
         assert one.system.membership.load() == leaving  # a restart runs with it
         assert members.placement.nodes == leaving.placement().nodes
-        await members.close()
 
 
 async def test_an_older_a_foreign_or_an_excluding_membership_is_refused(tmp_path: Path) -> None:
@@ -50,7 +49,6 @@ async def test_an_older_a_foreign_or_an_excluding_membership_is_refused(tmp_path
         with pytest.raises(NotAdopted, match="not a member"):
             members.adopt(without_one)
         assert members.membership == current
-        await members.close()
 
 
 async def test_a_handshake_naming_a_newer_version_fetches_and_adopts_it(tmp_path: Path) -> None:
@@ -59,8 +57,6 @@ async def test_a_handshake_naming_a_newer_version_fetches_and_adopts_it(tmp_path
         ahead.adopt(ahead.membership.left(three.url))
         behind.heard_version(two.url, ahead.membership.version)
         await until(lambda: behind.membership.version == 2, "the newer version adopted")
-        await behind.close()
-        await ahead.close()
 
 
 async def test_a_handshake_naming_an_older_version_offers_this_nodes(tmp_path: Path) -> None:
@@ -69,8 +65,6 @@ async def test_a_handshake_naming_an_older_version_offers_this_nodes(tmp_path: P
         ahead.adopt(ahead.membership.left(three.url))
         ahead.heard_version(two.url, 1)
         await until(lambda: behind.membership.version == 2, "the peer took the newer version")
-        await ahead.close()
-        await behind.close()
 
 
 async def test_the_barrier_returns_once_every_peer_runs_with_the_version(tmp_path: Path) -> None:
@@ -82,5 +76,3 @@ async def test_the_barrier_returns_once_every_peer_runs_with_the_version(tmp_pat
         all_members[1].adopt(plan)
         all_members[2].adopt(plan)
         await first.peers_at(plan.version)  # each probe is a handshake that says the peer's version
-        for members in all_members:
-            await members.close()
