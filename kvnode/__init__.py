@@ -15,7 +15,8 @@ The packages, each importing only those listed below it (tests/test_imports.py c
     access       who may use a node and how much: connections, client_auth, admission, uploads, tls
     replica      reaching a key's replicas: this node's storage (local), peers over one authenticated,
                  multiplexed WebSocket each (peer, peer_state, inflight, outbox, channel, auth,
-                 identities, wire, websocket), errors, readiness, hinted handoff (hints)
+                 identities, wire, websocket), apply (the one way a version is stored), errors, readiness,
+                 hinted handoff (hints)
     storage      records, the client keyspace in LevelDB (keyspace), the node's own state (system_db)
     topology     who owns what, pure: placement, membership, epoch (what a node runs with between two
                  changes, handed to every part), versions_heard, change_steps

@@ -25,12 +25,13 @@ from dataclasses import dataclass, field
 import aiohttp
 from aiohttp import WSMsgType, web
 
-from kvnode.clocks.fence import ClockFence, beyond_skew
+from kvnode.clocks.fence import ClockFence
 from kvnode.clocks.hybrid import HybridClock
 from kvnode.cluster.members import Members, NotAdopted
 from kvnode.healing import answers as repair_answers
 from kvnode.healing.upkeep import SummaryUpkeep
 from kvnode.replica import wire
+from kvnode.replica.apply import apply_record
 from kvnode.replica.auth import (
     CHALLENGE_PATH,
     CLIENT_HEADER,
@@ -172,14 +173,13 @@ class CallAnswers:
             if call.op is wire.Op.ADOPT:
                 return self._adopt(call)
             record = decode(call.record)
-            if not self.fence.acceptable(record.timestamp):
-                reason = beyond_skew(record.timestamp)
-                return wire.encode_reply(call.call_id, wire.Status.REFUSED, reason.encode())
-            self.clock.observe(record.timestamp)
-            held = storage.apply(call.key, record)
-            if held == record:
+            applied = apply_record(storage, self.fence, call.key, record)
+            if applied.refused:
+                return wire.encode_reply(call.call_id, wire.Status.REFUSED, applied.refused.encode())
+            self.clock.observe(record.timestamp)  # a version received moves this node's clock past it
+            if applied.newer is None:
                 return wire.encode_reply(call.call_id, wire.Status.STORED)
-            return wire.encode_reply(call.call_id, wire.Status.NEWER, wire.encode_timestamp(held.timestamp))
+            return wire.encode_reply(call.call_id, wire.Status.NEWER, wire.encode_timestamp(applied.newer))
         except (CorruptRecord, StorageError) as error:
             return wire.encode_reply(call.call_id, wire.Status.FAILED, str(error).encode())
 

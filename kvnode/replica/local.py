@@ -10,8 +10,9 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from kvnode.clocks.fence import ClockFence, beyond_skew
+from kvnode.clocks.fence import ClockFence
 from kvnode.metrics import CallMeter
+from kvnode.replica.apply import apply_record
 from kvnode.replica.errors import ReplicaDiskFull, ReplicaNotReady, ReplicaRejected, ReplicaSkewRefused
 from kvnode.replica.readiness import NodeState
 from kvnode.storage.keyspace import Storage, StorageError, StorageFull
@@ -65,12 +66,8 @@ class LocalReplica:
     def write(self, key: bytes, record: Record) -> asyncio.Future[int | None]:
         future: asyncio.Future[int | None] = self._loop.create_future()
         start = time.perf_counter()
-        if not self._fence.acceptable(record.timestamp):
-            future.set_exception(ReplicaSkewRefused(f"{self.url}: {beyond_skew(record.timestamp)}"))
-            self.meter.ended("write", "skew_refused", time.perf_counter() - start)
-            return future
         try:
-            held = self._storage.apply(key, record)
+            applied = apply_record(self._storage, self._fence, key, record)
         except StorageFull as error:
             future.set_exception(ReplicaDiskFull(f"{self.url}: {error}"))
             outcome = "disk_full"
@@ -78,7 +75,11 @@ class LocalReplica:
             future.set_exception(ReplicaRejected(f"{self.url}: {error}"))
             outcome = "rejected"
         else:
-            future.set_result(None if held == record else held.timestamp)
-            outcome = "ok"
+            if applied.refused:
+                future.set_exception(ReplicaSkewRefused(f"{self.url}: {applied.refused}"))
+                outcome = "skew_refused"
+            else:
+                future.set_result(applied.newer)
+                outcome = "ok"
         self.meter.ended("write", outcome, time.perf_counter() - start)
         return future
