@@ -24,6 +24,7 @@ class LocalReplica:
     """Create it inside the running event loop."""
 
     connected = True
+    suspected = False
 
     def __init__(
         self,
