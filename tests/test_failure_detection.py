@@ -74,3 +74,21 @@ def test_a_replica_frozen_for_good_is_found_in_about_two_seconds(start_cluster: 
     finally:
         frozen.resume()
     wait_for(lambda: stats(coordinator)["peers"][frozen.url] == "connected", what="reconnected")
+
+
+def test_the_acceptable_pause_is_a_flag(start_cluster: ClusterFactory) -> None:
+    """With no acceptable pause, a frozen replica is convicted once it is quieter than its own pace
+    explains: well before the default pause alone (1.5 s) has passed."""
+    cluster = start_cluster(3, acceptable_pause_ms=0)
+    coordinator, frozen = cluster[0], cluster[2]
+    assert coordinator.put("warm", b"v", ack=3, from_=3).status == 201
+    dropped = f"replica channel to {re.escape(frozen.url)} dropped"
+    dropped_before = len(log_lines(coordinator, dropped))
+    frozen.freeze()
+    try:
+        wait_for(lambda: stats(coordinator)["peers"][frozen.url] == "suspect", seconds=10, what="suspect")
+    finally:
+        frozen.resume()
+    (silent,) = log_lines(coordinator, dropped)[dropped_before:]
+    verdict = re.search(r"is silent: no answer for (\d+\.\d)s", silent)
+    assert verdict is not None and float(verdict[1]) < 1.5, silent

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from kvnode.config import NodeConfig
 from kvnode.replica.failure_detector import SUSPECT_PHI, DetectorSettings, FailureDetector
 
 BEAT = 0.25  # the heartbeat interval at the default replica timeout (1 s, four beats)
@@ -111,3 +112,8 @@ def test_a_restart_is_an_arrival_but_not_an_interval() -> None:
 def test_invalid_settings_are_refused(settings: dict[str, float]) -> None:
     with pytest.raises(ValueError, match="invalid failure detector settings"):
         DetectorSettings(**settings)  # type: ignore[arg-type]
+
+
+def test_the_node_flags_default_to_the_detectors_defaults() -> None:
+    node = NodeConfig()
+    assert DetectorSettings(node.phi_threshold, node.acceptable_pause_ms / 1000) == DetectorSettings()

@@ -50,6 +50,7 @@ from kvnode.node.snapshot import (
 )
 from kvnode.replica import Replica, wire
 from kvnode.replica.auth import ClusterAuth, Introduction
+from kvnode.replica.failure_detector import DetectorSettings
 from kvnode.replica.hints import HintDelivery, HintStore
 from kvnode.replica.identities import Identities
 from kvnode.replica.local import LocalReplica
@@ -257,6 +258,8 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             tls=config.tls,
         )
 
+        detector = DetectorSettings(config.phi_threshold, config.acceptable_pause_ms / 1000)
+
         def make_peer(url: str) -> PeerReplica:
             return PeerReplica(
                 url,
@@ -267,6 +270,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
                 clock_sampler=(fence.measured, wall),
                 ssl_context=peer_ssl,
                 identities=identities,
+                detector=detector,
             )
 
         members = Members(
