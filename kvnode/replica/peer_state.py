@@ -188,7 +188,14 @@ class PeerLife:
 
     def suspected(self, now: float) -> bool:
         """Connected, but quieter than its pace explains (phi at least SUSPECT_PHI): asked last."""
-        return self.state is PeerState.CONNECTED and self.detector.phi(now) >= SUSPECT_PHI
+        # Every speculative read asks this: phi reaches 1 only past the mean interval plus the acceptable
+        # pause, so a silence shorter than the pause needs no phi.
+        detector = self.detector
+        return (
+            self.state is PeerState.CONNECTED
+            and detector.quiet_for(now) > detector.settings.acceptable_pause
+            and detector.phi(now) >= SUSPECT_PHI
+        )
 
     def down_for(self, now: float) -> float:
         """Seconds since the peer last failed with no answer in between (0 while it answers)."""
