@@ -51,8 +51,8 @@ log = logging.getLogger(__name__)
 
 MAX_CALLS_IN_FLIGHT = 4096
 _MIN_BYTES_IN_FLIGHT = 16 * 1024 * 1024
-# A quiet connection is pinged several times per timeout, so that a healthy one is heard from well within
-# a timeout even when timers fire late (docs/replica-channel.md).
+# A quiet connection is pinged several times per timeout, so that the failure detector learns an idle
+# peer's pace, which a stall stands out from (docs/replica-channel.md).
 _BEATS_PER_TIMEOUT = 4
 
 
