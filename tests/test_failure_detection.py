@@ -1,6 +1,7 @@
 """How a node decides a peer is down, on real nodes (kvnode.replica.failure_detector): a replica whose event
 loop is held for 1.5 s (SIGSTOP, then SIGCONT) keeps its channels, where a fixed one-second silence limit
-dropped them; one frozen for good is convicted about two seconds after it was last heard from."""
+dropped them; one frozen for good is convicted about two seconds after it was last heard from, and
+kvnode_peer_phi shows the suspicion while a peer is connected."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import re
 import threading
 import time
 
-from tests.harness import ClusterFactory, Node, stats, wait_for
+from tests.harness import ClusterFactory, Node, scrape, stats, wait_for
 
 HOLD_S = 1.5  # within the default acceptable pause (1.5 s beyond the usual interval)
 
@@ -20,6 +21,16 @@ def log_lines(node: Node, pattern: str) -> list[str]:
 def channel_events(node: Node, peer: Node) -> list[str]:
     """The node's log lines that say its channel to ``peer`` connected or was dropped."""
     return log_lines(node, f"replica channel to {re.escape(peer.url)} (?:connected|dropped)")
+
+
+def phi_of(node: Node, peer: Node) -> float:
+    """``peer``'s phi as ``node``'s /metrics shows it (kvnode_peer_phi)."""
+    ((_, value),) = [
+        (labels, value)
+        for (name, labels), value in scrape(node).items()
+        if name == "kvnode_peer_phi" and ("peer", peer.url) in labels
+    ]
+    return value
 
 
 def test_a_replica_held_for_a_moment_keeps_its_channels(start_cluster: ClusterFactory) -> None:
@@ -58,6 +69,7 @@ def test_a_replica_frozen_for_good_is_found_in_about_two_seconds(start_cluster: 
     cluster = start_cluster(3)
     coordinator, frozen = cluster[0], cluster[2]
     assert coordinator.put("warm", b"v", ack=3, from_=3).status == 201
+    assert phi_of(coordinator, frozen) < 1.0  # heard from at its usual pace: not suspected
     dropped = f"replica channel to {re.escape(frozen.url)} dropped"
     dropped_before = len(log_lines(coordinator, dropped))
     frozen.freeze()
@@ -72,6 +84,7 @@ def test_a_replica_frozen_for_good_is_found_in_about_two_seconds(start_cluster: 
         verdict = re.search(r"is silent: no answer for (\d+\.\d)s \(phi (\d+\.\d)\)", silent)
         assert verdict is not None, silent
         assert float(verdict[1]) >= 1.5 and float(verdict[2]) >= 8.0, silent
+        assert phi_of(coordinator, frozen) == 0.0  # not connected: no suspicion to show
         # Meanwhile the other two take writes.
         assert coordinator.put("while-frozen", b"v", ack=2, from_=3).status == 201
     finally:

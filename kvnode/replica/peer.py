@@ -105,6 +105,7 @@ class PeerReplica:
         self._connecting: asyncio.Task[None] | None = None
         self._heartbeat: asyncio.TimerHandle | None = None
         self.became_connected = asyncio.Event()
+        self._clock_call = partial(self._call, wire.Op.CLOCK, b"", b"", "clock")
 
     # --- the Replica interface ----------------------------------------------------------------------
 
@@ -157,9 +158,13 @@ class PeerReplica:
 
     @property
     def state(self) -> str:
-        """The connection's state by name (kvnode.replica.peer_state): connected, connecting, suspect,
-        idle, down, refused, closed."""
+        """The connection's state by name: connected, connecting, suspect, idle, down, refused, closed."""
         return self._life.state.value
+
+    @property
+    def phi(self) -> float:
+        """While connected, the failure detector's suspicion that the peer is gone; 0 otherwise."""
+        return self._life.detector.phi(self._loop.time()) if self._channel is not None else 0.0
 
     @property
     def node_state(self) -> str:
@@ -230,9 +235,6 @@ class PeerReplica:
         self._outbox.put(call_id, wire.encode_call(call_id, op, key, record))
         return future
 
-    def _clock_call(self) -> asyncio.Future[object]:
-        return self._call(wire.Op.CLOCK, b"", b"", "clock")
-
     def _refusal_error(self) -> ReplicaUnavailable:
         if self._life.state is PeerState.CLOSED:
             return ReplicaUnavailable(f"{self.url}: transport closed")
@@ -280,8 +282,7 @@ class PeerReplica:
         channel = self._channel
         if channel is None:
             return
-        now = self._loop.time()
-        detector = self._life.detector
+        now, detector = self._loop.time(), self._life.detector
         quiet, phi = detector.quiet_for(now), detector.phi(now)
         if self._life.tick(now=now) is PeerState.SUSPECT:
             silent = ReplicaUnavailable(f"{self.url} is silent: no answer for {quiet:.1f}s (phi {phi:.1f})")
