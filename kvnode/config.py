@@ -30,6 +30,10 @@ class NodeConfig:
     fanout: FanoutMode = "async"
     timeout_ms: int = 1000
     speculative_ceiling_ms: int = 50  # the longest a speculative read waits before asking one more
+    # When a silent peer is taken for dead (kvnode.replica.failure_detector.DetectorSettings, whose defaults
+    # these are): the phi it is convicted at, and how long a stall beyond its usual pace raises no suspicion.
+    phi_threshold: float = 8.0
+    acceptable_pause_ms: int = 1500
     max_clock_skew_ms: int = 5000  # records stamped further ahead of the wall clock are refused
     clock_offset_ms: int = 0  # shifts this node's view of the wall clock (a testing aid)
     crash_at: str = ""  # a point of a membership change where the node ends as kill -9 would (a testing aid)

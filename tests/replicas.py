@@ -46,6 +46,7 @@ class ScriptedReplica:
         self.storage = storage
         self._store = LocalReplica(url, storage, unjudged_fence())
         self.connected = True
+        self.suspected = False
         self.fail_with: ReplicaError | None = None
         self.holding = False
         self._held: list[Callable[[ReplicaError | None], None]] = []

@@ -222,10 +222,14 @@ class Coordinator:
 
 
 class Ranked(Patient, Protocol):
-    """A replica as ``nearest_first`` sees it: its patience, and whether its channel is open."""
+    """A replica as ``nearest_first`` sees it: its patience, whether its channel is open, and whether it
+    is suspected (connected, but quieter than its pace explains: kvnode.replica.failure_detector)."""
 
     @property
     def connected(self) -> bool: ...
+
+    @property
+    def suspected(self) -> bool: ...
 
 
 R = TypeVar("R", bound=Ranked)
@@ -233,19 +237,22 @@ R = TypeVar("R", bound=Ranked)
 
 def nearest_first(replicas: list[R], local: R) -> list[R]:
     """The order a speculative read asks a key's replicas in: this node's own first, then the remote ones
-    in placement order, except that a clearly slow one (recent p99, see ``_SLOW_FACTOR``) goes last, and
-    one not connected after it: a peer that died keeps its last p99, which would keep it first.
+    in placement order, except that a clearly slow one (recent p99, see ``_SLOW_FACTOR``) goes last, one
+    suspected after it, and one not connected after that: a peer that died or stalled keeps its last
+    p99, which would keep it first. A suspected peer is still connected: asked last, it is asked at all
+    only when a healthier one fails or is late.
 
     A slow replica asked last still sees writes and speculative retries, which keep its p99 current, so
     it moves forward again once it is fast again."""
     remote = [(replica.speculative_delay(), replica) for replica in replicas if replica is not local]
     if not remote:
         return replicas
-    up = [(delay, replica) for delay, replica in remote if replica.connected]
+    up = [(delay, replica) for delay, replica in remote if replica.connected and not replica.suspected]
     ordered = [local] if local in replicas else []
     if up:
         slow_above = min(delay for delay, _ in up) * _SLOW_FACTOR + _SLOW_MARGIN_S
         ordered += [replica for delay, replica in up if delay <= slow_above]
         ordered += [replica for delay, replica in up if delay > slow_above]
+    ordered += [replica for _, replica in remote if replica.connected and replica.suspected]
     ordered += [replica for _, replica in remote if not replica.connected]
     return ordered

@@ -136,6 +136,12 @@ def _state_metrics(snapshot: NodeSnapshot) -> Iterator[Metric]:
         "kvnode_peer_down_seconds", "Seconds since a peer last failed with no answer since (0: it answers)",
         labels=["peer"],
     )  # fmt: skip
+    phi = GaugeMetricFamily(
+        "kvnode_peer_phi",
+        "While connected, how unlikely a peer's silence is for a live peer: -log10 of its probability "
+        "(1: asked last by speculative reads; --phi-threshold: taken for dead)",
+        labels=["peer"],
+    )
     for peer in snapshot.peers:
         url = peer.url
         pending.add_metric([url], hints.pending.get(url, 0))
@@ -144,7 +150,8 @@ def _state_metrics(snapshot: NodeSnapshot) -> Iterator[Metric]:
         for name in PEER_STATES:
             peer_state.add_metric([url, name], 1 if name == peer.state else 0)
         down.add_metric([url], peer.down_for_s)
-    yield from (pending, kept, delivered, peer_state, down)
+        phi.add_metric([url], peer.phi)
+    yield from (pending, kept, delivered, peer_state, down, phi)
     yield GaugeMetricFamily(
         "kvnode_membership_version",
         "The version of the membership this node runs with (kvnode.topology.membership)",

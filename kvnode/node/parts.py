@@ -105,6 +105,7 @@ class NodeParts:
                     peer.refusal,
                     peer.node_state,
                     known.get(peer.url)[0],
+                    peer.phi,
                 )
                 for peer in self.peers
             ),

@@ -27,6 +27,7 @@ class PeerFigures:
     refusal: str  # while refused: what the handshake was refused for ("secret", ...); else ""
     node_state: str  # the state of its data as it last said (kvnode.healing.rebuild_state); "" before
     identity: str  # the identity it had when this node last met it; "" before
+    phi: float  # while connected, its failure detector's suspicion (kvnode.replica.failure_detector); else 0
 
 
 @dataclass(frozen=True, slots=True)

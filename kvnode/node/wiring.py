@@ -39,6 +39,7 @@ from kvnode.node.parts import NodeParts
 from kvnode.node.peer_api import PeerGate, ReplicaServer
 from kvnode.replica import wire
 from kvnode.replica.auth import ClusterAuth, Introduction
+from kvnode.replica.failure_detector import DetectorSettings
 from kvnode.replica.hints import HintDelivery, HintStore
 from kvnode.replica.identities import Identities
 from kvnode.replica.local import LocalReplica
@@ -111,6 +112,8 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             tls=config.tls,
         )
 
+        detector = DetectorSettings(config.phi_threshold, config.acceptable_pause_ms / 1000)
+
         def make_peer(url: str) -> PeerReplica:
             return PeerReplica(
                 url,
@@ -121,6 +124,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
                 clock_sampler=(fence.measured, wall),
                 ssl_context=peer_ssl,
                 identities=identities,
+                detector=detector,
             )
 
         settler = Settler()

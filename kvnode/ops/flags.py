@@ -20,7 +20,16 @@ from typing import Any, NoReturn, get_args
 from kvnode.access.client_auth import read_tokens_file
 from kvnode.cluster.crash_points import CRASH_POINTS
 from kvnode.config import FanoutMode, NodeConfig
-from kvnode.ops.argtypes import host, http_url, http_urls, integer, non_negative_int, port, positive_int
+from kvnode.ops.argtypes import (
+    host,
+    http_url,
+    http_urls,
+    integer,
+    non_negative_int,
+    port,
+    positive_float,
+    positive_int,
+)
 from kvnode.ops.cluster_config import ClusterConfig
 from kvnode.replica.auth import MIN_SECRET_BYTES
 
@@ -114,6 +123,18 @@ _SHARED = [
         _DEFAULTS.speculative_ceiling_ms,
         "speculative reads wait for a replica at most this long (less when its p99 is lower) before "
         "asking one more",
+    ),
+    _Flag(
+        "--phi-threshold",
+        positive_float,
+        _DEFAULTS.phi_threshold,
+        "a silent peer is taken for dead once its failure detector's phi reaches this",
+    ),
+    _Flag(
+        "--acceptable-pause-ms",
+        non_negative_int,
+        _DEFAULTS.acceptable_pause_ms,
+        "a peer silent this much longer than its usual pace raises no suspicion",
     ),
     _Flag(
         "--max-clock-skew-ms",

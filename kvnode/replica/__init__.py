@@ -7,6 +7,10 @@ or in one of the :mod:`~kvnode.replica.errors`; nothing else reaches the coordin
     local       this node's own storage as a replica
     peer        another node, over one persistent multiplexed channel: connect attempts, heartbeat, answers
     peer_state  the peer's connection state and its named transitions (pure)
+    failure_detector  whether a peer is alive, as a level of suspicion: phi accrual (pure)
+    attempt     one connect attempt, and how it failed
+    answers     what a call resolves to, from its reply (pure)
+    clock_probe measuring a peer's clock over its channel
     inflight    the calls to one peer in flight: ids, deadlines, bounds
     outbox      the calls to one peer waiting to be sent, and their framing
     channel     the client end of that channel: an asyncio.Protocol speaking WebSocket (websocket)
@@ -33,6 +37,11 @@ class Replica(Protocol):
     @property
     def connected(self) -> bool:
         """Whether a call made now goes out at once (the local replica always does)."""
+        ...
+
+    @property
+    def suspected(self) -> bool:
+        """Connected, but quieter than its pace explains (kvnode.replica.failure_detector): asked last."""
         ...
 
     def speculative_delay(self) -> float:

@@ -25,6 +25,7 @@ class LocalReplica:
     """Create it inside the running event loop."""
 
     connected = True
+    suspected = False
 
     def __init__(
         self,

@@ -1,14 +1,16 @@
 """A peer's connection state and its named transitions. Pure: no I/O, no timers.
 
 As etcd's raft keeps each follower's ``StateType`` in its progress tracker, the peer replica feeds this
-machine the events it sees (a call, a connect attempt's outcome, a lost or silent channel, close) with
-the loop's time, and acts on what it answers: start a connect attempt, send a call, fail it at once.
+machine the events it sees (a call, a connect attempt's outcome, an arrival, a lost channel, close) with
+the loop's time, and acts on what it answers: start a connect attempt, send a call, fail it at once. The
+heartbeat's timer calls :meth:`PeerLife.tick`, which asks the peer's failure detector
+(:mod:`~kvnode.replica.failure_detector`) whether its silence convicts it.
 
     idle        no connection yet, and none has failed: a call starts a connect attempt
     connecting  one connect attempt under way: calls wait for it within their own deadline
     connected   calls are sent
-    suspect     the peer did not answer (a connect timed out, a heartbeat found it silent): calls fail
-                at once while one probe (a connect attempt) is out; its first answer restores the peer
+    suspect     the peer did not answer (a connect timed out, or the failure detector convicted it):
+                calls fail at once while one probe (a connect attempt) is out; its first answer restores it
     down        the peer refused the connection or closed it: the next call connects again at once
     refused     the peer refused the handshake (``refusal`` says why, e.g. "secret"): likewise retried
     closed      this node closed the replica: calls fail, nothing connects
@@ -20,13 +22,21 @@ the loop's time, and acts on what it answers: start a connect attempt, send a ca
     <PeerState.SUSPECT: 'suspect'>
     >>> life.call(), life.call()
     (<CallAction.PROBE_AND_FAIL: 'probe_and_fail'>, <CallAction.FAIL: 'fail'>)
-    >>> life.connected(), life.state, life.down_for(now=9.0)
+    >>> life.connected(now=9.0), life.state, life.down_for(now=9.0)
     (True, <PeerState.CONNECTED: 'connected'>, 0.0)
+    >>> life.heard(now=9.25); life.tick(now=10.0), life.suspected(now=10.0)  # quiet for 0.75 s: fine
+    (None, False)
+    >>> life.suspected(now=11.2), life.state  # 1.95 s: asked last, still connected
+    (True, <PeerState.CONNECTED: 'connected'>)
+    >>> life.tick(now=11.8)  # 2.55 s: convicted
+    <PeerState.SUSPECT: 'suspect'>
 """
 
 from __future__ import annotations
 
 import enum
+
+from kvnode.replica.failure_detector import SUSPECT_PHI, DetectorSettings, FailureDetector
 
 __all__ = ["AttemptFailure", "CallAction", "InvalidTransition", "PeerLife", "PeerState"]
 
@@ -75,11 +85,13 @@ _NOT_CONNECTED_RETRIED = frozenset((PeerState.IDLE, PeerState.DOWN, PeerState.RE
 
 
 class PeerLife:
-    """One peer's state, whether a connect attempt is out, and since when it has failed without an answer."""
+    """One peer's state, whether a connect attempt is out, since when it has failed without an answer,
+    and its failure detector (by default, default settings and a heartbeat every 250 ms)."""
 
-    __slots__ = ("_down_since", "attempting", "refusal", "state")
+    __slots__ = ("_down_since", "attempting", "detector", "refusal", "state")
 
-    def __init__(self) -> None:
+    def __init__(self, detector: FailureDetector | None = None) -> None:
+        self.detector = detector or FailureDetector(DetectorSettings(), first_interval=0.25)
         self.state = PeerState.IDLE
         self.attempting = False  # a connect attempt is under way (connecting, or suspect with its probe out)
         self.refusal = ""  # while refused: what the handshake's refusal was about
@@ -111,13 +123,14 @@ class PeerLife:
 
     # --- the connect attempt's outcome ----------------------------------------------------------------
 
-    def connected(self) -> bool:
-        """The attempt under way succeeded. False when the replica was closed meanwhile: the caller closes
-        the new connection."""
+    def connected(self, *, now: float) -> bool:
+        """The attempt under way succeeded (an arrival). False when the replica was closed meanwhile: the
+        caller closes the new connection."""
         if self.state is PeerState.CLOSED:
             return False
         self._require_attempt("connected")
         self.state, self.attempting, self._down_since = PeerState.CONNECTED, False, None
+        self.detector.restart(now)
         return True
 
     def attempt_failed(self, failure: AttemptFailure, *, now: float, refusal: str = "") -> None:
@@ -137,19 +150,28 @@ class PeerLife:
 
     # --- events on the connection ------------------------------------------------------------------------
 
+    def heard(self, *, now: float) -> None:
+        """The connection brought something (a reply, a pong): an arrival, and the peer is not down."""
+        self.detector.heartbeat(now)
+        self._down_since = None
+
+    def tick(self, *, now: float) -> PeerState | None:
+        """The heartbeat's timer: while connected, the failure detector judges the silence; a convicted
+        peer is suspect (the caller gives its connection up and probes). The state entered, or None."""
+        if self.state is not PeerState.CONNECTED or not self.detector.convicted(now):
+            return None
+        self._leave_connected(PeerState.SUSPECT, now)
+        return PeerState.SUSPECT
+
     def lost(self, *, now: float) -> None:
         """The connection ended (the peer closed it, or it broke): the next call connects again."""
-        self._leave_connected("lost", PeerState.DOWN, now)
-
-    def silent(self, *, now: float) -> None:
-        """The heartbeat found the connection silent for a whole timeout: the peer is suspect."""
-        self._leave_connected("silent", PeerState.SUSPECT, now)
-
-    def _leave_connected(self, event: str, state: PeerState, now: float) -> None:
         if self.state is PeerState.CLOSED:
             return
         if self.state is not PeerState.CONNECTED:
-            raise InvalidTransition(f"{event} while {self.state.value}, not connected")
+            raise InvalidTransition(f"lost while {self.state.value}, not connected")
+        self._leave_connected(PeerState.DOWN, now)
+
+    def _leave_connected(self, state: PeerState, now: float) -> None:
         self.state = state
         self.failed(now)
 
@@ -159,14 +181,21 @@ class PeerLife:
         if self._down_since is None:
             self._down_since = now
 
-    def answered(self) -> None:
-        """The peer answered something: it is not down."""
-        self._down_since = None
-
     def close(self) -> None:
         self.state, self.attempting = PeerState.CLOSED, False
 
     # --- queries --------------------------------------------------------------------------------------------
+
+    def suspected(self, now: float) -> bool:
+        """Connected, but quieter than its pace explains (phi at least SUSPECT_PHI): asked last."""
+        # Every speculative read asks this: phi reaches 1 only past the mean interval plus the acceptable
+        # pause, so a silence shorter than the pause needs no phi.
+        detector = self.detector
+        return (
+            self.state is PeerState.CONNECTED
+            and detector.quiet_for(now) > detector.settings.acceptable_pause
+            and detector.phi(now) >= SUSPECT_PHI
+        )
 
     def down_for(self, now: float) -> float:
         """Seconds since the peer last failed with no answer in between (0 while it answers)."""

@@ -163,12 +163,14 @@ async def test_a_rewrite_counts_the_ttl_from_its_new_timestamp(tmp_path: Path) -
 
 
 class _Replica:
-    """A replica as nearest_first sees it: a URL, a recent p99, and whether it is connected."""
+    """A replica as nearest_first sees it: a URL, a recent p99, whether it is connected and whether it is
+    suspected."""
 
-    def __init__(self, url: str, delay: float, connected: bool = True) -> None:
+    def __init__(self, url: str, delay: float, connected: bool = True, suspected: bool = False) -> None:
         self.url = url
         self.delay = delay
         self.connected = connected
+        self.suspected = suspected
 
     def speculative_delay(self) -> float:
         return self.delay
@@ -196,3 +198,13 @@ def test_nearest_first_asks_a_replica_not_connected_last_whatever_its_last_p99()
     local, dead, slow = _Replica("local", 0.0), _Replica("dead", 0.0001, False), _Replica("slow", 0.021)
     fast = _Replica("fast", 0.002)
     assert nearest_first([dead, slow, fast, local], local) == [local, fast, slow, dead]
+
+
+def test_nearest_first_asks_a_suspected_replica_after_the_healthy_ones_and_before_the_unconnected() -> None:
+    # A stalled peer answered fast before it stalled: its last p99 would keep it first.
+    local, stalled = _Replica("local", 0.0), _Replica("stalled", 0.0001, suspected=True)
+    slow, fast, dead = _Replica("slow", 0.021), _Replica("fast", 0.002), _Replica("dead", 0.0001, False)
+    assert nearest_first([stalled, dead, slow, fast, local], local) == [local, fast, slow, stalled, dead]
+    # Every remote one suspected: still asked, in placement order, before the unconnected.
+    other = _Replica("other", 0.003, suspected=True)
+    assert nearest_first([dead, other, stalled, local], local) == [local, other, stalled, dead]

@@ -40,6 +40,8 @@ def test_node_argv_gives_back_a_config_with_every_field_set_away_from_its_defaul
         fanout="speculative",
         timeout_ms=1234,
         speculative_ceiling_ms=77,
+        phi_threshold=12.5,
+        acceptable_pause_ms=3000,
         max_clock_skew_ms=4321,
         clock_offset_ms=-250,
         hint_window_s=60,

@@ -11,14 +11,13 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from kvnode.replica.auth import ClusterAuth
 from kvnode.replica.peer import PeerReplica
 from kvnode.topology.membership import cluster_identity
-from tests.harness import ClusterFactory, Node, request
+from tests.harness import ClusterFactory, Node, request, wait_for, wait_for_log
 
 SECRET = "the-cluster-secret-" * 2
 
@@ -27,13 +26,6 @@ def get_json(node: Node, path: str) -> Any:
     response = request(node.url, "GET", path)
     assert response.status == 200, response.text
     return json.loads(response.body)
-
-
-def wait_for(condition: Callable[[], bool], what: str, seconds: float = 15.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def peer_state(node: Node, peer: Node) -> str:
@@ -56,7 +48,7 @@ def test_a_fresh_cluster_connects_its_peers_at_start_and_its_first_write_keeps_n
     def all_connected() -> bool:
         return all(set(get_json(node, "/v0/stats")["peers"].values()) == {"connected"} for node in cluster)
 
-    wait_for(all_connected, "every node connected to every peer, with no request yet")
+    wait_for(all_connected, 15.0, "every node connected to every peer, with no request yet")
     for node in cluster:
         assert node.put(f"first-{node.url}", b"v").status == 201
     for node in cluster:
@@ -71,14 +63,14 @@ def test_a_stopped_peer_is_down_since_it_stopped_not_since_the_last_attempt(
     assert asked.put("warm", b"v", ack=3).status == 201
     stopped_at = time.monotonic()  # before: the channel may close while stop() waits for the exit
     stopped.stop()
-    wait_for(lambda: peer_state(asked, stopped) == "down", "the stopped peer shown down")
+    wait_for(lambda: peer_state(asked, stopped) == "down", 15.0, "the stopped peer shown down")
     time.sleep(1.5)  # the time being measured, not synchronisation
     assert asked.put("while-down", b"v").status == 201  # its attempt to connect fails again
     view = member_view(asked, stopped)  # probes it once more
     assert view["state"] == "down" and not view["reachable"]
     assert 1.5 <= view["down_for_s"] <= time.monotonic() - stopped_at, view
     stopped.start()
-    wait_for(lambda: member_view(asked, stopped)["state"] == "connected", "the peer back")
+    wait_for(lambda: member_view(asked, stopped)["state"] == "connected", 15.0, "the peer back")
     assert member_view(asked, stopped)["down_for_s"] == 0
 
 
@@ -89,11 +81,6 @@ def start_without_the_secret(node: Node, tmp_path: Path) -> Node:
     restarted = Node(config, tmp_path / "no-secret.log")
     restarted.start()
     return restarted
-
-
-def wait_for_log(node: Node, text: str) -> str:
-    wait_for(lambda: text in node.log_path.read_text(), f"{node.url} to log {text!r}")
-    return node.log_path.read_text()
 
 
 def test_a_member_started_without_the_secret_is_refused_and_both_ends_say_why(
@@ -115,8 +102,8 @@ def test_a_member_started_without_the_secret_is_refused_and_both_ends_say_why(
         lacking_log = wait_for_log(lacking, f"replica channel to {member.url} refused")
         assert f"{member.url} requires a cluster secret, and this node has none" in lacking_log
         assert "refused a replica channel challenge: this node runs without a cluster secret" in lacking_log
-        wait_for(lambda: peer_state(member, lacking) == "refused", "the member to show it refused")
-        wait_for(lambda: peer_state(lacking, member) == "refused", "it to show the member refused")
+        wait_for(lambda: peer_state(member, lacking) == "refused", 15.0, "the member to show it refused")
+        wait_for(lambda: peer_state(lacking, member) == "refused", 15.0, "it to show the member refused")
         status = subprocess.run(
             [sys.executable, "-m", "kvnode", "admin", "--url", member.url, "status"],
             capture_output=True, text=True, timeout=30, check=True,

@@ -1,5 +1,6 @@
 """The peer's connection state machine (kvnode.replica.peer_state), driven by hand through every
-transition: no loop, no sockets, no timers; the test feeds the events and the time."""
+transition: no loop, no sockets, no timers; the test feeds the events and the time, arrivals and the
+heartbeat's ticks included (its failure detector has the default settings and a 250 ms heartbeat)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def life_in(state: PeerState, *, attempting: bool = False) -> PeerLife:
     if state is not PeerState.IDLE:
         assert life.probe()
         if state is PeerState.CONNECTED:
-            assert life.connected()
+            assert life.connected(now=1.0)
         elif state is PeerState.SUSPECT:
             life.attempt_failed(AttemptFailure.NO_ANSWER, now=1.0)
         elif state is PeerState.DOWN:
@@ -80,7 +81,7 @@ def test_no_attempt_starts_while_connected_or_closed() -> None:
 @pytest.mark.parametrize("start", [PeerState.IDLE, PeerState.DOWN, PeerState.REFUSED, PeerState.SUSPECT])
 def test_an_attempt_that_succeeds_connects_and_ends_the_down_time(start: PeerState) -> None:
     life = life_in(start, attempting=True)
-    assert life.connected()
+    assert life.connected(now=50.0)
     assert (life.state, life.attempting, life.refusal, life.down_for(now=50.0)) == (
         PeerState.CONNECTED,
         False,
@@ -127,22 +128,56 @@ def test_a_lost_connection_is_down_since_then_and_the_next_call_connects() -> No
     assert life.down_for(now=115.0) == 15.0
 
 
-def test_a_silent_connection_makes_the_peer_suspect_until_its_probe_answers() -> None:
+def heard_steadily(life: PeerLife, until: float, every: float = 0.25) -> float:
+    """Arrivals every ``every`` seconds from 1.0 (when life_in connects) to ``until``; the last one's time."""
+    now = 1.0
+    while now + every <= until:
+        now += every
+        life.heard(now=now)
+    return now
+
+
+def test_a_steady_peer_ticks_on_connected_and_unsuspected() -> None:
     life = life_in(PeerState.CONNECTED)
-    life.silent(now=20.0)
-    assert life.state is PeerState.SUSPECT
+    last = heard_steadily(life, 30.0)
+    for quiet in (0.0, 0.25, 0.5, 1.0):
+        assert life.tick(now=last + quiet) is None
+        assert not life.suspected(last + quiet)
+    assert life.state is PeerState.CONNECTED
+
+
+def test_a_peer_quieter_than_its_pace_is_suspected_but_stays_connected() -> None:
+    """Quiet for two seconds (a held event loop): phi is over 1, under the threshold of 8."""
+    life = life_in(PeerState.CONNECTED)
+    last = heard_steadily(life, 30.0)
+    assert life.suspected(last + 2.0)
+    assert life.tick(now=last + 2.0) is None
+    assert life.state is PeerState.CONNECTED and life.call() is CallAction.SEND
+    life.heard(now=last + 2.1)  # it answers again: no longer suspected
+    assert not life.suspected(last + 2.2)
+
+
+def test_a_convicted_peer_is_suspect_until_its_probe_answers() -> None:
+    life = life_in(PeerState.CONNECTED)
+    last = heard_steadily(life, 20.0)
+    assert life.tick(now=last + 2.5) is PeerState.SUSPECT
+    assert life.state is PeerState.SUSPECT and not life.suspected(last + 2.5)
+    assert life.down_for(now=last + 3.5) == 1.0  # down since the conviction
+    assert life.tick(now=last + 3.0) is None  # not connected: the detector is not asked
     assert life.probe()
     assert life.call() is CallAction.FAIL
-    assert life.connected()
+    assert life.connected(now=last + 4.0)
     assert life.state.value == "connected"
+    # The new connection is an arrival, and the outage was no interval: judged as before.
+    assert life.tick(now=last + 5.0) is None and not life.suspected(last + 5.0)
 
 
-def test_an_answer_ends_the_down_time_and_a_failure_starts_it_once() -> None:
+def test_an_arrival_ends_the_down_time_and_a_failure_starts_it_once() -> None:
     life = life_in(PeerState.CONNECTED)
     life.failed(3.0)  # a call timed out
     life.failed(4.0)
     assert life.down_for(now=5.0) == 2.0
-    life.answered()
+    life.heard(now=5.0)
     assert life.down_for(now=5.0) == 0.0
 
 
@@ -154,24 +189,27 @@ def test_close_ends_every_state_and_later_outcomes_are_ignored(start: PeerState)
     life = life_in(start, attempting=start in (PeerState.SUSPECT, PeerState.CONNECTING))
     life.close()
     assert (life.state, life.attempting) == (PeerState.CLOSED, False)
-    assert not life.connected()  # an attempt that ends after close: the caller closes its connection
+    assert not life.connected(now=1.0)  # an attempt that ends after close: the caller closes its connection
     life.attempt_failed(AttemptFailure.NO_ANSWER, now=1.0)
     life.lost(now=1.0)
-    life.silent(now=1.0)
+    assert life.tick(now=100.0) is None
     assert life.state is PeerState.CLOSED
     assert life.call() is CallAction.FAIL
 
 
 NOT_CONNECTED = [PeerState.IDLE, PeerState.SUSPECT, PeerState.DOWN, PeerState.REFUSED]
 _CANNOT_HAPPEN: dict[str, tuple[Callable[[PeerLife], object], str, list[PeerState]]] = {
-    "connected": (lambda life: life.connected(), "no connect attempt", [*NOT_CONNECTED, PeerState.CONNECTED]),
+    "connected": (
+        lambda life: life.connected(now=1.0),
+        "no connect attempt",
+        [*NOT_CONNECTED, PeerState.CONNECTED],
+    ),
     "attempt_failed": (
         lambda life: life.attempt_failed(AttemptFailure.UNREACHABLE, now=1.0),
         "no connect attempt",
         [*NOT_CONNECTED, PeerState.CONNECTED],
     ),
     "lost": (lambda life: life.lost(now=1.0), "not connected", [*NOT_CONNECTED, PeerState.CONNECTING]),
-    "silent": (lambda life: life.silent(now=1.0), "not connected", [*NOT_CONNECTED, PeerState.CONNECTING]),
 }
 
 

@@ -1,0 +1,68 @@
+"""What a replica call resolves to, from its reply: the record, the timestamp, the payload, or the named
+error (kvnode.replica.errors) that a failed, mismatched or malformed reply stands for. Pure."""
+
+from __future__ import annotations
+
+from kvnode.replica import wire
+from kvnode.replica.errors import (
+    ReplicaDiskFull,
+    ReplicaError,
+    ReplicaNotReady,
+    ReplicaProtocolError,
+    ReplicaRejected,
+    ReplicaSkewRefused,
+)
+from kvnode.storage.keyspace import DISK_FULL
+from kvnode.storage.records import CorruptRecord, decode
+
+__all__ = ["answer_of"]
+
+_PAYLOAD_ANSWERS = {
+    wire.Op.BRANCHES: wire.Status.HASHES,
+    wire.Op.SEGMENTS: wire.Status.HASHES,
+    wire.Op.LIST: wire.Status.LISTING,
+    wire.Op.MEMBERSHIP: wire.Status.MEMBERSHIP,
+}
+
+
+def answer_of(url: str, op: wire.Op, reply: wire.ReplicaReply) -> tuple[ReplicaError | None, object]:
+    """What a call to the peer at ``url`` ends in, from its reply: (None, the value it resolves to), or
+    (the error it fails with, None)."""
+    try:
+        return None, _answer(op, reply)
+    except CorruptRecord as error:
+        return ReplicaProtocolError(f"{url}: malformed record in reply: {error}"), None
+    except wire.WireError as error:
+        return ReplicaProtocolError(f"{url}: {error}"), None
+    except ReplicaRejected as error:
+        return type(error)(f"{url}: {error}"), None
+
+
+def _answer(op: wire.Op, reply: wire.ReplicaReply) -> object:
+    """The value a reply answers; raises ReplicaRejected (or ReplicaDiskFull), ReplicaSkewRefused or
+    ReplicaNotReady for a failed reply, wire.WireError for one that does not answer ``op``, and
+    CorruptRecord for a record that does not decode."""
+    status = reply.status
+    if status is wire.Status.FAILED:
+        reason = reply.payload.decode("utf-8", "replace")
+        raise (ReplicaDiskFull if reason.startswith(DISK_FULL) else ReplicaRejected)(reason)
+    if status is wire.Status.REFUSED:
+        raise ReplicaSkewRefused(reply.payload.decode("utf-8", "replace"))
+    if status is wire.Status.NOT_READY:
+        raise ReplicaNotReady("its data is not whole yet (it rebuilds)")
+    if op is wire.Op.READ or op is wire.Op.FETCH:
+        if status is wire.Status.FOUND:
+            return decode(reply.payload)
+        if status is wire.Status.ABSENT:
+            return None
+    elif op is wire.Op.CLOCK:
+        if status is wire.Status.CLOCK:
+            return wire.decode_clock(reply.payload)
+    elif op in _PAYLOAD_ANSWERS:
+        if status is _PAYLOAD_ANSWERS[op]:
+            return reply.payload
+    elif status is wire.Status.STORED:
+        return None
+    elif status is wire.Status.NEWER:
+        return wire.decode_timestamp(reply.payload)
+    raise wire.WireError(f"reply {status.name} does not answer a {op.name}")

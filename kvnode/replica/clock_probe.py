@@ -1,0 +1,42 @@
+"""Measuring a peer's clock over its replica channel: a CLOCK call's round trip gives the peer's clock
+offset (kvnode.clocks.offsets) for the clock fence, and its answer says the state of the peer's data.
+The peer replica makes one at each heartbeat and on each new connection, off the request path."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from functools import partial
+from typing import cast
+
+from kvnode.clocks.offsets import Offset, measure
+
+__all__ = ["ClockProbe", "ClockSampler"]
+
+# Where a peer's clock measurements go: (peer URL, offset), and the wall clock they are taken with.
+ClockSampler = tuple[Callable[[str, Offset], None], Callable[[], int]]
+
+
+class ClockProbe:
+    """One peer's clock measurements, handed to the sampler; ``node_state`` is what its last CLOCK
+    answer said of its data ("" before one)."""
+
+    __slots__ = ("_sample", "_url", "_wall_us", "node_state")
+
+    def __init__(self, url: str, sampler: ClockSampler) -> None:
+        self._url = url
+        self._sample, self._wall_us = sampler
+        self.node_state = ""
+
+    def measure(self, call: Callable[[], asyncio.Future[object]]) -> asyncio.Future[object]:
+        """Make the CLOCK call (``call`` starts it) and sample its answer when it comes; a failed call
+        is no measurement."""
+        future = call()
+        future.add_done_callback(partial(self._measured, self._wall_us()))
+        return future
+
+    def _measured(self, sent_us: int, future: asyncio.Future[object]) -> None:
+        if future.cancelled() or future.exception() is not None:
+            return
+        remote_us, self.node_state = cast(tuple[int, str], future.result())
+        self._sample(self._url, measure(sent_us=sent_us, remote_us=remote_us, received_us=self._wall_us()))
