@@ -153,8 +153,13 @@ class Client:
         """The cluster's members, as the last view said."""
         return self._routing().placement.nodes
 
+    @property
+    def replication_factor(self) -> int:
+        """N, how many members hold each key (a request's ``from`` is at most N), as the last view said."""
+        return self._routing().placement.replication
+
     def route(self, key: str) -> list[str]:
-        """The members a request for ``key`` would be sent to, in order (its replicas first)."""
+        """The members a request for ``key`` would be sent to, in order (its N owners first)."""
         return self._routing().order(key)
 
     async def refresh(self) -> None:
@@ -324,23 +329,8 @@ class Client:
             self._refresh = None
 
     def _learn(self, view: dict[str, Any]) -> None:
-        """Take a ``/v0/cluster`` view (or ``/v0/status``, which has no reachability): read it whole
-        first, so that a bad one changes nothing."""
-        members = [str(url) for url in view["cluster"]]
-        tokens = [str(token) for token in view.get("tokens", members)]
-        unreachable = [str(member["url"]) for member in view.get("members", []) if not member["reachable"]]
-        routing = self._members
-        if routing is None or (routing.placement.nodes, routing.placement.tokens) != (
-            tuple(members),
-            tuple(tokens),
-        ):
-            fresh = Members(members, tokens)
-            if routing is not None:  # what the client learnt of members still in the cluster stays
-                fresh.demoted_until = {url: t for url, t in routing.demoted_until.items() if url in members}
-                fresh.resting_until = {url: t for url, t in routing.resting_until.items() if url in members}
-            routing = self._members = fresh
-        for url in unreachable:
-            routing.demote(url)
+        """Take a ``/v0/cluster`` view (or ``/v0/status``); a bad one changes nothing."""
+        self._members = Members.learnt(view, self._members)
 
     def _routing(self) -> Members:
         if self._members is None:

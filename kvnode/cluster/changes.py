@@ -212,7 +212,10 @@ class OwnPart:
             members.streamed += sum(outcome.received for outcome in run.outcomes.values())
         elif step is Step.STREAM:
             peers = {peer.url: peer for peer in members.peers}
-            members.streamed += await _stream(self._storage, membership.removed(own).placement(), peers)
+            owning = membership.read_placement() or membership.placement()  # this node an owner still
+            members.streamed += await _stream(
+                self._storage, owning, membership.removed(own).placement(), peers
+            )
             crash_point("leave:streamed", self._crash_at)
         else:
             joining = own in membership.joining
@@ -256,16 +259,20 @@ async def start_leave(members: Members, member: str, timeout_s: float) -> Member
     return plan
 
 
-async def _stream(storage: Storage, after: Placement, peers: Mapping[str, PeerReplica]) -> int:
-    """Send every version this node holds to each of its key's owners under ``after`` (newest wins on
-    their side); how many were sent. Raises ReplicaError, StorageError."""
+async def _stream(
+    storage: Storage, before: Placement, after: Placement, peers: Mapping[str, PeerReplica]
+) -> int:
+    """Send every version this node holds to the owners its key gains from ``before`` (with this node) to
+    ``after`` (without it): the next owner of each key this node owned, and no one for the keys it did not
+    (newest wins on their side); how many were sent. Raises ReplicaError, StorageError."""
     sent = 0
     window: list[asyncio.Future[object]] = []
     for key, raw in storage.snapshot_records():
         copies = copies_of(raw)
-        count = len(after) if copies == 0 else min(copies, len(after))
-        for url in after.replicas_for(key, count):
-            window.append(peers[url].repair(wire.Op.WRITE, key, raw))
+        owners = before.owners(key, copies)
+        for url in after.owners(key, copies):
+            if url not in owners:
+                window.append(peers[url].repair(wire.Op.WRITE, key, raw))
         if len(window) >= _STREAM_WINDOW:
             await asyncio.gather(*window)
             sent += len(window)

@@ -99,7 +99,7 @@ def _entity(parts: NodeParts, op: str, handle: _EntityHandler, statuses: tuple[i
 
 async def get_entity(parts: NodeParts, request: web.Request) -> web.Response:
     coordinator = parts.coordinator
-    key, quorum = _entity_params(request, coordinator.cluster_size)
+    key, quorum = _entity_params(request, coordinator.replication)
     try:
         record = await coordinator.get(key, quorum)
     except QuorumFailed as error:
@@ -112,7 +112,7 @@ async def get_entity(parts: NodeParts, request: web.Request) -> web.Response:
 
 async def put_entity(parts: NodeParts, request: web.Request) -> web.Response:
     coordinator = parts.coordinator
-    key, quorum = _entity_params(request, coordinator.cluster_size, _PUT_PARAMS)
+    key, quorum = _entity_params(request, coordinator.replication, _PUT_PARAMS)
     ttl_ms = _ttl_ms(request)
     limit = parts.config.max_body_bytes
     if request.content_length is not None and request.content_length > limit:
@@ -135,7 +135,7 @@ async def put_entity(parts: NodeParts, request: web.Request) -> web.Response:
 
 async def delete_entity(parts: NodeParts, request: web.Request) -> web.Response:
     coordinator = parts.coordinator
-    key, quorum = _entity_params(request, coordinator.cluster_size)
+    key, quorum = _entity_params(request, coordinator.replication)
     try:
         await coordinator.delete(key, quorum)
     except (QuorumFailed, StorageFull) as error:
@@ -177,6 +177,7 @@ async def get_status(request: web.Request) -> web.Response:
         "tokens": list(parts.membership.tokens),
         "cluster_id": parts.membership.cluster,  # what a node joining proves in its handshakes
         "membership_version": parts.membership.version,
+        "replication_factor": parts.membership.replication,
         "joining": sorted(parts.membership.joining),
         "leaving": sorted(parts.membership.leaving),
         "data": parts.rebuild.node_state().value,
@@ -185,13 +186,13 @@ async def get_status(request: web.Request) -> web.Response:
 
 
 def _entity_params(
-    request: web.Request, cluster_size: int, known: tuple[str, ...] = _ENTITY_PARAMS
+    request: web.Request, replication: int, known: tuple[str, ...] = _ENTITY_PARAMS
 ) -> tuple[bytes, Quorum]:
     _known_only(request, known)
     key = _utf8(request, "id")
     ack, from_ = _single(request, "ack"), _single(request, "from")
     try:
-        quorum = Quorum.parse(ack, from_, cluster_size)
+        quorum = Quorum.parse(ack, from_, replication)
     except BadQuorum as error:
         raise _bad_request(str(error)) from None
     return key, quorum
