@@ -154,7 +154,7 @@ class OwnPart:
     """This node's part in a change that concerns it, step by step (kvnode.topology.change_steps): once every
     peer runs with the version that has it joining or leaving, and the writes they started before are over
     (``drain_s``: their replica timeout, twice for the one rewrite), it streams (joining: a repair with
-    every peer; leaving: every record it holds to its next owners), then offers the next version (settled,
+    every peer; leaving: each key it owns to the owner it gains), then offers the next version (settled,
     or without it), the claimant first. A step that fails is tried again; told by kvnode.cluster.members of
     every
     membership the node runs with."""
@@ -207,9 +207,10 @@ class OwnPart:
             await asyncio.sleep(self._drain_s)  # a write started before is on its ack replicas, or failed
         elif step is Step.STREAM and own in membership.joining:
             run = await self._anti_entropy.repair_all()
+            # Counted whether or not every peer completed: a run again does not receive them twice.
+            members.streamed += sum(outcome.received for outcome in run.outcomes.values())
             if run.unreached:
                 raise ChangeRefused(f"streaming did not complete with {', '.join(run.unreached)}")
-            members.streamed += sum(outcome.received for outcome in run.outcomes.values())
         elif step is Step.STREAM:
             peers = {peer.url: peer for peer in members.peers}
             owning = membership.read_placement() or membership.placement()  # this node an owner still

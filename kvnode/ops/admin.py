@@ -177,10 +177,12 @@ def _leave(args: argparse.Namespace) -> int:
     began, shown, streamed = time.monotonic(), "", 0
     while True:
         view = _fetch(args.url, args.token, args.tls_ca)
-        if args.member not in view["cluster"]:
-            break
+        # Asked after the view: once the view is without the member, its count is the final one (it
+        # counts every record before it removes itself, and answers until it is stopped).
         with contextlib.suppress(_Unreachable):  # the member may be gone already
             streamed = _fetch(args.member, args.token, args.tls_ca)["streamed"]
+        if args.member not in view["cluster"]:
+            break
         line = f"{args.member} leaving: {streamed} records streamed to their next owners"
         if line != shown:
             print(line, file=sys.stderr, flush=True)
