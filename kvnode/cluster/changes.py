@@ -154,7 +154,7 @@ class OwnPart:
     """This node's part in a change that concerns it, step by step (kvnode.topology.change_steps): once every
     peer runs with the version that has it joining or leaving, and the writes they started before are over
     (``drain_s``: their replica timeout, twice for the one rewrite), it streams (joining: a repair with
-    every peer; leaving: each key it owns to the owner it gains), then offers the next version (settled,
+    every peer; leaving: each key it owns to its next owner), then offers the next version (settled,
     or without it), the claimant first. A step that fails is tried again; told by kvnode.cluster.members of
     every
     membership the node runs with."""
