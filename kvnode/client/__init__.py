@@ -54,6 +54,7 @@ from typing import Any
 
 import aiohttp
 
+from kvnode.client.chunks import records
 from kvnode.client.errors import (
     Answer,
     BadRequest,
@@ -219,21 +220,21 @@ class Client:
     async def scan(
         self, start: str, end: str | None = None, *, node: str | None = None
     ) -> AsyncIterator[tuple[str, bytes]]:
-        """One node's live records with ``start <= key < end``, in key order, as (key, value), streamed.
-
-        A scan shows what that node holds: ``node``, else the first member in cluster order that the
-        client has not found failing (the next one when a connection cannot be opened). A key is split
-        from its value at the first newline. Leave the loop early inside ``contextlib.aclosing`` to
-        release the connection at once.
+        """The cluster's live records with ``start <= key < end``, in key order, as (key, value), each key
+        once with its newest version (``GET /v0/scan`` of the first member the client has not found
+        failing, the next one when a connection cannot be opened); with ``node``, only what that node
+        holds (``/v0/entities``). A key is split from its value at the first newline. Leave the loop
+        early inside ``contextlib.aclosing`` to release the connection at once.
         """
         params = {"start": start} if end is None else {"start": start, "end": end}
         members = self._routing()
+        path = "/v0/entities" if node else "/v0/scan"
         candidates = [node] if node else members.demoted_last(members.placement.nodes)
         session = self._open_session()
         failure = Unreachable(candidates[0], "no node asked")
         for url in candidates[: self.attempts]:
             try:
-                response = await session.get(url + "/v0/entities", params=params, timeout=self._scan_timeout)
+                response = await session.get(url + path, params=params, timeout=self._scan_timeout)
             except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as error:
                 failure = self._failed(url, error, sent=False)
                 continue
@@ -244,7 +245,7 @@ class Client:
                     answer = Answer(url, response.status, await response.read(), response.headers)
                     raise error_of(answer, "GET")
                 try:
-                    async for record in _records(response):
+                    async for record in records(response):
                         yield record
                 except (aiohttp.ClientError, TimeoutError) as error:
                     raise self._failed(url, error, sent=True) from None
@@ -341,15 +342,3 @@ class Client:
         if self._session is None:
             raise RuntimeError("use the client in `async with Client(...) as client:`")
         return self._session
-
-
-async def _records(response: aiohttp.ClientResponse) -> AsyncIterator[tuple[str, bytes]]:
-    """The (key, value) of each HTTP chunk ``key\\nvalue`` of a ``/v0/entities`` stream."""
-    record = b""
-    async for data, end_of_chunk in response.content.iter_chunks():
-        record += data
-        # aiohttp may also report the stream's closing zero-length chunk, depending on how bytes arrived.
-        if end_of_chunk and record:
-            key, _, value = record.partition(b"\n")
-            yield key.decode("utf-8"), value
-            record = b""

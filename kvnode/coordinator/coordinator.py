@@ -90,10 +90,15 @@ class Coordinator:
         self.placement, self._replicas, self._reads = placement, replicas, reads
 
     @property
+    def owning(self) -> Placement:
+        """Where keys are read: their present owners (while a member joins, not it)."""
+        return self._reads or self.placement
+
+    @property
     def replication(self) -> int:
         """The owners of a key, N (or every member while there are fewer), as reads count them: the
         most a request's ``from`` may be."""
-        return (self._reads or self.placement).replication
+        return self.owning.replication
 
     async def get(self, key: bytes, quorum: Quorum) -> Record | None:
         """The newest version among ack replicas (a tombstone or an expired one included: it still hides

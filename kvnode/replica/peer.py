@@ -131,8 +131,8 @@ class PeerReplica:
 
     def repair(self, op: wire.Op, key: bytes, record: bytes = b"") -> asyncio.Future[object]:
         """One of anti-entropy's calls (kvnode.healing.anti_entropy), counted apart (op="repair"): a FETCH
-        resolves to a Record or None, a WRITE as a write does, BRANCHES, SEGMENTS and LIST to the reply's
-        payload."""
+        resolves to a Record or None, a WRITE as a write does, BRANCHES, SEGMENTS, LIST and a scan's SCAN
+        (kvnode.coordinator.scan) to the reply's payload."""
         return self._call(op, key, record, "repair")
 
     async def fetch_membership(self) -> bytes:
@@ -406,6 +406,7 @@ _PAYLOAD_ANSWERS = {
     wire.Op.SEGMENTS: wire.Status.HASHES,
     wire.Op.LIST: wire.Status.LISTING,
     wire.Op.MEMBERSHIP: wire.Status.MEMBERSHIP,
+    wire.Op.SCAN: wire.Status.RECORDS,
 }
 
 
