@@ -1,4 +1,4 @@
-"""An asyncio client for a kvnode cluster: get, put, delete and scan, each routed to a replica of its key.
+"""An asyncio client for a kvnode cluster: get, put and delete, each routed to an owner of its key, and scan.
 
     async with Client("http://127.0.0.1:8080") as kv:
         await kv.put("greeting", b"hello")
