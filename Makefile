@@ -27,7 +27,7 @@ help:
 
 ## run: start a local 3-node cluster on 127.0.0.1:8080-8082, serving within seconds (Ctrl-C stops it)
 run: $(RUN_STAMP)
-	$(PY) -m kvnode
+	$(PY) -m kvnode --replication-factor 3
 
 ## test: ruff, mypy, the whole pytest suite on 2 workers and the doctests (7.5 minutes idle, 10 beside a CPU hog)
 test: test-duration lint typecheck pytest

@@ -27,6 +27,9 @@ class NodeConfig:
     client_port: int | None = None
     data_dir: Path = Path("data")
     cluster: tuple[str, ...] = ()  # every node's URL, in the same order on every node; () = just this one
+    # N: how many members hold each key, stored with the membership at the cluster's first start (a
+    # restart with another value keeps the stored one); 0 = the number of first members.
+    replication_factor: int = 0
     fanout: FanoutMode = "async"
     timeout_ms: int = 1000
     speculative_ceiling_ms: int = 50  # the longest a speculative read waits before asking one more
@@ -96,6 +99,11 @@ class NodeConfig:
             )
         if len(set(self.cluster)) != len(self.cluster):
             raise ValueError("the cluster list names a node twice")
+        if self.cluster and self.replication_factor > len(self.cluster):
+            raise ValueError(
+                f"--replication-factor {self.replication_factor} exceeds the {len(self.cluster)} members "
+                "of --cluster"
+            )
         if self.hint_window_s > self.gc_grace_s:
             # A hint delivered after the tombstones it could have been beaten by were dropped would bring
             # a deleted value back.

@@ -40,13 +40,18 @@ def _comma_list(item: Callable[[str], T]) -> Callable[[str], list[T]]:
     return parse
 
 
+ROUTINGS = ("token-aware", "round-robin")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m loadtest", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     modes = list(FANOUTS)
 
     rate = commands.add_parser("rate", help="open-loop constant-rate load, latency from intended send time")
-    rate.add_argument("--url", type=http_urls, required=True, help="node URLs, comma-separated; round-robin")
+    rate.add_argument(
+        "--url", type=http_urls, required=True, help="node URLs, comma-separated (the first one a seed)"
+    )
     rate.add_argument("--op", choices=OPS, required=True)
     rate.add_argument("--rate", type=positive_float, required=True, help="requests per second, in total")
     rate.add_argument("--duration", type=positive_float, required=True, help="seconds of sending")
@@ -58,10 +63,12 @@ def _parser() -> argparse.ArgumentParser:
         "--path", default=ENTITY_PATH, help="request path (default: %(default)s; / for loadtest.hello)"
     )
     rate.add_argument(
-        "--token-aware",
-        action="store_true",
-        help="send each request to its key's first replica (as kvnode.client does) among the members the "
-        "first --url names in /v0/cluster, instead of round-robin over --url",
+        "--routing",
+        choices=ROUTINGS,
+        help="token-aware (the default for kvnode's --path): each request to its key's first owner among the "
+        "members the first --url names in /v0/cluster, as kvnode.client does, so one of its from replica "
+        "calls is local; round-robin (the default for another --path): over --url, so a request whose "
+        "coordinator owns no copy of its key makes from remote replica calls",
     )
     rate.add_argument("--json", type=Path, help="write the summary as JSON here")
     rate.add_argument("--hdr", type=Path, help="write the latency histogram (HdrHistogram base64) here")
@@ -212,10 +219,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"failed PUTs by status: {dict(failures)}", file=sys.stderr)
             return 1
         return 0
-    if args.token_aware:
+    token_aware = (args.routing or _default_routing(path)) == "token-aware"
+    if token_aware:
         args.url = interruptible.run(_members(args.url[0], args.token))
-        print(f"token-aware: each request to its key's first replica of {','.join(args.url)}")
-    result = _rate(args, workload)
+        print(f"token-aware: each request to its key's first owner of {','.join(args.url)}")
+    result = _rate(args, workload, token_aware)
     print(result.wrk2_text())
     if args.json:
         result.write_json(args.json)
@@ -224,24 +232,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _default_routing(path: str) -> str:
+    """Token-aware for kvnode's entities; round-robin for anything else (loadtest.hello has no cluster)."""
+    return "token-aware" if path == ENTITY_PATH else "round-robin"
+
+
 async def _members(url: str, token: str | None) -> list[str]:
     """The cluster's members, as the node at ``url`` names them (placement hashes these exact URLs)."""
     async with Client(url, token=token) as client:
         return list(client.members)
 
 
-def _rate(args: argparse.Namespace, workload: Workload) -> RateResult:
+def _rate(args: argparse.Namespace, workload: Workload, token_aware: bool) -> RateResult:
     """One worker runs in this process; more are processes of their own (loadtest.workers)."""
     if args.workers == 1:
         return interruptible.run(
-            run_rate(
-                args.url, workload, args.rate, args.duration, args.connections, token_aware=args.token_aware
-            )
+            run_rate(args.url, workload, args.rate, args.duration, args.connections, token_aware=token_aware)
         )
     from loadtest.workers import GeneratorPool
 
     with GeneratorPool(args.workers) as pool:
-        return pool.run(args.url, workload, args.rate, args.duration, args.connections, args.token_aware)
+        return pool.run(args.url, workload, args.rate, args.duration, args.connections, token_aware)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
-"""Helpers for the membership-change tests (test_replace, test_join): a node that joins or replaces, a
-bounded writer, what a node says and holds, and crash points."""
+"""Helpers for the membership-change tests (test_replace, test_join, test_leave, test_replication_factor):
+a cluster of machines on loopback, a node that joins or replaces, a bounded writer, what a node says and
+holds, and crash points."""
 
 from __future__ import annotations
 
@@ -12,12 +13,41 @@ from typing import Any
 
 import pytest
 
-from kvnode.config import NodeConfig
+from kvnode.config import NodeConfig, node_url
+from kvnode.ops.cluster_config import machine_host
+from kvnode.ops.local_cluster import start_local_cluster
 from kvnode.ops.ports import free_ports
 from kvnode.ops.processes import NodeStartError
-from tests.harness import Cluster, Node, clean_env, wait_for
+from kvnode.topology.placement import Placement
+from tests.harness import Cluster, Node, clean_env, wait_for, write_secret_file
 
 SECRET = "replace-test-secret-" * 2
+
+
+def on_machines(tmp_path: Path, machines: int, per_machine: int, replication: int) -> Cluster:
+    """A running cluster of ``machines`` machines modelled on loopback (127.0.0.1, 127.0.0.2, ...: distinct
+    hosts to placement) of ``per_machine`` members each, as ``cluster --machines`` runs them, with
+    replication factor ``replication`` and the cluster secret. Its nodes are loose (conftest stops them)."""
+    secret = write_secret_file(tmp_path / "cluster.secret", SECRET)
+    base = NodeConfig(data_dir=tmp_path, cluster_secret=SECRET.encode(), cluster_secret_file=secret)
+
+    def place(index: int, config: NodeConfig, _: list[int]) -> NodeConfig:
+        ports = [int(url.rsplit(":", 1)[1]) for url in config.cluster]
+        urls = tuple(node_url(machine_host(i // per_machine), port) for i, port in enumerate(ports))
+        host = machine_host(index // per_machine)
+        return dataclasses.replace(config, host=host, cluster=urls, replication_factor=replication)
+
+    size = machines * per_machine
+    return Cluster(start_local_cluster(base, size, Node, log_dir=tmp_path, configure=place).nodes)
+
+
+def copies(nodes: Sequence[Node], keys: Sequence[str]) -> dict[str, list[str]]:
+    """The nodes holding each key, by reading every node's /v0/entities."""
+    holders: dict[str, list[str]] = {key: [] for key in keys}
+    for node in nodes:
+        for key in local_keys(node) & set(keys):
+            holders[key].append(node.url)
+    return holders
 
 
 def newcomer(cluster: Cluster, tmp_path: Path, replaces: str = "", name: str = "newcomer") -> Node:
@@ -119,6 +149,16 @@ def assert_readable(nodes: list[Node], everywhere: list[str], two: Sequence[str]
         unread = [key for key in everywhere if node.get(key).body != key.encode()]
         unread += [key for key in two if node.get(key, ack=2, from_=2).body != key.encode()]
         assert not unread, f"{len(unread)} acknowledged keys do not read through {node.url}: {unread[:5]}"
+
+
+def owned_by(
+    url: str, members: Sequence[str], everywhere: Sequence[str], two: Sequence[str] = ()
+) -> set[str]:
+    """The keys of :func:`fill` (and the writers' keys, in ``everywhere``) that ``url`` owns among
+    ``members`` of a cluster whose replication factor is 3 (a cluster started with three members)."""
+    placement = Placement(members, replication=3)
+    owned = {key for key in everywhere if url in placement.owners(key.encode())}
+    return owned | {key for key in two if url in placement.owners(key.encode(), copies=2)}
 
 
 def until_status(node: Node, holds: Callable[[dict[str, Any]], bool], what: str, seconds: float = 60) -> None:

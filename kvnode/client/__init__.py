@@ -1,4 +1,4 @@
-"""An asyncio client for a kvnode cluster: get, put, delete and scan, each routed to a replica of its key.
+"""An asyncio client for a kvnode cluster: get, put and delete, each routed to an owner of its key, and scan.
 
     async with Client("http://127.0.0.1:8080") as kv:
         await kv.put("greeting", b"hello")
@@ -54,6 +54,7 @@ from typing import Any
 
 import aiohttp
 
+from kvnode.client.chunks import records
 from kvnode.client.errors import (
     Answer,
     BadRequest,
@@ -153,8 +154,13 @@ class Client:
         """The cluster's members, as the last view said."""
         return self._routing().placement.nodes
 
+    @property
+    def replication_factor(self) -> int:
+        """N, how many members hold each key (a request's ``from`` is at most N), as the last view said."""
+        return self._routing().placement.replication
+
     def route(self, key: str) -> list[str]:
-        """The members a request for ``key`` would be sent to, in order (its replicas first)."""
+        """The members a request for ``key`` would be sent to, in order (its N owners first)."""
         return self._routing().order(key)
 
     async def refresh(self) -> None:
@@ -214,21 +220,21 @@ class Client:
     async def scan(
         self, start: str, end: str | None = None, *, node: str | None = None
     ) -> AsyncIterator[tuple[str, bytes]]:
-        """One node's live records with ``start <= key < end``, in key order, as (key, value), streamed.
-
-        A scan shows what that node holds: ``node``, else the first member in cluster order that the
-        client has not found failing (the next one when a connection cannot be opened). A key is split
-        from its value at the first newline. Leave the loop early inside ``contextlib.aclosing`` to
-        release the connection at once.
+        """The cluster's live records with ``start <= key < end``, in key order, as (key, value), each key
+        once with its newest version (``GET /v0/scan`` of the first member the client has not found
+        failing, the next one when a connection cannot be opened); with ``node``, only what that node
+        holds (``/v0/entities``). A key is split from its value at the first newline. Leave the loop
+        early inside ``contextlib.aclosing`` to release the connection at once.
         """
         params = {"start": start} if end is None else {"start": start, "end": end}
         members = self._routing()
+        path = "/v0/entities" if node else "/v0/scan"
         candidates = [node] if node else members.demoted_last(members.placement.nodes)
         session = self._open_session()
         failure = Unreachable(candidates[0], "no node asked")
         for url in candidates[: self.attempts]:
             try:
-                response = await session.get(url + "/v0/entities", params=params, timeout=self._scan_timeout)
+                response = await session.get(url + path, params=params, timeout=self._scan_timeout)
             except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as error:
                 failure = self._failed(url, error, sent=False)
                 continue
@@ -239,7 +245,7 @@ class Client:
                     answer = Answer(url, response.status, await response.read(), response.headers)
                     raise error_of(answer, "GET")
                 try:
-                    async for record in _records(response):
+                    async for record in records(response):
                         yield record
                 except (aiohttp.ClientError, TimeoutError) as error:
                     raise self._failed(url, error, sent=True) from None
@@ -324,23 +330,8 @@ class Client:
             self._refresh = None
 
     def _learn(self, view: dict[str, Any]) -> None:
-        """Take a ``/v0/cluster`` view (or ``/v0/status``, which has no reachability): read it whole
-        first, so that a bad one changes nothing."""
-        members = [str(url) for url in view["cluster"]]
-        tokens = [str(token) for token in view.get("tokens", members)]
-        unreachable = [str(member["url"]) for member in view.get("members", []) if not member["reachable"]]
-        routing = self._members
-        if routing is None or (routing.placement.nodes, routing.placement.tokens) != (
-            tuple(members),
-            tuple(tokens),
-        ):
-            fresh = Members(members, tokens)
-            if routing is not None:  # what the client learnt of members still in the cluster stays
-                fresh.demoted_until = {url: t for url, t in routing.demoted_until.items() if url in members}
-                fresh.resting_until = {url: t for url, t in routing.resting_until.items() if url in members}
-            routing = self._members = fresh
-        for url in unreachable:
-            routing.demote(url)
+        """Take a ``/v0/cluster`` view (or ``/v0/status``); a bad one changes nothing."""
+        self._members = Members.learnt(view, self._members)
 
     def _routing(self) -> Members:
         if self._members is None:
@@ -351,15 +342,3 @@ class Client:
         if self._session is None:
             raise RuntimeError("use the client in `async with Client(...) as client:`")
         return self._session
-
-
-async def _records(response: aiohttp.ClientResponse) -> AsyncIterator[tuple[str, bytes]]:
-    """The (key, value) of each HTTP chunk ``key\\nvalue`` of a ``/v0/entities`` stream."""
-    record = b""
-    async for data, end_of_chunk in response.content.iter_chunks():
-        record += data
-        # aiohttp may also report the stream's closing zero-length chunk, depending on how bytes arrived.
-        if end_of_chunk and record:
-            key, _, value = record.partition(b"\n")
-            yield key.decode("utf-8"), value
-            record = b""

@@ -160,7 +160,7 @@ class OwnPart:
     """This node's part in a change that concerns it, step by step (kvnode.topology.change_steps): once every
     peer runs with the version that has it joining or leaving, and the writes they started before are over
     (``drain_s``: their replica timeout, twice for the one rewrite), it streams (joining: a repair with
-    every peer; leaving: every record it holds to its next owners), then offers the next version (settled,
+    every peer; leaving: each key it owns to its next owner), then offers the next version (settled,
     or without it), the claimant first. A step that fails is tried again; told by kvnode.cluster.members of
     every
     membership the node runs with."""
@@ -217,12 +217,16 @@ class OwnPart:
             await self._tasks.sleep(self._drain_s)  # a write started before is on its ack replicas, or failed
         elif step is Step.STREAM and own in membership.joining:
             run = await self._anti_entropy.repair_all()
+            # Counted whether or not every peer completed: a run again does not receive them twice.
+            members.streamed += sum(outcome.received for outcome in run.outcomes.values())
             if run.unreached:
                 raise ChangeRefused(f"streaming did not complete with {', '.join(run.unreached)}")
-            members.streamed += sum(outcome.received for outcome in run.outcomes.values())
         elif step is Step.STREAM:
             peers = {peer.url: peer for peer in members.peers}
-            members.streamed += await _stream(self._storage, membership.removed(own).placement(), peers)
+            owning = membership.read_placement() or membership.placement()  # this node an owner still
+            members.streamed += await _stream(
+                self._storage, owning, membership.removed(own).placement(), peers
+            )
             crash_point("leave:streamed", self._crash_at)
         else:
             joining = own in membership.joining
@@ -266,16 +270,20 @@ async def start_leave(members: Members, member: str, timeout_s: float) -> Member
     return plan
 
 
-async def _stream(storage: Storage, after: Placement, peers: Mapping[str, PeerReplica]) -> int:
-    """Send every version this node holds to each of its key's owners under ``after`` (newest wins on
-    their side); how many were sent. Raises ReplicaError, StorageError."""
+async def _stream(
+    storage: Storage, before: Placement, after: Placement, peers: Mapping[str, PeerReplica]
+) -> int:
+    """Send every version this node holds to the owners its key gains from ``before`` (with this node) to
+    ``after`` (without it): the next owner of each key this node owned, and no one for the keys it did not
+    (newest wins on their side); how many were sent. Raises ReplicaError, StorageError."""
     sent = 0
     window: list[asyncio.Future[object]] = []
     for key, raw in storage.snapshot_records():
         copies = copies_of(raw)
-        count = len(after) if copies == 0 else min(copies, len(after))
-        for url in after.replicas_for(key, count):
-            window.append(peers[url].repair(wire.Op.WRITE, key, raw))
+        owners = before.owners(key, copies)
+        for url in after.owners(key, copies):
+            if url not in owners:
+                window.append(peers[url].repair(wire.Op.WRITE, key, raw))
         if len(window) >= _STREAM_WINDOW:
             await asyncio.gather(*window)
             sent += len(window)

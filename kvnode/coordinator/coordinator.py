@@ -28,6 +28,7 @@ from kvnode.replica.errors import ReplicaSkewRefused, keeps_hint
 from kvnode.replica.hints import HintStore
 from kvnode.storage.records import Record, newest
 from kvnode.topology.epoch import Epoch
+from kvnode.topology.placement import Placement
 
 __all__ = ["Coordinator", "CoordinatorStats", "Ranked", "nearest_first"]
 
@@ -88,9 +89,15 @@ class Coordinator:
         self._replicas: Mapping[str, Replica] = {self._local.url: self._local, **epoch.peers}
 
     @property
-    def cluster_size(self) -> int:
-        """The members that count for a quorum: those not joining."""
-        return len(self._reads or self.placement)
+    def owning(self) -> Placement:
+        """Where keys are read: their present owners (while a member joins, not it)."""
+        return self._reads or self.placement
+
+    @property
+    def replication(self) -> int:
+        """The owners of a key, N (or every member while there are fewer), as reads count them: the
+        most a request's ``from`` may be."""
+        return self.owning.replication
 
     async def get(self, key: bytes, quorum: Quorum) -> Record | None:
         """The newest version among ack replicas (a tombstone or an expired one included: it still hides
@@ -122,8 +129,8 @@ class Coordinator:
         await self._write(key, Record.delete(self._clock.now(), copies=self._copies(quorum)), quorum)
 
     def _copies(self, quorum: Quorum) -> int:
-        """What a record says of its replicas: their count when fewer than every member, else 0."""
-        return quorum.replicas if quorum.replicas < self.cluster_size else 0
+        """What a record says of its replicas: their count when fewer than the key's owners, else 0."""
+        return quorum.replicas if quorum.replicas < self.replication else 0
 
     async def _write(self, key: bytes, record: Record, quorum: Quorum) -> None:
         replicas, quorum = self._write_targets(key, quorum)
@@ -206,15 +213,15 @@ class Coordinator:
     def _write_targets(self, key: bytes, quorum: Quorum) -> tuple[list[Replica], Quorum]:
         """A write's replicas and quorum: the key's owners, and while a member joins or leaves, the members
         that will own it next too (pending), which must confirm as well (Cassandra's pending ranges: ack +
-        pending). A record for every member (``from`` = the cluster size) is one for every next member."""
+        pending). A record for every owner (``from`` = N) is one for every next owner."""
         reads = self._reads
         if reads is None:
             return self._replicas_for(key, quorum), quorum
         owners = reads.replicas_for(key, quorum.replicas)
         future = (
-            len(self.placement)
-            if quorum.replicas == len(reads)
-            else min(quorum.replicas, len(self.placement))
+            self.placement.replication
+            if quorum.replicas == reads.replication
+            else min(quorum.replicas, self.placement.replication)
         )
         pending = [url for url in self.placement.replicas_for(key, future) if url not in owners]
         targets = [self._replicas[url] for url in (*owners, *pending)]

@@ -17,15 +17,16 @@ class Quorum:
     replicas: int  # the request's `from`
 
     @classmethod
-    def parse(cls, ack: str | None, replicas: str | None, cluster_size: int) -> Quorum:
-        """Validate the query parameters; defaults are from = cluster size, ack = from // 2 + 1.
+    def parse(cls, ack: str | None, replicas: str | None, replication: int) -> Quorum:
+        """Validate the query parameters against the cluster's replication factor N (a key's owners);
+        defaults are from = N, ack = from // 2 + 1.
 
         >>> Quorum.parse(None, None, 3)
         Quorum(ack=2, replicas=3)
         """
-        n = cluster_size if replicas is None else _positive(replicas, "from")
-        if n > cluster_size:
-            raise BadQuorum(f"from={n} exceeds the cluster size {cluster_size}")
+        n = replication if replicas is None else _positive(replicas, "from")
+        if n > replication:
+            raise BadQuorum(f"from={n} exceeds the replication factor N={replication}")
         a = n // 2 + 1 if ack is None else _positive(ack, "ack")
         if a > n:
             raise BadQuorum(f"ack={a} exceeds from={n}")

@@ -1,11 +1,11 @@
 """When a stored version that reads as absent may be dropped for good (tombstone GC). Pure: no I/O.
 
-A tombstone, or a version whose TTL ran out (it reads as absent and hides older versions just as a
-tombstone does), may be dropped once (a) it became absent longer than the grace period ago by the hybrid
-clock (a tombstone at its timestamp, an expired version at its expiry), and (b) every other replica of
-its key has completed a repair with this node that started after the version reached this node: such a
-repair gave the peer this version (or a newer one), so once it is dropped here no replica holds an older
-value it was hiding. docs/gc.md says why nothing can then bring the deleted value back.
+A tombstone, or a version whose TTL ran out (it reads as absent and hides older versions just as a tombstone
+does), may be dropped once (a) it became absent longer than the grace period ago by the hybrid clock (a
+tombstone at its timestamp, an expired version at its expiry), and (b) every other replica of its key (of its
+N owners) has completed a repair with this node that started after the version reached this node: such a
+repair gave the peer this version (or a newer one), so once it is dropped here no replica holds an older value
+it was hiding. docs/gc.md says why nothing can then bring the deleted value back.
 
 A version this node holds but no longer owns (a member joined, or one it replaced left: the key's owners
 changed) is handed over the same way: once the membership has been settled (no member joining or leaving)
@@ -109,17 +109,15 @@ class GcRule:
         return Verdict(Outcome.WAIT, waiting) if waiting else _DROP
 
     def other_replicas(self, key: bytes, copies: int) -> tuple[str, ...] | None:
-        """The replicas of a version written to ``copies`` (0: every member) other than this node; None
-        when this node is not one of them."""
-        if copies == 0:
+        """The replicas of a version written to ``copies`` (0: the key's N owners) other than this node;
+        None when this node is not one of them."""
+        if copies == 0 and self.placement.everyone_owns:
             return self._everyone_else
-        replicas = self.placement.replicas_for(key, min(copies, len(self.placement)))
+        replicas = self.placement.owners(key, copies)
         if self.own_url not in replicas:
             return None
         return tuple(url for url in replicas if url != self.own_url)
 
     def owners(self, key: bytes, copies: int) -> list[str]:
-        """The replicas of a version written to ``copies`` (0: every member)."""
-        return self.placement.replicas_for(
-            key, len(self.placement) if copies == 0 else min(copies, len(self.placement))
-        )
+        """The replicas of a version written to ``copies`` (0: the key's N owners)."""
+        return self.placement.owners(key, copies)

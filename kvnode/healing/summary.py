@@ -7,10 +7,11 @@ version's digest and in the new one's, with no scan. Two replicas whose trees fo
 hold the same versions of their shared keys; where they differ, only the differing branches' segments,
 then only those segments' keys, need to be compared.
 
-A node keeps a tree per peer, over the keys this node holds that the peer should hold too: every key a
-record says is on every member (``copies`` 0, the default), and, for a record written to fewer, the keys
-whose replicas (kvnode.topology.placement) include both. Records on every member go into one tree shared by
-all peers, so the default write path updates one tree, not one per peer.
+A node keeps a tree per peer, over the keys this node holds that the peer should hold too: the keys whose
+owners (kvnode.topology.placement: the first N of a key's order, N the replication factor, for a record
+written with the default ``copies`` 0; the first ``copies`` for one written to fewer) include both. When
+every member owns every key (N = the member count), records on every owner go into one tree shared by all
+peers, so the default write path updates one tree, not one per peer.
 
 >>> from kvnode.storage.records import Record, encode
 >>> placement = Placement(["http://a:1", "http://b:1", "http://c:1"])
@@ -142,7 +143,8 @@ class Summaries:
         self.own_url = own_url
         self.placement = placement
         self.peers = tuple(url for url in placement.nodes if url != own_url)
-        self.common = SegmentTree()  # records on every member (copies 0)
+        self.common = SegmentTree()  # records on every member (copies 0, every member an owner)
+        self._everyone = placement.everyone_owns
         self.partial = {peer: SegmentTree() for peer in self.peers}  # records written to fewer
 
     def changed(self, key: bytes, old: bytes | None, new: bytes | None) -> None:
@@ -155,7 +157,7 @@ class Summaries:
             if record is None:
                 continue
             digest = int.from_bytes(blake2b(key + record, digest_size=_HASH_BYTES).digest(), "big")
-            if len(record) > FLAGS_AT and record[FLAGS_AT] & COPIES_FLAG:
+            if not self._everyone or (len(record) > FLAGS_AT and record[FLAGS_AT] & COPIES_FLAG):
                 for peer in self._sharing(key, copies_of(record)):
                     self.partial[peer].toggle(segment, digest)
             else:
@@ -169,12 +171,13 @@ class Summaries:
     def shares(self, key: bytes, record: bytes, peer: str) -> bool:
         """Whether ``peer``'s tree covers this version: whether both this node and peer should hold it."""
         copies = copies_of(record)
-        return copies == 0 or peer in self._sharing(key, copies)
+        return (copies == 0 and self._everyone) or peer in self._sharing(key, copies)
 
     def _sharing(self, key: bytes, copies: int) -> list[str]:
-        """The peers that, with this node, should hold a version written to ``copies`` replicas; none when
-        this node should not hold it itself (a copy that only repair of another kind will move)."""
-        owners = self.placement.replicas_for(key, min(copies, len(self.placement)))
+        """The peers that, with this node, should hold a version written to ``copies`` replicas (0: the
+        key's N owners); none when this node should not hold it itself (a copy that only repair of another
+        kind will move)."""
+        owners = self.placement.owners(key, copies)
         if self.own_url not in owners:
             return []
         return [url for url in owners if url != self.own_url]

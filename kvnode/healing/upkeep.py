@@ -58,7 +58,11 @@ class SummaryUpkeep:
         are rebuilt from a scan (not ready meanwhile: exchanges wait). The same placement changes nothing."""
         placement = epoch.placement
         current = self.summaries.placement
-        if (current.nodes, current.tokens) == (placement.nodes, placement.tokens):
+        if (current.nodes, current.tokens, current.replication) == (
+            placement.nodes,
+            placement.tokens,
+            placement.replication,
+        ):
             return
         if self._task is not None:
             self._task.cancel()  # a rebuild for the old placement
@@ -106,5 +110,5 @@ class SummaryUpkeep:
 
 
 def _stamp(own_url: str, placement: Placement) -> bytes:
-    """What saved trees were built for: this node and the members, with their tokens."""
-    return "\n".join((own_url, *placement.nodes, *placement.tokens)).encode()
+    """What saved trees were built for: this node and the members, with their tokens, and N."""
+    return "\n".join((own_url, *placement.nodes, *placement.tokens, str(placement.replication))).encode()

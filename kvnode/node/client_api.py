@@ -17,7 +17,6 @@ import asyncio
 import json
 import os
 import time
-import urllib.parse
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
@@ -27,7 +26,9 @@ from kvnode.clocks.fence import ClockFenced
 from kvnode.coordinator.fanout import QuorumFailed
 from kvnode.coordinator.quorum import BadQuorum, Quorum
 from kvnode.metrics import FixedBuckets
+from kvnode.node.params import bad_request, known_only, single, text, utf8
 from kvnode.node.parts import PARTS, NodeParts
+from kvnode.node.scan_api import get_scan
 from kvnode.storage.keyspace import StorageFull
 
 __all__ = ["ENTITY_PATH", "add_routes"]
@@ -57,6 +58,7 @@ def add_routes(app: web.Application, parts: NodeParts) -> dict[tuple[str, str], 
     app.router.add_put(ENTITY_PATH, entity["PUT"])
     app.router.add_delete(ENTITY_PATH, entity["DELETE"])
     app.router.add_get("/v0/entities", get_entities, allow_head=False)
+    app.router.add_get("/v0/scan", get_scan, allow_head=False)
     app.router.add_get("/v0/status", get_status, allow_head=False)
     return {(method, ENTITY_PATH): handler for method, handler in entity.items()}
 
@@ -99,58 +101,58 @@ def _entity(parts: NodeParts, op: str, handle: _EntityHandler, statuses: tuple[i
 
 async def get_entity(parts: NodeParts, request: web.Request) -> web.Response:
     coordinator = parts.coordinator
-    key, quorum = _entity_params(request, coordinator.cluster_size)
+    key, quorum = _entity_params(request, coordinator.replication)
     try:
         record = await coordinator.get(key, quorum)
     except QuorumFailed as error:
-        return _text(504, str(error))
+        return text(504, str(error))
     # The newest version decides: an expired one reads as absent even where an older one is live.
     if record is None or record.absent_at(parts.clock.current()):
-        return _text(404, "no such entity")
+        return text(404, "no such entity")
     return web.Response(body=record.value, content_type="application/octet-stream")
 
 
 async def put_entity(parts: NodeParts, request: web.Request) -> web.Response:
     coordinator = parts.coordinator
-    key, quorum = _entity_params(request, coordinator.cluster_size, _PUT_PARAMS)
+    key, quorum = _entity_params(request, coordinator.replication, _PUT_PARAMS)
     ttl_ms = _ttl_ms(request)
     limit = parts.config.max_body_bytes
     if request.content_length is not None and request.content_length > limit:
-        return _text(413, f"body of {request.content_length} bytes exceeds the limit of {limit} bytes")
+        return text(413, f"body of {request.content_length} bytes exceeds the limit of {limit} bytes")
     uploads = parts.uploads
     try:
         value = await uploads.read(request)
     except web.HTTPRequestEntityTooLarge:
-        return _text(413, f"body exceeds the limit of {limit} bytes")
+        return text(413, f"body exceeds the limit of {limit} bytes")
     except TimeoutError:
-        return _text(408, f"body not received within {uploads.timeout:g} s")
+        return text(408, f"body not received within {uploads.timeout:g} s")
     try:
         await coordinator.put(key, value, quorum, ttl_ms)
     except (QuorumFailed, StorageFull) as error:
         return _write_failed(error)
     except ClockFenced as error:
-        return _text(503, str(error))
-    return _text(201, "created")
+        return text(503, str(error))
+    return text(201, "created")
 
 
 async def delete_entity(parts: NodeParts, request: web.Request) -> web.Response:
     coordinator = parts.coordinator
-    key, quorum = _entity_params(request, coordinator.cluster_size)
+    key, quorum = _entity_params(request, coordinator.replication)
     try:
         await coordinator.delete(key, quorum)
     except (QuorumFailed, StorageFull) as error:
         return _write_failed(error)
     except ClockFenced as error:
-        return _text(503, str(error))
-    return _text(202, "accepted")
+        return text(503, str(error))
+    return text(202, "accepted")
 
 
 async def get_entities(request: web.Request) -> web.StreamResponse:
     """This node's live records with start <= key < end, one chunk ``key\\nvalue`` per record."""
-    _known_only(request, _ENTITIES_PARAMS)
-    start = _utf8(request, "start")
-    end_text = _single(request, "end")
-    end = None if end_text is None else _utf8(request, "end", allow_empty=True)
+    known_only(request, _ENTITIES_PARAMS)
+    start = utf8(request, "start")
+    end_text = single(request, "end")
+    end = None if end_text is None else utf8(request, "end", allow_empty=True)
     response = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
     response.enable_chunked_encoding()
     await response.prepare(request)
@@ -177,6 +179,7 @@ async def get_status(request: web.Request) -> web.Response:
         "tokens": list(parts.membership.tokens),
         "cluster_id": parts.membership.cluster,  # what a node joining proves in its handshakes
         "membership_version": parts.membership.version,
+        "replication_factor": parts.membership.replication,
         "joining": sorted(parts.membership.joining),
         "leaving": sorted(parts.membership.leaving),
         "data": parts.rebuild.node_state().value,
@@ -185,82 +188,34 @@ async def get_status(request: web.Request) -> web.Response:
 
 
 def _entity_params(
-    request: web.Request, cluster_size: int, known: tuple[str, ...] = _ENTITY_PARAMS
+    request: web.Request, replication: int, known: tuple[str, ...] = _ENTITY_PARAMS
 ) -> tuple[bytes, Quorum]:
-    _known_only(request, known)
-    key = _utf8(request, "id")
-    ack, from_ = _single(request, "ack"), _single(request, "from")
+    known_only(request, known)
+    key = utf8(request, "id")
+    ack, from_ = single(request, "ack"), single(request, "from")
     try:
-        quorum = Quorum.parse(ack, from_, cluster_size)
+        quorum = Quorum.parse(ack, from_, replication)
     except BadQuorum as error:
-        raise _bad_request(str(error)) from None
+        raise bad_request(str(error)) from None
     return key, quorum
-
-
-def _known_only(request: web.Request, known: tuple[str, ...]) -> None:
-    """400 for a query parameter the method and path do not take."""
-    for name in request.query:
-        if name not in known:
-            takes = f"{request.method} {request.path} takes {', '.join(map(repr, known))}"
-            raise _bad_request(f"unknown query parameter {name!r}: {takes}")
 
 
 def _ttl_ms(request: web.Request) -> int | None:
     """The PUT's ``ttl``: a whole number of milliseconds from 1 to _MAX_TTL_MS; None when absent."""
-    text = _single(request, "ttl")
-    if text is None:
+    given = single(request, "ttl")
+    if given is None:
         return None
     # Digits only: int() would also take a sign, spaces and underscores.
-    ttl = int(text) if text.isascii() and text.isdigit() and len(text) <= len(str(_MAX_TTL_MS)) else 0
+    ttl = int(given) if given.isascii() and given.isdigit() and len(given) <= len(str(_MAX_TTL_MS)) else 0
     if not 1 <= ttl <= _MAX_TTL_MS:
         limits = f"a whole number of milliseconds from 1 to {_MAX_TTL_MS}"
-        raise _bad_request(f"query parameter 'ttl' must be {limits}, not {text!r}")
+        raise bad_request(f"query parameter 'ttl' must be {limits}, not {given!r}")
     return ttl
-
-
-def _single(request: web.Request, name: str) -> str | None:
-    """The query parameter's one value (None if absent); 400 if it is given more than once."""
-    values = request.query.getall(name, [])
-    if len(values) > 1:
-        raise _bad_request(f"query parameter {name!r} is given {len(values)} times; give it once")
-    return values[0] if values else None
-
-
-def _utf8(request: web.Request, name: str, *, allow_empty: bool = False) -> bytes:
-    text = _single(request, name)
-    if text is None or (not text and not allow_empty):
-        raise _bad_request(f"query parameter {name!r} is required and must not be empty")
-    if "\ufffd" in text and not _raw_is_utf8(request, name):
-        # yarl decodes a bad escape such as %FF to U+FFFD, which would give distinct ids one key.
-        raise _bad_request(f"query parameter {name!r} is not valid UTF-8 once percent-decoded")
-    return text.encode("utf-8")
-
-
-def _raw_is_utf8(request: web.Request, name: str) -> bool:
-    """Whether every value of ``name`` in the raw query string percent-decodes to valid UTF-8."""
-    pairs = urllib.parse.parse_qsl(
-        request.rel_url.raw_query_string, keep_blank_values=True, encoding="latin-1"
-    )
-    try:
-        for raw_name, raw_value in pairs:
-            if raw_name == name:
-                raw_value.encode("latin-1").decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 def _write_failed(error: QuorumFailed | StorageFull) -> web.Response:
     """504, or 507 Insufficient Storage when a replica failed for a full disk (it says which), or when
     this node could not persist its clock's floor to stamp the write (nothing was written)."""
     if isinstance(error, StorageFull):
-        return _text(507, f"cannot stamp the write: {error}")
-    return _text(507 if error.disk_full else 504, str(error))
-
-
-def _text(status: int, reason: str) -> web.Response:
-    return web.Response(status=status, text=reason + "\n")
-
-
-def _bad_request(reason: str) -> web.HTTPBadRequest:
-    return web.HTTPBadRequest(text=reason + "\n")
+        return text(507, f"cannot stamp the write: {error}")
+    return text(507 if error.disk_full else 504, str(error))

@@ -30,7 +30,7 @@ from kvnode.clocks.hybrid import HybridClock
 from kvnode.cluster.members import Members, NotAdopted
 from kvnode.healing import answers as repair_answers
 from kvnode.healing.upkeep import SummaryUpkeep
-from kvnode.replica import wire
+from kvnode.replica import pages, wire
 from kvnode.replica.apply import apply_record
 from kvnode.replica.auth import (
     CHALLENGE_PATH,
@@ -145,6 +145,8 @@ class CallAnswers:
         replies = [
             self.answer_repair(storage, call)
             if call.op in repair_answers.REPAIR_OPS
+            else _answer_scan(storage, call)
+            if call.op is wire.Op.SCAN
             else self.answer_call(batch, call)
             for call in calls
         ]
@@ -199,6 +201,16 @@ class CallAnswers:
         except (repair_answers.NotAnswerable, wire.WireError, StorageError) as error:
             return wire.encode_reply(call.call_id, wire.Status.FAILED, str(error).encode())
         return wire.encode_reply(call.call_id, status, payload)
+
+
+def _answer_scan(storage: Storage, call: wire.CallRequest) -> bytes:
+    """A page of this node's versions from the call's key on (a cluster-wide scan: kvnode.coordinator.scan);
+    answered while the node rebuilds too, since the scan merges every owner's versions."""
+    try:
+        entries, more = pages.read_page(storage, call.key, pages.decode_scan_request(call.record))
+    except (wire.WireError, StorageError) as error:
+        return wire.encode_reply(call.call_id, wire.Status.FAILED, str(error).encode())
+    return wire.encode_reply(call.call_id, wire.Status.RECORDS, pages.encode_page(entries, more))
 
 
 async def serve_peer(

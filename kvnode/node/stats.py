@@ -117,6 +117,7 @@ def cluster_view(url: str, membership: Membership, snapshot: NodeSnapshot) -> di
         "cluster": list(membership.urls),
         "tokens": list(membership.tokens),
         "membership_version": membership.version,
+        "replication_factor": membership.replication,
         "joining": sorted(membership.joining),
         "leaving": sorted(membership.leaving),
         "streamed": snapshot.membership_streamed,

@@ -270,12 +270,12 @@ async def _membership_at_start(
         if stored is None:
             return await take_place(config, system, peer_ssl, partial(_change_peer, config, limits, peer_ssl))
         log.info("a member already (membership version %d): --join and --replace are ignored", stored.version)
-        membership, warning = stored, ""
+        membership, warnings = stored, list[str]()
     else:
-        membership, warning = at_start(stored, config.members)
+        membership, warnings = at_start(stored, config.members, config.replication_factor)
     if stored is None:
         system.membership.save(membership)
-    if warning:
+    for warning in warnings:
         log.warning("%s", warning)
     if config.url not in membership.urls:
         raise StorageUnavailable(

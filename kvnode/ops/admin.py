@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from kvnode.access.tls import TlsUnusable, verifying_context
+from kvnode.ops.admin_render import SHARE_SAMPLE, render
 from kvnode.ops.argtypes import http_url, token_file
 from kvnode.ops.flags import OneLineParser
 from kvnode.topology.placement import Placement
@@ -49,7 +50,6 @@ __all__ = ["main"]
 
 _POLL_S = 0.5  # how often repair --wait asks for progress
 _TIMEOUT_S = 10.0  # the node itself waits up to its replica timeout for connect attempts
-_SHARE_SAMPLE = 10_000  # keys placed to estimate each member's share of first replicas
 
 
 def main(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
@@ -64,7 +64,7 @@ def main(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
         print(f"kvnode admin: {error}", file=sys.stderr)
         return 2
     report = _REPORTS[args.command](view, args)
-    print(json.dumps(report, indent=2) if args.json else _render(args.command, view, report))
+    print(json.dumps(report, indent=2) if args.json else render(args.command, view, report))
     return 0
 
 
@@ -177,10 +177,12 @@ def _leave(args: argparse.Namespace) -> int:
     began, shown, streamed = time.monotonic(), "", 0
     while True:
         view = _fetch(args.url, args.token, args.tls_ca)
-        if args.member not in view["cluster"]:
-            break
+        # Asked after the view: once the view is without the member, its count is the final one (it
+        # counts every record before it removes itself, and answers until it is stopped).
         with contextlib.suppress(_Unreachable):  # the member may be gone already
             streamed = _fetch(args.member, args.token, args.tls_ca)["streamed"]
+        if args.member not in view["cluster"]:
+            break
         line = f"{args.member} leaving: {streamed} records streamed to their next owners"
         if line != shown:
             print(line, file=sys.stderr, flush=True)
@@ -210,6 +212,7 @@ def _status(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     return {
         "node": view["node"],
         "membership_version": view["membership_version"],
+        "replication_factor": view["replication_factor"],
         "joining": view["joining"],
         "leaving": view["leaving"],
         "streamed": view["streamed"],
@@ -236,32 +239,41 @@ def _ring(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
 
 def _shares(placement: Placement) -> dict[str, float]:
     firsts = dict.fromkeys(placement.nodes, 0)
-    for i in range(_SHARE_SAMPLE):
+    for i in range(SHARE_SAMPLE):
         firsts[placement.order(b"share-sample-%d" % i)[0]] += 1
-    return {url: round(count / _SHARE_SAMPLE, 4) for url, count in firsts.items()}
+    return {url: round(count / SHARE_SAMPLE, 4) for url, count in firsts.items()}
 
 
 def _locate(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     members = {member["url"]: member for member in view["members"]}
-    order = _placement(view).order(args.key.encode("utf-8"))
+    placement = _placement(view)
+    order = placement.order(args.key.encode("utf-8"))
     return {
         "node": view["node"],
         "key": args.key,
+        "replication_factor": view["replication_factor"],
         "replicas": [
-            {"order": rank, "url": url, "self": members[url]["self"], "reachable": members[url]["reachable"]}
+            {
+                "order": rank,
+                "url": url,
+                "owner": rank <= placement.replication,
+                "self": members[url]["self"],
+                "reachable": members[url]["reachable"],
+            }
             for rank, url in enumerate(order, 1)
         ],
     }
 
 
 def _placement(view: dict[str, Any], leave_out: Sequence[str] = ()) -> Placement:
-    """The placement the node uses: its members (but ``leave_out``), scored by their tokens."""
+    """The placement the node uses: its members (but ``leave_out``), scored by their tokens, with its
+    replication factor."""
     kept = [
         (url, token)
         for url, token in zip(view["cluster"], view["tokens"], strict=True)
         if url not in leave_out
     ]
-    return Placement([url for url, _ in kept], [token for _, token in kept])
+    return Placement([url for url, _ in kept], [token for _, token in kept], view["replication_factor"])
 
 
 def _hints(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
@@ -269,125 +281,3 @@ def _hints(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
 
 
 _REPORTS = {"status": _status, "ring": _ring, "locate": _locate, "hints": _hints}
-
-
-def _render(command: str, view: dict[str, Any], report: dict[str, Any]) -> str:
-    node = report["node"]
-    if command == "status":
-        rows = [
-            [
-                m["url"],
-                f"{m['state']}: {m['refusal']}" if m.get("refusal") else m["state"],
-                _yes(m["reachable"]),
-                _down_for(m),
-                "-" if m["self"] else str(m["hints_pending"]),
-            ]
-            for m in report["members"]
-        ]
-        title = f"cluster of {len(rows)} as {node} sees it"
-        table = _table(["MEMBER", "STATE", "REACHABLE", "DOWN FOR", "HINTS PENDING"], rows)
-        data = _data_lines(report["members"], report["rebuild"])
-        change = _change_line(report)
-        return title + "\n" + table + change + _clock_line(report["clock"]) + _gc_line(report["gc"]) + data
-    if command == "ring":
-        title = (
-            f"cluster list of {node} (placement: rendezvous hashing; share from {_SHARE_SAMPLE} sample keys)"
-        )
-        members = report["members"]
-        if "share_before" not in members[0]:
-            rows = [[str(m["position"]), m["url"], f"{m['first_replica_share']:.1%}"] for m in members]
-            return title + "\n" + _table(["#", "MEMBER", "FIRST REPLICA OF"], rows)
-        rows = [
-            [str(m["position"]), m["url"], f"{m['share_before']:.1%}", f"{m['first_replica_share']:.1%}"]
-            for m in members
-        ]
-        return title + "\n" + _table(["#", "MEMBER", "BEFORE THE CHANGE", "AFTER IT"], rows)
-    if command == "locate":
-        rows = [
-            [str(r["order"]), r["url"] + (" (this node)" if r["self"] else ""), _yes(r["reachable"])]
-            for r in report["replicas"]
-        ]
-        title = f"key {report['key']!r}: from=k uses the first k replicas; reachable as {node} sees it"
-        return title + "\n" + _table(["#", "REPLICA", "REACHABLE"], rows)
-    rows = [
-        [url, str(count), str(report["kept"].get(url, 0)), str(report["delivered"].get(url, 0))]
-        for url, count in report["pending"].items()
-    ]
-    dropped = ", ".join(f"{reason} {count}" for reason, count in sorted(report["dropped"].items())) or "none"
-    title = f"hints kept by {node} (since it started: kept, delivered; dropped: {dropped})"
-    return title + "\n" + _table(["TARGET", "PENDING", "KEPT", "DELIVERED"], rows)
-
-
-def _change_line(report: dict[str, Any]) -> str:
-    """A line under the status table while a member joins or leaves (none otherwise)."""
-    moving = [(url, "joining") for url in report["joining"]] + [(url, "leaving") for url in report["leaving"]]
-    if not moving:
-        return ""
-    url, state = moving[0]
-    return (
-        f"\nmembership version {report['membership_version']}: {url} is {state} "
-        f"({report['streamed']} records streamed by this node)"
-    )
-
-
-def _clock_line(clock: dict[str, Any]) -> str:
-    """A line under the status table when a member's clock is off (none when all agree)."""
-    if clock["fenced"]:
-        return f"\nclock: {clock['summary']} (this node refuses to coordinate writes)"
-    if clock["far"]:
-        return f"\nclock: {clock['summary']}"
-    return ""
-
-
-def _gc_line(gc: dict[str, Any]) -> str:
-    """A line under the status table once tombstone GC has something to say (none before): what it
-    dropped, and what waits for a repair with whom."""
-    if not (gc["tombstones_dropped"] or gc["expired_dropped"] or gc["waiting"]):
-        return ""
-    line = (
-        f"\ngc: {gc['tombstones_dropped']} tombstones and {gc['expired_dropped']} expired values dropped "
-        f"since start; {gc['waiting']} past their grace period wait for a repair"
-    )
-    if gc["waiting_for"]:
-        peers = ", ".join(f"{peer} ({count})" for peer, count in gc["waiting_for"].items())
-        line += f" with {peers}"
-    return line
-
-
-def _data_lines(members: list[dict[str, Any]], rebuild: dict[str, Any]) -> str:
-    """A line under the status table for each member whose data is not whole: this node's with its
-    rebuild's progress, a peer's as it last said (none while every member serves)."""
-    lines = []
-    for member in members:
-        state = member["node_state"]
-        if state in ("serving", ""):
-            continue
-        line = f"\ndata: {member['url']} is {state}"
-        if member["self"] and state == "rebuilding":
-            line += (
-                f": {rebuild['peers_done']} of {rebuild['peers']} peers done, "
-                f"{rebuild['records_received']} records received"
-            )
-            waiting = "; ".join(f"{peer}: {why}" for peer, why in rebuild["waiting_for"].items())
-            line += f"; waiting for {waiting}" if waiting else ""
-        elif member["self"]:
-            line += ": a new data dir, until a peer says whether this node was a member"
-        lines.append(line)
-    return "".join(lines)
-
-
-def _yes(flag: bool) -> str:
-    return "yes" if flag else "no"
-
-
-def _down_for(member: dict[str, Any]) -> str:
-    seconds = member["down_for_s"]
-    return f"{seconds:.1f}s" if seconds else "-"
-
-
-def _table(headers: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(cell) for cell in column) for column in zip(headers, *rows, strict=True)]
-    return "\n".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
-        for line in [headers, *rows]
-    )

@@ -18,6 +18,9 @@ from kvnode.topology.membership import Membership
 __all__ = ["ClusterConfig", "cluster_configs", "member_configs", "stored_membership"]
 
 
+_MACHINES_REPLICATION = 3  # cluster --machines: every key on three machines, however many there are
+
+
 def machine_host(index: int) -> str:
     """The loopback address that models machine ``index`` (from 0) of a local cluster: 127.0.0.1, .2..."""
     return f"127.0.0.{index + 1}"
@@ -28,7 +31,9 @@ class ClusterConfig:
     """A local cluster: ``nodes`` processes on consecutive ports from ``node.port``; or, with ``machines``,
     that many machines modelled on loopback (127.0.0.1, 127.0.0.2, ...: distinct hosts to placement), each
     running ``per_machine`` members (0: one per core) on the ports after ``node.port``, which they share
-    for clients (SO_REUSEPORT), so a client needs one URL per machine."""
+    for clients (SO_REUSEPORT), so a client needs one URL per machine. A cluster of machines has a
+    replication factor of 3 unless ``node.replication_factor`` says otherwise (fewer with fewer members):
+    it models a cluster that grows by adding room, not copies."""
 
     nodes: int = 3
     node: NodeConfig = field(default_factory=NodeConfig)
@@ -97,6 +102,9 @@ class ClusterConfig:
         urls = members or tuple(node_url(host, port) for host, port in places)
         return [self.machine_member(host, port, urls) for host, port in places]
 
+    def _machines_replication(self, members: int) -> int:
+        return self.node.replication_factor or min(_MACHINES_REPLICATION, members)
+
     def machine_member(self, host: str, port: int, members: tuple[str, ...]) -> NodeConfig:
         """The member at HOST:PORT of a machine, sharing node.port for clients, data in
         DATA_DIR/node-HOST-PORT, given ``members`` as --cluster."""
@@ -107,6 +115,7 @@ class ClusterConfig:
             client_port=self.node.port if port != self.node.port else None,
             data_dir=self.node.data_dir / f"node-{host}-{port}",
             cluster=members,
+            replication_factor=self._machines_replication(len(members)),
         )
 
 

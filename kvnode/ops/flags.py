@@ -1,4 +1,4 @@
-"""The command line's flags: one table for ``node`` and ``cluster``, each flag with a KVNODE_* environment
+"""The command line's flags (their table: kvnode.ops.flag_table), each with a KVNODE_* environment
 variable (``--timeout-ms`` is ``KVNODE_TIMEOUT_MS``; the flag wins), parsed into a NodeConfig or a
 ClusterConfig; and the reverse, :func:`node_argv`, the command line that runs a node with a given config.
 Bad input exits 2 with one line.
@@ -12,25 +12,15 @@ from __future__ import annotations
 import argparse
 import difflib
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn, get_args
+from typing import NoReturn
 
 from kvnode.access.client_auth import read_tokens_file
-from kvnode.cluster.crash_points import CRASH_POINTS
-from kvnode.config import FanoutMode, NodeConfig
-from kvnode.ops.argtypes import (
-    host,
-    http_url,
-    http_urls,
-    integer,
-    non_negative_int,
-    port,
-    positive_float,
-    positive_int,
-)
+from kvnode.config import NodeConfig
 from kvnode.ops.cluster_config import ClusterConfig
+from kvnode.ops.flag_table import CLUSTER_FLAGS, NODE_FLAGS, SECRET_ENV, Flag
 from kvnode.replica.auth import MIN_SECRET_BYTES
 
 __all__ = [
@@ -44,32 +34,12 @@ __all__ = [
     "warn_unknown_variables",
 ]
 
-SECRET_ENV = "KVNODE_CLUSTER_SECRET"
-
 
 class OneLineParser(argparse.ArgumentParser):
     """argparse, but an error is one line on stderr (no usage block) and exit status 2."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}\n")
-
-
-def _fanout(text: str) -> str:
-    modes = get_args(FanoutMode)
-    if text not in modes:
-        raise argparse.ArgumentTypeError(f"fanout is one of {', '.join(modes)}, got {text!r}")
-    return text
-
-
-def _url_or_none(text: str) -> str:
-    """A URL flag that may be unset ("": argparse passes a string default through ``type`` too)."""
-    return http_url(text) if text else ""
-
-
-def _crash_point(text: str) -> str:
-    if text and text not in CRASH_POINTS:
-        raise argparse.ArgumentTypeError(f"a crash point is one of {', '.join(CRASH_POINTS)}, got {text!r}")
-    return text
 
 
 def _switch(text: str) -> bool:
@@ -83,275 +53,13 @@ def _switch(text: str) -> bool:
 
 
 @dataclass(frozen=True)
-class _Flag:
-    name: str
-    parse: Callable[[str], Any] | None  # None: an on/off switch
-    default: Any
-    help: str
-    metavar: str | None = None
-    optional: bool = False  # a default of None is then "not given", not "required"
-
-    @property
-    def dest(self) -> str:
-        return self.name.removeprefix("--").replace("-", "_")
-
-    @property
-    def env(self) -> str:
-        return "KVNODE_" + self.dest.upper()
-
-
-_DEFAULTS = NodeConfig()
-_SHARED = [
-    _Flag("--host", host, _DEFAULTS.host, "address to listen on; also the host of this node's URL"),
-    _Flag(
-        "--fanout",
-        _fanout,
-        _DEFAULTS.fanout,
-        "how a coordinator asks replicas: async (all at once), sync (one after another, the baseline) or "
-        "speculative (reads ask ack replicas, one more when one is late; writes as async)",
-        "|".join(get_args(FanoutMode)),
-    ),
-    _Flag(
-        "--timeout-ms",
-        positive_int,
-        _DEFAULTS.timeout_ms,
-        "a replica that has not answered within this many milliseconds counts as failed",
-    ),
-    _Flag(
-        "--speculative-ceiling-ms",
-        positive_int,
-        _DEFAULTS.speculative_ceiling_ms,
-        "speculative reads wait for a replica at most this long (less when its p99 is lower) before "
-        "asking one more",
-    ),
-    _Flag(
-        "--phi-threshold",
-        positive_float,
-        _DEFAULTS.phi_threshold,
-        "a silent peer is taken for dead once its failure detector's phi reaches this",
-    ),
-    _Flag(
-        "--acceptable-pause-ms",
-        non_negative_int,
-        _DEFAULTS.acceptable_pause_ms,
-        "a peer silent this much longer than its usual pace raises no suspicion",
-    ),
-    _Flag(
-        "--max-clock-skew-ms",
-        positive_int,
-        _DEFAULTS.max_clock_skew_ms,
-        "a replica refuses records stamped further ahead of its wall clock, and no clock moves that far",
-    ),
-    _Flag(
-        "--hint-window-s",
-        positive_int,
-        _DEFAULTS.hint_window_s,
-        "no hints are kept for a replica down longer than this, and older hints are dropped",
-    ),
-    _Flag(
-        "--gc-grace-s",
-        positive_int,
-        _DEFAULTS.gc_grace_s,
-        "tombstones and expired values are dropped no sooner than this, and only once every replica of "
-        "the key has repaired with this node since; no hint older than this is delivered",
-    ),
-    _Flag(
-        "--max-hints-per-peer",
-        positive_int,
-        _DEFAULTS.max_hints_per_peer,
-        "hints kept for one peer at most; more are dropped and counted",
-    ),
-    _Flag("--hint-rate", positive_int, _DEFAULTS.hint_rate, "hints delivered to one peer per second at most"),
-    _Flag(
-        "--repair-interval-s",
-        positive_int,
-        _DEFAULTS.repair_interval_s,
-        "anti-entropy compares this node's summaries with each peer's at least this often",
-    ),
-    _Flag(
-        "--repair-rate",
-        positive_int,
-        _DEFAULTS.repair_rate,
-        "records anti-entropy moves (sent and received) per second at most",
-    ),
-    _Flag(
-        "--max-body-bytes", positive_int, _DEFAULTS.max_body_bytes, "largest PUT body accepted (413 above)"
-    ),
-    _Flag(
-        "--max-inflight",
-        positive_int,
-        _DEFAULTS.max_inflight,
-        "/v0/entity requests in progress at once; more are answered 503 with Retry-After at once",
-    ),
-    _Flag(
-        "--max-inflight-bytes",
-        non_negative_int,
-        _DEFAULTS.max_inflight_bytes,
-        "bytes of /v0/entity request bodies in progress at once, by their Content-Length; more are answered "
-        "503 with Retry-After before their body is read (0: four times --max-body-bytes, at least 64 MiB)",
-    ),
-    _Flag(
-        "--max-connections",
-        non_negative_int,
-        _DEFAULTS.max_connections,
-        "client connections open at once; more are answered 503 and closed, peers keep a reserve (0: what "
-        "the descriptor limit leaves once storage, peers and the process have theirs)",
-    ),
-    _Flag(
-        "--header-timeout-s",
-        positive_int,
-        _DEFAULTS.header_timeout_s,
-        "a connection whose request headers have not all arrived within this many seconds is closed",
-    ),
-    _Flag(
-        "--idle-timeout-s",
-        positive_int,
-        _DEFAULTS.idle_timeout_s,
-        "an idle keep-alive connection is closed after this many seconds",
-    ),
-    _Flag(
-        "--body-timeout-s",
-        positive_int,
-        _DEFAULTS.body_timeout_s,
-        "a PUT whose body has not all arrived within this many seconds is answered 408",
-    ),
-    _Flag(
-        "--cluster-secret-file",
-        Path,
-        None,
-        f"file holding the secret every node of the cluster shares; peers must prove they hold it "
-        f"(or set {SECRET_ENV}; without either the replica channel is unauthenticated)",
-        "FILE",
-        optional=True,
-    ),
-    _Flag(
-        "--auth-tokens-file",
-        Path,
-        None,
-        "file of client tokens, one 'TOKEN ROLE' a line (roles read, readwrite, admin), readable by its "
-        "owner only, read again on SIGHUP; every client request then needs 'Authorization: Bearer TOKEN' "
-        "(without it clients are not authenticated)",
-        "FILE",
-        optional=True,
-    ),
-    _Flag("--metrics-open", None, False, "with --auth-tokens-file, /metrics still answers without a token"),
-    _Flag("--fsync", None, False, "fsync every write before acknowledging it (survives power loss; slower)"),
-    _Flag("--access-log", None, False, "log every HTTP request"),
-]
-_NODE = [
-    _Flag("--port", port, None, "port to listen on (required)"),
-    _Flag(
-        "--client-port",
-        port,
-        None,
-        "also serve clients on this port, shared with this machine's other nodes (SO_REUSEPORT), so "
-        "clients need one URL per machine; peers still use each node's own URL",
-        optional=True,
-    ),
-    _Flag("--data-dir", Path, None, "LevelDB directory, created if missing (required)", "DIR"),
-    _Flag(
-        "--cluster",
-        http_urls,
-        (),
-        "every node's URL, comma-separated, the same list in the same order on every node; must include "
-        "this node's http://HOST:PORT (https:// with TLS; default: a cluster of one)",
-        "URL,URL,...",
-    ),
-    _Flag(
-        "--advertise-url",
-        str,
-        _DEFAULTS.advertise_url,
-        "the URL the cluster list names this node by, when peers reach it through a proxy "
-        "(default: http://HOST:PORT)",
-        "URL",
-    ),
-    _Flag(
-        "--join",
-        _url_or_none,
-        _DEFAULTS.join,
-        "become a member: learn the cluster from this member, join it (or with --replace take a "
-        "member's place), and get every record this node will own (it needs the cluster's secret)",
-        "SEED_URL",
-    ),
-    _Flag(
-        "--replace",
-        _url_or_none,
-        _DEFAULTS.replace,
-        "take the place of this member, down for good: this node gets its position in placement and "
-        "rebuilds its data from the other replicas (with --join)",
-        "MEMBER_URL",
-    ),
-    _Flag(
-        "--tls-cert",
-        Path,
-        None,
-        "this node's certificate (PEM); with --tls-key and --tls-ca the node serves https:// only and its "
-        "replica channel speaks TLS",
-        "FILE",
-        optional=True,
-    ),
-    _Flag("--tls-key", Path, None, "the private key of --tls-cert (PEM)", "FILE", optional=True),
-    _Flag(
-        "--tls-ca",
-        Path,
-        None,
-        "the CA (PEM) that signed every member's certificate; peers verify each other against it",
-        "FILE",
-        optional=True,
-    ),
-    _Flag("--tls-client-auth", None, False, "clients must present a certificate the --tls-ca signed"),
-    _Flag(
-        "--clock-offset-ms",
-        integer,
-        _DEFAULTS.clock_offset_ms,
-        "testing aid: shift this node's view of the wall clock by this many milliseconds (may be negative)",
-    ),
-    _Flag(
-        "--crash-at",
-        _crash_point,
-        _DEFAULTS.crash_at,
-        f"testing aid: end the process as kill -9 would at this point of a membership change "
-        f"({', '.join(CRASH_POINTS)})",
-        "POINT",
-    ),
-    *_SHARED,
-]
-_CLUSTER = [
-    _Flag("--nodes", positive_int, ClusterConfig().nodes, "how many node processes to start"),
-    _Flag(
-        "--machines",
-        non_negative_int,
-        0,
-        "model this many machines on loopback (127.0.0.1, 127.0.0.2, ...: distinct hosts, so every key's "
-        "replicas are on distinct machines), each running --per-machine members that share --port for "
-        "clients (instead of --nodes)",
-    ),
-    _Flag(
-        "--per-machine",
-        non_negative_int,
-        0,
-        "with --machines: members per machine, on the ports after --port (default 0: one per core)",
-    ),
-    _Flag("--port", port, _DEFAULTS.port, "port of the first node; the others follow consecutively"),
-    _Flag("--data-dir", Path, _DEFAULTS.data_dir, "each node keeps its data in DATA_DIR/node-PORT", "DIR"),
-    _Flag(
-        "--tls",
-        None,
-        False,
-        "serve https:// with a throwaway CA and certificates for each node, made in DATA_DIR/tls",
-    ),
-    *_SHARED,
-]
-
-
-@dataclass(frozen=True)
 class _BadEnv:
     """A default read from a malformed environment variable: an error only if no flag overrides it."""
 
     message: str
 
 
-def _add_flags(parser: OneLineParser, flags: Sequence[_Flag], env: Mapping[str, str]) -> None:
+def _add_flags(parser: OneLineParser, flags: Sequence[Flag], env: Mapping[str, str]) -> None:
     for flag in flags:
         default = flag.default
         if flag.env in env:
@@ -393,8 +101,8 @@ def parse_args(argv: Sequence[str], env: Mapping[str, str]) -> NodeConfig | Clus
     commands.add_parser(
         "admin", help="a running node's view of its cluster (see admin --help)"
     )  # kvnode.ops.admin
-    _add_flags(subparsers["cluster"], _CLUSTER, env)
-    _add_flags(subparsers["node"], _NODE, env)
+    _add_flags(subparsers["cluster"], CLUSTER_FLAGS, env)
+    _add_flags(subparsers["node"], NODE_FLAGS, env)
     values = vars(parser.parse_args(args))
     name = values.pop("command")
     command = subparsers[name]
@@ -435,7 +143,7 @@ _OTHER_VARIABLES = (SECRET_ENV, "KVNODE_URL")
 
 
 def _known_variables() -> list[str]:
-    return sorted({flag.env for flag in (*_NODE, *_CLUSTER)} | set(_OTHER_VARIABLES))
+    return sorted({flag.env for flag in (*NODE_FLAGS, *CLUSTER_FLAGS)} | set(_OTHER_VARIABLES))
 
 
 def unknown_variables(env: Mapping[str, str]) -> list[str]:
@@ -496,7 +204,7 @@ def node_argv(config: NodeConfig) -> list[str]:
     the NodeConfig field of the same name (so parse_args gives the config back). An unset value (None,
     "", ()) and a switch that is off are left out."""
     argv = [sys.executable, "-m", "kvnode", "node"]
-    for flag in _NODE:
+    for flag in NODE_FLAGS:
         value = getattr(config, flag.dest)
         if flag.parse is None:
             argv += [flag.name] if value else []

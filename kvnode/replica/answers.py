@@ -22,6 +22,7 @@ _PAYLOAD_ANSWERS = {
     wire.Op.SEGMENTS: wire.Status.HASHES,
     wire.Op.LIST: wire.Status.LISTING,
     wire.Op.MEMBERSHIP: wire.Status.MEMBERSHIP,
+    wire.Op.SCAN: wire.Status.RECORDS,
 }
 
 

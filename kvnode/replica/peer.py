@@ -130,8 +130,8 @@ class PeerReplica:
 
     def repair(self, op: wire.Op, key: bytes, record: bytes = b"") -> asyncio.Future[object]:
         """One of anti-entropy's calls (kvnode.healing.anti_entropy), counted apart (op="repair"): a FETCH
-        resolves to a Record or None, a WRITE as a write does, BRANCHES, SEGMENTS and LIST to the reply's
-        payload."""
+        resolves to a Record or None, a WRITE as a write does, BRANCHES, SEGMENTS, LIST and a scan's SCAN
+        (kvnode.coordinator.scan) to the reply's payload."""
         return self._call(op, key, record, "repair")
 
     async def fetch_membership(self) -> bytes:

@@ -124,6 +124,7 @@ class Op(enum.IntEnum):
     FETCH = 7  # a READ for anti-entropy: answered even while the node rebuilds (its versions count too)
     MEMBERSHIP = 8  # no key, no record: answered MEMBERSHIP, the membership the node runs with
     ADOPT = 9  # record = a newer membership, encoded: answered STORED once the node runs with it
+    SCAN = 10  # key = where to start; record = kvnode.replica.pages' request: answered RECORDS, one page
 
 
 class Status(enum.IntEnum):
@@ -138,6 +139,7 @@ class Status(enum.IntEnum):
     LISTING = 9  # encode_listing
     NOT_READY = 10
     MEMBERSHIP = 11  # kvnode.topology.membership.Membership.encode
+    RECORDS = 12  # kvnode.replica.pages.encode_page
 
 
 _KEYLESS = frozenset({Op.CLOCK, Op.MEMBERSHIP, Op.ADOPT})  # calls about the node, not a key

@@ -43,7 +43,7 @@ class Step(enum.Enum):
     NONE = "none"  # no change concerns this node
     BARRIER = "barrier"  # wait until every peer runs with this version (so every write reaches its owners)
     DRAIN = "drain"  # let the writes the peers started before it end (answered, or timed out)
-    STREAM = "stream"  # joining: repair with every peer; leaving: send every record to its next owners
+    STREAM = "stream"  # joining: repair with every peer; leaving: each key it owns to its next owner
     FINISH = "finish"  # offer the next version (settled, or without this node), the claimant first
 
 

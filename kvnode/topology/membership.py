@@ -6,18 +6,26 @@ stored membership rules: a ``--cluster`` that differs from it is named in one wa
 The replica handshake proves the identity (kvnode.replica.auth), not the member list, and carries the
 membership version, so members at different versions still talk.
 
+The replication factor N (how many members own each key) is stored with the membership, set at the first
+start (``--replication-factor``, by default the number of first members) and kept by every change: a
+join adds room, not copies. A flag that differs from the stored N is named in a warning and ignored.
+
     >>> first = Membership.seeded(["http://a:1", "http://b:1"])
-    >>> first.version, first.urls, first.tokens
-    (1, ('http://a:1', 'http://b:1'), ('http://a:1', 'http://b:1'))
+    >>> first.version, first.urls, first.tokens, first.replication
+    (1, ('http://a:1', 'http://b:1'), ('http://a:1', 'http://b:1'), 2)
+    >>> first.joined("http://c:1").replication
+    2
     >>> Membership.decode(first.encode()) == first
     True
-    >>> running, warning = at_start(first, ["http://a:1", "http://c:1"])
+    >>> running, warnings = at_start(first, ["http://a:1", "http://c:1"], replication=3)
     >>> running == first
     True
-    >>> print(warning.replace(": ", ":\\n").replace("; ", ";\\n"))
+    >>> print(warnings[0].replace(": ", ":\\n").replace("; ", ";\\n"))
     --cluster differs from the stored membership (version 1), which this node keeps:
     http://b:1 is a member and not in --cluster;
     http://c:1 is in --cluster and not a member
+    >>> warnings[1]
+    '--replication-factor 3 differs from the stored replication factor 2, which this node keeps'
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kvnode.topology.placement import Placement
 
@@ -45,10 +53,11 @@ class ChangeRefused(Exception):
 @dataclass(frozen=True, slots=True)
 class Membership:
     """The cluster's identity, and its members' URLs (in the cluster's order) at one version, with each
-    member's placement token (the URL it first joined with, kept by a node that replaces it), and the
-    member joining or leaving, if one is. One joining takes writes for the keys it will own, and no reads
-    until it holds them; for one leaving, the keys' next owners take writes while reads stay on the
-    present ones until they hold them (Cassandra's pending ranges)."""
+    member's placement token (the URL it first joined with, kept by a node that replaces it), the member
+    joining or leaving, if one is, and the replication factor N (each key's owners: the first N of its
+    placement order, or every member while there are fewer). One joining takes writes for the keys it
+    will own, and no reads until it holds them; for one leaving, the keys' next owners take writes while
+    reads stay on the present ones until they hold them (Cassandra's pending ranges)."""
 
     cluster: str
     version: int
@@ -56,6 +65,7 @@ class Membership:
     tokens: tuple[str, ...]
     joining: frozenset[str] = frozenset()
     leaving: frozenset[str] = frozenset()
+    replication: int = field(kw_only=True)  # N
 
     def __post_init__(self) -> None:
         if self.version < 1:
@@ -70,11 +80,15 @@ class Membership:
             raise ValueError("one member at most joins or leaves at a time, and it is a member")
         if len(self.urls) == 1 and (self.joining or self.leaving):
             raise ValueError("the only member neither joins nor leaves")
+        if self.replication < 1:
+            raise ValueError(f"a replication factor is at least 1, got {self.replication}")
 
     @classmethod
-    def seeded(cls, first_members: Sequence[str]) -> Membership:
-        """A new cluster's membership, from the list its first members start with."""
-        return cls(cluster_identity(first_members), 1, tuple(first_members), tuple(first_members))
+    def seeded(cls, first_members: Sequence[str], replication: int = 0) -> Membership:
+        """A new cluster's membership, from the list its first members start with and its replication
+        factor (0: the number of first members)."""
+        members = tuple(first_members)
+        return cls(cluster_identity(members), 1, members, members, replication=replication or len(members))
 
     def replaced(self, member: str, newcomer: str) -> Membership:
         """The next version, with ``newcomer`` in ``member``'s place: its position in the order and its
@@ -85,7 +99,7 @@ class Membership:
         if member not in self.urls:
             raise ChangeRefused(f"{member} is not a member (members: {','.join(self.urls)})")
         urls = tuple(newcomer if url == member else url for url in self.urls)
-        return Membership(self.cluster, self.version + 1, urls, self.tokens)
+        return self._next(urls, self.tokens)
 
     def joined(self, newcomer: str) -> Membership:
         """The next version, with ``newcomer`` a member that joins (its token its URL). Raises
@@ -93,19 +107,13 @@ class Membership:
         if newcomer in self.urls:
             raise ChangeRefused(f"{newcomer} is a member already")
         self._no_change_under_way()
-        return Membership(
-            self.cluster,
-            self.version + 1,
-            (*self.urls, newcomer),
-            (*self.tokens, newcomer),
-            frozenset({newcomer}),
-        )
+        return self._next((*self.urls, newcomer), (*self.tokens, newcomer), joining=frozenset({newcomer}))
 
     def settled(self, member: str) -> Membership:
         """The next version, with ``member``, which joined, a member like the others."""
         if member not in self.joining:
             raise ChangeRefused(f"{member} is not joining")
-        return Membership(self.cluster, self.version + 1, self.urls, self.tokens)
+        return self._next(self.urls, self.tokens)
 
     def left(self, member: str) -> Membership:
         """The next version, with ``member`` leaving. Raises ChangeRefused."""
@@ -114,13 +122,25 @@ class Membership:
         self._no_change_under_way()
         if len(self.urls) == 1:
             raise ChangeRefused(f"{member} is the only member")
-        return Membership(self.cluster, self.version + 1, self.urls, self.tokens, leaving=frozenset({member}))
+        return self._next(self.urls, self.tokens, leaving=frozenset({member}))
 
     def removed(self, member: str) -> Membership:
         """The next version, without ``member``, which was leaving."""
         if member not in self.leaving:
             raise ChangeRefused(f"{member} is not leaving")
-        return Membership(self.cluster, self.version + 1, *_columns(self._members_but(self.leaving)))
+        return self._next(*_columns(self._members_but(self.leaving)))
+
+    def _next(
+        self,
+        urls: tuple[str, ...],
+        tokens: tuple[str, ...],
+        joining: frozenset[str] = frozenset(),
+        leaving: frozenset[str] = frozenset(),
+    ) -> Membership:
+        """The next version with these members; the replication factor stays (a change adds room)."""
+        return Membership(
+            self.cluster, self.version + 1, urls, tokens, joining, leaving, replication=self.replication
+        )
 
     def _no_change_under_way(self) -> None:
         for url in self.joining | self.leaving:
@@ -128,14 +148,14 @@ class Membership:
 
     def placement(self) -> Placement:
         """Where keys are written under this membership: every member but one leaving (one joining too)."""
-        return Placement(*_columns(self._members_but(self.leaving)))
+        return Placement(*_columns(self._members_but(self.leaving)), replication=self.replication)
 
     def read_placement(self) -> Placement | None:
         """Where keys are read while a member joins or leaves: every member but one joining (one leaving
         too); None when no change is under way (the same as :meth:`placement`)."""
         if not (self.joining or self.leaving):
             return None
-        return Placement(*_columns(self._members_but(self.joining)))
+        return Placement(*_columns(self._members_but(self.joining)), replication=self.replication)
 
     def _members_but(self, left_out: frozenset[str]) -> list[tuple[str, str]]:
         return [
@@ -151,20 +171,28 @@ class Membership:
             {"url": url, "token": token, "state": self.state_of(url)}
             for url, token in zip(self.urls, self.tokens, strict=True)
         ]
-        return json.dumps({"cluster": self.cluster, "version": self.version, "members": members}).encode()
+        fields = {
+            "cluster": self.cluster,
+            "version": self.version,
+            "replication_factor": self.replication,
+            "members": members,
+        }
+        return json.dumps(fields).encode()
 
     @classmethod
     def decode(cls, raw: bytes) -> Membership:
-        """Raises ValueError for anything :meth:`encode` did not write."""
+        """Raises ValueError for anything :meth:`encode` did not write. One stored before the replication
+        factor was has every member own every key, as it did then."""
         try:
             fields = json.loads(raw)
             cluster, version, members = fields["cluster"], fields["version"], fields["members"]
+            replication = fields.get("replication_factor", len(members))
             urls = tuple(member["url"] for member in members)
             tokens = tuple(member["token"] for member in members)
             states = tuple(member["state"] for member in members)
         except (ValueError, TypeError, KeyError) as error:
             raise ValueError(f"not a stored membership: {error!r}") from error
-        if not (isinstance(cluster, str) and type(version) is int):
+        if not (isinstance(cluster, str) and type(version) is int and type(replication) is int):
             raise ValueError("not a stored membership: a field has the wrong type")
         if not all(isinstance(text, str) for text in urls + tokens):
             raise ValueError("not a stored membership: a member's URL or token is not a string")
@@ -172,7 +200,7 @@ class Membership:
             raise ValueError("not a stored membership: a member's state is not normal, joining or leaving")
         joining = frozenset(url for url, state in zip(urls, states, strict=True) if state == "joining")
         leaving = frozenset(url for url, state in zip(urls, states, strict=True) if state == "leaving")
-        return cls(cluster, version, urls, tokens, joining, leaving)
+        return cls(cluster, version, urls, tokens, joining, leaving, replication=replication)
 
     def difference(self, others: Sequence[str]) -> str:
         """What ``others`` (a member list) lacks and adds against this membership, "" when nothing (the
@@ -186,18 +214,27 @@ class Membership:
         return "; ".join(parts)
 
 
-def at_start(stored: Membership | None, flag: Sequence[str]) -> tuple[Membership, str]:
-    """The membership a node runs with, given what its system database holds (None at its first start)
-    and its ``--cluster`` members; and a warning line when the flag differs from the stored one ("")."""
+def at_start(
+    stored: Membership | None, flag: Sequence[str], replication: int = 0
+) -> tuple[Membership, list[str]]:
+    """The membership a node runs with, given what its system database holds (None at its first start),
+    its ``--cluster`` members and its ``--replication-factor`` (0: not given); and a warning line for each
+    flag that differs from what is stored."""
     if stored is None:
-        return Membership.seeded(flag), ""
+        return Membership.seeded(flag, replication), []
+    warnings = []
     difference = stored.difference(flag)
-    if not difference:
-        return stored, ""
-    return stored, (
-        f"--cluster differs from the stored membership (version {stored.version}), which this node "
-        f"keeps: {difference}"
-    )
+    if difference:
+        warnings.append(
+            f"--cluster differs from the stored membership (version {stored.version}), which this node "
+            f"keeps: {difference}"
+        )
+    if replication and replication != stored.replication:
+        warnings.append(
+            f"--replication-factor {replication} differs from the stored replication factor "
+            f"{stored.replication}, which this node keeps"
+        )
+    return stored, warnings
 
 
 def _columns(members: list[tuple[str, str]]) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -6,6 +6,10 @@ each member's, so a node that replaces another takes its place), so every proces
 takes the first k, so a smaller ``from`` is a prefix of a larger one. Adding a node moves only the keys
 it now scores highest on, about 1/(n+1) of them.
 
+A key's *owners* are the first N of its order, N the cluster's replication factor (kvnode.topology.membership
+keeps it): with N below the member count, each member owns about N/members of the keys, and a node
+joining takes about N/(members+1) of them, one owner's share of each key it now owns.
+
 Host-aware: a machine may run several nodes (one per core), and a key's replicas belong on distinct
 machines whenever there are enough. The order takes each host's best-scored node first, by score, then
 the rest by score, so the first ``hosts`` replicas of every key are on distinct hosts. A node's host is
@@ -48,8 +52,9 @@ class Placement:
     True
     """
 
-    def __init__(self, nodes: Sequence[str], tokens: Sequence[str] = ()) -> None:
-        """``tokens``: what each node is scored by, in the order of ``nodes``; by default its URL."""
+    def __init__(self, nodes: Sequence[str], tokens: Sequence[str] = (), replication: int = 0) -> None:
+        """``tokens``: what each node is scored by, in the order of ``nodes``; by default its URL.
+        ``replication``: the owners of a key, N (0, or more than the nodes: every node)."""
         if not nodes:
             raise ValueError("a placement needs at least one node")
         if len(set(nodes)) != len(nodes):
@@ -59,6 +64,10 @@ class Placement:
             raise ValueError("every node needs a token of its own")
         self.nodes: tuple[str, ...] = tuple(nodes)
         self.tokens: tuple[str, ...] = tokens
+        if replication < 0:
+            raise ValueError(f"a replication factor is at least 1, got {replication}")
+        # The owners of every key: N, or every node while the cluster has fewer members than N.
+        self.replication = min(replication, len(nodes)) if replication else len(nodes)
         # Each node's token keys its hash (blake2b keys are at most 64 bytes, so it is digested first);
         # scoring copies a pre-keyed hasher, which costs a third of keying a new one per key.
         self._hashers = [
@@ -116,6 +125,23 @@ class Placement:
                     self._orders.clear()
                 self._orders[key] = order
         return order[:n]
+
+    def owners(self, key: bytes, copies: int = 0) -> list[str]:
+        """The nodes that hold a version written to ``copies`` replicas (a record's count, 0: the
+        replication factor's N), most preferred first.
+
+        >>> machines = [f"http://127.0.0.{host}:{port}" for host in (1, 2, 3) for port in (81, 82)]
+        >>> six = Placement(machines, replication=3)
+        >>> owners = six.owners(b"user:42")
+        >>> len(owners), len({host_of(url) for url in owners}), six.owners(b"user:42", copies=2) == owners[:2]
+        (3, 3, True)
+        """
+        return self.replicas_for(key, min(copies, self.replication) if copies else self.replication)
+
+    @property
+    def everyone_owns(self) -> bool:
+        """Whether every node owns every key (N is the member count, or more)."""
+        return self.replication == len(self.nodes)
 
 
 def replicas_for(key: bytes, nodes: Sequence[str], n: int) -> list[str]:

@@ -25,6 +25,7 @@ from tests.changes import (
     fill,
     local_keys,
     newcomer,
+    owned_by,
     restarted_to_crash,
     run_node,
     start_crashing,
@@ -54,14 +55,14 @@ def test_a_node_joins_under_writes_without_losing_an_acknowledged_one(
         nodes = [*cluster.nodes, new]
         settled(nodes, members)
         wait_for(lambda: len(writer.acknowledged) >= 100, what="writes acknowledged after it")
-    everywhere += writer.acknowledged  # written with the default from: every member holds them
+    everywhere += writer.acknowledged  # written with the default from = N = 3: on each key's 3 owners
     assert versions(nodes) == [3] * 4  # joining, then settled
+    assert [status_of(node)["replication_factor"] for node in nodes] == [3] * 4  # a join adds no copies
     # The newcomer holds every key it owns, before any client reads one (a read would repair it); the
     # last writes' copies to it may still be on their way (a replica beyond ack, or a hint).
-    after = Placement(members)
-    owned = set(everywhere) | {key for key in two if new.url in after.replicas_for(key.encode(), 2)}
+    owned = owned_by(new.url, members, everywhere, two)
     wait_for(lambda: owned <= local_keys(new), what="every key it owns on the newcomer")
-    assert_readable(nodes, everywhere, two)  # the default quorum is now from = 4, ack = 3
+    assert_readable(nodes, everywhere, two)  # the default quorum is still from = N = 3, ack = 2
 
 
 def test_a_join_displaces_at_most_the_last_owner_of_a_key(
@@ -101,7 +102,7 @@ def test_a_newcomer_killed_at_a_step_of_its_join_finishes_it_when_started_again(
     new.start()  # the same flags, without the crash
     nodes = [*cluster.nodes, new]
     settled(nodes, [*cluster.urls, new.url])
-    assert set(everywhere) <= local_keys(new)
+    assert owned_by(new.url, [*cluster.urls, new.url], everywhere) <= local_keys(new)
     assert_readable(nodes, everywhere)
 
 
@@ -121,7 +122,7 @@ def test_a_claimant_killed_as_it_takes_a_join_finishes_it_when_both_start_again(
     new.start()  # the same node again
     nodes = [*cluster.nodes, new]
     settled(nodes, [*cluster.urls, new.url])
-    assert set(everywhere) <= local_keys(new)
+    assert owned_by(new.url, [*cluster.urls, new.url], everywhere) <= local_keys(new)
 
 
 def test_after_a_join_the_displaced_owners_drop_what_they_no_longer_own_once_its_owners_hold_it(
@@ -136,10 +137,8 @@ def test_after_a_join_the_displaced_owners_drop_what_they_no_longer_own_once_its
     new.start()
     nodes = [*cluster.nodes, new]
     settled(nodes, [*cluster.urls, new.url])
-    after = Placement([*cluster.urls, new.url])
     for node in cluster.nodes:
-        owned = set(everywhere) | {key for key in two if node.url in after.replicas_for(key.encode(), 2)}
-        holds_only_what_it_owns(node, owned)
+        holds_only_what_it_owns(node, owned_by(node.url, [*cluster.urls, new.url], everywhere, two))
     assert sum(total(scrape(node), "kvnode_gc_dropped_total", kind="unowned") for node in cluster.nodes) > 0
     assert_readable(nodes, everywhere, two)
 

@@ -204,6 +204,7 @@ async def test_a_dead_url_counts_as_connection_errors() -> None:
 def _rate_command(url: str, json_path: Path) -> tuple[str, dict[str, Any]]:
     """``python -m loadtest rate`` at 500/s for 2 s: its output and its JSON summary."""
     argv = [sys.executable, "-m", "loadtest", "rate", "--url", url, "--op", "get", "--rate", "500"]
+    argv += ["--routing", "round-robin"]  # a stand-in server, not a cluster to learn members from
     argv += ["--duration", "2", "--keys", "100", "--json", str(json_path)]
     finished = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
     assert finished.returncode == 0, finished.stderr[-2000:]
@@ -240,6 +241,7 @@ async def test_rate_command_prints_wrk2_output_and_writes_json_and_hdr(
 ) -> None:
     _, url = stub
     argv = ["-m", "loadtest", "rate", "--url", url, "--op", "get", "--rate", "100", "--duration", "1"]
+    argv += ["--routing", "round-robin"]  # a stand-in server, not a cluster to learn members from
     argv += [
         "--workers",
         str(workers),
@@ -281,6 +283,7 @@ async def test_rate_command_stops_at_once_on_ctrl_c_or_sigterm(
     seconds of the signal."""
     server, url = stub
     argv = ["-m", "loadtest", "rate", "--url", url, "--op", "get", "--rate", "20", "--duration", "60"]
+    argv += ["--routing", "round-robin"]  # a stand-in server, not a cluster to learn members from
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         *argv,
@@ -310,13 +313,13 @@ async def test_token_aware_rate_sends_each_request_to_its_keys_first_replica(
     cluster = start_cluster(3)
     argv = ["-m", "loadtest", "rate", "--url", cluster[1].url, "--op", "put", "--rate", "100"]
     argv += ["--duration", "1", "--keys", "60", "--ack", "1", "--from", "1", "--connections", "6"]
-    argv += ["--workers", "2", "--token-aware", "--json", str(tmp_path / "run.json")]
+    argv += ["--workers", "2", "--json", str(tmp_path / "run.json")]  # token-aware by default
     process = await asyncio.create_subprocess_exec(
         sys.executable, *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
     )
     stdout, stderr = await asyncio.wait_for(process.communicate(), 60)
     assert process.returncode == 0, stderr.decode()
-    assert "token-aware: each request to its key's first replica" in stdout.decode()
+    assert "token-aware: each request to its key's first owner" in stdout.decode()
     summary = json.loads((tmp_path / "run.json").read_text())
     assert sorted(summary["urls"]) == sorted(cluster.urls) and summary["requests"] == 100
     assert summary["errors"] == {}

@@ -9,9 +9,9 @@ from kvnode.coordinator.quorum import BadQuorum, Quorum, QuorumTally
 # Quorum.parse
 
 
-@pytest.mark.parametrize("size", [1, 2, 3, 4, 5, 7])
-def test_defaults_are_from_cluster_size_and_majority_ack(size: int) -> None:
-    assert Quorum.parse(None, None, size) == Quorum(ack=size // 2 + 1, replicas=size)
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 7])
+def test_defaults_are_from_the_replication_factor_and_majority_ack(n: int) -> None:
+    assert Quorum.parse(None, None, n) == Quorum(ack=n // 2 + 1, replicas=n)
 
 
 @pytest.mark.parametrize(("replicas", "ack"), [("1", 1), ("2", 2), ("3", 2), ("4", 3), ("5", 3)])
@@ -73,11 +73,11 @@ def test_ack_above_from_is_rejected() -> None:
         Quorum.parse("4", None, 3)
 
 
-def test_from_above_cluster_size_is_rejected() -> None:
-    with pytest.raises(BadQuorum, match=r"from=4 exceeds the cluster size 3") as raised:
+def test_from_above_the_replication_factor_is_rejected_naming_it() -> None:
+    with pytest.raises(BadQuorum, match=r"from=4 exceeds the replication factor N=3") as raised:
         Quorum.parse(None, "4", 3)
     assert "\n" not in str(raised.value)
-    with pytest.raises(BadQuorum, match="exceeds the cluster size 1"):
+    with pytest.raises(BadQuorum, match="exceeds the replication factor N=1"):
         Quorum.parse("1", "2", 1)
 
 

@@ -91,6 +91,7 @@ def test_status_answers_200_naming_the_node(shared: Node) -> None:
         "tokens": [shared.url],
         "cluster_id": cluster_identity([shared.url]),
         "membership_version": 1,
+        "replication_factor": 1,
         "joining": [],
         "leaving": [],
         "data": "serving",

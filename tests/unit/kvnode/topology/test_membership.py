@@ -27,16 +27,40 @@ def test_the_first_members_agree_on_the_cluster_identity_without_talking() -> No
 
 def test_the_stored_membership_rules_and_a_differing_flag_is_named() -> None:
     stored = dataclasses.replace(Membership.seeded([A, B, C]), version=3)
-    assert at_start(None, [A, B]) == (Membership.seeded([A, B]), "")
-    assert at_start(stored, [A, B, C]) == (stored, "")
-    kept, warning = at_start(stored, [A, B, C, D])
+    assert at_start(None, [A, B]) == (Membership.seeded([A, B]), [])
+    assert at_start(stored, [A, B, C]) == (stored, [])
+    kept, warnings = at_start(stored, [A, B, C, D])
     assert kept == stored
-    assert warning == (
+    assert warnings == [
         "--cluster differs from the stored membership (version 3), which this node keeps: "
         "http://d:1 is in --cluster and not a member"
-    )
-    assert "another order" in at_start(stored, [C, B, A])[1]
-    assert "http://c:1 is a member and not in --cluster" in at_start(stored, [A])[1]
+    ]
+    assert "another order" in at_start(stored, [C, B, A])[1][0]
+    assert "http://c:1 is a member and not in --cluster" in at_start(stored, [A])[1][0]
+
+
+def test_the_replication_factor_is_set_at_the_first_start_and_kept_by_every_change() -> None:
+    first, warnings = at_start(None, [A, B, C], replication=2)
+    assert (first.replication, warnings) == (2, [])
+    assert Membership.seeded([A, B, C]).replication == 3  # by default, the number of first members
+    joined = first.joined(D)
+    changed = [joined, joined.settled(D), first.left(C), first.left(C).removed(C), first.replaced(C, D)]
+    assert [membership.replication for membership in changed] == [2] * 5
+    assert Membership.decode(joined.encode()) == joined
+    reads = joined.read_placement()
+    assert reads is not None and reads.replication == joined.placement().replication == 2
+    kept, warnings = at_start(first, [A, B, C], replication=3)
+    assert kept == first
+    assert warnings == [
+        "--replication-factor 3 differs from the stored replication factor 2, which this node keeps"
+    ]
+    assert at_start(first, [A, B, C])[1] == []  # no flag: nothing to say
+
+
+def test_a_membership_stored_before_the_replication_factor_has_every_member_own_every_key() -> None:
+    old = b'{"cluster": "x", "version": 2, "members": [{"url": "http://a:1", "token": "http://a:1", '
+    old += b'"state": "normal"}, {"url": "http://b:1", "token": "http://b:1", "state": "normal"}]}'
+    assert Membership.decode(old).replication == 2
 
 
 @pytest.mark.parametrize(

@@ -288,3 +288,58 @@ def test_the_order_cache_is_bounded_in_keys_and_skips_long_keys() -> None:
     cached = placement._orders  # the cache itself: what it holds is the point of this test
     assert 0 < len(cached) <= 16_384
     assert long_key not in cached
+
+
+# --- owners: the first N of a key's order ---------------------------------------------------------------
+
+
+def test_a_keys_owners_are_the_first_n_of_its_order_on_distinct_hosts() -> None:
+    placement = Placement(MACHINES, replication=3)
+    assert (placement.replication, placement.everyone_owns) == (3, False)
+    for key in [*SAMPLE_KEYS, *random_keys(1_000, seed=31)]:
+        owners = placement.owners(key)
+        assert owners == placement.order(key)[:3] and len(hosts_of(owners)) == 3, key
+        assert placement.owners(key, copies=2) == owners[:2]  # a record written to fewer: a prefix
+        assert placement.owners(key, copies=5) == owners  # never more than N
+
+
+def test_each_member_owns_about_n_over_members_of_the_keys() -> None:
+    placement = Placement(MACHINES, replication=3)
+    keys = random_keys(6_000, seed=32)
+    counts = Counter(url for key in keys for url in placement.owners(key))
+    expected = len(keys) * 3 / len(MACHINES)  # half of the keys each
+    assert all(0.9 * expected < counts[url] < 1.1 * expected for url in MACHINES), counts
+
+
+def test_n_above_the_members_or_unset_makes_every_member_an_owner() -> None:
+    for placement in (Placement(NODES, replication=5), Placement(NODES)):
+        assert (placement.replication, placement.everyone_owns) == (3, True)
+        assert sorted(placement.owners(b"user:42")) == sorted(NODES)
+    with pytest.raises(ValueError, match="at least 1"):
+        Placement(NODES, replication=-1)
+
+
+SIX_ON_ONE_HOST = [f"http://127.0.0.1:{port}" for port in range(8080, 8086)]
+
+
+@pytest.mark.parametrize(
+    ("members", "joining", "share"),
+    [
+        (SIX_ON_ONE_HOST, "http://127.0.0.1:8086", 3 / 7),  # plain rendezvous: N/(members+1)
+        # Three machines, N = 3: every machine holds one copy of every key, so a third node on one
+        # machine takes a third of that machine's copies, not 3/7.
+        (MACHINES, "http://127.0.0.2:8082", 1 / 3),
+    ],
+)
+def test_a_join_with_n_3_moves_the_newcomers_share_each_key_from_one_displaced_owner(
+    members: list[str], joining: str, share: float
+) -> None:
+    before = Placement(members, replication=3)
+    after = Placement([*members, joining], replication=3)
+    keys = random_keys(7_000, seed=33)
+    gained = 0
+    for key in keys:
+        old, new = set(before.owners(key)), set(after.owners(key))
+        assert new - old <= {joining} and len(old - new) == len(new - old), key
+        gained += len(new - old)
+    assert 0.9 * share * len(keys) < gained < 1.1 * share * len(keys)

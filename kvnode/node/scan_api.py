@@ -1,0 +1,110 @@
+"""The cluster-wide scan's HTTP form, ``GET /v0/scan?start=S[&end=E&limit=L&page=TOKEN]`` on any node: each
+live key of the range once, with its newest version, merged from the members (kvnode.coordinator.scan), in
+chunks as /v0/entities. /v0/entities stays this node's own records."""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+
+from kvnode.coordinator.scan import PageSource, ScanUnavailable, merged
+from kvnode.node.params import bad_request, known_only, single, text, utf8
+from kvnode.node.parts import PARTS, NodeParts
+from kvnode.replica import pages, wire
+from kvnode.replica.errors import ReplicaError
+from kvnode.replica.peer import PeerReplica
+
+__all__ = ["NEXT_PAGE_HEADER", "get_scan"]
+
+NEXT_PAGE_HEADER = "X-Kvnode-Next-Page"
+_SCAN_PARAMS = ("start", "end", "limit", "page")
+_MAX_SCAN_LIMIT = 10_000  # records a page of /v0/scan holds at most (they are held until it is answered)
+_YIELD_EVERY = 256  # records streamed between yields to the loop, so a long scan starves nobody
+
+
+async def get_scan(request: web.Request) -> web.StreamResponse:
+    """The cluster's live records with start <= key < end, each key once with its newest version, merged
+    from the members (kvnode.coordinator.scan), one chunk ``key\\nvalue`` each as /v0/entities; with
+    ``limit``, that many at most, and the NEXT_PAGE_HEADER names the ``page`` to ask for next (none after
+    the last). 503 when too many members do not answer for every key to have an owner that does."""
+    known_only(request, _SCAN_PARAMS)
+    start, end, limit = _scan_params(request)
+    parts = request.app[PARTS]
+    owning = parts.coordinator.owning
+    records = merged(
+        _scan_sources(parts, end), start, owning.owners, owning.replication, parts.clock.current()
+    )
+    held: list[tuple[bytes, bytes]] = []
+    try:  # the first record (and with a limit, the page) before the answer: a refusal is still a 503
+        async for record in records:
+            held.append(record)
+            if len(held) > (limit or 0):
+                break
+    except ScanUnavailable as error:
+        return text(503, f"cannot scan every key: {error}")
+    except ReplicaError as error:
+        return text(503, f"a member failed during the scan: {error}")
+    headers = {"Content-Type": "application/octet-stream"}
+    if limit is not None and len(held) > limit:
+        headers[NEXT_PAGE_HEADER] = held[limit - 1][0].hex() + "00"  # just after the page's last key
+        del held[limit:]
+    response = web.StreamResponse(headers=headers)
+    response.enable_chunked_encoding()
+    await response.prepare(request)
+    for key, value in held:
+        await response.write(key + b"\n" + value)
+    if limit is None and held:  # no limit: the rest streams (a member failing now cuts the stream short)
+        sent = 0
+        async for key, value in records:
+            await response.write(key + b"\n" + value)
+            sent += 1
+            if sent % _YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+    await response.write_eof()
+    return response
+
+
+def _scan_params(request: web.Request) -> tuple[bytes, bytes | None, int | None]:
+    """/v0/scan's start (``page``'s when given), end and limit."""
+    start = utf8(request, "start")
+    end_text = single(request, "end")
+    end = None if end_text is None else utf8(request, "end", allow_empty=True)
+    limit_text = single(request, "limit")
+    limit = None
+    if limit_text is not None:
+        digits = limit_text.isascii() and limit_text.isdigit() and len(limit_text) <= 5
+        limit = int(limit_text) if digits else 0
+        if not 1 <= limit <= _MAX_SCAN_LIMIT:
+            raise bad_request(
+                f"query parameter 'limit' must be from 1 to {_MAX_SCAN_LIMIT}, not {limit_text!r}"
+            )
+    page = single(request, "page")
+    if page is not None:
+        try:
+            resume = bytes.fromhex(page)
+        except ValueError:
+            raise bad_request(f"query parameter 'page' is not a page token: {page[:40]!r}") from None
+        if resume < start:
+            raise bad_request("query parameter 'page' names a key before 'start'")
+        start = resume
+    return start, end, limit
+
+
+def _scan_sources(parts: NodeParts, end: bytes | None) -> dict[str, PageSource]:
+    """How to read a page of each member's versions: this node's from its storage, a peer's over the
+    replica channel."""
+    storage, request = parts.storage, pages.encode_scan_request(end)
+
+    async def local(start: bytes) -> pages.Page:
+        return pages.read_page(storage, start, end)
+
+    def remote(peer: PeerReplica) -> PageSource:
+        async def fetch(start: bytes) -> pages.Page:
+            payload = await peer.repair(wire.Op.SCAN, start, request)
+            assert isinstance(payload, bytes)
+            return pages.decode_page(payload)
+
+        return fetch
+
+    return {parts.config.url: local, **{peer.url: remote(peer) for peer in parts.peers}}

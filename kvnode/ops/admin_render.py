@@ -1,0 +1,141 @@
+"""How ``python -m kvnode admin`` shows a report to a person: a table per command, and a line under the
+status table for what needs saying (a change under way, a clock off, GC waiting, data not whole)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["SHARE_SAMPLE", "render"]
+
+SHARE_SAMPLE = 10_000  # keys placed to estimate each member's share of first replicas
+
+
+def render(command: str, view: dict[str, Any], report: dict[str, Any]) -> str:
+    node = report["node"]
+    if command == "status":
+        rows = [
+            [
+                m["url"],
+                f"{m['state']}: {m['refusal']}" if m.get("refusal") else m["state"],
+                _yes(m["reachable"]),
+                _down_for(m),
+                "-" if m["self"] else str(m["hints_pending"]),
+            ]
+            for m in report["members"]
+        ]
+        n = report["replication_factor"]
+        title = f"cluster of {len(rows)} as {node} sees it; each key on N={n} of them"
+        table = _table(["MEMBER", "STATE", "REACHABLE", "DOWN FOR", "HINTS PENDING"], rows)
+        data = _data_lines(report["members"], report["rebuild"])
+        change = _change_line(report)
+        return title + "\n" + table + change + _clock_line(report["clock"]) + _gc_line(report["gc"]) + data
+    if command == "ring":
+        title = (
+            f"cluster list of {node} (placement: rendezvous hashing; share from {SHARE_SAMPLE} sample keys)"
+        )
+        members = report["members"]
+        if "share_before" not in members[0]:
+            rows = [[str(m["position"]), m["url"], f"{m['first_replica_share']:.1%}"] for m in members]
+            return title + "\n" + _table(["#", "MEMBER", "FIRST REPLICA OF"], rows)
+        rows = [
+            [str(m["position"]), m["url"], f"{m['share_before']:.1%}", f"{m['first_replica_share']:.1%}"]
+            for m in members
+        ]
+        return title + "\n" + _table(["#", "MEMBER", "BEFORE THE CHANGE", "AFTER IT"], rows)
+    if command == "locate":
+        rows = [
+            [
+                str(r["order"]),
+                r["url"] + (" (this node)" if r["self"] else ""),
+                _yes(r["owner"]),
+                _yes(r["reachable"]),
+            ]
+            for r in report["replicas"]
+        ]
+        title = (
+            f"key {report['key']!r}: owned by the first N={report['replication_factor']}, from=k uses the "
+            f"first k; reachable as {node} sees it"
+        )
+        return title + "\n" + _table(["#", "MEMBER", "OWNER", "REACHABLE"], rows)
+    rows = [
+        [url, str(count), str(report["kept"].get(url, 0)), str(report["delivered"].get(url, 0))]
+        for url, count in report["pending"].items()
+    ]
+    dropped = ", ".join(f"{reason} {count}" for reason, count in sorted(report["dropped"].items())) or "none"
+    title = f"hints kept by {node} (since it started: kept, delivered; dropped: {dropped})"
+    return title + "\n" + _table(["TARGET", "PENDING", "KEPT", "DELIVERED"], rows)
+
+
+def _change_line(report: dict[str, Any]) -> str:
+    """A line under the status table while a member joins or leaves (none otherwise)."""
+    moving = [(url, "joining") for url in report["joining"]] + [(url, "leaving") for url in report["leaving"]]
+    if not moving:
+        return ""
+    url, state = moving[0]
+    return (
+        f"\nmembership version {report['membership_version']}: {url} is {state} "
+        f"({report['streamed']} records streamed by this node)"
+    )
+
+
+def _clock_line(clock: dict[str, Any]) -> str:
+    """A line under the status table when a member's clock is off (none when all agree)."""
+    if clock["fenced"]:
+        return f"\nclock: {clock['summary']} (this node refuses to coordinate writes)"
+    if clock["far"]:
+        return f"\nclock: {clock['summary']}"
+    return ""
+
+
+def _gc_line(gc: dict[str, Any]) -> str:
+    """A line under the status table once tombstone GC has something to say (none before): what it
+    dropped, and what waits for a repair with whom."""
+    if not (gc["tombstones_dropped"] or gc["expired_dropped"] or gc["waiting"]):
+        return ""
+    line = (
+        f"\ngc: {gc['tombstones_dropped']} tombstones and {gc['expired_dropped']} expired values dropped "
+        f"since start; {gc['waiting']} past their grace period wait for a repair"
+    )
+    if gc["waiting_for"]:
+        peers = ", ".join(f"{peer} ({count})" for peer, count in gc["waiting_for"].items())
+        line += f" with {peers}"
+    return line
+
+
+def _data_lines(members: list[dict[str, Any]], rebuild: dict[str, Any]) -> str:
+    """A line under the status table for each member whose data is not whole: this node's with its
+    rebuild's progress, a peer's as it last said (none while every member serves)."""
+    lines = []
+    for member in members:
+        state = member["node_state"]
+        if state in ("serving", ""):
+            continue
+        line = f"\ndata: {member['url']} is {state}"
+        if member["self"] and state == "rebuilding":
+            line += (
+                f": {rebuild['peers_done']} of {rebuild['peers']} peers done, "
+                f"{rebuild['records_received']} records received"
+            )
+            waiting = "; ".join(f"{peer}: {why}" for peer, why in rebuild["waiting_for"].items())
+            line += f"; waiting for {waiting}" if waiting else ""
+        elif member["self"]:
+            line += ": a new data dir, until a peer says whether this node was a member"
+        lines.append(line)
+    return "".join(lines)
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def _down_for(member: dict[str, Any]) -> str:
+    seconds = member["down_for_s"]
+    return f"{seconds:.1f}s" if seconds else "-"
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(cell) for cell in column) for column in zip(headers, *rows, strict=True)]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in [headers, *rows]
+    )

@@ -1,0 +1,314 @@
+"""The table of the command line's flags, for ``node`` and ``cluster``: each flag's name, how its value is
+parsed, its default and its help; kvnode.ops.flags turns it into parsers and back into a node's argv."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, get_args
+
+from kvnode.cluster.crash_points import CRASH_POINTS
+from kvnode.config import FanoutMode, NodeConfig
+from kvnode.ops.argtypes import (
+    host,
+    http_url,
+    http_urls,
+    integer,
+    non_negative_int,
+    port,
+    positive_float,
+    positive_int,
+)
+from kvnode.ops.cluster_config import ClusterConfig
+
+__all__ = ["CLUSTER_FLAGS", "NODE_FLAGS", "SECRET_ENV", "Flag"]
+
+SECRET_ENV = "KVNODE_CLUSTER_SECRET"
+
+
+def _fanout(text: str) -> str:
+    modes = get_args(FanoutMode)
+    if text not in modes:
+        raise argparse.ArgumentTypeError(f"fanout is one of {', '.join(modes)}, got {text!r}")
+    return text
+
+
+def _url_or_none(text: str) -> str:
+    """A URL flag that may be unset ("": argparse passes a string default through ``type`` too)."""
+    return http_url(text) if text else ""
+
+
+def _crash_point(text: str) -> str:
+    if text and text not in CRASH_POINTS:
+        raise argparse.ArgumentTypeError(f"a crash point is one of {', '.join(CRASH_POINTS)}, got {text!r}")
+    return text
+
+
+@dataclass(frozen=True)
+class Flag:
+    name: str
+    parse: Callable[[str], Any] | None  # None: an on/off switch
+    default: Any
+    help: str
+    metavar: str | None = None
+    optional: bool = False  # a default of None is then "not given", not "required"
+
+    @property
+    def dest(self) -> str:
+        return self.name.removeprefix("--").replace("-", "_")
+
+    @property
+    def env(self) -> str:
+        return "KVNODE_" + self.dest.upper()
+
+
+_DEFAULTS = NodeConfig()
+_SHARED = [
+    Flag("--host", host, _DEFAULTS.host, "address to listen on; also the host of this node's URL"),
+    Flag(
+        "--replication-factor",
+        non_negative_int,
+        _DEFAULTS.replication_factor,
+        "N, how many members hold each key, set at the cluster's first start and kept with its membership "
+        "(0: the number of first members; cluster --machines: 3); a request's from is at most N",
+        "N",
+    ),
+    Flag(
+        "--fanout",
+        _fanout,
+        _DEFAULTS.fanout,
+        "how a coordinator asks replicas: async (all at once), sync (one after another, the baseline) or "
+        "speculative (reads ask ack replicas, one more when one is late; writes as async)",
+        "|".join(get_args(FanoutMode)),
+    ),
+    Flag(
+        "--timeout-ms",
+        positive_int,
+        _DEFAULTS.timeout_ms,
+        "a replica that has not answered within this many milliseconds counts as failed",
+    ),
+    Flag(
+        "--speculative-ceiling-ms",
+        positive_int,
+        _DEFAULTS.speculative_ceiling_ms,
+        "speculative reads wait for a replica at most this long (less when its p99 is lower) before "
+        "asking one more",
+    ),
+    Flag(
+        "--phi-threshold",
+        positive_float,
+        _DEFAULTS.phi_threshold,
+        "a silent peer is taken for dead once its failure detector's phi reaches this",
+    ),
+    Flag(
+        "--acceptable-pause-ms",
+        non_negative_int,
+        _DEFAULTS.acceptable_pause_ms,
+        "a peer silent this much longer than its usual pace raises no suspicion",
+    ),
+    Flag(
+        "--max-clock-skew-ms",
+        positive_int,
+        _DEFAULTS.max_clock_skew_ms,
+        "a replica refuses records stamped further ahead of its wall clock, and no clock moves that far",
+    ),
+    Flag(
+        "--hint-window-s",
+        positive_int,
+        _DEFAULTS.hint_window_s,
+        "no hints are kept for a replica down longer than this, and older hints are dropped",
+    ),
+    Flag(
+        "--gc-grace-s",
+        positive_int,
+        _DEFAULTS.gc_grace_s,
+        "tombstones and expired values are dropped no sooner than this, and only once every replica of "
+        "the key has repaired with this node since; no hint older than this is delivered",
+    ),
+    Flag(
+        "--max-hints-per-peer",
+        positive_int,
+        _DEFAULTS.max_hints_per_peer,
+        "hints kept for one peer at most; more are dropped and counted",
+    ),
+    Flag("--hint-rate", positive_int, _DEFAULTS.hint_rate, "hints delivered to one peer per second at most"),
+    Flag(
+        "--repair-interval-s",
+        positive_int,
+        _DEFAULTS.repair_interval_s,
+        "anti-entropy compares this node's summaries with each peer's at least this often",
+    ),
+    Flag(
+        "--repair-rate",
+        positive_int,
+        _DEFAULTS.repair_rate,
+        "records anti-entropy moves (sent and received) per second at most",
+    ),
+    Flag("--max-body-bytes", positive_int, _DEFAULTS.max_body_bytes, "largest PUT body accepted (413 above)"),
+    Flag(
+        "--max-inflight",
+        positive_int,
+        _DEFAULTS.max_inflight,
+        "/v0/entity requests in progress at once; more are answered 503 with Retry-After at once",
+    ),
+    Flag(
+        "--max-inflight-bytes",
+        non_negative_int,
+        _DEFAULTS.max_inflight_bytes,
+        "bytes of /v0/entity request bodies in progress at once, by their Content-Length; more are answered "
+        "503 with Retry-After before their body is read (0: a sixteenth of the machine's memory)",
+    ),
+    Flag(
+        "--max-connections",
+        non_negative_int,
+        _DEFAULTS.max_connections,
+        "client connections open at once; more are answered 503 and closed, peers keep a reserve (0: what "
+        "the descriptor limit leaves once storage, peers and the process have theirs)",
+    ),
+    Flag(
+        "--header-timeout-s",
+        positive_int,
+        _DEFAULTS.header_timeout_s,
+        "a connection whose request headers have not all arrived within this many seconds is closed",
+    ),
+    Flag(
+        "--idle-timeout-s",
+        positive_int,
+        _DEFAULTS.idle_timeout_s,
+        "an idle keep-alive connection is closed after this many seconds",
+    ),
+    Flag(
+        "--body-timeout-s",
+        positive_int,
+        _DEFAULTS.body_timeout_s,
+        "a PUT whose body has not all arrived within this many seconds is answered 408",
+    ),
+    Flag(
+        "--cluster-secret-file",
+        Path,
+        None,
+        f"file holding the secret every node of the cluster shares; peers must prove they hold it "
+        f"(or set {SECRET_ENV}; without either the replica channel is unauthenticated)",
+        "FILE",
+        optional=True,
+    ),
+    Flag(
+        "--auth-tokens-file",
+        Path,
+        None,
+        "file of client tokens, one 'TOKEN ROLE' a line (roles read, readwrite, admin), readable by its "
+        "owner only, read again on SIGHUP; every client request then needs 'Authorization: Bearer TOKEN' "
+        "(without it clients are not authenticated)",
+        "FILE",
+        optional=True,
+    ),
+    Flag("--metrics-open", None, False, "with --auth-tokens-file, /metrics still answers without a token"),
+    Flag("--fsync", None, False, "fsync every write before acknowledging it (survives power loss; slower)"),
+    Flag("--access-log", None, False, "log every HTTP request"),
+]
+NODE_FLAGS = [
+    Flag("--port", port, None, "port to listen on (required)"),
+    Flag(
+        "--client-port",
+        port,
+        None,
+        "also serve clients on this port, shared with this machine's other nodes (SO_REUSEPORT), so "
+        "clients need one URL per machine; peers still use each node's own URL",
+        optional=True,
+    ),
+    Flag("--data-dir", Path, None, "LevelDB directory, created if missing (required)", "DIR"),
+    Flag(
+        "--cluster",
+        http_urls,
+        (),
+        "every node's URL, comma-separated, the same list in the same order on every node; must include "
+        "this node's http://HOST:PORT (https:// with TLS; default: a cluster of one)",
+        "URL,URL,...",
+    ),
+    Flag(
+        "--advertise-url",
+        str,
+        _DEFAULTS.advertise_url,
+        "the URL the cluster list names this node by, when peers reach it through a proxy "
+        "(default: http://HOST:PORT)",
+        "URL",
+    ),
+    Flag(
+        "--join",
+        _url_or_none,
+        _DEFAULTS.join,
+        "become a member: learn the cluster from this member, join it (or with --replace take a "
+        "member's place), and get every record this node will own (it needs the cluster's secret)",
+        "SEED_URL",
+    ),
+    Flag(
+        "--replace",
+        _url_or_none,
+        _DEFAULTS.replace,
+        "take the place of this member, down for good: this node gets its position in placement and "
+        "rebuilds its data from the other replicas (with --join)",
+        "MEMBER_URL",
+    ),
+    Flag(
+        "--tls-cert",
+        Path,
+        None,
+        "this node's certificate (PEM); with --tls-key and --tls-ca the node serves https:// only and its "
+        "replica channel speaks TLS",
+        "FILE",
+        optional=True,
+    ),
+    Flag("--tls-key", Path, None, "the private key of --tls-cert (PEM)", "FILE", optional=True),
+    Flag(
+        "--tls-ca",
+        Path,
+        None,
+        "the CA (PEM) that signed every member's certificate; peers verify each other against it",
+        "FILE",
+        optional=True,
+    ),
+    Flag("--tls-client-auth", None, False, "clients must present a certificate the --tls-ca signed"),
+    Flag(
+        "--clock-offset-ms",
+        integer,
+        _DEFAULTS.clock_offset_ms,
+        "testing aid: shift this node's view of the wall clock by this many milliseconds (may be negative)",
+    ),
+    Flag(
+        "--crash-at",
+        _crash_point,
+        _DEFAULTS.crash_at,
+        f"testing aid: end the process as kill -9 would at this point of a membership change "
+        f"({', '.join(CRASH_POINTS)})",
+        "POINT",
+    ),
+    *_SHARED,
+]
+CLUSTER_FLAGS = [
+    Flag("--nodes", positive_int, ClusterConfig().nodes, "how many node processes to start"),
+    Flag(
+        "--machines",
+        non_negative_int,
+        0,
+        "model this many machines on loopback (127.0.0.1, 127.0.0.2, ...: distinct hosts, so every key's "
+        "replicas are on distinct machines), each running --per-machine members that share --port for "
+        "clients (instead of --nodes)",
+    ),
+    Flag(
+        "--per-machine",
+        non_negative_int,
+        0,
+        "with --machines: members per machine, on the ports after --port (default 0: one per core)",
+    ),
+    Flag("--port", port, _DEFAULTS.port, "port of the first node; the others follow consecutively"),
+    Flag("--data-dir", Path, _DEFAULTS.data_dir, "each node keeps its data in DATA_DIR/node-PORT", "DIR"),
+    Flag(
+        "--tls",
+        None,
+        False,
+        "serve https:// with a throwaway CA and certificates for each node, made in DATA_DIR/tls",
+    ),
+    *_SHARED,
+]
