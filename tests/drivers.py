@@ -158,13 +158,14 @@ class InProcessPeer:
 
 @contextlib.asynccontextmanager
 async def in_process_nodes(
-    tmp_path: Path, count: int, members: int = 0
+    tmp_path: Path, count: int, members: int = 0, replication: int = 0
 ) -> AsyncIterator[list[InProcessNode]]:
     """``count`` in-process nodes (http://n1:8080 ...), each with a peer to every other; the first
-    ``members`` of them (all by default) are the first membership. Call inside the running event loop;
+    ``members`` of them (all by default) are the first membership, with ``replication`` owners a key (0: every
+    member). Call inside the running event loop;
     the Members a test opened are closed at the end."""
     urls = [f"http://n{index}:8080" for index in range(1, count + 1)]
-    membership = Membership.seeded(urls[: members or count])
+    membership = Membership.seeded(urls[: members or count], replication)
     nodes: list[InProcessNode] = []
     async with contextlib.AsyncExitStack() as stack:
         for index, url in enumerate(urls, 1):

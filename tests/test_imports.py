@@ -139,3 +139,12 @@ def test_every_kvnode_package_has_a_layer_and_imports_only_below_it() -> None:
         if package_of(name) != package_of(module) and layer[package_of(name)] >= layer[package_of(module)]
     )
     assert upward == []
+
+
+def test_every_folder_of_modules_is_a_package_an_install_carries() -> None:
+    """setuptools' find_packages leaves out a folder without __init__.py: an install would lack it."""
+    folders = {path.parent for package in PACKAGES for path in (ROOT / package).rglob("*.py")}
+    assert (
+        sorted(str(folder.relative_to(ROOT)) for folder in folders if not (folder / "__init__.py").exists())
+        == []
+    )

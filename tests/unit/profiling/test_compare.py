@@ -159,8 +159,9 @@ def test_no_ptrace_rights_is_exit_2_with_advice(tmp_path: Path) -> None:
     assert "Traceback" not in finished.stderr
 
 
-def _processes_mentioning(text: str) -> list[int]:
-    pids = []
+def _processes_mentioning(text: str) -> dict[int, str]:
+    """Every other process whose command line mentions ``text``: its PID and command line."""
+    found = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
@@ -168,8 +169,14 @@ def _processes_mentioning(text: str) -> list[int]:
             except OSError:
                 continue
             if text in cmdline and int(entry.name) != os.getpid():
-                pids.append(int(entry.name))
-    return pids
+                found[int(entry.name)] = cmdline
+    return found
+
+
+def _recording_under_load(processes: dict[int, str]) -> bool:
+    """A py-spy recorder and the load generator both running: the profile's steady state."""
+    commands = processes.values()
+    return any("py-spy" in c for c in commands) and any("loadtest" in c for c in commands)
 
 
 def test_ctrl_c_stops_every_process_started(tmp_path: Path) -> None:
@@ -185,9 +192,7 @@ def test_ctrl_c_stops_every_process_started(tmp_path: Path) -> None:
     for line in profiler.stderr:
         if "phase cpu" in line or time.monotonic() > deadline:
             break
-    started = poll(
-        partial(_processes_mentioning, str(out)), bool, 30, "processes naming the output directory"
-    )
+    started = poll(partial(_processes_mentioning, str(out)), _recording_under_load, 30, "recorders and load")
     profiler.send_signal(signal.SIGINT)
     assert profiler.wait(60) == 130
     wait_for(

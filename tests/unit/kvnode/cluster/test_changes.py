@@ -19,7 +19,7 @@ from kvnode.config import NodeConfig
 from kvnode.replica.auth import ClusterAuth
 from kvnode.replica.peer import PeerReplica
 from kvnode.storage.system_db import SystemDb
-from kvnode.topology.membership import ChangeRefused
+from kvnode.topology.membership import ChangeRefused, Membership
 from tests.drivers import InProcessNode, InProcessPeer, in_process_nodes, until
 
 DRAIN_S = 2.0
@@ -34,48 +34,59 @@ def own_part(node: InProcessNode) -> OwnPart:
     return part
 
 
-async def test_a_member_leaves_after_streaming_every_record_to_its_next_owners(tmp_path: Path) -> None:
-    async with in_process_nodes(tmp_path, 3) as nodes:
-        one, two, leaving = nodes
+def next_owner(first: Membership, plan: Membership, leaving: str, key: str) -> str:
+    """The member that owns ``key`` once ``leaving`` is gone and did not under ``first``."""
+    before = set(first.placement().owners(key.encode()))
+    after = set(plan.removed(leaving).placement().owners(key.encode()))
+    [newcomer] = after - before
+    return newcomer
+
+
+async def test_a_member_leaves_after_streaming_each_key_it_owns_to_its_next_owner(tmp_path: Path) -> None:
+    async with in_process_nodes(tmp_path, 4, replication=3) as nodes:
+        *stay, leaving = nodes
         for node in nodes:
             node.open_members()
         part = own_part(leaving)
-        kept = [leaving.put(f"key-{index}", b"value") for index in range(30)]
+        placement = leaving.membership.placement()
+        owned = [f"key-{i}" for i in range(40) if leaving.url in placement.owners(f"key-{i}".encode())]
+        kept = {key: leaving.put(key, b"value") for key in owned}  # the others hold them too, in a cluster
 
-        assert one.members is not None
-        plan = await start_leave(one.members, leaving.url, timeout_s=1.0)
+        assert stay[0].members is not None
+        plan = await start_leave(stay[0].members, leaving.url, timeout_s=1.0)
         assert plan.leaving == {leaving.url}
-        assert leaving.members is not None
         await until(lambda: leaving.members is not None and leaving.members.left is not None, "it left")
         await until(
-            lambda: all(n.members is not None and n.members.membership.version == 3 for n in (one, two)), "v3"
+            lambda: all(n.members and n.members.membership.version == 3 for n in stay), "v3 everywhere"
         )
 
-        for node in (one, two):
-            assert node.members is not None
-            assert node.members.membership.urls == (one.url, two.url)
-            assert node.members.membership.version == 3
-            assert [node.storage.read(f"key-{i}".encode()) for i in range(30)] == kept
-        assert leaving.members.streamed == 60  # each record to each of the two next owners
+        by_url = {node.url: node for node in stay}
+        for key, record in kept.items():
+            owner = by_url[next_owner(leaving.membership, plan, leaving.url, key)]
+            assert owner.storage.read(key.encode()) == record, key
+        assert leaving.members is not None and leaving.members.streamed == len(owned)
         assert DRAIN_S in leaving.sleep.asked  # the drain, through the driver's sleep
         await part.stop()
 
 
 async def test_a_step_that_fails_is_tried_again_until_it_completes(tmp_path: Path) -> None:
-    async with in_process_nodes(tmp_path, 3) as nodes:
-        one, two, leaving = nodes
+    async with in_process_nodes(tmp_path, 4, replication=3) as nodes:
+        *stay, leaving = nodes
         for node in nodes:
             node.open_members()
         part = own_part(leaving)
-        leaving.put("key", b"value")
-        assert one.members is not None
-        await start_leave(one.members, leaving.url, timeout_s=1.0)
-        leaving.peers[two.url].reachable = False  # the stream to it fails, and is tried again
+        placement = leaving.membership.placement()
+        key = next(f"key-{i}" for i in range(100) if leaving.url in placement.owners(f"key-{i}".encode()))
+        record = leaving.put(key, b"value")
+        assert stay[0].members is not None
+        plan = await start_leave(stay[0].members, leaving.url, timeout_s=1.0)
+        target = next_owner(leaving.membership, plan, leaving.url, key)
+        leaving.peers[target].reachable = False  # the stream to it fails, and is tried again
         await until(lambda: leaving.sleep.asked.count(1.0) >= 2, "two retries")
         assert leaving.members is not None and leaving.members.left is None
-        leaving.peers[two.url].reachable = True
+        leaving.peers[target].reachable = True
         await until(lambda: leaving.members is not None and leaving.members.left is not None, "it left")
-        assert two.storage.read(b"key") is not None
+        assert next(node for node in stay if node.url == target).storage.read(key.encode()) == record
         await part.stop()
 
 
