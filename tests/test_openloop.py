@@ -53,28 +53,31 @@ def count_above(histogram: LatencyHistogram, ms: float) -> int:
 
 
 def test_percentiles_of_a_fixed_delay_server_are_that_delay() -> None:
-    delay_ms = 20.0
+    """No latency is below the server's delay, and the median is the delay: the generator neither loses
+    time nor counts it twice. How far above the delay the tail lies is the machine's (the loopback, the
+    server's timer, a busy core's scheduling, beside the generator's own lateness): benchmarks measure it."""
+    delay_ms = 50.0
     with known_delay_server(delay_ms) as url:
         result = uvloop.run(
             run_rate([url], Workload("get", keys=100), rate=200, duration=3.0, connections=32)
         )
     assert result.requests == result.sent == 600 and not result.errors
-    # Never below the delay (HdrHistogram keeps 3 digits); above it by the loopback round trip, the
-    # server's timer (up to 1 ms late), scheduling on a shared machine, and the generator's own lateness,
-    # which it reports beside (a request's latency is its lateness plus the server's time).
-    assert delay_ms - 0.05 <= result.latency.percentile_ms(50) <= delay_ms + 5
-    assert delay_ms - 0.05 <= result.latency.percentile_ms(99) <= delay_ms + 15 + result.lateness.max_ms
     assert result.lateness.count == result.sent
+    fastest_ms = result.latency.hdr.get_min_value() / 1000
+    assert fastest_ms >= delay_ms * 0.999  # HdrHistogram keeps 3 significant digits
+    # Twice the delay is what a generator timing a request twice would show; scheduling noise is far less.
+    assert result.latency.percentile_ms(50) < 2 * delay_ms
 
 
 @pytest.mark.parametrize(("workers", "connections"), [(1, 400), (2, 400), (1, 64)])
 def test_a_stall_shows_in_every_request_queued_behind_it(workers: int, connections: int) -> None:
-    """No coordinated omission: a 300 ms stall at 1,000 req/s holds back the ~300 requests due during it,
-    the first by ~300 ms, the last by ~0, so about rate x stall / 2 = 150 of them take over 150 ms, as
+    """No coordinated omission: a 600 ms stall at 500 req/s holds back the ~300 requests due during it,
+    the first by ~600 ms, the last by ~0, so about rate x stall / 2 = 150 of them take over 300 ms, as
     wrk2's corrected latencies show. With 400 connections they wait in the server; with 64, most wait
     inside the generator for a connection (the run is then INVALID) and still count from their intended
-    time: a generator timing from its actual send would see at most 64 slow requests."""
-    rate, stall_ms = 1000, 300.0
+    time: a generator timing from its actual send would see at most 64 slow requests. More than 150 are
+    slow on a machine that drains the backlog slowly: how many more is the machine's speed, not asserted."""
+    rate, stall_ms = 500, 600.0
     with known_delay_server(0, stall_after_s=1.0, stall_ms=stall_ms) as url:
         workload = Workload("get", keys=100)
         if workers == 1:
@@ -86,9 +89,10 @@ def test_a_stall_shows_in_every_request_queued_behind_it(workers: int, connectio
     assert result.requests == result.sent == 3 * rate and not result.errors
     assert result.latency.max_ms >= 0.9 * stall_ms
     expected = rate * stall_ms / 1000 / 2
-    # Above: the server also takes a while to drain the ~300 requests that piled up, more on a busy machine.
-    assert 0.7 * expected <= count_above(result.latency, stall_ms / 2) <= 2 * expected
-    assert result.latency.percentile_ms(50) < 10  # the other requests were fast
+    assert count_above(result.latency, stall_ms / 2) >= 0.7 * expected
+    # Most requests were due after the backlog drained: a generator timing from the run's start, or
+    # charging the stall to every later request, would put the median above half the stall too.
+    assert result.latency.percentile_ms(50) < stall_ms / 2
     if connections == 64:
         assert result.connection_waits > 100 and not result.valid
     else:  # the stall was the server's: nothing waited in the generator
