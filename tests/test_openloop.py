@@ -203,20 +203,19 @@ async def test_a_dead_url_counts_as_connection_errors() -> None:
     assert result.requests == 25 and result.sent == 0
 
 
-def _rate_command(url: str, json_path: Path) -> tuple[str, dict[str, Any]]:
-    """``python -m loadtest rate`` at 500/s for 2 s: its output and its JSON summary."""
+def _rate_command(url: str, json_path: Path) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """``python -m loadtest rate`` at 500/s for 2 s, run to its end, and its JSON summary."""
     argv = [sys.executable, "-m", "loadtest", "rate", "--url", url, "--op", "get", "--rate", "500"]
     argv += ["--duration", "2", "--keys", "100", "--json", str(json_path)]
     finished = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
-    assert finished.returncode == 0, finished.stderr[-2000:]
-    return finished.stdout, json.loads(json_path.read_text())
+    return finished, json.loads(json_path.read_text())
 
 
 @pytest.mark.parametrize("server", ["nothing listening", "answers 500"])
 def test_failed_requests_are_not_throughput_and_make_the_run_invalid(server: str, tmp_path: Path) -> None:
     """The issue's case: against a port where nothing listens the generator printed "5999.53 achieved"
     and "Run VALID". Every request fails here, so nothing is achieved and the run says why it is
-    INVALID."""
+    INVALID, and exits 1, so that a script does not take its figures."""
     with contextlib.ExitStack() as stack:
         if server == "nothing listening":
             url = f"http://127.0.0.1:{free_ports(1)[0]}"
@@ -224,7 +223,10 @@ def test_failed_requests_are_not_throughput_and_make_the_run_invalid(server: str
         else:
             url = stack.enter_context(known_delay_server(0, status=500))
             failure = "500"
-        text, summary = _rate_command(url, tmp_path / "run.json")
+        finished, summary = _rate_command(url, tmp_path / "run.json")
+    text = finished.stdout
+    assert finished.returncode == 1
+    assert finished.stderr == f"loadtest rate: all 1000 requests failed ({failure}: 1000)\n"
     assert summary["requests"] == 1000 and summary["errors"] == {failure: 1000}
     assert summary["succeeded"] == 0 and summary["achieved_rate"] == 0
     assert summary["valid"] is False

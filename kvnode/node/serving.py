@@ -161,7 +161,7 @@ async def serve_until_signal(
     shared = (
         f", and for clients on port {shared_port} shared with this machine's nodes" if shared_port else ""
     )
-    log.info("serving on %s%s %s", url, shared, description)
+    log.info("serving on %s%s%s", url, shared, f": {description}" if description else "")
     if after_listening is not None:
         after_listening()
     await stop.wait()
