@@ -1,12 +1,15 @@
 """kvnode.ops.data_dir: who holds a data dir, and a node started on one that another node holds, refused
-with one line naming that process. Real node processes on loopback."""
+with one line naming that process; a failed start removes the data dir it made, unless it joined a
+cluster first. Real node processes on loopback."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 from kvnode.ops.data_dir import data_dir_holder
 from kvnode.ops.processes import free_ports
+from kvnode.storage.system_db import SystemDb
 from tests.harness import Node, assert_exit_2_with_one_line, run_kvnode
 
 
@@ -24,3 +27,37 @@ def test_a_node_on_a_data_dir_in_use_exits_2_naming_the_holder(node: Node, tmp_p
     expected = f"kvnode: data dir {node.config.data_dir} is in use by another kvnode process (pid {node.pid})"
     assert stderr == expected + "\n"
     assert node.put("k", b"still fine").status == 201  # the running node is unharmed
+
+
+def test_a_failed_start_removes_the_data_dir_it_made_and_only_that(tmp_path: Path) -> None:
+    """A join to a seed where nothing listens fails, naming the cause and the fix; the data dir the start
+    made is gone, with the parent it made, while one that was there before stays."""
+    seed, port = (str(number) for number in free_ports(2))
+    join = ["node", "--port", port, "--join", f"http://127.0.0.1:{seed}", "--data-dir"]
+    stderr = assert_exit_2_with_one_line(run_kvnode([*join, str(tmp_path / "made" / "node")], tmp_path))
+    assert stderr == (
+        f"kvnode: the seed http://127.0.0.1:{seed} is unreachable (connection refused): check the --join "
+        "URL, and that a node of the cluster runs there\n"
+    )
+    assert not (tmp_path / "made").exists()
+    (tmp_path / "there").mkdir()
+    assert_exit_2_with_one_line(run_kvnode([*join, str(tmp_path / "there")], tmp_path))
+    assert (tmp_path / "there").is_dir()
+
+
+def test_a_node_that_joined_keeps_its_data_dir_when_it_then_cannot_listen(node: Node, tmp_path: Path) -> None:
+    """The cluster counts it a member once its join is stored: the data dir, which says so, stays."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        args = ["node", "--port", port, "--join", node.url, "--data-dir", str(tmp_path / "joined")]
+        failed = run_kvnode(args, tmp_path)
+    assert failed.returncode == 2 and "joining" in failed.stderr
+    assert failed.stderr.splitlines()[-1].startswith(f"kvnode: cannot listen on http://127.0.0.1:{port}")
+    system = SystemDb.open(tmp_path / "joined")
+    try:
+        membership = system.membership.load()
+    finally:
+        system.close()
+    assert membership is not None and f"http://127.0.0.1:{port}" in membership.urls
