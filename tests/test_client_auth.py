@@ -196,8 +196,11 @@ def test_admin_and_the_load_tools_pass_a_token_from_a_file(cluster: Cluster, tmp
     admin = ["-m", "kvnode", "admin", "--url", url]
     status = python(*admin, "--token-file", str(admin_token), "status", "--json")
     assert status.returncode == 0 and len(json.loads(status.stdout)["members"]) == 3, status.stderr
-    refused = python(*admin, "status")
-    assert "answered 401" in assert_exit_2_with_one_line(refused)
+    refused = assert_exit_2_with_one_line(python(*admin, "status"))
+    assert "answered 401" in refused and "pass an admin token with --token-file FILE" in refused
+    reader = write_secret_file(tmp_path / "reader.token", TOKENS["read"] + "\n")
+    forbidden = assert_exit_2_with_one_line(python(*admin, "--token-file", str(reader), "status"))
+    assert "answered 403" in forbidden and "the token's role is not admin" in forbidden
 
     keys = ["--keys", "20", "--token-file", str(writer_token)]
     filled = python("-m", "loadtest", "fill", "--url", urls, *keys)
