@@ -40,8 +40,8 @@ from typing import Any
 
 from kvnode.access.tls import TlsUnusable
 from kvnode.ops.argtypes import http_url, token_file
-from kvnode.ops.flags import OneLineParser
 from kvnode.ops.node_http import Refused, Unreachable, fetch
+from kvnode.ops.parsing import OneLineParser
 from kvnode.topology.placement import Placement
 
 __all__ = ["main"]

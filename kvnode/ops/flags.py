@@ -15,18 +15,18 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn, get_args
+from typing import Any, get_args
 
 from kvnode.access.client_auth import read_tokens_file
 from kvnode.cluster.crash_points import CRASH_POINTS
 from kvnode.config import FanoutMode, NodeConfig
 from kvnode.ops.argtypes import host, http_url, http_urls, integer, non_negative_int, port, positive_int
 from kvnode.ops.cluster_config import ClusterConfig
+from kvnode.ops.parsing import OneLineParser
 from kvnode.replica.auth import MIN_SECRET_BYTES
 
 __all__ = [
     "SECRET_ENV",
-    "OneLineParser",
     "node_argv",
     "node_env",
     "parse_args",
@@ -36,13 +36,6 @@ __all__ = [
 ]
 
 SECRET_ENV = "KVNODE_CLUSTER_SECRET"
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse, but an error is one line on stderr (no usage block) and exit status 2."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 def _fanout(text: str) -> str:
