@@ -7,7 +7,10 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from kvnode.ops.data_dir import data_dir_holder
+import pytest
+
+from kvnode.ops.data_dir import data_dir_holder, tree_holder
+from kvnode.ops.data_dir import main as data_dir_main
 from kvnode.ops.processes import free_ports
 from kvnode.storage.system_db import SystemDb
 from tests.harness import Node, assert_exit_2_with_one_line, run_kvnode
@@ -61,3 +64,17 @@ def test_a_node_that_joined_keeps_its_data_dir_when_it_then_cannot_listen(node: 
     finally:
         system.close()
     assert membership is not None and f"http://127.0.0.1:{port}" in membership.urls
+
+
+def test_make_reset_is_refused_while_a_node_uses_the_tree(
+    node: Node, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`make reset` runs `python -m kvnode.ops.data_dir data`: a node in a directory of it (as
+    `make run`'s are in data/node-PORT) holds the whole tree."""
+    tree = node.config.data_dir.parent
+    assert tree_holder(tree) == node.pid
+    assert data_dir_main([str(tree)]) == 1
+    said = capsys.readouterr().err
+    assert said == f"kvnode: {tree} is in use by pid {node.pid} (make run?): stop it first (Ctrl-C)\n"
+    node.stop()
+    assert tree_holder(tree) is None and data_dir_main([str(tree)]) == 0
