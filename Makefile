@@ -25,12 +25,13 @@ $(DEV_STAMP): pyproject.toml | $(VENV)/bin/python
 help:
 	@sed -n 's/^## //p' $(MAKEFILE_LIST)
 
-## run: start a local 3-node cluster on 127.0.0.1:8080-8082, serving within seconds (Ctrl-C stops it)
+## run: start the local cluster in data/: 3 nodes on 127.0.0.1:8080-8082 at first, then the members data/
+##      stores (see reset); serving within seconds (Ctrl-C stops it)
 run: $(RUN_STAMP)
 	$(PY) -m kvnode
 
 ## reset: delete data/, make run's nodes (records, membership, secret), keeping .venv; refused while a node
-##        uses it. After the README's membership tour, make run serves 8080-8082 afresh
+##        uses it. Use it after the README's membership tour, so that make run serves 8080-8082 again
 reset:
 	@$(PYTHON) -m kvnode.ops.data_dir data
 	rm -rf data
