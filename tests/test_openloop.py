@@ -73,11 +73,12 @@ def test_percentiles_of_a_fixed_delay_server_are_that_delay() -> None:
 def test_a_stall_shows_in_every_request_queued_behind_it(workers: int, connections: int) -> None:
     """No coordinated omission: a 600 ms stall at 500 req/s holds back the ~300 requests due during it,
     the first by ~600 ms, the last by ~0, so about rate x stall / 2 = 150 of them take over 300 ms, as
-    wrk2's corrected latencies show. With 1,000 connections (2 s of requests: room for the backlog
-    however slowly a busy machine drains it) they wait in the server; with 64, most wait inside the
-    generator for a connection (the run is then INVALID) and still count from their intended time: a
-    generator timing from its actual send would see at most 64 slow requests. More than 150 are slow on
-    a machine that drains the backlog slowly: how many more is the machine's speed, not asserted."""
+    wrk2's corrected latencies show. With 1,000 connections (2 s of requests) they wait in the server,
+    sent on time; with 64, most wait inside the generator for a connection (the run is then INVALID) and
+    still count from their intended time: a generator timing from its actual send would see at most 64
+    slow requests. More than 150 are slow on a machine that drains the backlog slowly (on one too busy
+    to keep up at all, the median too, and some find even 1,000 connections busy): how many more is the
+    machine's speed, not asserted."""
     rate, stall_ms = 500, 600.0
     with known_delay_server(0, stall_after_s=1.0, stall_ms=stall_ms) as url:
         workload = Workload("get", keys=100)
@@ -90,14 +91,12 @@ def test_a_stall_shows_in_every_request_queued_behind_it(workers: int, connectio
     assert result.requests == result.sent == 3 * rate and not result.errors
     assert result.latency.max_ms >= 0.9 * stall_ms
     expected = rate * stall_ms / 1000 / 2
-    assert count_above(result.latency, stall_ms / 2) >= 0.7 * expected
-    # Most requests were due after the backlog drained: a generator timing from the run's start, or
-    # charging the stall to every later request, would put the median above half the stall too.
-    assert result.latency.percentile_ms(50) < stall_ms / 2
+    slow = count_above(result.latency, stall_ms / 2)
+    assert slow >= 0.7 * expected
     if connections == 64:
         assert result.connection_waits > 100 and not result.valid
-    else:  # the stall was the server's: nothing waited in the generator
-        assert result.connection_waits == 0
+    else:  # sent on time, they waited in the server: slow beyond any that waited for a connection here
+        assert slow - result.connection_waits >= 0.7 * expected
 
 
 def test_a_run_short_of_connections_is_invalid() -> None:
