@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: help run test test-duration lint typecheck pytest bench genbench compare loadtest-ui loadtest profile clean
+.PHONY: help run reset test test-duration lint typecheck pytest bench genbench compare loadtest-ui loadtest profile clean
 
 $(VENV)/bin/python:
 	@echo "Creating $(VENV) and installing kvnode's dependencies into it (once; about a minute)"
@@ -25,9 +25,16 @@ $(DEV_STAMP): pyproject.toml | $(VENV)/bin/python
 help:
 	@sed -n 's/^## //p' $(MAKEFILE_LIST)
 
-## run: start a local 3-node cluster on 127.0.0.1:8080-8082, serving within seconds (Ctrl-C stops it)
+## run: start the local cluster in data/: 3 nodes on 127.0.0.1:8080-8082 at first, then the members data/
+##      stores (see reset); serving within seconds (Ctrl-C stops it)
 run: $(RUN_STAMP)
 	$(PY) -m kvnode --replication-factor 3
+
+## reset: delete data/, make run's nodes (records, membership, secret), keeping .venv; refused while a node
+##        uses it. Use it after the README's membership tour, so that make run serves 8080-8082 again
+reset:
+	@$(PYTHON) -m kvnode.ops.data_dir data
+	rm -rf data
 
 ## test: ruff, mypy, the whole pytest suite on 2 workers and the doctests (7.5 minutes idle, 10 beside a CPU hog)
 test: test-duration lint typecheck pytest

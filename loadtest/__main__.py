@@ -19,7 +19,7 @@ from kvnode.client import Client
 from kvnode.coordinator.fanout import FANOUTS
 from kvnode.ops.argtypes import choices, http_urls, positive_float, positive_int, token_file
 from loadtest import interruptible
-from loadtest.fill import fill
+from loadtest.fill import describe_failures, fill
 from loadtest.openloop import run_rate
 from loadtest.rate_result import RateResult
 from loadtest.scenarios import SCENARIOS
@@ -216,7 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         written, failures = interruptible.run(fill(args.url, workload, args.concurrency))
         print(f"filled {written} of {args.keys} keys ({args.value_size}-byte values) on {','.join(args.url)}")
         if failures:
-            print(f"failed PUTs by status: {dict(failures)}", file=sys.stderr)
+            print(f"loadtest fill: {describe_failures(failures)}", file=sys.stderr)
             return 1
         return 0
     token_aware = (args.routing or _default_routing(path)) == "token-aware"
@@ -229,6 +229,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         result.write_json(args.json)
     if args.hdr:
         result.write_hdr(args.hdr)
+    if result.requests and not result.succeeded:  # figures of failures only: a script must not take them
+        how = ", ".join(f"{reason}: {count}" for reason, count in sorted(result.errors.items()))
+        print(f"loadtest rate: all {result.requests} requests failed ({how})", file=sys.stderr)
+        return 1
     return 0
 
 

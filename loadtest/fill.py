@@ -17,11 +17,12 @@ import aiohttp
 
 from loadtest.workload import ENTITY_PATH, Workload
 
-__all__ = ["PASSES", "fill"]
+__all__ = ["PASSES", "describe_failures", "fill"]
 
 PASSES = 4  # the first pass over the keys, then passes over those that failed
 REQUEST_TIMEOUT = 10.0  # seconds for one PUT
 _PAUSE = 1.0  # seconds between passes: time for a dropped replica channel to reconnect
+_FAILURES = {"timeout": "timed out", "connection": "could not connect", "client-error": "failed here"}
 
 
 async def fill(
@@ -91,3 +92,15 @@ async def _put_each(
 
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     return failed
+
+
+def describe_failures(failures: Counter[str]) -> str:
+    """The PUTs that never took, in words, most common first.
+
+    >>> describe_failures(Counter({"504": 3, "connection": 1}))
+    '4 PUTs never took: 3 answered 504, 1 could not connect'
+    """
+    reasons = ", ".join(
+        f"{count} {_FAILURES.get(reason, f'answered {reason}')}" for reason, count in failures.most_common()
+    )
+    return f"{failures.total()} PUTs never took: {reasons}"

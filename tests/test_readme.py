@@ -41,6 +41,7 @@ README_PORTS = {"8080": 0, "8081": 1, "8082": 2}  # the README's node -> index i
 # Its own cluster (TLS and tokens), started as docs/security.md starts it, on ports 8443-8445 rewritten.
 SECURITY_DOC = README.parent / "docs" / "security.md"
 SECURITY = "## A local cluster with all three guards"
+SECURE_DIR = "~/.kvnode/secure"  # where it keeps its files, outside the repository; the test's tmp_path
 
 
 @dataclass
@@ -299,11 +300,13 @@ def test_security_section_runs_as_written(tmp_path: Path) -> None:
 
     def rewrite(text: str) -> str:
         text = re.sub(r"\b844([3-5])\b", lambda found: str(base + int(found.group(1)) - 3), text)
-        return text.replace(".venv/bin/python", sys.executable)
+        text = text.replace(".venv/bin/python", sys.executable).replace(SECURE_DIR, str(tmp_path))
+        assert "~" not in text, f"an example writes to the home directory: {text}"
+        return text
 
     *preparing, start = logical_lines(setup.text)
     for line in preparing:
-        subprocess.run(["bash", "-c", line], cwd=tmp_path, check=True, timeout=30)
+        subprocess.run(["bash", "-c", rewrite(line)], cwd=tmp_path, check=True, timeout=30)
     cluster = subprocess.Popen(
         ["bash", "-c", "exec " + rewrite(start)], cwd=tmp_path, env=clean_env(),
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

@@ -312,6 +312,15 @@ async def _cluster_identity(seed: str, ssl_context: ssl.SSLContext | None) -> st
         ):
             status = json.loads(await answer.read())
             cluster = status["cluster_id"]
+    except (aiohttp.ClientSSLError, aiohttp.ClientConnectorCertificateError) as error:
+        raise ChangeRefused(f"the seed {seed} did not say its cluster: {error}") from None
+    except aiohttp.ClientConnectorError as error:
+        cause = error.os_error  # asyncio words a refused connection "Connect call failed (...)"
+        why = "connection refused" if isinstance(cause, ConnectionRefusedError) else cause.strerror or cause
+        raise ChangeRefused(
+            f"the seed {seed} is unreachable ({why}): check the --join URL, and that a node of the cluster "
+            "runs there"
+        ) from None
     except (aiohttp.ClientError, TimeoutError, ValueError, KeyError, TypeError) as error:
         raise ChangeRefused(f"the seed {seed} did not say its cluster: {error!r}") from None
     if not isinstance(cluster, str):

@@ -228,7 +228,8 @@ async def serve_peer(
         try:
             client, introduction = gate.auth.admit(request.headers)
         except AuthError as error:
-            gate.refusals.warning("refused a replica channel from %s: %s", request.remote, error)
+            advice = f"; {error.advice}" if error.advice else ""
+            gate.refusals.warning("refused a replica channel from %s: %s%s", request.remote, error, advice)
             return web.Response(status=403, text=f"replica channel refused: {error}\n")
     ours = Introduction()
     if gate.identities is not None:

@@ -11,10 +11,12 @@ import asyncio
 import contextlib
 import gc
 import logging
+import shutil
 import signal
 import ssl
 import sys
 from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 
 import uvloop
 from aiohttp import web
@@ -29,6 +31,7 @@ from kvnode.node.app import create_app
 from kvnode.node.parts import NodeParts
 from kvnode.node.wiring import open_parts
 from kvnode.storage.keyspace import StorageUnavailable
+from kvnode.storage.system_db import SystemDb
 from kvnode.topology.membership import ChangeRefused
 
 __all__ = ["run_node", "serve", "serve_until_signal"]
@@ -40,12 +43,45 @@ _SHUTDOWN_TIMEOUT = 10.0  # seconds a graceful stop waits for client requests in
 
 async def serve(config: NodeConfig) -> int:
     """Serve until SIGTERM or SIGINT; the process exit status. A node that cannot start says why in its
-    last line, written once every part is closed (a launcher reports a failed node by its last line)."""
+    last line, written once every part is closed (a launcher reports a failed node by its last line),
+    and removes the data dir if this start made it (and any parent it made): a retry, or another data
+    dir, then finds nothing left behind."""
+    made = _first_missing(config.data_dir)
     try:
-        return await _serve(config)
+        status = await _serve(config)
     except CannotListen as error:
         print(f"kvnode: {error}", file=sys.stderr)
-        return 2
+        status = 2
+    if status == 2 and made is not None and not _joined(config):
+        shutil.rmtree(made, ignore_errors=True)
+    return status
+
+
+def _first_missing(data_dir: Path) -> Path | None:
+    """The outermost of ``data_dir`` and its parents that does not exist yet; None if it exists."""
+    missing = None
+    for path in (data_dir, *data_dir.parents):
+        if path.exists():
+            break
+        missing = path
+    return missing
+
+
+def _joined(config: NodeConfig) -> bool:
+    """Whether a --join stored its membership before the start failed: the cluster counts the node a
+    member then, and it resumes the change when started again, so its data dir stays."""
+    if not config.join or not config.data_dir.exists():
+        return False
+    try:
+        system = SystemDb.open(config.data_dir)
+    except StorageUnavailable:
+        return True  # in doubt, keep it
+    try:
+        return system.membership.load() is not None
+    except ValueError:
+        return True
+    finally:
+        system.close()
 
 
 async def _serve(config: NodeConfig) -> int:
@@ -166,7 +202,7 @@ async def serve_until_signal(
     shared = "".join(
         f", and for clients on port {bound.port} shared with this machine's nodes" for bound in listeners[1:]
     )
-    log.info("serving on %s%s %s", listeners[0].url, shared, description)
+    log.info("serving on %s%s%s", listeners[0].url, shared, f": {description}" if description else "")
     if after_listening is not None:
         after_listening()
     await stop.wait()

@@ -33,23 +33,21 @@ import json
 import os
 import sys
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from kvnode.access.tls import TlsUnusable, verifying_context
+from kvnode.access.tls import TlsUnusable
 from kvnode.ops.admin_render import SHARE_SAMPLE, render
 from kvnode.ops.argtypes import http_url, token_file
-from kvnode.ops.flags import OneLineParser
+from kvnode.ops.node_http import Refused, Unreachable, fetch
+from kvnode.ops.parsing import OneLineParser
 from kvnode.topology.placement import Placement
 
 __all__ = ["main"]
 
 _POLL_S = 0.5  # how often repair --wait asks for progress
-_TIMEOUT_S = 10.0  # the node itself waits up to its replica timeout for connect attempts
 
 
 def main(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
@@ -59,8 +57,8 @@ def main(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
             return _repair(args)
         if args.command == "leave":
             return _leave(args)
-        view = _fetch(args.url, args.token, args.tls_ca)
-    except (_Unreachable, TlsUnusable) as error:
+        view = fetch(args.url, args.token, args.tls_ca)
+    except (Unreachable, TlsUnusable) as error:
         print(f"kvnode admin: {error}", file=sys.stderr)
         return 2
     report = _REPORTS[args.command](view, args)
@@ -115,36 +113,8 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     return parser
 
 
-class _Unreachable(Exception):
-    pass
-
-
-class _Refused(Exception):
-    """The node refused the change; the message is its reason."""
-
-
-def _fetch(
-    url: str, token: str | None, tls_ca: Path | None, path: str = "/v0/cluster", method: str = "GET"
-) -> dict[str, Any]:
-    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
-    context = None if tls_ca is None else verifying_context(tls_ca)
-    try:
-        request = urllib.request.Request(url + path, headers=headers, method=method)
-        with urllib.request.urlopen(request, timeout=_TIMEOUT_S, context=context) as reply:
-            view: dict[str, Any] = json.loads(reply.read())
-    except urllib.error.HTTPError as error:
-        if error.code == 409:  # a change refused: the body says why
-            raise _Refused(error.read().decode("utf-8", "replace").strip()) from None
-        raise _Unreachable(f"{method} {url}{path} answered {error.code} {error.reason}") from None
-    except urllib.error.URLError as error:
-        raise _Unreachable(f"cannot reach {url}: {error.reason}") from None
-    except (OSError, ValueError) as error:  # a timeout, a reset, a body that is not JSON
-        raise _Unreachable(f"cannot read {url}{path}: {error}") from None
-    return view
-
-
 def _repair(args: argparse.Namespace) -> int:
-    run = _fetch(args.url, args.token, args.tls_ca, "/v0/repair", "POST")
+    run = fetch(args.url, args.token, args.tls_ca, "/v0/repair", "POST")
     if not args.wait:
         print(
             json.dumps(run, indent=2) if args.json else f"repair started on {args.url}; follow it with --wait"
@@ -157,7 +127,7 @@ def _repair(args: argparse.Namespace) -> int:
             print(line, file=sys.stderr, flush=True)
             shown = line
         time.sleep(_POLL_S)
-        run = _fetch(args.url, args.token, args.tls_ca, "/v0/repair")
+        run = fetch(args.url, args.token, args.tls_ca, "/v0/repair")
     print(json.dumps(run, indent=2) if args.json else run["summary"])
     return 1 if run["unreached"] else 0
 
@@ -167,8 +137,8 @@ def _leave(args: argparse.Namespace) -> int:
     its progress) until the node at --url runs without it."""
     path = "/v0/leave?" + urllib.parse.urlencode({"member": args.member})
     try:
-        started = _fetch(args.url, args.token, args.tls_ca, path, "POST")
-    except _Refused as refusal:
+        started = fetch(args.url, args.token, args.tls_ca, path, "POST")
+    except Refused as refusal:
         print(f"kvnode admin: {args.member} cannot leave: {refusal}", file=sys.stderr)
         return 1
     if not args.wait:
@@ -176,11 +146,11 @@ def _leave(args: argparse.Namespace) -> int:
         return 0
     began, shown, streamed = time.monotonic(), "", 0
     while True:
-        view = _fetch(args.url, args.token, args.tls_ca)
+        view = fetch(args.url, args.token, args.tls_ca)
         # Asked after the view: once the view is without the member, its count is the final one (it
         # counts every record before it removes itself, and answers until it is stopped).
-        with contextlib.suppress(_Unreachable):  # the member may be gone already
-            streamed = _fetch(args.member, args.token, args.tls_ca)["streamed"]
+        with contextlib.suppress(Unreachable):  # the member may be gone already
+            streamed = fetch(args.member, args.token, args.tls_ca)["streamed"]
         if args.member not in view["cluster"]:
             break
         line = f"{args.member} leaving: {streamed} records streamed to their next owners"

@@ -1,16 +1,19 @@
 """Who holds a data dir: a node that has its LevelDB databases open, or the ``cluster`` command, which
 keeps ``DATA_DIR/cluster.pid`` locked while it runs. A second node or cluster on the same dir is refused
 with one line naming that process, instead of LevelDB's "IO error: lock ... Resource temporarily
-unavailable"."""
+unavailable". ``python -m kvnode.ops.data_dir DIR`` (``make reset``) exits 1 naming the process that
+holds DIR or a node dir in it, 0 when none does: only then may it be deleted."""
 
 from __future__ import annotations
 
 import fcntl
 import os
 import struct
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["PID_FILE", "ClusterPidFile", "ClusterRunning", "data_dir_holder"]
+__all__ = ["PID_FILE", "ClusterPidFile", "ClusterRunning", "data_dir_holder", "tree_holder"]
 
 PID_FILE = "cluster.pid"
 
@@ -39,6 +42,25 @@ def data_dir_holder(data_dir: Path) -> int | None:
     return next(
         (pid for lock in sorted(data_dir.glob("*/LOCK")) if (pid := _lock_holder(lock)) is not None), None
     )
+
+
+def tree_holder(data_dir: Path) -> int | None:
+    """The PID of a ``cluster`` command running on ``data_dir``, or of a node using it or one of the
+    directories in it (``cluster``'s node-PORT, a node started by hand on data/node-8083), or None."""
+    dirs = [data_dir, *sorted(path for path in data_dir.glob("*") if path.is_dir())]
+    return _lock_holder(data_dir / PID_FILE) or next(
+        (pid for path in dirs if (pid := data_dir_holder(path)) is not None), None
+    )
+
+
+def main(argv: Sequence[str]) -> int:
+    """Exit 1, naming it, when a process holds the one directory given; 0 when none does."""
+    (data_dir,) = (Path(arg) for arg in argv)
+    pid = tree_holder(data_dir)
+    if pid is None:
+        return 0
+    print(f"kvnode: {data_dir} is in use by pid {pid} (make run?): stop it first (Ctrl-C)", file=sys.stderr)
+    return 1
 
 
 class ClusterRunning(Exception):
@@ -79,3 +101,7 @@ class ClusterPidFile:
         self.path.unlink(missing_ok=True)
         os.close(self._fd)  # closing it drops the lock
         self._fd = None
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

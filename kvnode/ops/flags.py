@@ -15,17 +15,16 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
 
 from kvnode.access.client_auth import read_tokens_file
 from kvnode.config import NodeConfig
 from kvnode.ops.cluster_config import ClusterConfig
 from kvnode.ops.flag_table import CLUSTER_FLAGS, NODE_FLAGS, SECRET_ENV, Flag
+from kvnode.ops.parsing import OneLineParser
 from kvnode.replica.auth import MIN_SECRET_BYTES
 
 __all__ = [
     "SECRET_ENV",
-    "OneLineParser",
     "node_argv",
     "node_env",
     "parse_args",
@@ -33,13 +32,6 @@ __all__ = [
     "unknown_variables",
     "warn_unknown_variables",
 ]
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse, but an error is one line on stderr (no usage block) and exit status 2."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 def _switch(text: str) -> bool:

@@ -79,7 +79,12 @@ SECRET_ADVICE = (
 
 
 class AuthError(Exception):
-    """A peer failed the handshake; the message says why (never the secret)."""
+    """A peer failed the handshake; the message says why (never the secret), ``advice`` how to fix it.
+    The advice goes in this node's log only: the refused peer adds its own to what it logs."""
+
+    def __init__(self, reason: str, advice: str = "") -> None:
+        super().__init__(reason)
+        self.advice = advice
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,7 +211,8 @@ class ClusterAuth:
         if not (client and server and client_nonce and server_nonce and proof):
             raise AuthError(
                 "no cluster credentials: the connecting node runs without a cluster secret, and this node "
-                f"has one; {SECRET_ADVICE}"
+                "has one",
+                SECRET_ADVICE,
             )
         if client == self.own_url:
             raise AuthError(f"{client[:100]!r} is this node's own URL")
@@ -220,7 +226,8 @@ class ClusterAuth:
         if not hmac.compare_digest(proof, self._proof("client", *args)):
             raise AuthError(
                 "wrong proof: the connecting node holds a different cluster secret than this node (or "
-                f"belongs to another cluster); {SECRET_ADVICE}"
+                "belongs to another cluster)",
+                SECRET_ADVICE,
             )
         return client, introduction
 

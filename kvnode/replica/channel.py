@@ -200,11 +200,15 @@ class ClientChannel(asyncio.Protocol):
         """Why the peer answered the upgrade 403: its body's reason, and which side lacks the secret."""
         reason = " ".join(body.decode("utf-8", "replace").split())[:_MAX_REASON] or "no reason given"
         refused = f"upgrade refused ({status_line[:40]!r})"
-        if self._auth is None:
-            message = f"{self._url} requires a cluster secret, and this node has none; {SECRET_ADVICE}"
-            return HandshakeRefused(f"{refused}: {message} ({reason})", "secret")
-        cause = "secret" if "secret" in reason else "membership" if "member" in reason else "handshake"
-        return HandshakeRefused(f"{refused}: {self._url} says: {reason}", cause)
+        if "secret" not in reason:
+            cause = "membership" if "member" in reason else "handshake"
+            return HandshakeRefused(f"{refused}: {self._url} says: {reason}", cause)
+        # The peer's reason leaves out the fix (kvnode.replica.auth.AuthError): it is said here, once.
+        if self._auth is None:  # the peer's reason is this, from its end
+            message = f"{self._url} requires a cluster secret, and this node has none"
+        else:
+            message = f"{self._url} says: {reason}"
+        return HandshakeRefused(f"{refused}: {message}; {SECRET_ADVICE}", "secret")
 
     def _fail(self, error: ReplicaError, raised: WebSocketError | None = None) -> None:
         """Give the channel up; before the upgrade, ``raised`` (or ``error``) is the attempt's failure."""

@@ -131,6 +131,7 @@ def test_response_in_flight_at_sigterm_completes(node: Node) -> None:
 def test_port_in_use_exits_2_with_one_line(node: Node, tmp_path: Path) -> None:
     args = ["node", "--port", str(node.config.port), "--data-dir", str(tmp_path / "other")]
     assert_exit_2_with_one_line(run_kvnode(args, tmp_path))
+    assert not (tmp_path / "other").exists()  # the failed start removed the data dir it made
     assert node.put("k", b"still fine").status == 201
 
 

@@ -93,14 +93,24 @@ def test_a_tls_cluster_serves_https_and_replicates(
 def test_admin_verifies_the_node_against_the_ca_it_is_given(
     cluster: Cluster, certificates: tuple[NodeCertificate, NodeCertificate]
 ) -> None:
-    def admin(ca: Path) -> subprocess.CompletedProcess[str]:
-        argv = [sys.executable, "-m", "kvnode", "admin", "--url", cluster[0].url, "--tls-ca", str(ca)]
-        return subprocess.run([*argv, "status"], capture_output=True, text=True, timeout=30)
+    def admin(url: str, *tls_ca: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "kvnode", "admin", "--url", url, *tls_ca, "status"]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=30)
 
-    trusting = admin(certificates[0].ca)
+    url = cluster[0].url
+    trusting = admin(url, "--tls-ca", str(certificates[0].ca))
     assert trusting.returncode == 0 and cluster[2].url in trusting.stdout, trusting.stderr
-    other = admin(certificates[1].ca)
-    assert "CERTIFICATE_VERIFY_FAILED" in assert_exit_2_with_one_line(other)
+    # Each failure names its cause and its fix.
+    other = assert_exit_2_with_one_line(admin(url, "--tls-ca", str(certificates[1].ca)))
+    assert f"cannot verify {url}'s certificate against {certificates[1].ca}" in other
+    assert "is it the cluster's CA?" in other
+    without = assert_exit_2_with_one_line(admin(url))
+    assert f"cannot verify {url}'s certificate" in without
+    assert "pass the cluster's CA with --tls-ca FILE" in without
+    plain = url.replace("https://", "http://")
+    assert assert_exit_2_with_one_line(admin(plain)) == (
+        f"kvnode admin: {plain} serves HTTPS: use --url {url}, with --tls-ca FILE\n"
+    )
 
 
 def test_a_client_trusting_another_ca_is_refused(

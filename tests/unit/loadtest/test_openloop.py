@@ -55,28 +55,33 @@ def count_above(histogram: LatencyHistogram, ms: float) -> int:
 
 
 def test_percentiles_of_a_fixed_delay_server_are_that_delay() -> None:
-    delay_ms = 20.0
+    """No latency is below the server's delay, and the median is the delay: the generator neither loses
+    time nor counts it twice. How far above the delay the tail lies is the machine's (the loopback, the
+    server's timer, a busy core's scheduling, beside the generator's own lateness): benchmarks measure it."""
+    delay_ms = 50.0
     with known_delay_server(delay_ms) as url:
         result = uvloop.run(
             run_rate([url], Workload("get", keys=100), rate=200, duration=3.0, connections=32)
         )
     assert result.requests == result.sent == 600 and not result.errors
-    # Never below the delay (HdrHistogram keeps 3 digits); above it by the loopback round trip, the
-    # server's timer (up to 1 ms late), scheduling on a shared machine, and the generator's own lateness,
-    # which it reports beside (a request's latency is its lateness plus the server's time).
-    assert delay_ms - 0.05 <= result.latency.percentile_ms(50) <= delay_ms + 5
-    assert delay_ms - 0.05 <= result.latency.percentile_ms(99) <= delay_ms + 15 + result.lateness.max_ms
     assert result.lateness.count == result.sent
+    fastest_ms = result.latency.hdr.get_min_value() / 1000
+    assert fastest_ms >= delay_ms * 0.999  # HdrHistogram keeps 3 significant digits
+    # Twice the delay is what a generator timing a request twice would show; scheduling noise is far less.
+    assert result.latency.percentile_ms(50) < 2 * delay_ms
 
 
-@pytest.mark.parametrize(("workers", "connections"), [(1, 400), (2, 400), (1, 64)])
+@pytest.mark.parametrize(("workers", "connections"), [(1, 1000), (2, 1000), (1, 64)])
 def test_a_stall_shows_in_every_request_queued_behind_it(workers: int, connections: int) -> None:
-    """No coordinated omission: a 300 ms stall at 1,000 req/s holds back the ~300 requests due during it,
-    the first by ~300 ms, the last by ~0, so about rate x stall / 2 = 150 of them take over 150 ms, as
-    wrk2's corrected latencies show. With 400 connections they wait in the server; with 64, most wait
-    inside the generator for a connection (the run is then INVALID) and still count from their intended
-    time: a generator timing from its actual send would see at most 64 slow requests."""
-    rate, stall_ms = 1000, 300.0
+    """No coordinated omission: a 600 ms stall at 500 req/s holds back the ~300 requests due during it,
+    the first by ~600 ms, the last by ~0, so about rate x stall / 2 = 150 of them take over 300 ms, as
+    wrk2's corrected latencies show. With 1,000 connections (2 s of requests) they wait in the server,
+    sent on time; with 64, most wait inside the generator for a connection (the run is then INVALID) and
+    still count from their intended time: a generator timing from its actual send would see at most 64
+    slow requests. More than 150 are slow on a machine that drains the backlog slowly (on one too busy
+    to keep up at all, the median too, and some find even 1,000 connections busy): how many more is the
+    machine's speed, not asserted."""
+    rate, stall_ms = 500, 600.0
     with known_delay_server(0, stall_after_s=1.0, stall_ms=stall_ms) as url:
         workload = Workload("get", keys=100)
         if workers == 1:
@@ -88,13 +93,12 @@ def test_a_stall_shows_in_every_request_queued_behind_it(workers: int, connectio
     assert result.requests == result.sent == 3 * rate and not result.errors
     assert result.latency.max_ms >= 0.9 * stall_ms
     expected = rate * stall_ms / 1000 / 2
-    # Above: the server also takes a while to drain the ~300 requests that piled up, more on a busy machine.
-    assert 0.7 * expected <= count_above(result.latency, stall_ms / 2) <= 2 * expected
-    assert result.latency.percentile_ms(50) < 10  # the other requests were fast
+    slow = count_above(result.latency, stall_ms / 2)
+    assert slow >= 0.7 * expected
     if connections == 64:
         assert result.connection_waits > 100 and not result.valid
-    else:  # the stall was the server's: nothing waited in the generator
-        assert result.connection_waits == 0
+    else:  # sent on time, they waited in the server: slow beyond any that waited for a connection here
+        assert slow - result.connection_waits >= 0.7 * expected
 
 
 def test_a_run_short_of_connections_is_invalid() -> None:
@@ -201,21 +205,20 @@ async def test_a_dead_url_counts_as_connection_errors() -> None:
     assert result.requests == 25 and result.sent == 0
 
 
-def _rate_command(url: str, json_path: Path) -> tuple[str, dict[str, Any]]:
-    """``python -m loadtest rate`` at 500/s for 2 s: its output and its JSON summary."""
+def _rate_command(url: str, json_path: Path) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """``python -m loadtest rate`` at 500/s for 2 s, run to its end, and its JSON summary."""
     argv = [sys.executable, "-m", "loadtest", "rate", "--url", url, "--op", "get", "--rate", "500"]
     argv += ["--routing", "round-robin"]  # a stand-in server, not a cluster to learn members from
     argv += ["--duration", "2", "--keys", "100", "--json", str(json_path)]
     finished = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
-    assert finished.returncode == 0, finished.stderr[-2000:]
-    return finished.stdout, json.loads(json_path.read_text())
+    return finished, json.loads(json_path.read_text())
 
 
 @pytest.mark.parametrize("server", ["nothing listening", "answers 500"])
 def test_failed_requests_are_not_throughput_and_make_the_run_invalid(server: str, tmp_path: Path) -> None:
     """The issue's case: against a port where nothing listens the generator printed "5999.53 achieved"
     and "Run VALID". Every request fails here, so nothing is achieved and the run says why it is
-    INVALID."""
+    INVALID, and exits 1, so that a script does not take its figures."""
     with contextlib.ExitStack() as stack:
         if server == "nothing listening":
             url = f"http://127.0.0.1:{free_ports(1)[0]}"
@@ -223,7 +226,10 @@ def test_failed_requests_are_not_throughput_and_make_the_run_invalid(server: str
         else:
             url = stack.enter_context(known_delay_server(0, status=500))
             failure = "500"
-        text, summary = _rate_command(url, tmp_path / "run.json")
+        finished, summary = _rate_command(url, tmp_path / "run.json")
+    text = finished.stdout
+    assert finished.returncode == 1
+    assert finished.stderr == f"loadtest rate: all 1000 requests failed ({failure}: 1000)\n"
     assert summary["requests"] == 1000 and summary["errors"] == {failure: 1000}
     assert summary["succeeded"] == 0 and summary["achieved_rate"] == 0
     assert summary["valid"] is False

@@ -20,6 +20,7 @@ import pytest
 from kvnode.access.client_auth import BadTokensFile, parse_tokens, read_tokens_file, role_allows, role_needed
 from kvnode.client import BadRequest, Client
 from tests.harness import (
+    DEADLINE,
     REPO,
     Cluster,
     ClusterFactory,
@@ -196,8 +197,11 @@ def test_admin_and_the_load_tools_pass_a_token_from_a_file(cluster: Cluster, tmp
     admin = ["-m", "kvnode", "admin", "--url", url]
     status = python(*admin, "--token-file", str(admin_token), "status", "--json")
     assert status.returncode == 0 and len(json.loads(status.stdout)["members"]) == 3, status.stderr
-    refused = python(*admin, "status")
-    assert "answered 401" in assert_exit_2_with_one_line(refused)
+    refused = assert_exit_2_with_one_line(python(*admin, "status"))
+    assert "answered 401" in refused and "pass an admin token with --token-file FILE" in refused
+    reader = write_secret_file(tmp_path / "reader.token", TOKENS["read"] + "\n")
+    forbidden = assert_exit_2_with_one_line(python(*admin, "--token-file", str(reader), "status"))
+    assert "answered 403" in forbidden and "the token's role is not admin" in forbidden
 
     keys = ["--keys", "20", "--token-file", str(writer_token)]
     filled = python("-m", "loadtest", "fill", "--url", urls, *keys)
@@ -208,14 +212,42 @@ def test_admin_and_the_load_tools_pass_a_token_from_a_file(cluster: Cluster, tmp
     assert rate.returncode == 0, rate.stderr
     assert json.loads(summary.read_text())["errors"] == {}
 
+    # Locust runs until it has made requests, however long a busy machine takes to start it, then is
+    # stopped: a fixed duration made no request at all once.
     prefix = tmp_path / "locust"
-    locust = ["-m", "locust", "-f", str(LOCUSTFILE), "--headless", "-u", "2", "-r", "2", "-t", "2s"]
+    locust = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "-u", "2", "-r", "2"]
     locust += ["--host", url, "--csv", str(prefix), "--kv-keys", "20", "--kv-workload", "get"]
-    finished = python(*locust, "--kv-token-file", str(writer_token))
-    assert finished.returncode == 0, finished.stderr[-3000:]
-    with open(f"{prefix}_stats.csv", newline="") as stats:
-        total = next(row for row in csv.DictReader(stats) if row["Name"] == "Aggregated")
-    assert int(total["Request Count"]) > 0 and int(total["Failure Count"]) == 0
+    locust += ["--kv-token-file", str(writer_token)]
+    log = tmp_path / "locust.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen(locust, stdout=out, stderr=out)
+    try:
+        wait_for(
+            lambda: process.poll() is not None or locust_requests(prefix) > 0,
+            seconds=DEADLINE,
+            what="Locust's first requests",
+        )
+        process.terminate()  # SIGTERM: Locust writes its stats and exits 0 unless a request failed
+        process.wait(DEADLINE)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0, log.read_text()[-3000:]
+    assert locust_requests(prefix) > 0 and locust_totals(prefix)["Failure Count"] == "0"
+
+
+def locust_totals(prefix: Path) -> dict[str, str]:
+    """The Aggregated row of Locust's CSV statistics; empty until Locust has written them."""
+    try:
+        with open(f"{prefix}_stats.csv", newline="") as stats:
+            return next((row for row in csv.DictReader(stats) if row["Name"] == "Aggregated"), {})
+    except FileNotFoundError:
+        return {}
+
+
+def locust_requests(prefix: Path) -> int:
+    return int(locust_totals(prefix).get("Request Count") or 0)
 
 
 def test_sighup_reads_the_file_again_and_keeps_the_old_table_when_it_is_bad(

@@ -79,8 +79,11 @@ def test_a_stopped_member_is_unreachable_in_status_locate_and_hints(start_cluste
 def test_a_node_that_cannot_be_asked_exits_2_with_one_line(node: Node) -> None:
     port = node.config.port
     node.stop()
+    lines = []
     for args in ([f"http://127.0.0.1:{port}", "status"], ["not-a-url", "status"]):
         done = admin(*args)
         assert done.returncode == 2
         assert done.stdout == ""
         assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+        lines.append(done.stderr)
+    assert "connection refused: check --url (or KVNODE_URL), and that the node runs" in lines[0]

@@ -102,6 +102,8 @@ def test_a_member_started_without_the_secret_is_refused_and_both_ends_say_why(
         lacking_log = wait_for_log(lacking, f"replica channel to {member.url} refused")
         assert f"{member.url} requires a cluster secret, and this node has none" in lacking_log
         assert "refused a replica channel challenge: this node runs without a cluster secret" in lacking_log
+        for line in (*member_log.splitlines(), *lacking_log.splitlines()):  # each says the fix once
+            assert line.count("--cluster-secret-file") <= 1, line
         wait_for(lambda: peer_state(member, lacking) == "refused", 15.0, "the member to show it refused")
         wait_for(lambda: peer_state(lacking, member) == "refused", 15.0, "it to show the member refused")
         status = subprocess.run(
