@@ -66,7 +66,13 @@ def test_a_bad_tokens_file_is_refused_naming_the_line_never_the_token(text: str,
 
 READS = {("GET", "/v0/entity"), ("GET", "/v0/entities")}
 WRITES = {("PUT", "/v0/entity"), ("DELETE", "/v0/entity")}
-ADMIN = {("GET", "/v0/cluster"), ("GET", "/v0/stats"), ("GET", "/metrics")}
+ADMIN = {
+    ("GET", "/v0/cluster"),
+    ("GET", "/v0/stats"),
+    ("GET", "/metrics"),
+    ("GET", "/v0/versions"),
+    ("POST", "/v0/versions"),
+}
 
 
 @pytest.mark.parametrize(
