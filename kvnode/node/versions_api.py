@@ -13,8 +13,8 @@ through the clock fence. With ``check=live`` a version is written only where its
 in this cluster, read from every owner first, that is not newer (last-write-wins decides); a key no owner
 holds is left alone. The answer counts each version's outcome as JSON: ``written``, ``kept`` (the cluster
 holds a newer version), ``absent`` (check=live: no owner holds the key), ``failed`` (not every owner
-answered; ``failure`` is the first reason). The body is bounded (413 above): the whole of it is read and
-checked before anything is written, so a bad body (400, one line) writes nothing.
+answered, in three tries; ``failure`` is the first reason). The body is bounded (413 above): the whole
+of it is read and checked before anything is written, so a bad body (400, one line) writes nothing.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from kvnode.coordinator.fanout import QuorumFailed
 from kvnode.node.client_api import _known_only, _single, _utf8
 from kvnode.node.parts import PARTS
 from kvnode.storage.frames import END, MAX_KEY_BYTES, BadFrames, FrameParser, encode_frame
-from kvnode.storage.records import MAX_HEADER_BYTES, CorruptRecord, check, decode
+from kvnode.storage.records import MAX_HEADER_BYTES, CorruptRecord, Record, check, decode
 
 __all__ = ["VERSIONS_PATH", "add_routes"]
 
@@ -41,6 +41,8 @@ VERSIONS_PATH = "/v0/versions"
 _CHUNK = 256  # versions read from one LevelDB iterator and sent in one write
 _CONCURRENT = 64  # versions of a restore body written at once (each one call to each owner)
 _OUTCOMES = ("written", "kept", "absent", "failed")
+_ATTEMPTS = 3  # for a version whose owners did not all answer
+_RETRY_S = 0.5  # times the attempt number, before the next attempt
 
 
 def add_routes(app: web.Application) -> None:
@@ -117,19 +119,32 @@ async def post_versions(request: web.Request) -> web.Response:
 async def _restore(
     coordinator: Coordinator, key: bytes, raw: bytes, *, live: bool, failures: list[str]
 ) -> str:
-    """Write one version (see the module's text); its outcome."""
+    """Write one version (see the module's text), tried again when not every owner answered (a loaded
+    peer's stall passes); its outcome."""
     record = decode(raw)
-    try:
-        if live:
-            held = await coordinator.get(key, coordinator.owners_quorum(record))
-            if held is None:
-                return "absent"
-            if held > record:
-                return "kept"
-        return "written" if await coordinator.write_version(key, record) else "kept"
-    except (QuorumFailed, ClockFenced) as error:
-        failures.append(f"key {key[:60]!r}: {error}")
-        return "failed"
+    attempt = 1
+    while True:
+        try:
+            return await _restore_once(coordinator, key, record, live=live)
+        except QuorumFailed as error:
+            if attempt == _ATTEMPTS:
+                failures.append(f"key {key[:60]!r}: {error}")
+                return "failed"
+        except ClockFenced as error:
+            failures.append(f"key {key[:60]!r}: {error}")
+            return "failed"
+        await asyncio.sleep(_RETRY_S * attempt)
+        attempt += 1
+
+
+async def _restore_once(coordinator: Coordinator, key: bytes, record: Record, *, live: bool) -> str:
+    if live:
+        held = await coordinator.get(key, coordinator.owners_quorum(record))
+        if held is None:
+            return "absent"
+        if held > record:
+            return "kept"
+    return "written" if await coordinator.write_version(key, record) else "kept"
 
 
 def _text(status: int, reason: str) -> web.Response:

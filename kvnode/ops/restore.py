@@ -72,6 +72,14 @@ def restore(args: argparse.Namespace, fetch: Fetch) -> int:
         print(f"kvnode admin: cannot restore {args.dir}: {error}", file=sys.stderr)
         return 2
     view = fetch(args.url, args.token, args.tls_ca)
+    unreachable = [member["url"] for member in view["members"] if not member["reachable"]]
+    if unreachable:  # each version goes to every owner of its key, and a check=live read asks them all
+        print(
+            f"kvnode admin: cannot restore while members are unreachable from {args.url}: "
+            f"{', '.join(unreachable)}",
+            file=sys.stderr,
+        )
+        return 1
     rule = RestoreRule(
         same_cluster=view["cluster_id"] == manifest["cluster_id"],
         grace_us=view["gc_grace_s"] * 1_000_000,

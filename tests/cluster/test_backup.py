@@ -1,8 +1,8 @@
 """``admin backup`` and ``admin restore`` on real node processes: a backup taken under writes restores
 into a fresh cluster whole (values and tombstones, their timestamps kept); restored into its own cluster
 it keeps every write and delete made since; an old version whose key tombstone GC dropped is skipped
-unless ``--authoritative``; a member down fails a backup; a corrupt or truncated backup, and a body that
-is not frames, are refused with one line."""
+unless ``--authoritative``; a member down fails a backup and a restore; a corrupt or truncated backup,
+and a body that is not frames, are refused with one line."""
 
 from __future__ import annotations
 
@@ -99,6 +99,10 @@ def test_a_restore_into_its_own_cluster_keeps_every_write_and_delete_made_since(
     assert incomplete.returncode == 1
     assert cluster[2].url in incomplete.stderr and incomplete.stderr.count("\n") == 1, incomplete.stderr
     assert not (tmp_path / "incomplete" / "manifest.json").exists()
+    refused = admin(cluster[0], "restore", tmp_path / "backup", cwd=tmp_path)
+    assert refused.returncode == 1
+    unreachable = f"cannot restore while members are unreachable from {cluster[0].url}: {cluster[2].url}\n"
+    assert refused.stderr.endswith(unreachable) and refused.stderr.count("\n") == 1, refused.stderr
 
 
 def test_an_old_version_whose_key_was_collected_is_skipped_unless_the_restore_is_authoritative(
