@@ -41,6 +41,7 @@ VERSIONS_PATH = "/v0/versions"
 _CHUNK = 256  # versions read from one LevelDB iterator and sent in one write
 _CONCURRENT = 64  # versions of a restore body written at once (each one call to each owner)
 _OUTCOMES = ("written", "kept", "absent", "failed")
+_BATCH_BYTES = 1024 * 1024  # what admin restore sends at a time, about (kvnode.ops.restore)
 _ATTEMPTS = 3  # for a version whose owners did not all answer
 _RETRY_S = 0.5  # times the attempt number, before the next attempt
 
@@ -84,7 +85,7 @@ async def post_versions(request: web.Request) -> web.Response:
         return _text(400, f"query parameter 'check' takes only 'live', not {mode!r}")
     parts = request.app[PARTS]
     max_record = parts.config.max_body_bytes + MAX_HEADER_BYTES
-    limit = max_record + MAX_KEY_BYTES + 64  # room for one frame of the largest record, and the end frame
+    limit = _BATCH_BYTES + MAX_KEY_BYTES + max_record  # a batch, and one frame of the largest record past it
     if request.content_length is not None and request.content_length > limit:
         return _text(413, f"body of {request.content_length} bytes exceeds the limit of {limit} bytes")
     parser = FrameParser(max_record)
