@@ -28,7 +28,7 @@ from aiohttp import web
 from kvnode.clocks.fence import ClockFenced
 from kvnode.coordinator.coordinator import Coordinator
 from kvnode.coordinator.fanout import QuorumFailed
-from kvnode.node.client_api import _known_only, _single, _utf8
+from kvnode.node.client_api import _known_only, _single, _text, _utf8
 from kvnode.node.parts import PARTS
 from kvnode.storage.frames import END, MAX_KEY_BYTES, BadFrames, FrameParser, encode_frame
 from kvnode.storage.records import MAX_HEADER_BYTES, CorruptRecord, Record, check, decode
@@ -53,8 +53,8 @@ def add_routes(app: web.Application) -> None:
 
 async def get_versions(request: web.Request) -> web.StreamResponse:
     _known_only(request, ("start", "end"))
-    start = b"" if _single(request, "start") is None else _utf8(request, "start", allow_empty=True)
-    end = None if _single(request, "end") is None else _utf8(request, "end", allow_empty=True)
+    start = _utf8(request, "start", allow_empty=True) if "start" in request.query else b""
+    end = _utf8(request, "end", allow_empty=True) if "end" in request.query else None
     storage = request.app[PARTS].storage
     response = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
     response.enable_chunked_encoding()
@@ -111,9 +111,8 @@ async def post_versions(request: web.Request) -> web.Response:
             )
         )
         outcomes.update(answers)
-    body = {outcome: outcomes[outcome] for outcome in _OUTCOMES} | {
-        "failure": failures[0] if failures else ""
-    }
+    body: dict[str, object] = {outcome: outcomes[outcome] for outcome in _OUTCOMES}
+    body["failure"] = failures[0] if failures else ""
     return web.json_response(body)
 
 
@@ -146,7 +145,3 @@ async def _restore_once(coordinator: Coordinator, key: bytes, record: Record, *,
         if held > record:
             return "kept"
     return "written" if await coordinator.write_version(key, record) else "kept"
-
-
-def _text(status: int, reason: str) -> web.Response:
-    return web.Response(status=status, text=reason + "\n")

@@ -25,7 +25,7 @@ import sys
 import time
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any, BinaryIO
 
 from kvnode.ops.backup_rules import FORMAT, Counts, OutOfOrder, merge_newest
 from kvnode.ops.node_streams import Failed, Progress, frames, open_request, say
@@ -89,6 +89,7 @@ def _backup(args: argparse.Namespace, fetch: Fetch) -> int:
             directory.mkdir(parents=True, exist_ok=True)
             with partial.open("wb") as out:
                 counts, written, digest = _write_merged(replies, out)
+                _synced(out)
             partial.replace(directory / VERSIONS)
             manifest = _manifest(view, counts, written, digest)
             _write_atomically(directory / MANIFEST, json.dumps(manifest, indent=2) + "\n")
@@ -146,5 +147,13 @@ def _write_merged(replies: dict[str, BinaryIO], out: BinaryIO) -> tuple[Counts, 
 
 def _write_atomically(path: Path, text: str) -> None:
     partial = path.with_name(path.name + ".partial")
-    partial.write_text(text)
+    with partial.open("w") as out:
+        out.write(text)
+        _synced(out)
     os.replace(partial, path)
+
+
+def _synced(file: IO[Any]) -> None:
+    """On disk before the manifest says the backup is whole."""
+    file.flush()
+    os.fsync(file.fileno())
