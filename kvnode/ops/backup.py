@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import IO, Any, BinaryIO
 
 from kvnode.ops.backup_rules import FORMAT, Counts, OutOfOrder, merge_newest
+from kvnode.ops.flags import OneLineParser
 from kvnode.ops.node_streams import Failed, Progress, frames, open_request, say
 from kvnode.ops.restore import MANIFEST, VERSIONS, Fetch, restore
 from kvnode.storage.frames import END, encode_frame
@@ -39,7 +40,7 @@ COMMANDS = ("backup", "restore")
 _STREAM_TIMEOUT_S = 60.0  # a member that sends nothing for this long has failed
 
 
-def add_commands(commands: Any, after: argparse.ArgumentParser) -> None:
+def add_commands(commands: argparse._SubParsersAction[OneLineParser], after: OneLineParser) -> None:
     """The two commands, on admin's subcommand parsers (``after`` holds the options a command takes)."""
     backup = commands.add_parser(
         "backup", parents=[after], help="stream every member's versions into DIR (the cluster keeps serving)"
