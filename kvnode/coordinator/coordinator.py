@@ -128,6 +128,25 @@ class Coordinator:
             await self._fence.admit_write()
         await self._write(key, Record.delete(self._clock.now(), copies=self._copies(quorum)), quorum)
 
+    def owners_quorum(self, record: Record) -> Quorum:
+        """Every owner of a version written to ``record.copies`` replicas (0: all N), all to answer."""
+        size = self.replication
+        owners = min(record.copies, size) if record.copies else size
+        return Quorum(owners, owners)
+
+    async def write_version(self, key: bytes, record: Record) -> bool:
+        """Write ``record`` as it is, its own timestamp kept (a restore, kvnode.node.versions_api), to
+        every owner of its key, each keeping the newer of it and what it holds, as read repair's writes
+        do: never stamped again. True when an owner took it, False when every one holds a newer version.
+        Raises ClockFenced (nothing written) while this node's clock is fenced, QuorumFailed unless every
+        owner answered (those that did not get hints)."""
+        if not self._fence.ready:
+            await self._fence.admit_write()
+        self._clock.observe(record.timestamp)  # so that this node's later writes of the key are newer
+        replicas, quorum = self._write_targets(key, self.owners_quorum(record))
+        answers = await self._write_to(replicas, key, record, quorum)
+        return any(held is None for held in answers)
+
     def _copies(self, quorum: Quorum) -> int:
         """What a record says of its replicas: their count when fewer than the key's owners, else 0."""
         return quorum.replicas if quorum.replicas < self.replication else 0

@@ -14,7 +14,7 @@ from aiohttp.typedefs import Handler, Middleware
 
 from kvnode.access.client_auth import ClientTokens, covers, role_needed
 from kvnode.access.connections import DIRECT_ROUTES
-from kvnode.node import client_api, operator_api, stats
+from kvnode.node import client_api, operator_api, stats, versions_api
 from kvnode.node.parts import PARTS, NodeParts
 
 __all__ = ["create_app"]
@@ -29,6 +29,7 @@ def create_app(parts: NodeParts) -> web.Application:
         app[DIRECT_ROUTES] = direct
     stats.add_routes(app, parts)
     operator_api.add_routes(app)
+    versions_api.add_routes(app)
     parts.replica_server.add_routes(app)
     _answer_unrouted(app)
     app.on_shutdown.append(_close_replica_channels)

@@ -40,7 +40,12 @@ async def get_stats(request: web.Request) -> web.Response:
 async def get_cluster(request: web.Request) -> web.Response:
     parts = request.app[PARTS]
     await _probe(parts.peers, parts.config.timeout)
-    return _json(cluster_view(parts.config.url, parts.membership, parts.snapshot()))
+    view = cluster_view(parts.config.url, parts.membership, parts.snapshot())
+    # What a restore judges a backed-up version's age by (kvnode.ops.backup): this node's clock now, and
+    # how long a tombstone is kept at least.
+    view["clock_us"] = parts.clock.current()
+    view["gc_grace_s"] = parts.config.gc_grace_s
+    return _json(view)
 
 
 def stats_view(parts: NodeParts, snapshot: NodeSnapshot) -> dict[str, Any]:
@@ -114,6 +119,7 @@ def cluster_view(url: str, membership: Membership, snapshot: NodeSnapshot) -> di
     hints = snapshot.hints
     return {
         "node": url,
+        "cluster_id": membership.cluster,
         "cluster": list(membership.urls),
         "tokens": list(membership.tokens),
         "membership_version": membership.version,

@@ -6,6 +6,7 @@
     python -m kvnode admin --url http://127.0.0.1:8080 hints --json  # hints waiting, per target
     python -m kvnode admin --url http://127.0.0.1:8080 repair --wait  # anti-entropy with every peer, now
     python -m kvnode admin --url http://127.0.0.1:8080 leave http://127.0.0.1:8082 --wait  # a member leaves
+    python -m kvnode admin --url http://127.0.0.1:8080 backup DIR   # and restore DIR: kvnode.ops.backup
 
 ``repair`` asks the node for a full anti-entropy repair (``POST /v0/repair``, kvnode.node.operator_api); with
 ``--wait`` it prints progress on stderr until the repair is done, then a one-line summary, and exits 1
@@ -39,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from kvnode.access.tls import TlsUnusable
+from kvnode.ops import backup
 from kvnode.ops.admin_render import SHARE_SAMPLE, render
 from kvnode.ops.argtypes import http_url, token_file
 from kvnode.ops.node_http import Refused, Unreachable, fetch
@@ -57,6 +59,8 @@ def main(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
             return _repair(args)
         if args.command == "leave":
             return _leave(args)
+        if args.command in backup.COMMANDS:
+            return backup.run(args, fetch)
         view = fetch(args.url, args.token, args.tls_ca)
     except (Unreachable, TlsUnusable) as error:
         print(f"kvnode admin: {error}", file=sys.stderr)
@@ -90,7 +94,7 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     after = OneLineParser(add_help=False)
     after.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=json_help)
     commands = parser.add_subparsers(
-        dest="command", required=True, metavar="{status,ring,locate,hints,repair,leave}"
+        dest="command", required=True, metavar="{status,ring,locate,hints,repair,leave,backup,restore}"
     )
     commands.add_parser("status", parents=[after], help="each member, and whether this node reaches it")
     commands.add_parser(
@@ -110,6 +114,7 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     )
     leave.add_argument("member", type=http_url, help="the member's URL")
     leave.add_argument("--wait", action="store_true", help="follow it until the member is removed")
+    backup.add_commands(commands, after)
     return parser
 
 

@@ -67,7 +67,13 @@ def test_a_bad_tokens_file_is_refused_naming_the_line_never_the_token(text: str,
 
 READS = {("GET", "/v0/entity"), ("GET", "/v0/entities")}
 WRITES = {("PUT", "/v0/entity"), ("DELETE", "/v0/entity")}
-ADMIN = {("GET", "/v0/cluster"), ("GET", "/v0/stats"), ("GET", "/metrics")}
+ADMIN = {
+    ("GET", "/v0/cluster"),
+    ("GET", "/v0/stats"),
+    ("GET", "/metrics"),
+    ("GET", "/v0/versions"),
+    ("POST", "/v0/versions"),
+}
 
 
 @pytest.mark.parametrize(
@@ -132,6 +138,8 @@ CLIENT_REQUESTS = [
     ("GET", "/v0/cluster", {}),
     ("GET", "/v0/stats", {}),
     ("GET", "/metrics", {}),
+    ("GET", "/v0/versions", {}),
+    ("POST", "/v0/versions", {}),
     ("GET", "/v0/nowhere", {}),
 ]
 
@@ -164,7 +172,7 @@ def test_each_role_does_what_it_may_and_is_refused_the_rest(cluster: Cluster) ->
     assert as_role(node, "read", "GET", "/v0/nowhere").status == 404
     refused = as_role(node, "read", "DELETE", "/v0/entity", id=key)
     assert refused.status == 403 and refused.text == "a read token may not DELETE /v0/entity\n"
-    for path in ("/v0/cluster", "/v0/stats", "/metrics"):
+    for path in ("/v0/cluster", "/v0/stats", "/metrics", "/v0/versions"):
         assert as_role(node, "readwrite", "GET", path).status == 403, path
         assert as_role(node, "admin", "GET", path).status == 200, path
     assert as_role(node, "readwrite", "DELETE", "/v0/entity", id=key, ack="3").status == 202
@@ -202,6 +210,10 @@ def test_admin_and_the_load_tools_pass_a_token_from_a_file(cluster: Cluster, tmp
     reader = write_secret_file(tmp_path / "reader.token", TOKENS["read"] + "\n")
     forbidden = assert_exit_2_with_one_line(python(*admin, "--token-file", str(reader), "status"))
     assert "answered 403" in forbidden and "the token's role is not admin" in forbidden
+    backup = python(*admin, "--token-file", str(admin_token), "backup", str(tmp_path / "backup"))
+    assert backup.returncode == 0, backup.stderr
+    restore = python(*admin, "--token-file", str(admin_token), "restore", str(tmp_path / "backup"))
+    assert restore.returncode == 0 and " 0 failed" in restore.stdout, restore.stderr
 
     keys = ["--keys", "20", "--token-file", str(writer_token)]
     filled = python("-m", "loadtest", "fill", "--url", urls, *keys)

@@ -159,6 +159,37 @@ async def test_a_rewrite_counts_the_ttl_from_its_new_timestamp(tmp_path: Path) -
             assert held.expires == held.timestamp + 300_000, url
 
 
+# --- a version written as it is (a restore) ----------------------------------------------------------------
+
+
+async def test_a_version_written_as_it_is_keeps_its_timestamp_and_loses_to_a_newer_one(
+    tmp_path: Path,
+) -> None:
+    with coordinator_node(tmp_path) as node:
+        old = Record.put(node.clock.now() - 5_000_000, b"backed up")
+        newer = Record.put(old.timestamp + 1, b"written since")
+        node.storages[URLS[1]].apply(b"k", newer)
+        assert await node.coordinator.write_version(b"k", old) is True  # a and c took it
+        assert [node.held(url, b"k") for url in URLS] == [old, newer, old]
+        assert node.coordinator.stats.rewrites == 0  # never stamped again
+        for url in (URLS[0], URLS[2]):
+            node.storages[url].apply(b"k", newer)
+        assert await node.coordinator.write_version(b"k", old) is False  # every owner holds a newer one
+
+
+async def test_a_version_written_as_it_is_needs_every_owner_and_hints_the_one_that_missed_it(
+    tmp_path: Path,
+) -> None:
+    with coordinator_node(tmp_path) as node:
+        node.c.fail_with = ReplicaUnavailable("http://c:1 is unreachable: refused")
+        with pytest.raises(QuorumFailed, match="2 of 3 replicas answered, 3 needed"):
+            await node.coordinator.write_version(b"k", Record.delete(node.clock.now() - 1))
+        await run_callbacks()
+        assert node.hints.pending(URLS[2]) == 1
+        two = Record.put(node.clock.now() - 1, b"on two", copies=2)
+        assert node.coordinator.owners_quorum(two) == Quorum(ack=2, replicas=2)
+
+
 # --- nearest_first ---------------------------------------------------------------------------------------
 
 
