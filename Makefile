@@ -36,7 +36,7 @@ reset:
 	@$(PYTHON) -m kvnode.ops.data_dir data
 	rm -rf data
 
-## test: ruff, mypy, the whole pytest suite on 2 workers and the doctests (7.5 minutes idle, 10 beside a CPU hog)
+## test: ruff, mypy, the whole pytest suite on 2 workers and the doctests (12 minutes; 15 beside two CPU hogs)
 test: test-duration lint typecheck pytest
 
 test-duration:

@@ -1,10 +1,16 @@
-"""Anti-entropy: replicas compare summaries of what they hold and exchange only the records that differ.
+"""Healing: replicas compare summaries of what they hold and exchange only the records that differ
+(anti-entropy), drop what no replica needs any more (tombstone GC), and a node that lost its disk gets
+its records back (rebuild).
 
 summary        what a node holds, as one hash tree per peer (tictac: a write updates it by a delta); pure
 upkeep         the summaries kept current: every stored record's delta, a rebuild after a crash,
                persisted at a clean stop
+listing        the keys of some segments, a bounded page at a time
+exchange       one repair with one peer, step by step; pure
+anti_entropy   the exchanges with every peer, continuous and paced, or on demand
+answers        a replica's answers to anti-entropy's calls
 gc_rule        when a tombstone or an expired version may be dropped for good; pure
-gc_pass        tombstone GC's background pass: drops what the rule allows, reclaims the space
+tombstone_gc   the background pass that drops what the rule allows and reclaims the space
 rebuild_state  whether this node's data is whole: unknown, rebuilding (its disk was lost), serving; pure
 rebuild        acting on it: each state saved, the peers asked, a repair with every peer until all done
 """

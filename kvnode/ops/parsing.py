@@ -14,7 +14,7 @@ import argparse
 import difflib
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 __all__ = ["OneLineParser"]
 
@@ -22,7 +22,12 @@ __all__ = ["OneLineParser"]
 class OneLineParser(argparse.ArgumentParser):
     """argparse, but an error is one line on stderr (no usage block) and exit status 2, and an unknown
     flag is refused by the parser it was given to (a subcommand's names the subcommand) with the closest
-    flag it knows, before argparse would complain of a missing required one instead."""
+    flag it knows, before argparse would complain of a missing required one instead. No prefix stands for
+    a flag: ``cluster --node 3`` would otherwise start a cluster as ``--nodes 3``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}\n")

@@ -1,10 +1,14 @@
-"""The replica layer: how a coordinator reaches the replicas of a key, and how a node answers its peers.
+"""The replica layer: how a coordinator reaches the replicas of a key (the other end, a peer's calls
+answered, is kvnode.node.peer_api).
 
 A replica call returns an ``asyncio.Future`` at once (no task per call) that ends in the replica's answer
 or in one of the :mod:`~kvnode.replica.errors`; nothing else reaches the coordinator.
 
     errors      the named ways a call fails
     local       this node's own storage as a replica
+    apply       the one way a given version is stored: judged by the clock fence, written if newer
+    readiness   whether a replica's data is whole
+    pages       pages of stored versions over a key range (the cluster-wide scan's op)
     peer        another node, over one persistent multiplexed channel: connect attempts, heartbeat, answers
     peer_state  the peer's connection state and its named transitions (pure)
     failure_detector  whether a peer is alive, as a level of suspicion: phi accrual (pure)
@@ -14,7 +18,6 @@ or in one of the :mod:`~kvnode.replica.errors`; nothing else reaches the coordin
     inflight    the calls to one peer in flight: ids, deadlines, bounds
     outbox      the calls to one peer waiting to be sent, and their framing
     channel     the client end of that channel: an asyncio.Protocol speaking WebSocket (websocket)
-    server      the other end: its routes, its open channels, answering a peer's calls from local storage
     auth        the handshake: both ends prove they hold the cluster secret, and introduce themselves
     identities  what this node says of itself in a handshake, and remembers of the peers it met
     wire        the replica protocol's messages (pure)

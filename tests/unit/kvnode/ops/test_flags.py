@@ -157,6 +157,7 @@ def test_bad_flags_exit_2_with_one_line(tmp_path: Path, args: list[str]) -> None
     [
         (["node", "--prot", "8080", "--data-dir", "d"], "node", "--port"),
         (["cluster", "--nodse", "5"], "cluster", "--nodes"),
+        (["cluster", "--node", "3"], "cluster", "--nodes"),  # a prefix is no flag: it would start a cluster
         (["--nodse", "5"], "cluster", "--nodes"),  # the command a bare `python -m kvnode` runs
         (["node", "--port", "1", "--data-dir", "d", "--nodse"], "node", ""),  # no flag of node's is close
         (["admin", "--ulr", "u", "status"], "admin", "--url"),
@@ -169,7 +170,7 @@ def test_a_misspelled_flag_is_named_by_its_command_with_the_closest_one(
     with pytest.raises(SystemExit) as exited:
         cli.main(args)
     assert exited.value.code == 2
-    unknown = next(arg for arg in args if arg in ("--prot", "--nodse", "--ulr", "--jsn"))
+    unknown = next(arg for arg in args if arg in ("--prot", "--nodse", "--node", "--ulr", "--jsn"))
     advice = f": did you mean {meant}?" if meant else ""
     assert capsys.readouterr().err == f"python -m kvnode {command}: error: unknown flag {unknown}{advice}\n"
 
