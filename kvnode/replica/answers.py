@@ -1,5 +1,6 @@
-"""What a replica call resolves to, from its reply: the record, the timestamp, the payload, or the named
-error (kvnode.replica.errors) that a failed, mismatched or malformed reply stands for. Pure."""
+"""What a replica call resolves to, from its reply: what the protocol table (kvnode.replica.wire.PROTOCOL)
+says the reply's status answers, or the named error (kvnode.replica.errors) that a failed, mismatched or
+malformed reply stands for. Pure."""
 
 from __future__ import annotations
 
@@ -13,17 +14,9 @@ from kvnode.replica.errors import (
     ReplicaSkewRefused,
 )
 from kvnode.storage.keyspace import DISK_FULL
-from kvnode.storage.records import CorruptRecord, decode
+from kvnode.storage.records import CorruptRecord
 
 __all__ = ["answer_of"]
-
-_PAYLOAD_ANSWERS = {
-    wire.Op.BRANCHES: wire.Status.HASHES,
-    wire.Op.SEGMENTS: wire.Status.HASHES,
-    wire.Op.LIST: wire.Status.LISTING,
-    wire.Op.MEMBERSHIP: wire.Status.MEMBERSHIP,
-    wire.Op.SCAN: wire.Status.RECORDS,
-}
 
 
 def answer_of(url: str, op: wire.Op, reply: wire.ReplicaReply) -> tuple[ReplicaError | None, object]:
@@ -51,19 +44,7 @@ def _answer(op: wire.Op, reply: wire.ReplicaReply) -> object:
         raise ReplicaSkewRefused(reply.payload.decode("utf-8", "replace"))
     if status is wire.Status.NOT_READY:
         raise ReplicaNotReady("its data is not whole yet (it rebuilds)")
-    if op is wire.Op.READ or op is wire.Op.FETCH:
-        if status is wire.Status.FOUND:
-            return decode(reply.payload)
-        if status is wire.Status.ABSENT:
-            return None
-    elif op is wire.Op.CLOCK:
-        if status is wire.Status.CLOCK:
-            return wire.decode_clock(reply.payload)
-    elif op in _PAYLOAD_ANSWERS:
-        if status is _PAYLOAD_ANSWERS[op]:
-            return reply.payload
-    elif status is wire.Status.STORED:
-        return None
-    elif status is wire.Status.NEWER:
-        return wire.decode_timestamp(reply.payload)
+    resolve = wire.PROTOCOL[op].answers.get(status)
+    if resolve is not None:
+        return resolve(reply.payload)
     raise wire.WireError(f"reply {status.name} does not answer a {op.name}")

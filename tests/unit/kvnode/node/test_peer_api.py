@@ -14,7 +14,7 @@ from typing import cast
 import pytest
 from aiohttp import web
 
-from kvnode.node.peer_api import CallAnswers, PeerGate, serve_peer
+from kvnode.node.peer_api import ANSWERERS, CallAnswers, PeerGate, serve_peer
 from kvnode.replica import wire
 from kvnode.replica.channel import PEER_PATH
 from kvnode.storage.keyspace import Storage
@@ -64,3 +64,9 @@ async def test_a_peer_gone_during_the_upgrade_is_one_quiet_line(
     quiet = [record for record in caplog.records if record.name == "kvnode.node.peer_api"]
     assert [record.levelno for record in quiet] == [logging.INFO], [r.getMessage() for r in quiet]
     assert "went away during the upgrade" in quiet[0].getMessage()
+
+
+def test_the_server_answers_every_call_of_the_protocol_and_no_other() -> None:
+    """One table of the replica calls: the peer resolves replies by wire.PROTOCOL, the server answers by
+    ANSWERERS; every op of the wire is in both."""
+    assert set(ANSWERERS) == set(wire.PROTOCOL) == set(wire.Op)
