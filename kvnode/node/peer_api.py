@@ -210,7 +210,7 @@ def _scan(answers: CallAnswers, storage: Storage, batch: WriteBatch, call: wire.
     return wire.Status.RECORDS, pages.encode_page(entries, more)
 
 
-# One answerer a call of the replica protocol (kvnode.replica.wire.PROTOCOL, which says the statuses each
+# One answerer a call of the replica protocol (kvnode.replica.protocol.PROTOCOL, which says the statuses each
 # may answer with); tests/unit/kvnode/node/test_peer_api.py checks that the two cover the same calls.
 ANSWERERS: dict[wire.Op, Answerer] = {
     wire.Op.READ: _read,

@@ -21,6 +21,7 @@ or in one of the :mod:`~kvnode.replica.errors`; nothing else reaches the coordin
     auth        the handshake: both ends prove they hold the cluster secret, and introduce themselves
     identities  what this node says of itself in a handshake, and remembers of the peers it met
     wire        the replica protocol's messages (pure)
+    protocol    the one table of its calls: the statuses that answer each, what each resolves to (pure)
     hints       hinted handoff: writes a replica missed, kept durably and delivered when it is back
 """
 

@@ -1,4 +1,4 @@
-"""What a replica call resolves to, from its reply: what the protocol table (kvnode.replica.wire.PROTOCOL)
+"""What a replica call resolves to, from its reply: what the protocol table (kvnode.replica.protocol)
 says the reply's status answers, or the named error (kvnode.replica.errors) that a failed, mismatched or
 malformed reply stands for. Pure."""
 
@@ -13,6 +13,7 @@ from kvnode.replica.errors import (
     ReplicaRejected,
     ReplicaSkewRefused,
 )
+from kvnode.replica.protocol import PROTOCOL
 from kvnode.storage.keyspace import DISK_FULL
 from kvnode.storage.records import CorruptRecord
 
@@ -44,7 +45,7 @@ def _answer(op: wire.Op, reply: wire.ReplicaReply) -> object:
         raise ReplicaSkewRefused(reply.payload.decode("utf-8", "replace"))
     if status is wire.Status.NOT_READY:
         raise ReplicaNotReady("its data is not whole yet (it rebuilds)")
-    resolve = wire.PROTOCOL[op].answers.get(status)
+    resolve = PROTOCOL[op].get(status)
     if resolve is not None:
         return resolve(reply.payload)
     raise wire.WireError(f"reply {status.name} does not answer a {op.name}")

@@ -32,11 +32,11 @@ import enum
 import struct
 import sys
 from array import array
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from kvnode.storage.records import MAX_HEADER_BYTES, decode
+from kvnode.storage.records import MAX_HEADER_BYTES
 
 __all__ = [
     "FRAME_TARGET",
@@ -145,6 +145,9 @@ class Status(enum.IntEnum):
 # By wire value: a dict lookup costs a tenth of calling the enum class.
 _OPS = {int(op): op for op in Op}
 _STATUSES = {int(status): status for status in Status}
+
+
+_KEYLESS = frozenset({Op.CLOCK, Op.MEMBERSHIP, Op.ADOPT})  # calls about the node, not a key
 
 
 class CallRequest(NamedTuple):
@@ -329,39 +332,3 @@ def _messages(frame: bytes, header_size: int) -> list[tuple[int, int]]:
         spans.append((offset, end))
         offset = end
     return spans
-
-
-class CallKind(NamedTuple):
-    """One kind of replica call: whether it names a key (else it is about the node: no key), and the reply
-    statuses that answer it, each with what its payload resolves to. FAILED, REFUSED and NOT_READY fail any
-    call (kvnode.replica.answers says with which error)."""
-
-    keyed: bool
-    answers: Mapping[Status, Callable[[bytes], object]]
-
-
-def _nothing(payload: bytes) -> None:
-    return None
-
-
-def _payload(payload: bytes) -> bytes:
-    return payload
-
-
-_READ = CallKind(True, {Status.FOUND: decode, Status.ABSENT: _nothing})
-
-# The replica protocol, one entry a call: a peer resolves each reply by it (kvnode.replica.answers), and
-# the server (kvnode.node.peer_api) has one answerer an entry, answering with one of its statuses.
-PROTOCOL: dict[Op, CallKind] = {
-    Op.READ: _READ,
-    Op.FETCH: _READ,
-    Op.WRITE: CallKind(True, {Status.STORED: _nothing, Status.NEWER: decode_timestamp}),
-    Op.CLOCK: CallKind(False, {Status.CLOCK: decode_clock}),
-    Op.BRANCHES: CallKind(True, {Status.HASHES: _payload}),  # the key is the caller's URL
-    Op.SEGMENTS: CallKind(True, {Status.HASHES: _payload}),
-    Op.LIST: CallKind(True, {Status.LISTING: _payload}),
-    Op.MEMBERSHIP: CallKind(False, {Status.MEMBERSHIP: _payload}),
-    Op.ADOPT: CallKind(False, {Status.STORED: _nothing}),
-    Op.SCAN: CallKind(True, {Status.RECORDS: _payload}),
-}
-_KEYLESS = frozenset(op for op, kind in PROTOCOL.items() if not kind.keyed)  # calls about the node

@@ -17,6 +17,7 @@ from aiohttp import web
 from kvnode.node.peer_api import ANSWERERS, CallAnswers, PeerGate, serve_peer
 from kvnode.replica import wire
 from kvnode.replica.channel import PEER_PATH
+from kvnode.replica.protocol import PROTOCOL
 from kvnode.storage.keyspace import Storage
 
 UPGRADE = (
@@ -67,6 +68,6 @@ async def test_a_peer_gone_during_the_upgrade_is_one_quiet_line(
 
 
 def test_the_server_answers_every_call_of_the_protocol_and_no_other() -> None:
-    """One table of the replica calls: the peer resolves replies by wire.PROTOCOL, the server answers by
+    """One table of the replica calls: the peer resolves replies by PROTOCOL, the server answers by
     ANSWERERS; every op of the wire is in both."""
-    assert set(ANSWERERS) == set(wire.PROTOCOL) == set(wire.Op)
+    assert set(ANSWERERS) == set(PROTOCOL) == set(wire.Op)
