@@ -1,12 +1,12 @@
-"""``python -m loadtest rate|fill|compare|report|selfbench|ui|locust|healing|join``: constant-rate load,
-filling a store, the fan-out comparison (and its report drawn again from its results), the load
+"""``python -m loadtest rate|fill|compare|report|selfbench|ui|locust|healing|join|backup``: constant-rate
+load, filling a store, the fan-out comparison (and its report drawn again from its results), the load
 generator's own benchmark, Locust on a fresh local cluster (its web UI, or a bounded headless run with
-reports), what healing costs (a wiped node rebuilt under load, an idle cluster's repair traffic) and what a
-join costs (a 4th node joining a filled cluster under load)."""
+reports), and what healing, a join, and a backup and restore cost, each measured under load."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import shlex
 import signal
@@ -145,6 +145,7 @@ def _parser() -> argparse.ArgumentParser:
         "healing", add_help=False, help="a wiped node rebuilt under load, an idle cluster's repair traffic"
     )
     commands.add_parser("join", add_help=False, help="a 4th node joining a filled cluster under load")
+    commands.add_parser("backup", add_help=False, help="a backup and restores of a filled cluster under load")
     return parser
 
 
@@ -171,16 +172,11 @@ def _stop_on_signals() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
-    if arguments[:1] == ["healing"]:  # its own parser: a measurement with its own flags
-        from loadtest.healing import main as healing
-
+    if arguments[:1] in (["healing"], ["join"], ["backup"]):  # measurements with their own parsers
+        measurement = importlib.import_module(f"loadtest.{arguments[0]}")
         _stop_on_signals()
-        return healing(arguments[1:], shlex.join(["python", "-m", "loadtest", *arguments]))
-    if arguments[:1] == ["join"]:  # the same
-        from loadtest.join import main as join
-
-        _stop_on_signals()
-        return join(arguments[1:], shlex.join(["python", "-m", "loadtest", *arguments]))
+        code: int = measurement.main(arguments[1:], shlex.join(["python", "-m", "loadtest", *arguments]))
+        return code
     args = _parser().parse_args(argv)
     _stop_on_signals()
     if args.command == "compare":
