@@ -52,10 +52,12 @@ def test_what_follows_a_double_dash_is_not_a_flag() -> None:
     assert parser().parse_args(["--port", "1", "-v", "--", "--prot"]).rest == ["--prot"]
 
 
-def test_a_parser_that_takes_prefixes_takes_a_unique_one() -> None:
+def test_no_prefix_stands_for_a_flag_even_when_asked(capsys: pytest.CaptureFixture[str]) -> None:
     made = OneLineParser(prog="tool", allow_abbrev=True)
     made.add_argument("--port", type=int)
-    assert made.parse_args(["--po", "1"]).port == 1
+    with pytest.raises(SystemExit):
+        made.parse_args(["--po", "1"])
+    assert capsys.readouterr().err == "tool: error: unknown flag --po: did you mean --port?\n"
 
 
 def test_a_subcommands_flags_are_checked_by_its_own_parser(capsys: pytest.CaptureFixture[str]) -> None:
