@@ -17,6 +17,7 @@ from kvnode.access.listening import CannotListen, ListeningSite, bind
 from kvnode.access.tls import server_context, verifying_context
 from kvnode.config import NodeConfig
 from kvnode.ops.certs import NodeCertificate
+from kvnode.ops.ports import free_ports
 
 
 @pytest.fixture
@@ -24,13 +25,6 @@ def taken_port() -> Iterator[int]:
     """A loopback port another socket listens on."""
     with socket.create_server(("127.0.0.1", 0)) as holder:
         yield holder.getsockname()[1]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def hello_runner() -> web.AppRunner:
@@ -43,7 +37,7 @@ def hello_runner() -> web.AppRunner:
 
 
 def test_a_bound_port_refuses_connections_until_it_serves() -> None:
-    bound = bind("127.0.0.1", free_port(), tls=False)
+    bound = bind("127.0.0.1", free_ports(1)[0], tls=False)
     try:
         assert bound.url == f"http://127.0.0.1:{bound.port}" and len(bound.sockets) == 1
         with pytest.raises(ConnectionRefusedError):
@@ -59,7 +53,7 @@ def test_a_port_in_use_is_refused_in_one_line(taken_port: int) -> None:
 
 
 def test_a_shared_port_is_bound_by_each_process_that_shares_it() -> None:
-    first = bind("127.0.0.1", free_port(), tls=False, reuse_port=True)
+    first = bind("127.0.0.1", free_ports(1)[0], tls=False, reuse_port=True)
     try:
         second = bind("127.0.0.1", first.port, tls=False, reuse_port=True)
         second.close()
@@ -68,7 +62,7 @@ def test_a_shared_port_is_bound_by_each_process_that_shares_it() -> None:
 
 
 async def test_the_site_serves_the_bound_socket() -> None:
-    bound = bind("127.0.0.1", free_port(), tls=False)
+    bound = bind("127.0.0.1", free_ports(1)[0], tls=False)
     runner = hello_runner()
     await runner.setup()
     try:
@@ -89,7 +83,7 @@ async def test_a_tls_handshake_that_never_begins_is_closed_after_the_timeout(
     serving = server_context(
         NodeConfig(data_dir=tmp_path, tls_cert=files.cert, tls_key=files.key, tls_ca=files.ca)
     )
-    bound = bind("127.0.0.1", free_port(), tls=True)
+    bound = bind("127.0.0.1", free_ports(1)[0], tls=True)
     runner = hello_runner()
     await runner.setup()
     try:
