@@ -36,7 +36,7 @@ def hello_runner() -> web.AppRunner:
     return web.AppRunner(app)
 
 
-def test_a_bound_port_refuses_connections_until_it_serves() -> None:
+def test_a_bound_port_refuses_connections_before_it_serves() -> None:
     bound = bind("127.0.0.1", free_ports(1)[0], tls=False)
     try:
         assert bound.url == f"http://127.0.0.1:{bound.port}" and len(bound.sockets) == 1
