@@ -1,8 +1,9 @@
-"""``python -m loadtest rate|fill|compare|report|selfbench|ui|locust|healing|join``: constant-rate load,
-filling a store, the fan-out comparison (and its report drawn again from its results), the load
+"""``python -m loadtest rate|fill|compare|report|selfbench|ui|locust|healing|join|scale``: constant-rate
+load, filling a store, the fan-out comparison (and its report drawn again from its results), the load
 generator's own benchmark, Locust on a fresh local cluster (its web UI, or a bounded headless run with
-reports), what healing costs (a wiped node rebuilt under load, an idle cluster's repair traffic) and what a
-join costs (a 4th node joining a filled cluster under load)."""
+reports), what healing costs (a wiped node rebuilt under load, an idle cluster's repair traffic), what a
+join costs (a 4th node joining a filled cluster under load) and what a request costs as the cluster grows
+(one constant-rate load on 3, 6 and 12 members)."""
 
 from __future__ import annotations
 
@@ -129,6 +130,9 @@ def _parser() -> argparse.ArgumentParser:
         "healing", add_help=False, help="a wiped node rebuilt under load, an idle cluster's repair traffic"
     )
     commands.add_parser("join", add_help=False, help="a 4th node joining a filled cluster under load")
+    commands.add_parser(
+        "scale", add_help=False, help="one constant-rate load on 3, 6 and 12 members: the work per request"
+    )
     return parser
 
 
@@ -165,6 +169,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         _stop_on_signals()
         return join(arguments[1:], shlex.join(["python", "-m", "loadtest", *arguments]))
+    if arguments[:1] == ["scale"]:  # the same
+        from loadtest.scale import main as scale
+
+        _stop_on_signals()
+        return scale(arguments[1:], shlex.join(["python", "-m", "loadtest", *arguments]))
     args = _parser().parse_args(argv)
     _stop_on_signals()
     if args.command == "compare":
