@@ -216,7 +216,7 @@ def _header(settings: ScaleSettings) -> list[str]:
 
 
 def _parser() -> OneLineParser:
-    parser = OneLineParser(prog="python -m loadtest scale", description=__doc__.split("\n")[0])
+    parser = OneLineParser(prog="python -m loadtest scale", description=__doc__.split("\n\n")[0])
     parser.add_argument("--members", type=comma_list(positive_int), help="member counts (default: 3,6,12)")
     parser.add_argument("--machines", type=positive_int, help="machines (hosts), each of every --per-host")
     parser.add_argument(
@@ -235,9 +235,9 @@ def _parser() -> OneLineParser:
     parser.add_argument(
         "--warmup", type=positive_float, default=3.0, help="seconds, not counted (default: 3)"
     )
-    parser.add_argument("--idle", type=positive_float, default=3.0, help="seconds of idle CPU (default: 3)")
+    parser.add_argument("--idle", type=positive_float, default=5.0, help="seconds of idle CPU (default: 5)")
     parser.add_argument(
-        "--keys", type=positive_int, default=2000, help="keys filled and drawn (default: 2000)"
+        "--keys", type=positive_int, default=1000, help="keys filled and drawn (default: 1000)"
     )
     parser.add_argument("--value-size", type=positive_int, default=100, help="bytes a value (default: 100)")
     parser.add_argument("--workers", type=positive_int, default=1, help="generator processes (default: 1)")
