@@ -128,7 +128,8 @@ class _Shape:
         idle.append(self._idle())
         self.progress.advance(settings.idle)
         say(f"{self.shape.label}: idle, {idle[-1]['idle_cpu_s'] / idle[-1]['idle_s']:.3f} s of CPU a second")
-        self.pool.run(self.members, self.workload, settings.rate, settings.warmup, settings.connections, True)
+        pool, members, workload = self.pool, self.members, self.workload
+        pool.run(members, workload, settings.rate, settings.warmup, settings.connections, token_aware=True)
         self.progress.advance(settings.warmup)
         for repeat in range(settings.repeats):
             run = self._run(repeat)
@@ -154,7 +155,12 @@ class _Shape:
         before = replica_calls(self.members, REQUEST_OPS)
         cpu, began = self._server_cpu(), time.monotonic()
         result = self.pool.run(
-            self.members, self.workload, settings.rate, settings.duration, settings.connections, True
+            self.members,
+            self.workload,
+            settings.rate,
+            settings.duration,
+            settings.connections,
+            token_aware=True,
         )
         cpu, span = self._server_cpu() - cpu, time.monotonic() - began
         after = replica_calls(self.members, REQUEST_OPS)

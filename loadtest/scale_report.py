@@ -55,12 +55,8 @@ class Shape:
 
     @property
     def label(self) -> str:
-        last = self.members - (self.hosts - 1) * self.per_host  # the last host holds the rest
-        each = (
-            str(self.per_host)
-            if last == self.per_host
-            else f"{self.per_host}+" * (self.hosts - 1) + str(last)
-        )
+        counts = [self.per_host] * (self.hosts - 1) + [self.members - (self.hosts - 1) * self.per_host]
+        each = str(counts[0]) if len(set(counts)) == 1 else "+".join(map(str, counts))
         return f"{self.members} members, {self.hosts} host{'s' * (self.hosts > 1)} of {each}"
 
     @property
@@ -186,6 +182,11 @@ def _work_line(first: ShapeSummary, last: ShapeSummary, rate: float) -> str:
             f"{KEPT_UP:.0%} of the asked rate, so their CPU figures describe an overloaded machine, where "
             "the idle cluster's own CPU no longer adds to the requests' (a lower --rate compares them)."
         )
+    if min(first.work_us.median, last.work_us.median) <= 0:
+        return (
+            "- Work per request: not compared: the idle cluster's CPU over a run's span came to more than "
+            "the run's own, so the idle reading does not describe that run (a longer --idle reads it better)."
+        )
     ratio = last.work_us.median / first.work_us.median
     verdict = "within" if ratio <= WORK_BOUND else "**beyond**"
     return (
@@ -206,11 +207,16 @@ def _idle_line(first: ShapeSummary, last: ShapeSummary, rate: float) -> list[str
         return float(row.idle[key] / row.idle["idle_s"])
 
     seconds = _seconds([first.idle["idle_s"], last.idle["idle_s"]])
+    calls = ""
+    if first.idle["idle_calls"] is not None and last.idle["idle_calls"] is not None:
+        calls = (
+            f", making {per_s(first, 'idle_calls'):,.0f} and {per_s(last, 'idle_calls'):,.0f} replica calls "
+            "a second of its own"
+        )
     return [
         f"- **Idle background**: the idle cluster used {per_s(first, 'idle_cpu_s'):.3f} s of CPU a second at "
-        f"{first.shape.members} members and {per_s(last, 'idle_cpu_s'):.3f} at {last.shape.members}, "
-        f"making {per_s(first, 'idle_calls'):,.0f} and {per_s(last, 'idle_calls'):,.0f} replica calls a "
-        f"second of its own (one reading of {seconds} s each). With it, server CPU per request is "
+        f"{first.shape.members} members and {per_s(last, 'idle_cpu_s'):.3f} at {last.shape.members}{calls} "
+        f"(one reading of {seconds} s each). With it, server CPU per request is "
         f"{last.cpu_us.median / first.cpu_us.median:.2f}x at {last.shape.members} members what it is at "
         f"{first.shape.members} ({last.cpu_us.text('{:,.0f}')} µs against {first.cpu_us.text('{:,.0f}')} "
         f"µs) at {rate:,.0f}/s; a higher rate spreads the background over more requests."
@@ -235,7 +241,7 @@ def _calls_line(summaries: Sequence[ShapeSummary], from_: int) -> str:
     if not off:
         return (
             f"- **Replica calls per request equal from = {from_}** within {CALLS_TOLERANCE:.0%} in every "
-            f"run of every shape ({figures}): a request costs the same calls whatever the cluster's size."
+            f"run of every shape ({figures}): a request cost the same calls at every size measured."
         )
     names = ", ".join(row.shape.label for row in off)
     return (

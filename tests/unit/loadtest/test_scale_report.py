@@ -155,3 +155,12 @@ def test_the_report_states_its_samples_and_how_it_was_measured(tmp_path: Path) -
     report = write_report(tmp_path, results)
     assert report.read_text() == text
     assert (tmp_path / "scale.png").stat().st_size > 10_000
+
+
+def test_an_idle_reading_above_a_runs_own_cpu_compares_no_work() -> None:
+    """The runs' CPU less an idle reading larger than it would be a negative work per request."""
+    runs = [_run(3, cpu_us=500), _run(12, cpu_us=500)]
+    idle = [_idle(3, 0.0), {**_idle(12, 0.5), "idle_calls": None}]  # 0.5 s/s over 300/s: 1,667 µs each
+    lines = conclusion(summarise(runs, idle), from_=3, rate=RATE)
+    assert lines[0].startswith("- Work per request: not compared: the idle cluster's CPU over a run's span")
+    assert "replica calls a second" not in lines[1]  # no idle call counts: none said
