@@ -33,6 +33,7 @@ Modules, one job each:
     plots         its plots, one style per mode in every plot (and the scaling report's, by shape)
     scale         the same constant-rate load on clusters of 3, 6 and 12 members (or machines x members):
                   throughput, p99, replica calls and server CPU per request for each
+    scale_figures its figures by shape: median, range and samples of each (pure)
     scale_report  its report and conclusion, drawn from the runs alone
     locust_cluster  a filled local cluster under Locust: its web UI, or a headless run with reports
     bench, hello  wrk against the cluster next to an aiohttp hello-world (``make bench``)

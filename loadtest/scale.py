@@ -11,7 +11,8 @@ there are. For each shape, on a fresh cluster: fill the keys, read the idle clus
 seconds, send a warm-up run, then ``--repeats`` runs at ``--rate`` from the open-loop generator
 (:mod:`loadtest.workers`), token-aware (each request to its key's first owner, as kvnode.client routes),
 each with the node processes' CPU (``/proc/PID/stat``) and replica-call counters (``/metrics``) read
-before and after it. Writes results.json, scale.md and scale.png to ``--out`` (:mod:`loadtest.scale_report`).
+before and after it. Writes results.json, scale.md and scale.png to ``--out`` (:mod:`loadtest.scale_figures`,
+:mod:`loadtest.scale_report`).
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ from loadtest.compare import Progress
 from loadtest.fill import describe_failures, fill
 from loadtest.openloop import REQUEST_TIMEOUT
 from loadtest.replica_calls import REPLICA_CALLS, REQUEST_OPS, calls_made, replica_calls
-from loadtest.scale_report import Run, Shape, write_report
+from loadtest.scale_figures import Run, Shape
+from loadtest.scale_report import write_report
 from loadtest.workers import GeneratorPool
 from loadtest.workload import OPS, Op, Workload
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from loadtest.scale import main, shapes_from
-from loadtest.scale_report import CALLS_TOLERANCE, Shape
+from loadtest.scale_figures import Shape
+from loadtest.scale_report import CALLS_TOLERANCE
 
 
 def test_the_shapes_are_member_counts_on_hosts_of_a_member_a_core_or_machines_of_each_size() -> None:
