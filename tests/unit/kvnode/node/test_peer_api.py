@@ -1,7 +1,8 @@
 """kvnode.node.peer_api's replica channel route in-process, on a real aiohttp server on loopback: a peer
 that goes away during the WebSocket upgrade is one quiet line in the log, not an aiohttp ERROR with a
 traceback; a peer that shares no protocol version with the node is refused, a failed replica, and both ends
-log one line naming both ranges, as does a node beside an older one that says no range."""
+log one line naming both ranges, as does a node beside an older one that says no range; a call of a later
+version than the channel speaks is refused as an unknown op."""
 
 from __future__ import annotations
 
@@ -21,10 +22,12 @@ from kvnode.node.peer_api import ANSWERERS, CallAnswers, PeerGate, serve_peer
 from kvnode.replica import wire
 from kvnode.replica.auth import Introduction
 from kvnode.replica.channel import PEER_PATH
+from kvnode.replica.errors import ReplicaError
 from kvnode.replica.identities import Identities
 from kvnode.replica.peer import PeerReplica
 from kvnode.replica.protocol import PROTOCOL, Versions
 from kvnode.storage.keyspace import Storage
+from kvnode.storage.records import Record
 from kvnode.storage.system_db import SystemDb
 from kvnode.topology.membership import Membership
 
@@ -169,3 +172,37 @@ async def test_a_node_that_dropped_version_1_refuses_an_older_node_that_says_no_
     assert (state, refusal) == ("refused", "protocol")
     assert f"no protocol version in common: this node speaks 2-2, {server} 1-1" in error
     assert any(f"replica channel to {server} refused" in record.getMessage() for record in caplog.records)
+
+
+async def test_a_call_of_a_later_version_than_the_channel_speaks_drops_the_channel(
+    tmp_path: Path, system_db: SystemDb, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A server pinned to version 1 and a client that speaks 1-2 agree on 1; a DELETE (version 2) sent
+    anyway is an unknown op there: the channel is dropped, the call fails, nothing is stored."""
+    caplog.set_level(logging.WARNING)
+    storage = Storage.open(tmp_path / "records", fsync=False)
+    url: list[str] = []
+
+    async def channel(request: web.Request) -> web.StreamResponse:
+        gate = PeerGate(
+            None, wire.Limits.for_body(1 << 20), identities(system_db, url[0], CLIENT_URL, Versions(1, 1))
+        )
+        return await serve_peer(request, gate, storage, cast(CallAnswers, None), set())
+
+    try:
+        async with serving(channel) as server:
+            url.append(server)
+            peer = PeerReplica(
+                server, 2.0, identities=identities(system_db, CLIENT_URL, server, Versions(1, 2))
+            )
+            try:
+                assert await peer.reach(2.0) and peer.protocol == 1
+                call = peer.repair(wire.Op.DELETE, b"k", wire.encode_delete(Record.delete(7)))
+                outcome = await asyncio.gather(call, return_exceptions=True)
+            finally:
+                await peer.close()
+        assert isinstance(outcome[0], ReplicaError), outcome
+        assert storage.read(b"k") is None
+    finally:
+        storage.close()
+    assert any("unknown op 11" in record.getMessage() for record in caplog.records)
