@@ -33,6 +33,8 @@ from tests.harness import (
     total,
 )
 
+SECRET = "the-rolling-upgrade-secret-" * 2
+
 
 def restarted(node: Node, log_path: Path, max_protocol: int) -> Node:
     """``node`` stopped and started again on its data dir, speaking versions up to ``max_protocol``."""
@@ -65,8 +67,9 @@ def wait_for_versions(nodes: list[Node], expected: dict[tuple[str, str], int]) -
 
 
 def pinned_cluster(start_cluster: ClusterFactory, tmp_path: Path, **options: object) -> tuple[Cluster, Node]:
-    """A cluster of three whose third node runs pinned to version 1; every channel open and agreed."""
-    cluster = start_cluster(3, **options)
+    """A cluster of three with a secret (each channel's versions are proven, kvnode.replica.auth) whose
+    third node runs pinned to version 1; every channel open and agreed."""
+    cluster = start_cluster(3, cluster_secret=SECRET, **options)
     pinned = restarted(cluster[2], tmp_path / "pinned.log", max_protocol=1)
     first, second = cluster[0], cluster[1]
     wait_for_versions(
