@@ -1,6 +1,6 @@
 """Who may use a replica channel: a mutual proof that both ends hold the cluster secret, for this cluster
 (its identity, kvnode.topology.membership: not its member list, so members at different membership versions,
-and a node joining, still talk) and protocol version. The secret itself never travels. Each end also
+and a node joining, still talk). The secret itself never travels. Each end also
 introduces itself (:class:`Introduction`): its identity, the identity it remembered for the other end
 (with the one that replaced), which is how a member whose disk was lost learns so
 (kvnode.healing.rebuild_state), the membership version it runs with, and the replica protocol versions it
