@@ -142,6 +142,11 @@ def _state_metrics(snapshot: NodeSnapshot) -> Iterator[Metric]:
         "(1: asked last by speculative reads; --phi-threshold: taken for dead)",
         labels=["peer"],
     )
+    protocol = GaugeMetricFamily(
+        "kvnode_peer_protocol_version",
+        "The replica protocol version each peer's channel speaks (0: no channel open)",
+        labels=["peer"],
+    )
     for peer in snapshot.peers:
         url = peer.url
         pending.add_metric([url], hints.pending.get(url, 0))
@@ -151,7 +156,8 @@ def _state_metrics(snapshot: NodeSnapshot) -> Iterator[Metric]:
             peer_state.add_metric([url, name], 1 if name == peer.state else 0)
         down.add_metric([url], peer.down_for_s)
         phi.add_metric([url], peer.phi)
-    yield from (pending, kept, delivered, peer_state, down, phi)
+        protocol.add_metric([url], peer.protocol)
+    yield from (pending, kept, delivered, peer_state, down, phi, protocol)
     yield GaugeMetricFamily(
         "kvnode_membership_version",
         "The version of the membership this node runs with (kvnode.topology.membership)",

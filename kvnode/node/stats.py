@@ -58,6 +58,11 @@ def stats_view(parts: NodeParts, snapshot: NodeSnapshot) -> dict[str, Any]:
         "cluster": list(parts.coordinator.placement.nodes),
         "loop_lag_ms": {"samples": snapshot.loop_lag_samples, **snapshot.loop_lag_ms},
         "peers": {peer.url: peer.state for peer in snapshot.peers},
+        # The replica protocol: the versions this node speaks, and the one each open channel speaks.
+        "protocol": {
+            "speaks": snapshot.protocols,
+            "peers": {peer.url: peer.protocol for peer in snapshot.peers},
+        },
         "rebuild": _rebuild_view(snapshot.rebuild),
         "clock": {
             "lead_ms": snapshot.clock_lead_us / 1000,
@@ -100,6 +105,7 @@ def cluster_view(url: str, membership: Membership, snapshot: NodeSnapshot) -> di
                     "down_for_s": 0.0,
                     "node_state": snapshot.rebuild.state,
                     "identity": snapshot.rebuild.identity,
+                    "protocol": snapshot.protocols,
                 }
             )
         else:
@@ -114,6 +120,7 @@ def cluster_view(url: str, membership: Membership, snapshot: NodeSnapshot) -> di
                     "refusal": peer.refusal,
                     "node_state": peer.node_state,
                     "identity": peer.identity,
+                    "protocol": peer.protocol,
                 }
             )
     hints = snapshot.hints

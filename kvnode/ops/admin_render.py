@@ -20,12 +20,13 @@ def render(command: str, view: dict[str, Any], report: dict[str, Any]) -> str:
                 _yes(m["reachable"]),
                 _down_for(m),
                 "-" if m["self"] else str(m["hints_pending"]),
+                str(m.get("protocol") or "-"),
             ]
             for m in report["members"]
         ]
         n = report["replication_factor"]
         title = f"cluster of {len(rows)} as {node} sees it; each key on N={n} of them"
-        table = _table(["MEMBER", "STATE", "REACHABLE", "DOWN FOR", "HINTS PENDING"], rows)
+        table = _table(["MEMBER", "STATE", "REACHABLE", "DOWN FOR", "HINTS PENDING", "PROTOCOL"], rows)
         data = _data_lines(report["members"], report["rebuild"])
         change = _change_line(report)
         return title + "\n" + table + change + _clock_line(report["clock"]) + _gc_line(report["gc"]) + data

@@ -1,3 +1,4 @@
+# Over 350 lines: one connection's whole life, in one class whose other parts are modules of their own.
 """Another node as a replica: calls multiplexed by id over one persistent channel, and when to connect.
 
 :class:`PeerReplica` is what the rest of the node uses of a peer. It composes parts that each do one job:
@@ -16,7 +17,8 @@ detector, for which every reply and pong is an arrival, whether the silence conv
 convicted peer's connection is replaced; one merely quieter than its pace stays connected, ``suspected``
 (a speculative read asks it last). With a clock sampler, every beat and every new connection also make
 one CLOCK call, which measures the peer's clock offset. With an SSL context the connection speaks TLS
-(kvnode.access.tls); a TLS handshake that fails is a refusal ("tls"), as a refused HMAC handshake is.
+(kvnode.access.tls); a TLS handshake that fails is a refusal ("tls"), as a refused HMAC handshake is. A
+write travels as the protocol version the channel speaks has it (kvnode.replica.protocol.write_call).
 
 Create it inside the running event loop.
 """
@@ -43,7 +45,8 @@ from kvnode.replica.identities import Identities
 from kvnode.replica.inflight import CallsInFlight
 from kvnode.replica.outbox import Outbox
 from kvnode.replica.peer_state import AttemptFailure, PeerLife, PeerState
-from kvnode.storage.records import Record, encode
+from kvnode.replica.protocol import write_call
+from kvnode.storage.records import Record
 
 __all__ = ["PeerReplica"]
 
@@ -122,11 +125,11 @@ class PeerReplica:
         return self._call(wire.Op.READ, key, b"", "read")  # type: ignore[return-value]
 
     def write(self, key: bytes, record: Record) -> asyncio.Future[int | None]:
-        return self._call(wire.Op.WRITE, key, encode(record), "write")  # type: ignore[return-value]
+        return self._call(*write_call(key, record, self.protocol), "write")  # type: ignore[return-value]
 
     def deliver_hint(self, key: bytes, record: Record) -> asyncio.Future[int | None]:
         """A write, counted apart from the coordinator's (op="hint" in kvnode_replica_calls_total)."""
-        return self._call(wire.Op.WRITE, key, encode(record), "hint")  # type: ignore[return-value]
+        return self._call(*write_call(key, record, self.protocol), "hint")  # type: ignore[return-value]
 
     def repair(self, op: wire.Op, key: bytes, record: bytes = b"") -> asyncio.Future[object]:
         """One of anti-entropy's calls (kvnode.healing.anti_entropy), counted apart (op="repair"): a FETCH
@@ -162,6 +165,11 @@ class PeerReplica:
         return self._life.state.value
 
     @property
+    def protocol(self) -> int:
+        """The protocol version the channel speaks (kvnode.replica.protocol); 0 while not connected."""
+        return 0 if self._channel is None else self._channel.protocol
+
+    @property
     def phi(self) -> float:
         """While connected, the failure detector's suspicion that the peer is gone; 0 otherwise."""
         return self._life.detector.phi(self._loop.time()) if self._channel is not None else 0.0
@@ -174,7 +182,7 @@ class PeerReplica:
     @property
     def refusal(self) -> str:
         """While refused: what the peer's refusal of the handshake was about ("secret", "membership",
-        "handshake", "tls"); "" otherwise."""
+        "protocol", "handshake", "tls"); "" otherwise."""
         return self._life.refusal if self._life.state is PeerState.REFUSED else ""
 
     def speculative_delay(self) -> float:
