@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from kvnode.clocks.offsets import Offset, measure
-from kvnode.replica.clock_probe import ClockProbe
+from kvnode.replica.clock_probe import BEATS_PER_MEASUREMENT, ClockProbe
 
 URL = "http://b:1"
 
@@ -50,3 +50,16 @@ async def test_a_failed_or_cancelled_call_is_no_measurement() -> None:
     await asyncio.sleep(0)
     assert failed.exception() is not None  # retrieved, as the caller would
     assert probed.samples == [] and probe.node_state == ""
+
+
+async def test_a_heartbeat_measures_the_clock_only_every_few_beats() -> None:
+    probe = Probed().probe()
+    calls: list[asyncio.Future[object]] = []
+
+    def call() -> asyncio.Future[object]:
+        calls.append(asyncio.get_running_loop().create_future())
+        return calls[-1]
+
+    for _ in range(3 * BEATS_PER_MEASUREMENT):
+        probe.beat(call)
+    assert len(calls) == 3
