@@ -1,12 +1,8 @@
-# Over 350 lines: one connection's whole life, in one class whose other parts are modules of their own.
 """Another node as a replica: calls multiplexed by id over one persistent channel, and when to connect.
 
-:class:`PeerReplica` is what the rest of the node uses of a peer. It composes parts that each do one job:
-the connection's state (:mod:`~kvnode.replica.peer_state`, pure) and its failure detector
-(:mod:`~kvnode.replica.failure_detector`, pure), the calls in flight (:mod:`~kvnode.replica.inflight`),
-the outbox (:mod:`~kvnode.replica.outbox`), a connect attempt (:mod:`~kvnode.replica.attempt`), the
-channel (:mod:`~kvnode.replica.channel`), the answers of replies (:mod:`~kvnode.replica.answers`) and
-clock measurements (:mod:`~kvnode.replica.clock_probe`). What is left here is the connection's life.
+:class:`PeerReplica` is what the rest of the node uses of a peer: the connection's life. Its parts are
+modules of their own (``peer_state`` and ``failure_detector``, pure; ``inflight``, ``outbox``,
+``attempt``, ``channel``, ``answers``, ``clock_probe``).
 
 A call to a peer not connected starts one connect attempt at once (calls made meanwhile join it) and
 waits for it within its own deadline; after a refusal the next call tries again at once, so a restarted
@@ -29,13 +25,12 @@ import asyncio
 import contextlib
 import logging
 import ssl
-import urllib.parse
 from functools import partial
 
 from kvnode.metrics import CallMeter, RecentLatency
 from kvnode.replica import wire
 from kvnode.replica.answers import answer_of
-from kvnode.replica.attempt import AttemptFailed, open_channel
+from kvnode.replica.attempt import AttemptFailed, connector
 from kvnode.replica.auth import ClusterAuth, RateLimitedLog
 from kvnode.replica.channel import ClientChannel
 from kvnode.replica.clock_probe import ClockProbe, ClockSampler
@@ -78,14 +73,8 @@ class PeerReplica:
         self._limits = limits or wire.Limits.for_body(16 * 1024 * 1024)
         self._refusals = RateLimitedLog(log)
         self._loop = asyncio.get_running_loop()
-        parts = urllib.parse.urlsplit(url)
-        if parts.hostname is None or parts.port is None:
-            raise ValueError(f"a peer URL is http://HOST:PORT or https://HOST:PORT, got {url!r}")
-        new_channel = partial(
-            ClientChannel, self, url, parts.netloc, auth, self._limits.max_frame, identities
-        )
-        self._open_channel = partial(
-            open_channel, new_channel, parts.hostname, parts.port, ssl_context=ssl_context, timeout=timeout
+        self._open_channel = connector(
+            self, url, auth, self._limits.max_frame, identities, ssl_context=ssl_context, timeout=timeout
         )
         self._timeout = timeout
         self._speculative_ceiling = timeout if speculative_ceiling is None else speculative_ceiling

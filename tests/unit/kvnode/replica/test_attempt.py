@@ -13,7 +13,7 @@ from functools import partial
 import pytest
 from aiohttp import web
 
-from kvnode.replica.attempt import AttemptFailed, open_channel
+from kvnode.replica.attempt import AttemptFailed, connector, open_channel
 from kvnode.replica.channel import PEER_PATH, ClientChannel
 from kvnode.replica.errors import ReplicaError
 from kvnode.replica.peer_state import AttemptFailure
@@ -147,3 +147,9 @@ async def test_a_refused_upgrade_is_denied_saying_what_it_was_about(
             await attempt(port)
     assert (failed.value.failure, failed.value.refusal) == (AttemptFailure.DENIED, refusal)
     assert reason in failed.value.reason, failed.value.reason
+
+
+def test_a_peer_url_without_a_host_or_a_port_is_refused_when_the_peer_is_made() -> None:
+    for url in ("http://127.0.0.1", "http://:8080", "127.0.0.1:8080"):
+        with pytest.raises(ValueError, match="a peer URL is http://HOST:PORT"):
+            connector(Listener(), url, None, 1 << 20, None, ssl_context=None, timeout=1.0)
