@@ -29,7 +29,9 @@ def own_part(node: InProcessNode) -> OwnPart:
     """The node's part in a change, told of every membership it runs with (as the node's parts do)."""
     members = node.members
     assert members is not None
-    part = OwnPart(members, node.anti_entropy(), node.storage, DRAIN_S, crash_at="", sleep=node.sleep)
+    part = OwnPart(
+        members, node.anti_entropy(), node.storage, node.local, DRAIN_S, crash_at="", sleep=node.sleep
+    )
     members.start([part])
     return part
 
