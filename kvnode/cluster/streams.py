@@ -29,6 +29,7 @@ __all__ = ["Sender", "stream_copies", "stream_leaving", "stream_new_copies"]
 
 Sender = Callable[[bytes, bytes], Awaitable[object]]  # writes (key, encoded record) to one member
 _WINDOW = 64  # versions written at once, or records a leaving node sends at once
+_FIRST_KEY = b"\x00"  # no key sorts before it (a key has at least one byte)
 
 
 async def stream_leaving(
@@ -66,7 +67,7 @@ async def stream_copies(
     the step is then taken again, and what was written is written again (newest wins)."""
     window: list[Awaitable[object]] = []
     for url, fetch in sources.items():
-        async for key, raw in entries(fetch, await fetch(b"")):
+        async for key, raw in entries(fetch, await fetch(_FIRST_KEY)):
             copies = copies_of(raw)
             owners = before.owners(key, copies)
             if url not in owners:
@@ -75,11 +76,19 @@ async def stream_copies(
             targets = [owner for owner in kept if owner not in owners] if url in kept else kept
             window += [senders[owner](key, raw) for owner in targets]
             if len(window) >= _WINDOW:
-                await asyncio.gather(*window)
+                await _written(window)
                 sent(len(window))
                 window = []
-    await asyncio.gather(*window)
+    await _written(window)
     sent(len(window))
+
+
+async def _written(window: list[Awaitable[object]]) -> None:
+    """Wait for every write of ``window``, then raise the first failure (each one retrieved: none is left
+    for asyncio to log)."""
+    for outcome in await asyncio.gather(*window, return_exceptions=True):
+        if isinstance(outcome, BaseException):
+            raise outcome
 
 
 async def stream_new_copies(
