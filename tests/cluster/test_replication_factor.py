@@ -4,7 +4,8 @@ the first three of its placement order; ``from`` above N is refused naming it; e
 node restarted with another ``--replication-factor`` keeps the stored one and says so; the client reports
 N and routes each key to its owners first; ``admin replication-factor N --wait`` changes N under a writer
 (3 to 2 and back) without losing an acknowledged write, each key on exactly its N owners after each (the
-surplus dropped after the grace period), and refuses a bad N or a second change in one line."""
+surplus dropped after the grace period), and refuses a bad N or a second change in one line; a claimant
+killed once it streamed makes the new N count when it is started again."""
 
 from __future__ import annotations
 
@@ -18,7 +19,15 @@ import pytest
 
 from kvnode.client import BadRequest, Client
 from kvnode.topology.placement import Placement, host_of
-from tests.changes import SECRET, Writer, copies, on_machines, status_of
+from tests.changes import (
+    SECRET,
+    Writer,
+    copies,
+    on_machines,
+    restarted_to_crash,
+    status_of,
+    until_status,
+)
 from tests.harness import Cluster, ClusterFactory, Node, request, run_kvnode, wait_for
 
 
@@ -149,3 +158,23 @@ def test_a_bad_replication_factor_or_a_second_change_is_refused_in_one_line(
     status, _, err = admin_resize(cluster, 4, tmp_path)
     assert status == 1 and err.count("\n") == 1, err
     assert "a change is under way: the replication factor moves from 3 to 2; one change at a time" in err
+
+
+def test_the_claimant_killed_once_it_streamed_makes_the_factor_count_when_started_again(
+    start_cluster: ClusterFactory, tmp_path: Path
+) -> None:
+    cluster = start_cluster(4, cluster_secret=SECRET, replication_factor=2)
+    keys = [f"key-{i}" for i in range(200)]
+    for i, key in enumerate(keys):
+        assert cluster[i % 4].put(key, key.encode()).status == 201  # from = N = 2, ack = 2
+    claimant = cluster[0]  # the first member in the cluster's order streams the new copies
+    doomed = restarted_to_crash(claimant, "resize:streamed")
+    status, _, err = admin_resize(cluster, 3, tmp_path)
+    assert status == 0, err
+    assert doomed.process is not None and doomed.process.wait(60) == 137  # it streamed, and died
+    assert status_of(cluster[1])["next_replication_factor"] == 3  # N = 3 does not count yet
+    claimant.start()  # it stored the change: it streams again, then makes N = 3 count
+    for node in cluster:
+        until_status(node, lambda status: status["replication_factor"] == 3, "N = 3")
+    readable(cluster, keys, 3)
+    on_exactly_their_owners(cluster, keys, 3)
