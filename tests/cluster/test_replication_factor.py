@@ -141,7 +141,7 @@ def test_the_replication_factor_changes_online_under_writes_without_losing_an_ac
         on_exactly_their_owners(cluster, acknowledged, n)
 
 
-def test_a_bad_replication_factor_or_a_second_change_is_refused_in_one_line(
+def test_a_bad_replication_factor_or_a_second_change_is_refused_in_one_line_and_status_shows_it(
     start_cluster: ClusterFactory, tmp_path: Path
 ) -> None:
     # A change is under way for at least twice the replica timeout (writes started before it drain): 10 s.
@@ -158,6 +158,8 @@ def test_a_bad_replication_factor_or_a_second_change_is_refused_in_one_line(
     status, _, err = admin_resize(cluster, 4, tmp_path)
     assert status == 1 and err.count("\n") == 1, err
     assert "a change is under way: the replication factor moves from 3 to 2; one change at a time" in err
+    shown = run_kvnode(["admin", "--url", cluster[2].url, "status"], tmp_path).stdout
+    assert "membership version 2: the replication factor moves from 3 to 2 (" in shown, shown
 
 
 def test_the_claimant_killed_once_it_streamed_makes_the_factor_count_when_started_again(
