@@ -46,11 +46,15 @@ async def leave(request: web.Request) -> web.Response:
 async def resize(request: web.Request) -> web.Response:
     parts = request.app[PARTS]
     given = request.query.get("n", "")
-    if not (given.isascii() and given.isdigit() and len(given) <= 4):
-        return web.Response(status=400, text=f"query parameter 'n' must be a whole number, not {given!r}\n")
     try:
-        plan = await start_resize(parts.members, int(given), parts.config.timeout)
-    except ValueError as error:
+        replication = int(given)
+    except ValueError:
+        return web.Response(
+            status=400, text=f"query parameter 'n' must be a whole number, not {given[:40]!r}\n"
+        )
+    try:
+        plan = await start_resize(parts.members, replication, parts.config.timeout)
+    except ValueError as error:  # not from 1 to the members
         return web.Response(status=400, text=f"{error}\n")
     except (ChangeRefused, NotAdopted, ReplicaError) as refusal:
         return web.Response(status=409, text=f"{refusal}\n")

@@ -189,6 +189,8 @@ def _leave(args: argparse.Namespace) -> int:
 def _resize(args: argparse.Namespace) -> int:
     """Ask the node at --url to move the cluster to N owners a key; with --wait, follow it until that node
     runs with N (the claimant, which streams, counts the copies)."""
+    claimant = fetch(args.url, args.token, args.tls_ca)["cluster"][0]
+    before = _streamed(claimant, args)
     try:
         started = fetch(args.url, args.token, args.tls_ca, f"/v0/replication-factor?n={args.n}", "POST")
     except Refused as refusal:
@@ -204,8 +206,9 @@ def _resize(args: argparse.Namespace) -> int:
     began, shown, streamed = time.monotonic(), "", 0
     while True:
         view = fetch(args.url, args.token, args.tls_ca)
-        with contextlib.suppress(Unreachable):  # the claimant may be starting again after a crash
-            streamed = fetch(view["cluster"][0], args.token, args.tls_ca)["streamed"]
+        now = _streamed(claimant, args)  # asked after the view: final once the view has N
+        # A claimant started again after a crash counts from 0, and streams every copy again.
+        streamed = now - before if now >= before else now
         if view["replication_factor"] == args.n and not view["next_replication_factor"]:
             break
         line = f"replication factor moving to {args.n}: {streamed} records streamed"
@@ -221,6 +224,15 @@ def _resize(args: argparse.Namespace) -> int:
         f"{time.monotonic() - began:.1f} s)"
     )
     return 0
+
+
+def _streamed(member: str, args: argparse.Namespace) -> int:
+    """The records ``member`` streamed since it started; 0 while it does not answer (it may be starting
+    again after a crash)."""
+    try:
+        return int(fetch(member, args.token, args.tls_ca)["streamed"])
+    except Unreachable:
+        return 0
 
 
 def _progress(run: dict[str, Any]) -> str:

@@ -7,11 +7,11 @@ The replica handshake proves the identity (kvnode.replica.auth), not the member 
 membership version, so members at different versions still talk.
 
 The replication factor N (how many members own each key) is stored with the membership, set at the first
-start (``--replication-factor``, by default the number of first members) and kept by every change: a
-join adds room, not copies. A flag that differs from the stored N is named in a warning and ignored.
-``admin replication-factor`` changes it as a change of its own (:meth:`Membership.resized`): writes go to
-the owners under both factors and reads stay with the present N until the claimant has streamed the new
-copies, then the next version has the new N (:meth:`Membership.resettled`).
+start (``--replication-factor``, by default the number of first members) and kept by a join, a leave or a
+replace: a join adds room, not copies. A flag that differs from the stored N is named in a warning and
+ignored. ``admin replication-factor`` changes it as a change of its own (:meth:`Membership.resized`):
+writes go to the owners under both factors and reads stay with the present N until the claimant has
+streamed the new copies, then the next version has the new N (:meth:`Membership.resettled`).
 
     >>> first = Membership.seeded(["http://a:1", "http://b:1"])
     >>> first.version, first.urls, first.tokens, first.replication
@@ -92,7 +92,7 @@ class Membership:
         if self.replication < 1:
             raise ValueError(f"a replication factor is at least 1, got {self.replication}")
         if self.next_replication and (self.joining or self.leaving):
-            raise ValueError("the replication factor changes while no member joins or leaves")
+            raise ValueError("the replication factor changes only while no member joins or leaves")
         if self.next_replication and not 1 <= self.next_replication <= len(self.urls):
             raise ValueError(f"the next replication factor is from 1 to {len(self.urls)}")
 

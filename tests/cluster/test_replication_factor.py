@@ -149,10 +149,13 @@ def test_a_bad_replication_factor_or_a_second_change_is_refused_in_one_line_and_
     for n, reason in (
         (0, "a replication factor is from 1 to the 4 members, not 0"),
         (5, "a replication factor is from 1 to the 4 members, not 5"),
+        (-1, "a replication factor is from 1 to the 4 members, not -1"),
         (3, "the replication factor is 3 already"),
     ):
         status, _, err = admin_resize(cluster, n, tmp_path)
         assert status == 1 and err.count("\n") == 1 and reason in err, err
+    refused = request(cluster[0].url, "POST", "/v0/replication-factor?n=two")
+    assert (refused.status, refused.body) == (400, b"query parameter 'n' must be a whole number, not 'two'\n")
     status, out, err = admin_resize(cluster, 2, tmp_path)
     assert status == 0 and "replication factor moving to 2" in out, err
     status, _, err = admin_resize(cluster, 4, tmp_path)

@@ -181,7 +181,7 @@ def test_a_replication_factor_out_of_one_to_the_members_or_the_present_one_is_re
             start.resized(factor)
     with pytest.raises(ChangeRefused, match="the replication factor is 3 already"):
         start.resized(3)
-    with pytest.raises(ValueError, match="changes while no member joins or leaves"):
+    with pytest.raises(ValueError, match="changes only while no member joins or leaves"):
         dataclasses.replace(start.joined("http://e:1"), next_replication=2)
 
 
