@@ -17,7 +17,7 @@ from kvnode.cluster.members import Members
 from kvnode.healing.answers import REPAIR_OPS, answer
 from kvnode.healing.anti_entropy import AntiEntropy
 from kvnode.healing.upkeep import SummaryUpkeep
-from kvnode.replica import wire
+from kvnode.replica import pages, wire
 from kvnode.replica.errors import ReplicaRejected, ReplicaUnavailable
 from kvnode.replica.hints import HintStore
 from kvnode.replica.local import LocalReplica
@@ -94,8 +94,9 @@ class InProcessNode:
 
 class InProcessPeer:
     """Another in-process node as a PeerReplica: anti-entropy's calls answered from its summaries and
-    storage, writes through its local replica, memberships fetched from and offered to its Members (the
-    first membership until it has Members). ``reachable`` False makes every call fail as a down peer's."""
+    storage, a scan's pages from its storage, writes through its local replica, memberships fetched from
+    and offered to its Members (the first membership until it has Members). ``reachable`` False makes
+    every call fail as a down peer's."""
 
     def __init__(self, theirs: InProcessNode, mine: InProcessNode) -> None:
         self.url = theirs.url
@@ -127,6 +128,9 @@ class InProcessPeer:
             future.set_result(answer(self.theirs.storage, self.theirs.upkeep, call)[1])
         elif op is wire.Op.FETCH:
             future.set_result(self.theirs.storage.read(key))
+        elif op is wire.Op.SCAN:
+            page = pages.read_page(self.theirs.storage, key, pages.decode_scan_request(record))
+            future.set_result(pages.encode_page(*page))
         else:
             assert op is wire.Op.WRITE
             written = self.theirs.local.write(key, decode(record))
