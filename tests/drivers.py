@@ -27,7 +27,7 @@ from kvnode.healing.upkeep import SummaryUpkeep
 from kvnode.node.app import create_app
 from kvnode.node.parts import NodeParts
 from kvnode.node.wiring import open_parts
-from kvnode.replica import wire
+from kvnode.replica import pages, wire
 from kvnode.replica.errors import ReplicaRejected, ReplicaUnavailable
 from kvnode.replica.hints import HintStore
 from kvnode.replica.local import LocalReplica
@@ -104,8 +104,9 @@ class InProcessNode:
 
 class InProcessPeer:
     """Another in-process node as a PeerReplica: anti-entropy's calls answered from its summaries and
-    storage, writes through its local replica, memberships fetched from and offered to its Members (the
-    first membership until it has Members). ``reachable`` False makes every call fail as a down peer's."""
+    storage, a scan's pages from its storage, writes through its local replica, memberships fetched from
+    and offered to its Members (the first membership until it has Members). ``reachable`` False makes
+    every call fail as a down peer's."""
 
     def __init__(self, theirs: InProcessNode, mine: InProcessNode) -> None:
         self.url = theirs.url
@@ -137,6 +138,9 @@ class InProcessPeer:
             future.set_result(answer(self.theirs.storage, self.theirs.upkeep, call)[1])
         elif op is wire.Op.FETCH:
             future.set_result(self.theirs.storage.read(key))
+        elif op is wire.Op.SCAN:
+            page = pages.read_page(self.theirs.storage, key, pages.decode_scan_request(record))
+            future.set_result(pages.encode_page(*page))
         else:
             assert op is wire.Op.WRITE
             written = self.theirs.local.write(key, decode(record))

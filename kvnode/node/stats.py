@@ -131,6 +131,7 @@ def cluster_view(url: str, membership: Membership, snapshot: NodeSnapshot) -> di
         "tokens": list(membership.tokens),
         "membership_version": membership.version,
         "replication_factor": membership.replication,
+        "next_replication_factor": membership.next_replication,  # 0: the factor is not changing
         "joining": sorted(membership.joining),
         "leaving": sorted(membership.leaving),
         "streamed": snapshot.membership_streamed,

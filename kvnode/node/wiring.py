@@ -202,7 +202,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             identities=identities,
         )
         parts.metrics.watch(parts.snapshot, local)
-        own_part = OwnPart(members, anti_entropy, storage, 2 * config.timeout, config.crash_at)
+        own_part = OwnPart(members, anti_entropy, storage, local, 2 * config.timeout, config.crash_at)
         settler.start()
         opened.push_async_callback(settler.stop)
         # Every part that depends on the membership, told of this epoch and of each one after it (a join or

@@ -68,8 +68,15 @@ def render(command: str, view: dict[str, Any], report: dict[str, Any]) -> str:
 
 
 def _change_line(report: dict[str, Any]) -> str:
-    """A line under the status table while a member joins or leaves (none otherwise)."""
+    """A line under the status table while a member joins or leaves, or the replication factor changes
+    (none otherwise)."""
     moving = [(url, "joining") for url in report["joining"]] + [(url, "leaving") for url in report["leaving"]]
+    if report["next_replication_factor"]:
+        return (
+            f"\nmembership version {report['membership_version']}: the replication factor moves from "
+            f"{report['replication_factor']} to {report['next_replication_factor']} "
+            f"({report['streamed']} records streamed by this node)"
+        )
     if not moving:
         return ""
     url, state = moving[0]

@@ -93,6 +93,7 @@ def test_status_answers_200_naming_the_node(shared: Node) -> None:
         "cluster_id": cluster_identity([shared.url]),
         "membership_version": 1,
         "replication_factor": 1,
+        "next_replication_factor": 0,
         "joining": [],
         "leaving": [],
         "data": "serving",
