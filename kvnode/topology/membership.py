@@ -15,6 +15,8 @@ join adds room, not copies. A flag that differs from the stored N is named in a 
     (1, ('http://a:1', 'http://b:1'), ('http://a:1', 'http://b:1'), 2)
     >>> first.joined("http://c:1").replication
     2
+    >>> first.joined("http://c:1").undone("http://c:1").urls  # a join that never came, undone
+    ('http://a:1', 'http://b:1')
     >>> Membership.decode(first.encode()) == first
     True
     >>> running, warnings = at_start(first, ["http://a:1", "http://c:1"], replication=3)
@@ -114,6 +116,23 @@ class Membership:
         if member not in self.joining:
             raise ChangeRefused(f"{member} is not joining")
         return self._next(self.urls, self.tokens)
+
+    def undone(self, member: str) -> Membership:
+        """The next version without ``member``, which claimed a join and never came: the members of before
+        its claim, in their order with their tokens (a join only added it). Raises ChangeRefused for any
+        other member: one like the others leaves (:meth:`left`), one leaving goes on with it."""
+        if member not in self.urls:
+            raise ChangeRefused(f"{member} is not a member (members: {','.join(self.urls)})")
+        if member in self.leaving:
+            raise ChangeRefused(f"{member} is leaving, not joining: its leave goes on until it is removed")
+        if member not in self.joining:
+            raise ChangeRefused(f"{member} is a member like the others, not joining: admin leave removes it")
+        return self._next(*_columns(self._members_but(self.joining)))
+
+    @property
+    def claimant(self) -> str:
+        """The member that orders changes: the first in the cluster's order neither joining nor leaving."""
+        return next(url for url in self.urls if url not in self.joining | self.leaving)
 
     def left(self, member: str) -> Membership:
         """The next version, with ``member`` leaving. Raises ChangeRefused."""
