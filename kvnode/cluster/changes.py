@@ -56,7 +56,7 @@ from kvnode.topology.epoch import Epoch
 from kvnode.topology.membership import ChangeRefused, Membership
 from kvnode.topology.placement import Placement
 
-__all__ = ["OwnPart", "start_leave", "take_place"]
+__all__ = ["OwnPart", "offer_change", "start_leave", "take_place"]
 
 log = logging.getLogger(__name__)
 
@@ -254,20 +254,24 @@ async def start_leave(members: Members, member: str, timeout_s: float) -> Member
     unreachable = [url for url, ok in zip(peers, reached, strict=True) if not ok]
     if unreachable:
         raise ChangeRefused(f"a leave needs every member; unreachable: {', '.join(unreachable)}")
-    own = members.own_url
-    claimant = next(url for url in plan.urls if url not in plan.leaving)
-    if claimant == own:
+    await offer_change(members, plan)
+    return plan
+
+
+async def offer_change(members: Members, plan: Membership) -> None:
+    """Make ``plan``, the next version, from this node as every change is made: the claimant first
+    (ChangeRefused if it does not take it), then this node, then the other members of ``plan``."""
+    peers = {peer.url: peer for peer in members.peers if peer.url in plan.urls}
+    if plan.claimant == members.own_url:
         members.adopt(plan)
         await asyncio.gather(
             *(peer.offer_membership(plan.encode()) for peer in peers.values()), return_exceptions=True
         )
-        return plan
-    others = [url for url in plan.urls if url != own]
-    others.remove(claimant)
+        return
+    others = [url for url in peers if url != plan.claimant]
     await _offer_all(
-        "leave", peers.__getitem__, plan, [claimant, *others], "", partial(_adopt_newer, members, plan)
+        "change", peers.__getitem__, plan, [plan.claimant, *others], "", partial(_adopt_newer, members, plan)
     )
-    return plan
 
 
 async def _stream(

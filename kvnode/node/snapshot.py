@@ -93,6 +93,7 @@ class RepairFigures:
 class NodeSnapshot:
     membership_version: int  # of the membership this node runs with
     membership_streamed: int  # records got by joining, or sent by leaving (kvnode.cluster.changes)
+    membership_undone: str  # the last join this node saw undone, and why (kvnode.cluster.join_undo)
     peers: tuple[PeerFigures, ...]  # in the cluster's order, this node left out
     hints: HintFigures
     gc: GcFigures

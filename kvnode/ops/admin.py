@@ -6,6 +6,7 @@
     python -m kvnode admin --url http://127.0.0.1:8080 hints --json  # hints waiting, per target
     python -m kvnode admin --url http://127.0.0.1:8080 repair --wait  # anti-entropy with every peer, now
     python -m kvnode admin --url http://127.0.0.1:8080 leave http://127.0.0.1:8082 --wait  # a member leaves
+    python -m kvnode admin --url http://127.0.0.1:8080 remove http://127.0.0.1:8083  # a join undone
     python -m kvnode admin --url http://127.0.0.1:8080 backup DIR   # and restore DIR: kvnode.ops.backup
 
 ``repair`` asks the node for a full anti-entropy repair (``POST /v0/repair``, kvnode.node.operator_api); with
@@ -59,6 +60,8 @@ def main(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
             return _repair(args)
         if args.command == "leave":
             return _leave(args)
+        if args.command == "remove":
+            return _remove(args)
         if args.command in backup.COMMANDS:
             return backup.run(args, fetch)
         view = fetch(args.url, args.token, args.tls_ca)
@@ -94,7 +97,7 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     after = OneLineParser(add_help=False)
     after.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=json_help)
     commands = parser.add_subparsers(
-        dest="command", required=True, metavar="{status,ring,locate,hints,repair,leave,backup,restore}"
+        dest="command", required=True, metavar="{status,ring,locate,hints,repair,leave,remove,backup,restore}"
     )
     commands.add_parser("status", parents=[after], help="each member, and whether this node reaches it")
     commands.add_parser(
@@ -114,6 +117,12 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     )
     leave.add_argument("member", type=http_url, help="the member's URL")
     leave.add_argument("--wait", action="store_true", help="follow it until the member is removed")
+    remove = commands.add_parser(
+        "remove",
+        parents=[after],
+        help="undo the join of a member that claimed one and will never come (a member leaves instead)",
+    )
+    remove.add_argument("member", type=http_url, help="the joining member's URL")
     backup.add_commands(commands, after)
     return parser
 
@@ -174,6 +183,23 @@ def _leave(args: argparse.Namespace) -> int:
     return 0
 
 
+def _remove(args: argparse.Namespace) -> int:
+    """Ask the node at --url to undo the member's join; done when it answers (no data moves)."""
+    path = "/v0/remove?" + urllib.parse.urlencode({"member": args.member})
+    try:
+        undone = fetch(args.url, args.token, args.tls_ca, path, "POST")
+    except Refused as refusal:
+        print(f"kvnode admin: {args.member} cannot be removed: {refusal}", file=sys.stderr)
+        return 1
+    print(
+        json.dumps(undone)
+        if args.json
+        else f"join of {args.member} undone (membership version {undone['membership_version']}): the "
+        f"members are {','.join(undone['cluster'])} again"
+    )
+    return 0
+
+
 def _progress(run: dict[str, Any]) -> str:
     outcomes = run["outcomes"].values()
     moved = sum(o["sent"] + o["received"] for o in outcomes)
@@ -191,6 +217,7 @@ def _status(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
         "joining": view["joining"],
         "leaving": view["leaving"],
         "streamed": view["streamed"],
+        "undone": view["undone"],
         "members": members,
         "clock": view["clock"],
         "gc": view["gc"],
