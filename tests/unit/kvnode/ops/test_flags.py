@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from kvnode.config import NodeConfig
-from kvnode.ops import cli
 from kvnode.ops.flags import node_argv, node_env, parse_args
 from kvnode.ops.ports import free_ports
 from tests.harness import (
@@ -151,29 +150,6 @@ def test_bad_flags_exit_2_with_one_line(tmp_path: Path, args: list[str]) -> None
     assert_exit_2_with_one_line(run_kvnode(argv, tmp_path))
     assert not (tmp_path / "d").exists(), "a rejected command created its data dir"
     assert not (tmp_path / "data").exists(), "a rejected command created its data dir"
-
-
-@pytest.mark.parametrize(
-    ("args", "command", "meant"),
-    [
-        (["node", "--prot", "8080", "--data-dir", "d"], "node", "--port"),
-        (["cluster", "--nodse", "5"], "cluster", "--nodes"),
-        (["cluster", "--node", "3"], "cluster", "--nodes"),  # a prefix is no flag: it would start a cluster
-        (["--nodse", "5"], "cluster", "--nodes"),  # the command a bare `python -m kvnode` runs
-        (["node", "--port", "1", "--data-dir", "d", "--nodse"], "node", ""),  # no flag of node's is close
-        (["admin", "--ulr", "u", "status"], "admin", "--url"),
-        (["admin", "status", "--jsn"], "admin status", "--json"),
-    ],
-)
-def test_a_misspelled_flag_is_named_by_its_command_with_the_closest_one(
-    args: list[str], command: str, meant: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    with pytest.raises(SystemExit) as exited:
-        cli.main(args)
-    assert exited.value.code == 2
-    unknown = next(arg for arg in args if arg in ("--prot", "--nodse", "--node", "--ulr", "--jsn"))
-    advice = f": did you mean {meant}?" if meant else ""
-    assert capsys.readouterr().err == f"python -m kvnode {command}: error: unknown flag {unknown}{advice}\n"
 
 
 @pytest.mark.parametrize(
