@@ -78,6 +78,8 @@ class JoinWatch:
         watch: Watch | None = None
         while (watch := watch_for(members.membership, members.own_url, watch)) is not None:
             heard = await members.epoch.peers[watch.member].reach(_LOOK_S)
+            if members.membership.version != watch.version:
+                continue  # it came, or was undone, during the look: look at the version there is now
             watch = watch.looked(heard, self._monotonic(), _MAX_GAP_S)
             if verdict(watch, self._timeout_s) is Verdict.UNDO:
                 why = f"no progress for {watch.silent_for:.0f} s"
