@@ -79,6 +79,9 @@ class NodeConfig:
     # membership.
     join: str = ""
     replace: str = ""
+    # A member joining that has been silent this long (its channel neither open nor opening) is taken for
+    # gone, and its join undone by the claimant (kvnode.cluster.join_undo), so that later changes may start.
+    join_timeout_s: int = 300
     # TLS (kvnode.access.tls): this node's certificate and key, and the CA every member's certificate is
     # signed by; all three or none. With them the node serves https:// only and its replica channel speaks
     # TLS.

@@ -1,6 +1,6 @@
-"""Helpers for the membership-change tests (test_replace, test_join, test_leave, test_replication_factor):
-a cluster of machines on loopback, a node that joins or replaces, a bounded writer, what a node says and
-holds, and crash points."""
+"""Helpers for the membership-change tests (test_replace, test_join, test_join_undo, test_leave,
+test_replication_factor): a cluster of machines on loopback, a node that joins or replaces, a bounded
+writer, what a node says and holds, a change settled, and crash points."""
 
 from __future__ import annotations
 
@@ -162,3 +162,9 @@ def owned_by(
 def until_status(node: Node, holds: Callable[[dict[str, Any]], bool], what: str, seconds: float = 60) -> None:
     """Wait until the node's /v0/status ``holds``."""
     wait_for(lambda: holds(status_of(node)), seconds=seconds, what=f"{node.url}: {what}")
+
+
+def settled(nodes: Sequence[Node], members: list[str]) -> None:
+    """Wait until every node runs with ``members``, none of them joining."""
+    for node in nodes:
+        until_status(node, lambda status: status["cluster"] == members and not status["joining"], "settled")

@@ -55,7 +55,7 @@ from kvnode.topology.change_steps import Progress, Start, Step, next_step, start
 from kvnode.topology.epoch import Epoch
 from kvnode.topology.membership import ChangeRefused, Membership
 
-__all__ = ["OwnPart", "start_leave", "start_resize", "take_place"]
+__all__ = ["OwnPart", "offer_change", "start_leave", "start_resize", "take_place"]
 
 log = logging.getLogger(__name__)
 
@@ -249,7 +249,7 @@ class OwnPart:
         """The claimant's STREAM and FINISH steps of a new replication factor."""
         members, after = self._members, membership.resettled()
         if step is Step.FINISH:
-            await _announce(members, after, "resize")
+            await offer_change(members, after, "resize")
             log.info(
                 "replication factor %d (membership version %d), %d records streamed",
                 after.replication, after.version, members.streamed,
@@ -267,7 +267,7 @@ async def start_resize(members: Members, replication: int, timeout_s: float) -> 
     ChangeRefused: another change under way, or a member unreachable (every member's records stream)."""
     plan = members.membership.resized(replication)
     await _reach_all(members, "a new replication factor", timeout_s)
-    await _announce(members, plan, "resize")
+    await offer_change(members, plan, "resize")
     return plan
 
 
@@ -280,10 +280,11 @@ async def _reach_all(members: Members, change: str, timeout_s: float) -> None:
         raise ChangeRefused(f"{change} needs every member; unreachable: {', '.join(unreachable)}")
 
 
-async def _announce(members: Members, plan: Membership, step: str) -> None:
-    """A change this node makes: ``plan`` offered to its claimant first (ChangeRefused if it does not take
-    it; this node stores it first when it is the claimant), stored here, offered to the rest."""
-    own, peers = members.own_url, {peer.url: peer for peer in members.peers}
+async def offer_change(members: Members, plan: Membership, step: str = "change") -> None:
+    """Make ``plan``, the next version, from this node as every change is made: the claimant first
+    (ChangeRefused if it does not take it; this node stores it first when it is the claimant), then this
+    node, then the other members of ``plan``."""
+    own, peers = members.own_url, {peer.url: peer for peer in members.peers if peer.url in plan.urls}
     store = partial(_adopt_newer, members, plan)
     if plan.claimant == own:
         store()
@@ -302,7 +303,7 @@ async def start_leave(members: Members, member: str, timeout_s: float) -> Member
     since it streams)."""
     plan = members.membership.left(member)
     await _reach_all(members, "a leave", timeout_s)
-    await _announce(members, plan, "leave")
+    await offer_change(members, plan, "leave")
     return plan
 
 

@@ -62,7 +62,8 @@ class Members:
         --crash-at (kvnode.cluster.crash_points)."""
         self.own_url = own_url
         self.crash_at = crash_at
-        self.left: Membership | None = None  # the membership without this node, once it left
+        self.left: Membership | None = None  # the membership without this node, once it left or was undone
+        self.undone = ""  # the last join this node saw undone, and why (kvnode.cluster.join_undo)
         self.streamed = 0  # records this node got by joining, or sent by leaving (kvnode.cluster.changes)
         self._follow_peer = follow
         self._users: tuple[UsesEpoch, ...] = ()
@@ -130,7 +131,7 @@ class Members:
         if offered.version <= current.version:
             raise NotAdopted(f"version {offered.version} is not newer than this node's {current.version}")
         if self.own_url not in offered.urls:
-            if self.own_url in current.leaving:
+            if self.own_url in current.leaving | current.joining:
                 self._left(offered)
                 return
             raise NotAdopted(
@@ -154,19 +155,36 @@ class Members:
                 self._follow(peer)
             if self._versions.behind([peer.url], offered.version):
                 self._compare_with(peer.url)  # it may not have this version yet: pass it on
+        for url in current.joining - set(offered.urls):
+            self.undone = f"join of {url} undone (membership version {offered.version})"
         for url, peer in old.items():  # the peers no longer members
-            self._tasks.spawn(self._let_go(url, peer))
+            told = offered if url in current.joining else None
+            self._tasks.spawn(self._let_go(url, peer, told))
         log.info("runs with membership version %d from now on: %s", offered.version, ",".join(offered.urls))
 
     def _left(self, without: Membership) -> None:
-        """This node left: the others run with ``without``. Stored (a restart is refused: it is no longer a
-        member); it goes on answering its peers as it did until it is stopped."""
+        """This node left, or its join was undone (kvnode.cluster.join_undo): the others run with
+        ``without``. Stored (a restart is refused: it is no longer a member); it goes on answering its
+        peers as it did until it is stopped."""
         if self.left is None:
             self._stored.save(without, self._now())
             self.left = without
-            log.warning("left the cluster (membership version %d): this node can be stopped", without.version)
+            if self.own_url in self.membership.joining:
+                log.warning(
+                    "this node's join was undone (membership version %d): stop it, and wipe its data dir "
+                    "before it joins again", without.version,
+                )  # fmt: skip
+            else:
+                log.warning(
+                    "left the cluster (membership version %d): this node can be stopped", without.version
+                )
 
-    async def _let_go(self, url: str, peer: PeerReplica) -> None:
+    async def _let_go(self, url: str, peer: PeerReplica, told: Membership | None) -> None:
+        """Stop using a peer no longer a member; one whose join was undone is ``told`` so first (it
+        ends its part in the change; one that is gone does not answer)."""
+        if told is not None:
+            with contextlib.suppress(ReplicaError):
+                await peer.offer_membership(told.encode())
         stop = self._stops.pop(url, None)
         if stop is not None:
             await stop()

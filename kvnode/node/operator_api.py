@@ -4,7 +4,10 @@ full anti-entropy repair of this node's keys with every peer (or joins the one r
 /v0/leave?member=URL`` makes a member leave (kvnode.cluster.changes.start_leave): 202 with the
 membership version that has it leaving, or 409 with the one-line reason it cannot; ``POST
 /v0/replication-factor?n=N`` moves the cluster to N owners a key (kvnode.cluster.changes.start_resize):
-202 with the membership version that begins it, 400 for an N out of 1..members, 409 as a leave."""
+202 with the membership version that begins it, 400 for an N out of 1..members, 409 as a leave. ``POST
+/v0/remove?member=URL`` undoes the join of a member that claimed one and will never come
+(kvnode.cluster.join_undo.undo_join): 200 with the membership version without it, or 409 and why not (a
+member like the others leaves instead)."""
 
 from __future__ import annotations
 
@@ -13,15 +16,17 @@ import json
 from aiohttp import web
 
 from kvnode.cluster.changes import start_leave, start_resize
+from kvnode.cluster.join_undo import undo_join
 from kvnode.cluster.members import NotAdopted
 from kvnode.node.parts import PARTS
 from kvnode.replica.errors import ReplicaError
 from kvnode.topology.membership import ChangeRefused
 
-__all__ = ["LEAVE_PATH", "REPAIR_PATH", "RESIZE_PATH", "add_routes"]
+__all__ = ["LEAVE_PATH", "REMOVE_PATH", "REPAIR_PATH", "RESIZE_PATH", "add_routes"]
 
 REPAIR_PATH = "/v0/repair"
 LEAVE_PATH = "/v0/leave"
+REMOVE_PATH = "/v0/remove"
 RESIZE_PATH = "/v0/replication-factor"
 
 
@@ -30,6 +35,7 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get(REPAIR_PATH, repair_progress, allow_head=False)
     app.router.add_post(LEAVE_PATH, leave)
     app.router.add_post(RESIZE_PATH, resize)
+    app.router.add_post(REMOVE_PATH, remove)
 
 
 async def leave(request: web.Request) -> web.Response:
@@ -60,6 +66,17 @@ async def resize(request: web.Request) -> web.Response:
         return web.Response(status=409, text=f"{refusal}\n")
     body = {"replication_factor": plan.next_replication, "membership_version": plan.version}
     return web.json_response(body, status=202, dumps=_dumps)
+
+
+async def remove(request: web.Request) -> web.Response:
+    members = request.app[PARTS].members
+    member = request.query.get("member", "")
+    try:
+        plan = await undo_join(members, member, "removed by the operator")
+    except (ChangeRefused, NotAdopted, ReplicaError) as refusal:
+        return web.Response(status=409, text=f"{refusal}\n")
+    body = {"member": member, "membership_version": plan.version, "cluster": list(plan.urls)}
+    return web.json_response(body, dumps=_dumps)
 
 
 async def start_repair(request: web.Request) -> web.Response:

@@ -98,6 +98,7 @@ class NodeParts:
         return NodeSnapshot(
             membership_version=self.membership.version,
             membership_streamed=self.members.streamed,
+            membership_undone=self.members.undone,
             peers=tuple(
                 PeerFigures(
                     peer.url,

@@ -94,6 +94,7 @@ class RepairFigures:
 class NodeSnapshot:
     membership_version: int  # of the membership this node runs with
     membership_streamed: int  # records got by joining, or sent by leaving (kvnode.cluster.changes)
+    membership_undone: str  # the last join this node saw undone, and why (kvnode.cluster.join_undo)
     peers: tuple[PeerFigures, ...]  # in the cluster's order, this node left out
     protocols: str  # the replica protocol versions this node speaks, "1-2" (kvnode.replica.protocol)
     hints: HintFigures

@@ -135,6 +135,7 @@ def cluster_view(url: str, membership: Membership, snapshot: NodeSnapshot) -> di
         "joining": sorted(membership.joining),
         "leaving": sorted(membership.leaving),
         "streamed": snapshot.membership_streamed,
+        "undone": snapshot.membership_undone,
         "members": view,
         "clock": _fence_view(snapshot.clock_fence),
         "gc": dataclasses.asdict(snapshot.gc),

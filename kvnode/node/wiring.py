@@ -23,6 +23,7 @@ from kvnode.clocks.fence import ClockFence
 from kvnode.clocks.hybrid import HybridClock, wall_clock_us
 from kvnode.clocks.offsets import ClockOffsets
 from kvnode.cluster.changes import OwnPart, take_place
+from kvnode.cluster.join_undo import JoinWatch
 from kvnode.cluster.members import Members
 from kvnode.config import NodeConfig
 from kvnode.coordinator.coordinator import Coordinator
@@ -203,6 +204,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
         )
         parts.metrics.watch(parts.snapshot, local)
         own_part = OwnPart(members, anti_entropy, storage, local, 2 * config.timeout, config.crash_at)
+        join_watch = JoinWatch(members, config.join_timeout_s)
         settler.start()
         opened.push_async_callback(settler.stop)
         # Every part that depends on the membership, told of this epoch and of each one after it (a join or
@@ -218,6 +220,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
                 parts.metrics,
                 rebuild,
                 own_part,
+                join_watch,
             ]
         )
         opened.push_async_callback(members.close)
@@ -230,6 +233,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
         rebuild.start(anti_entropy)
         opened.push_async_callback(rebuild.stop)
         opened.push_async_callback(own_part.stop)
+        opened.push_async_callback(join_watch.stop)
         yield parts
 
 

@@ -7,6 +7,7 @@
     python -m kvnode admin --url http://127.0.0.1:8080 repair --wait  # anti-entropy with every peer, now
     python -m kvnode admin --url http://127.0.0.1:8080 leave http://127.0.0.1:8082 --wait  # a member leaves
     python -m kvnode admin --url http://127.0.0.1:8080 replication-factor 2 --wait  # N owners a key
+    python -m kvnode admin --url http://127.0.0.1:8080 remove http://127.0.0.1:8083  # a join undone
     python -m kvnode admin --url http://127.0.0.1:8080 backup DIR   # and restore DIR: kvnode.ops.backup
 
 ``repair`` asks the node for a full anti-entropy repair (``POST /v0/repair``, kvnode.node.operator_api); with
@@ -62,6 +63,8 @@ def main(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
             return _leave(args)
         if args.command == "replication-factor":
             return _resize(args)
+        if args.command == "remove":
+            return _remove(args)
         if args.command in backup.COMMANDS:
             return backup.run(args, fetch)
         view = fetch(args.url, args.token, args.tls_ca)
@@ -99,7 +102,7 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     commands = parser.add_subparsers(
         dest="command",
         required=True,
-        metavar="{status,ring,locate,hints,repair,leave,replication-factor,backup,restore}",
+        metavar="{status,ring,locate,hints,repair,leave,remove,replication-factor,backup,restore}",
     )
     commands.add_parser("status", parents=[after], help="each member, and whether this node reaches it")
     commands.add_parser(
@@ -126,6 +129,12 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     )
     resize.add_argument("n", type=int, metavar="N", help="the new replication factor (1 to the members)")
     resize.add_argument("--wait", action="store_true", help="follow it until N counts")
+    remove = commands.add_parser(
+        "remove",
+        parents=[after],
+        help="undo the join of a member that claimed one and will never come (a member leaves instead)",
+    )
+    remove.add_argument("member", type=http_url, help="the joining member's URL")
     backup.add_commands(commands, after)
     return parser
 
@@ -226,6 +235,23 @@ def _resize(args: argparse.Namespace) -> int:
     return 0
 
 
+def _remove(args: argparse.Namespace) -> int:
+    """Ask the node at --url to undo the member's join; done when it answers (no data moves)."""
+    path = "/v0/remove?" + urllib.parse.urlencode({"member": args.member})
+    try:
+        undone = fetch(args.url, args.token, args.tls_ca, path, "POST")
+    except Refused as refusal:
+        print(f"kvnode admin: {args.member} cannot be removed: {refusal}", file=sys.stderr)
+        return 1
+    print(
+        json.dumps(undone)
+        if args.json
+        else f"join of {args.member} undone (membership version {undone['membership_version']}): the "
+        f"members are {','.join(undone['cluster'])} again"
+    )
+    return 0
+
+
 def _streamed(member: str, args: argparse.Namespace) -> int:
     """The records ``member`` streamed since it started; 0 while it does not answer (it may be starting
     again after a crash)."""
@@ -253,6 +279,7 @@ def _status(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
         "joining": view["joining"],
         "leaving": view["leaving"],
         "streamed": view["streamed"],
+        "undone": view["undone"],
         "members": members,
         "clock": view["clock"],
         "gc": view["gc"],

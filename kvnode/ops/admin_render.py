@@ -28,7 +28,7 @@ def render(command: str, view: dict[str, Any], report: dict[str, Any]) -> str:
         title = f"cluster of {len(rows)} as {node} sees it; each key on N={n} of them"
         table = _table(["MEMBER", "STATE", "REACHABLE", "DOWN FOR", "HINTS PENDING", "PROTOCOL"], rows)
         data = _data_lines(report["members"], report["rebuild"])
-        change = _change_line(report)
+        change = _change_line(report) + (f"\n{report['undone']}" if report["undone"] else "")
         return title + "\n" + table + change + _clock_line(report["clock"]) + _gc_line(report["gc"]) + data
     if command == "ring":
         title = (

@@ -125,6 +125,13 @@ _SHARED = [
         "a replica refuses records stamped further ahead of its wall clock, and no clock moves that far",
     ),
     Flag(
+        "--join-timeout-s",
+        positive_int,
+        _DEFAULTS.join_timeout_s,
+        "a member joining that has not answered for this long (it died before it took part) has its join "
+        "undone by the claimant, so that later changes may start",
+    ),
+    Flag(
         "--hint-window-s",
         positive_int,
         _DEFAULTS.hint_window_s,

@@ -1,5 +1,5 @@
 """Who the members are and who owns what, as pure values: rendezvous placement, host-aware (placement);
 the cluster's identity and its versioned membership (membership); what a node runs with between two
 changes, as one value every part is handed (epoch); the versions peers said (versions_heard); a node's
-part in a membership change, step by step (change_steps). No I/O: the drivers in kvnode.cluster act on
-them."""
+part in a membership change, step by step (change_steps); when a claimed join that never comes is undone
+(join_watch). No I/O: the drivers in kvnode.cluster act on them."""

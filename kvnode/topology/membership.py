@@ -23,6 +23,8 @@ streamed the new copies, then the next version has the new N (:meth:`Membership.
     (2, 2)
     >>> resizing.resettled().replication, resizing.resettled().placement().replication
     (1, 1)
+    >>> first.joined("http://c:1").undone("http://c:1").urls  # a join that never came, undone
+    ('http://a:1', 'http://b:1')
     >>> Membership.decode(first.encode()) == first
     True
     >>> running, warnings = at_start(first, ["http://a:1", "http://c:1"], replication=3)
@@ -128,6 +130,23 @@ class Membership:
             raise ChangeRefused(f"{member} is not joining")
         return self._next(self.urls, self.tokens)
 
+    def undone(self, member: str) -> Membership:
+        """The next version without ``member``, which claimed a join and never came: the members of before
+        its claim, in their order with their tokens (a join only added it). Raises ChangeRefused for any
+        other member: one like the others leaves (:meth:`left`), one leaving goes on with it."""
+        if member not in self.urls:
+            raise ChangeRefused(f"{member} is not a member (members: {','.join(self.urls)})")
+        if member in self.leaving:
+            raise ChangeRefused(f"{member} is leaving, not joining: its leave goes on until it is removed")
+        if member not in self.joining:
+            raise ChangeRefused(f"{member} is a member like the others, not joining: admin leave removes it")
+        return self._next(*_columns(self._members_but(self.joining)))
+
+    @property
+    def claimant(self) -> str:
+        """The member that orders changes: the first in the cluster's order neither joining nor leaving."""
+        return next(url for url in self.urls if url not in self.joining | self.leaving)
+
     def left(self, member: str) -> Membership:
         """The next version, with ``member`` leaving. Raises ChangeRefused."""
         if member not in self.urls:
@@ -165,11 +184,6 @@ class Membership:
     def changing(self) -> bool:
         """Whether a change is under way: a member joining or leaving, or a new replication factor."""
         return bool(self.joining or self.leaving or self.next_replication)
-
-    @property
-    def claimant(self) -> str:
-        """The member that takes or refuses each change first: the first not joining or leaving."""
-        return next(url for url in self.urls if url not in self.joining | self.leaving)
 
     def _next(
         self,

@@ -28,18 +28,12 @@ from tests.changes import (
     owned_by,
     restarted_to_crash,
     run_node,
+    settled,
     start_crashing,
     status_of,
-    until_status,
     versions,
 )
 from tests.harness import ClusterFactory, Node, assert_exit_2_with_one_line, request, scrape, total, wait_for
-
-
-def settled(nodes: list[Node], members: list[str]) -> None:
-    """Wait until every node runs with ``members``, none of them joining."""
-    for node in nodes:
-        until_status(node, lambda status: status["cluster"] == members and not status["joining"], "settled")
 
 
 def test_a_node_joins_under_writes_without_losing_an_acknowledged_one(

@@ -73,6 +73,7 @@ ADMIN = {
     ("GET", "/metrics"),
     ("GET", "/v0/versions"),
     ("POST", "/v0/versions"),
+    ("POST", "/v0/remove"),
 }
 
 

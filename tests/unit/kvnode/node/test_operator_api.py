@@ -1,12 +1,14 @@
 """The operator's endpoints (kvnode.node.operator_api) on nodes served in this process: a repair started
 and its progress, as JSON ending with a newline; a leave answered 202 with the membership version that
-has the member leaving, or 409 with the one-line reason it cannot be."""
+has the member leaving, or 409 with the one-line reason it cannot be; a join undone (remove) answered 200
+with the version without the joiner, or 409 for a member that is not joining."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from kvnode.cluster.changes import offer_change
 from kvnode.ops.ports import free_ports
 from tests.drivers import Serve, ServedNode
 
@@ -49,3 +51,22 @@ async def test_a_leave_is_202_with_the_version_that_has_the_member_leaving(serve
     status, body = await first.call("POST", f"/v0/leave?member={members[1]}")
     assert status == 202, body
     assert as_json(body) == {"member": members[1], "membership_version": 2}
+
+
+async def test_a_remove_undoes_a_join_and_refuses_any_other_member_with_409(serve: Serve) -> None:
+    *ports, ghost_port = free_ports(3)
+    members = tuple(f"http://127.0.0.1:{port}" for port in ports)
+    first, second = [await serve(port=port, cluster=members) for port in ports]
+    ghost = f"http://127.0.0.1:{ghost_port}"  # claims a join and never comes
+    await offer_change(first.parts.members, first.parts.members.membership.joined(ghost))
+    status, body = await second.call("POST", f"/v0/remove?member={members[0]}")
+    assert (status, body) == (
+        409,
+        f"{members[0]} is a member like the others, not joining: admin leave removes it\n".encode(),
+    )
+    status, body = await second.call("POST", "/v0/remove?member=http://stranger:1")
+    assert status == 409 and body.startswith(b"http://stranger:1 is not a member")
+    status, body = await second.call("POST", f"/v0/remove?member={ghost}")
+    assert status == 200, body
+    assert as_json(body) == {"member": ghost, "membership_version": 3, "cluster": list(members)}
+    assert first.parts.members.membership.urls == members  # the claimant took it first

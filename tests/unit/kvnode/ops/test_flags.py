@@ -45,6 +45,7 @@ def test_node_argv_gives_back_a_config_with_every_field_set_away_from_its_defaul
         acceptable_pause_ms=3000,
         max_clock_skew_ms=4321,
         clock_offset_ms=-250,
+        join_timeout_s=45,
         hint_window_s=60,
         gc_grace_s=120,
         max_hints_per_peer=99,

@@ -205,3 +205,39 @@ def test_one_change_at_a_time_and_no_change_that_cannot_be() -> None:
         Membership.seeded([A]).left(A)
     replaced = start.replaced(C, D)
     assert (replaced.urls, replaced.tokens) == ((A, B, D), (A, B, C))  # its place, and its token
+
+
+def test_a_join_that_never_came_is_undone_to_the_members_before_its_claim() -> None:
+    start = Membership.seeded([A, B, C])
+    undone = start.joined(D).undone(D)
+    assert (undone.version, undone.urls, undone.tokens, undone.joining) == (
+        3,
+        (A, B, C),
+        (A, B, C),
+        frozenset(),
+    )
+    assert (
+        undone.placement().nodes == (A, B, C) and undone.read_placement() is None
+    )  # reads and writes: A, B, C
+    assert undone.joined(D).version == 4  # a change may start again
+    replaced = start.replaced(C, D)  # a node that took a member's place is no joiner: its token stays C's
+    assert replaced.joined("http://e:1").undone("http://e:1").tokens == (A, B, C)
+
+
+@pytest.mark.parametrize(
+    ("membership", "member", "reason"),
+    [
+        (Membership.seeded([A, B, C]), B, "is a member like the others, not joining: admin leave removes it"),
+        (Membership.seeded([A, B, C]).joined(D), B, "is a member like the others"),
+        (Membership.seeded([A, B, C]).left(B), B, "is leaving, not joining: its leave goes on"),
+        (Membership.seeded([A, B, C]).joined(D), "http://e:1", r"is not a member \(members: "),
+    ],
+)
+def test_only_a_member_joining_is_undone(membership: Membership, member: str, reason: str) -> None:
+    with pytest.raises(ChangeRefused, match=reason):
+        membership.undone(member)
+
+
+def test_the_claimant_is_the_first_member_neither_joining_nor_leaving() -> None:
+    start = Membership.seeded([A, B, C])
+    assert (start.claimant, start.joined(D).claimant, start.left(A).claimant) == (A, A, B)
