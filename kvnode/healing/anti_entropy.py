@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvnode.clocks.hybrid import HybridClock
+from kvnode.figures import Figure, Figures, Kind
 from kvnode.healing.exchange import Exchange, Moves, Step
 from kvnode.healing.listing import list_page, segment_bitmap
 from kvnode.healing.upkeep import SummaryUpkeep
@@ -32,7 +33,7 @@ from kvnode.storage.records import CorruptRecord, Record, encode
 from kvnode.storage.system_db import RepairMarks
 from kvnode.topology.epoch import Epoch
 
-__all__ = ["AntiEntropy", "PeerOutcome", "RepairRun"]
+__all__ = ["REPAIR_FIGURES", "AntiEntropy", "PeerOutcome", "RepairRun"]
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +115,29 @@ class RepairTotals:
     refused: int = 0
 
 
+_RECORDS = "Records anti-entropy moved, by direction (sent, received), or refused for clock skew"
+
+# An AntiEntropy's figures (kvnode.figures), since start.
+REPAIR_FIGURES = Figures("repair", (
+    Figure("upkeep.ready.is_set", Kind.GAUGE, "0 while the anti-entropy summaries are rebuilt from a scan "
+           "(after a crash), else 1", "kvnode_repair_summaries_ready", key="summaries_ready"),
+    Figure("upkeep.rebuilt", Kind.GAUGE, "Records scanned to rebuild the anti-entropy summaries after a "
+           "crash", "kvnode_repair_summaries_rebuilt_records", key="summaries_rebuilt_from"),
+    Figure("totals.exchanges", Kind.COUNTER, "Anti-entropy exchanges with a peer, by outcome",
+           "kvnode_repair_exchanges", by="outcome"),
+    Figure("totals.segments_compared", Kind.COUNTER, "Summary segments compared with peers",
+           "kvnode_repair_segments_compared"),
+    Figure("totals.segments_differing", Kind.COUNTER, "Summary segments found to differ from a peer's",
+           "kvnode_repair_segments_differing"),
+    Figure("totals.sent", Kind.COUNTER, _RECORDS, "kvnode_repair_records", key="records.sent",
+           label=("direction", "sent")),
+    Figure("totals.received", Kind.COUNTER, _RECORDS, "kvnode_repair_records", key="records.received",
+           label=("direction", "received")),
+    Figure("totals.refused", Kind.COUNTER, _RECORDS, "kvnode_repair_records", key="records.refused",
+           label=("direction", "refused")),
+))  # fmt: skip
+
+
 class AntiEntropy:
     def __init__(
         self,
@@ -130,7 +154,7 @@ class AntiEntropy:
         sleep: Sleep = asyncio.sleep,
     ) -> None:
         self._me = own_url.encode()
-        self._upkeep = upkeep
+        self.upkeep = upkeep
         self._storage = storage
         self._local = local
         self.peers = tuple(peers)
@@ -225,13 +249,13 @@ class AntiEntropy:
             return outcome
 
     async def _exchange(self, peer: PeerReplica, outcome: PeerOutcome) -> None:
-        if not self._upkeep.ready.is_set():
+        if not self.upkeep.ready.is_set():
             outcome.reason = "this node's summaries are being rebuilt after a crash"
             return
         if not await peer.reach(_CONNECT_WAIT_S):
             outcome.reason = "unreachable"
             return
-        summaries = self._upkeep.summaries
+        summaries = self.upkeep.summaries
         if peer.url not in summaries.partial:  # it left the membership since the exchange was planned
             outcome.reason = "no longer a member"
             return

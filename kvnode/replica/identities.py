@@ -47,6 +47,10 @@ class Identities:
         """What this node says of itself in a handshake with ``peer_url``."""
         return Introduction(self._own.value, *self._peers.get(peer_url), self._membership.version)
 
+    def remembered(self, peer_url: str) -> str:
+        """The identity ``peer_url`` had when this node last met it ("" before)."""
+        return self._peers.get(peer_url)[0]
+
     def met(self, peer_url: str, theirs: Introduction) -> None:
         """A handshake with ``peer_url`` completed, and the peer introduced itself as ``theirs``. Anyone
         but another member (possible without a secret) is not remembered."""
