@@ -48,8 +48,7 @@ async def get_cluster(request: web.Request) -> web.Response:
 
 
 def stats_view(parts: NodeParts, snapshot: NodeSnapshot) -> dict[str, Any]:
-    """Node health: the event loop's lag, each peer channel's state, then every part's figures, a section
-    each (tables that share one, the clock's and its fence's, merged)."""
+    """Node health: the event loop's lag, each peer channel's state, then every part's figures."""
     view: dict[str, Any] = {
         "node": parts.config.url,
         "fanout": parts.config.fanout,
@@ -57,17 +56,17 @@ def stats_view(parts: NodeParts, snapshot: NodeSnapshot) -> dict[str, Any]:
         "loop_lag_ms": {"samples": snapshot.loop_lag_samples, **snapshot.loop_lag_ms},
         "peers": {url: peer.values["state"] for url, peer in snapshot.peers},
     }
-    for reading in snapshot.readings:
-        view.setdefault(reading.table.section or reading.table.group, {}).update(reading.json())
-    return view
+    return view | _sections(snapshot)
 
 
 def cluster_view(url: str, membership: Membership, snapshot: NodeSnapshot) -> dict[str, Any]:
     """The node's view of its cluster: the membership (members with their placement tokens), each
     member's channel state and figures as this node sees it, the state of its data (as the member last
-    said), this node's rebuild, the clock fence's verdict, tombstone GC's counts, and its hints by peer."""
+    said), and /v0/stats's sections on the clocks, tombstone GC, this node's rebuild and its hints (by
+    every peer)."""
     peers = {peer_url: peer.json() for peer_url, peer in snapshot.peers}
-    rebuild = snapshot.reading("rebuild").json()
+    sections = _sections(snapshot)
+    rebuild = sections["rebuild"]
     view = []
     for member in membership.urls:
         entry = {"url": member, "membership_state": membership.state_of(member), "self": member not in peers}
@@ -92,13 +91,21 @@ def cluster_view(url: str, membership: Membership, snapshot: NodeSnapshot) -> di
         "replication_factor": membership.replication,
         "joining": sorted(membership.joining),
         "leaving": sorted(membership.leaving),
-        "streamed": snapshot.reading("membership").json()["streamed"],
+        "streamed": sections["membership"]["streamed"],
         "members": view,
-        "clock": snapshot.reading("fence").json(),
-        "gc": snapshot.reading("gc").json(),
+        "clock": sections["clock"],
+        "gc": sections["gc"],
         "rebuild": rebuild,
         "hints": snapshot.reading("hints").json(snapshot.peer_urls),  # every peer's, 0 included
     }
+
+
+def _sections(snapshot: NodeSnapshot) -> dict[str, dict[str, Any]]:
+    """Every part's figures as JSON, a section each (tables that share one, the clocks', merged)."""
+    sections: dict[str, dict[str, Any]] = {}
+    for reading in snapshot.readings:
+        sections.setdefault(reading.table.section or reading.table.group, {}).update(reading.json())
+    return sections
 
 
 async def _probe(peers: Sequence[PeerReplica], timeout: float) -> None:
