@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from kvnode.config import NodeConfig
-from kvnode.node.parts import NodeParts
-from kvnode.node.wiring import open_parts
-from kvnode.ops.ports import free_ports
 from kvnode.ops.processes import stop_together
 from kvnode.storage.system_db import SystemDb
 from tests.harness import Cluster, ClusterFactory, Node, launch_cluster
@@ -57,12 +53,3 @@ def system_db(tmp_path: Path) -> Iterator[SystemDb]:
         yield db
     finally:
         db.close()
-
-
-@pytest.fixture
-async def three_member_parts(tmp_path: Path) -> AsyncIterator[NodeParts]:
-    """The parts of one node of three, in this process; nothing serves the other two members' ports."""
-    ports = free_ports(3)
-    cluster = tuple(f"http://127.0.0.1:{port}" for port in ports)
-    async with open_parts(NodeConfig(port=ports[0], data_dir=tmp_path, cluster=cluster)) as parts:
-        yield parts

@@ -29,6 +29,7 @@ from kvnode.replica.hints import HINT_FIGURES, HintStore
 from kvnode.replica.identities import Identities
 from kvnode.replica.local import LocalReplica
 from kvnode.replica.peer import PEER_FIGURES, PeerReplica
+from kvnode.replica.protocol import spoken
 from kvnode.storage.keyspace import Storage
 from kvnode.storage.system_db import SystemDb
 from kvnode.topology.membership import Membership
@@ -89,6 +90,7 @@ class NodeParts:
                 MEMBERSHIP_FIGURES.read(self.members),
             ),
             peers=tuple((peer.url, PEER_FIGURES.read(peer)) for peer in self.peers),
+            protocols=str(spoken(self.config.max_protocol)),
             loop_lag_samples=lag.histogram.count,
             loop_lag_ms=lag.histogram.summary_ms(),
             loop_lag_since_start=lag.since_start.copy(),

@@ -55,6 +55,11 @@ def stats_view(parts: NodeParts, snapshot: NodeSnapshot) -> dict[str, Any]:
         "cluster": list(parts.coordinator.placement.nodes),
         "loop_lag_ms": {"samples": snapshot.loop_lag_samples, **snapshot.loop_lag_ms},
         "peers": {url: peer.values["state"] for url, peer in snapshot.peers},
+        # The replica protocol: the versions this node speaks, and the one each open channel speaks.
+        "protocol": {
+            "speaks": snapshot.protocols,
+            "peers": {url: peer.values["protocol"] for url, peer in snapshot.peers},
+        },
     }
     return view | _sections(snapshot)
 
@@ -80,6 +85,7 @@ def cluster_view(url: str, membership: Membership, snapshot: NodeSnapshot) -> di
                 "down_for_s": 0.0,
                 "node_state": rebuild["state"],
                 "identity": rebuild["identity"],
+                "protocol": snapshot.protocols,
             }
         view.append(entry)
     return {
@@ -89,6 +95,7 @@ def cluster_view(url: str, membership: Membership, snapshot: NodeSnapshot) -> di
         "tokens": list(membership.tokens),
         "membership_version": membership.version,
         "replication_factor": membership.replication,
+        "next_replication_factor": membership.next_replication,  # 0: the factor is not changing
         "joining": sorted(membership.joining),
         "leaving": sorted(membership.leaving),
         "streamed": sections["membership"]["streamed"],

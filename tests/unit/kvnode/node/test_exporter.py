@@ -8,6 +8,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kvnode.node.parts import NodeParts
 from kvnode.replica.peer_state import PeerState
+from tests.drivers import ServedNode
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -23,9 +24,9 @@ def scraped(parts: NodeParts) -> tuple[str, Samples]:
 
 
 async def test_figures_that_share_a_metric_are_one_family_by_their_label(
-    three_member_parts: NodeParts,
+    one_of_three: ServedNode,
 ) -> None:
-    parts = three_member_parts
+    parts = one_of_three.parts
     counts = parts.gc.counts
     counts.tombstones_dropped, counts.expired_dropped, counts.unowned_dropped = 3, 2, 1
     parts.anti_entropy.totals.received = 5
@@ -39,9 +40,9 @@ async def test_figures_that_share_a_metric_are_one_family_by_their_label(
 
 
 async def test_a_figure_by_peer_names_every_peer_and_a_peers_state_is_one_of_its_states(
-    three_member_parts: NodeParts,
+    one_of_three: ServedNode,
 ) -> None:
-    parts = three_member_parts
+    parts = one_of_three.parts
     first, second = parts.membership.urls[1:]
     parts.hints.kept[first] += 4
     _, samples = scraped(parts)
@@ -60,8 +61,8 @@ async def test_a_figure_by_peer_names_every_peer_and_a_peers_state_is_one_of_its
         assert ("kvnode_peer_down_seconds", frozenset({("peer", peer)})) in samples
 
 
-async def test_a_state_a_flag_and_microseconds_are_numbers_in_seconds(three_member_parts: NodeParts) -> None:
-    _, samples = scraped(three_member_parts)
+async def test_a_state_a_flag_and_microseconds_are_numbers_in_seconds(one_of_three: ServedNode) -> None:
+    _, samples = scraped(one_of_three.parts)
     node_states = {
         dict(labels)["state"]: v for (name, labels), v in samples.items() if name == "kvnode_node_state"
     }
@@ -71,8 +72,8 @@ async def test_a_state_a_flag_and_microseconds_are_numbers_in_seconds(three_memb
     assert samples["kvnode_clock_lead_seconds", frozenset()] < 1  # not microseconds
 
 
-async def test_requests_by_status_are_there_at_0_from_the_start(three_member_parts: NodeParts) -> None:
-    parts = three_member_parts
+async def test_requests_by_status_are_there_at_0_from_the_start(one_of_three: ServedNode) -> None:
+    parts = one_of_three.parts
     parts.metrics.requests("get", (200, 404))
     _, samples = scraped(parts)
     assert samples["kvnode_requests_total", frozenset({("op", "get"), ("status", "404")})] == 0

@@ -15,9 +15,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import kvnode
 from kvnode.figures import Figure, Figures, Kind
-from kvnode.node.parts import NodeParts
 from kvnode.node.stats import cluster_view, stats_view
 from kvnode.replica.peer import PEER_FIGURES
+from tests.drivers import ServedNode
 from tests.harness import ClusterFactory, request, stats
 
 
@@ -49,8 +49,8 @@ def test_every_metric_is_one_family_of_one_kind_and_help_and_no_json_key_is_desc
         assert len(keys) == len(set(keys)), section
 
 
-async def test_the_snapshot_reads_every_table_in_kvnode_and_each_peer(three_member_parts: NodeParts) -> None:
-    parts = three_member_parts
+async def test_the_snapshot_reads_every_table_in_kvnode_and_each_peer(one_of_three: ServedNode) -> None:
+    parts = one_of_three.parts
     snapshot = parts.snapshot()
     read = [reading.table for reading in snapshot.readings]
     assert len(read) == len(set(read))
@@ -59,8 +59,8 @@ async def test_the_snapshot_reads_every_table_in_kvnode_and_each_peer(three_memb
     assert all(reading.table is PEER_FIGURES for _, reading in snapshot.peers)
 
 
-async def test_a_snapshot_stays_as_it_was_read(three_member_parts: NodeParts) -> None:
-    parts = three_member_parts
+async def test_a_snapshot_stays_as_it_was_read(one_of_three: ServedNode) -> None:
+    parts = one_of_three.parts
     peer = parts.membership.urls[1]
     snapshot = parts.snapshot()
     parts.coordinator.stats.rewrites += 1

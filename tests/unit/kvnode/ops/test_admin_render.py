@@ -13,7 +13,7 @@ A, B, C = "http://a:1", "http://b:2", "http://c:3"
 def member(url: str, **fields: Any) -> dict[str, Any]:
     return {
         "url": url, "self": False, "state": "connected", "refusal": "", "reachable": True, "down_for_s": 0.0,
-        "node_state": "serving", "hints_pending": 0, **fields,
+        "node_state": "serving", "hints_pending": 0, "protocol": 2, **fields,
     }  # fmt: skip
 
 
@@ -22,12 +22,21 @@ def status(**changes: Any) -> dict[str, Any]:
         "node": A,
         "membership_version": 4,
         "replication_factor": 3,
+        "next_replication_factor": 0,
         "joining": [],
         "leaving": [],
         "streamed": 0,
         "members": [
-            member(A, self=True, state="self"),
-            member(B, state="refused", refusal="secret", reachable=False, down_for_s=12.34, hints_pending=5),
+            member(A, self=True, state="self", protocol="1-2"),
+            member(
+                B,
+                state="refused",
+                refusal="secret",
+                reachable=False,
+                down_for_s=12.34,
+                hints_pending=5,
+                protocol=0,
+            ),
             member(C),
         ],
         "clock": {
@@ -42,10 +51,10 @@ def status(**changes: Any) -> dict[str, Any]:
 
 
 TABLE = """cluster of 3 as http://a:1 sees it; each key on N=3 of them
-MEMBER      STATE            REACHABLE  DOWN FOR  HINTS PENDING
-http://a:1  self             yes        -         -
-http://b:2  refused: secret  no         12.3s     5
-http://c:3  connected        yes        -         0"""
+MEMBER      STATE            REACHABLE  DOWN FOR  HINTS PENDING  PROTOCOL
+http://a:1  self             yes        -         -              1-2
+http://b:2  refused: secret  no         12.3s     5              -
+http://c:3  connected        yes        -         0              2"""
 
 
 def test_status_is_a_table_of_members_and_no_line_while_all_is_well() -> None:
@@ -70,6 +79,13 @@ def test_status_has_a_line_for_a_change_a_clock_off_gc_waiting_and_a_rebuild() -
         "\ndata: http://a:1 is rebuilding: 1 of 2 peers done, 40 records received; waiting for http://b:2: "
         "refused"
         "\ndata: http://c:3 is unknown"
+    )
+
+
+def test_status_says_the_replication_factor_that_is_coming() -> None:
+    report = status(next_replication_factor=2, streamed=5)
+    assert render("status", {}, report) == TABLE + (
+        "\nmembership version 4: the replication factor moves from 3 to 2 (5 records streamed by this node)"
     )
 
 
