@@ -15,13 +15,11 @@ import logging
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
 from kvnode.clocks.hybrid import HybridClock
-from kvnode.figures import Figure, Figures, Kind
 from kvnode.healing.exchange import Exchange, Moves, Step
 from kvnode.healing.listing import list_page, segment_bitmap
+from kvnode.healing.outcomes import PeerOutcome, RepairRun, RepairTotals
 from kvnode.healing.upkeep import SummaryUpkeep
 from kvnode.replica import wire
 from kvnode.replica.errors import ReplicaError, ReplicaSkewRefused
@@ -33,109 +31,12 @@ from kvnode.storage.records import CorruptRecord, Record, encode
 from kvnode.storage.system_db import RepairMarks
 from kvnode.topology.epoch import Epoch
 
-__all__ = ["REPAIR_FIGURES", "AntiEntropy", "PeerOutcome", "RepairRun"]
+__all__ = ["AntiEntropy"]
 
 log = logging.getLogger(__name__)
 
 _WINDOW = 64  # records moved at once
 _CONNECT_WAIT_S = 2.0  # how long an exchange waits for a peer's channel before calling it unreachable
-
-
-@dataclass
-class PeerOutcome:
-    """One exchange's result and figures."""
-
-    peer: str
-    completed: bool = False
-    reason: str = ""  # why it did not complete
-    segments_compared: int = 0
-    segments_differing: int = 0
-    sent: int = 0
-    received: int = 0
-    refused: int = 0  # records refused for clock skew (by either end)
-    seconds: float = 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
-@dataclass
-class RepairRun:
-    """A full repair with every peer (``admin repair``), as it progresses."""
-
-    peers: tuple[str, ...]
-    started: float = field(default_factory=time.monotonic)
-    outcomes: dict[str, PeerOutcome] = field(default_factory=dict)
-    current: str = ""
-    ended: float | None = None
-
-    @property
-    def done(self) -> bool:
-        return self.ended is not None
-
-    @property
-    def unreached(self) -> list[str]:
-        return [peer for peer, outcome in self.outcomes.items() if not outcome.completed]
-
-    def summary(self) -> str:
-        """One line: segments compared, records sent and received, seconds, peers that failed."""
-        outcomes = self.outcomes.values()
-        seconds = (self.ended or time.monotonic()) - self.started
-        line = (
-            f"repaired with {len(self.peers) - len(self.unreached)} of {len(self.peers)} peers: "
-            f"{sum(o.segments_compared for o in outcomes)} segments compared "
-            f"({sum(o.segments_differing for o in outcomes)} differing), "
-            f"{sum(o.sent for o in outcomes)} records sent, {sum(o.received for o in outcomes)} received"
-            f", in {seconds:.1f} s"
-        )
-        failed = [f"{peer} ({self.outcomes[peer].reason})" for peer in self.unreached]
-        return line + (f"; not repaired: {', '.join(failed)}" if failed else "")
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "peers": list(self.peers),
-            "done": self.done,
-            "current": self.current,
-            "seconds": round((self.ended or time.monotonic()) - self.started, 3),
-            "outcomes": {peer: outcome.to_json() for peer, outcome in self.outcomes.items()},
-            "unreached": self.unreached,
-            "summary": self.summary(),
-        }
-
-
-@dataclass
-class RepairTotals:
-    """Since the node started, for /metrics."""
-
-    exchanges: dict[str, int] = field(default_factory=lambda: {"completed": 0, "failed": 0})
-    segments_compared: int = 0
-    segments_differing: int = 0
-    sent: int = 0
-    received: int = 0
-    refused: int = 0
-
-
-_RECORDS = "Records anti-entropy moved, by direction (sent, received), or refused for clock skew"
-
-# An AntiEntropy's figures (kvnode.figures), since start.
-REPAIR_FIGURES = Figures("repair", (
-    Figure("upkeep.ready.is_set", Kind.GAUGE, "0 while the anti-entropy summaries are rebuilt from a scan "
-           "(after a crash), else 1", "kvnode_repair_summaries_ready", key="summaries_ready"),
-    Figure("upkeep.rebuilt", Kind.GAUGE, "Records scanned to rebuild the anti-entropy summaries after a "
-           "crash", "kvnode_repair_summaries_rebuilt_records", key="summaries_rebuilt_from"),
-    Figure("totals.exchanges", Kind.COUNTER, "Anti-entropy exchanges with a peer, by outcome",
-           "kvnode_repair_exchanges", by="outcome"),
-    Figure("totals.segments_compared", Kind.COUNTER, "Summary segments compared with peers",
-           "kvnode_repair_segments_compared"),
-    Figure("totals.segments_differing", Kind.COUNTER, "Summary segments found to differ from a peer's",
-           "kvnode_repair_segments_differing"),
-    Figure("totals.sent", Kind.COUNTER, _RECORDS, "kvnode_repair_records", key="records.sent",
-           label=("direction", "sent")),
-    Figure("totals.received", Kind.COUNTER, _RECORDS, "kvnode_repair_records", key="records.received",
-           label=("direction", "received")),
-    Figure("totals.refused", Kind.COUNTER, _RECORDS, "kvnode_repair_records", key="records.refused",
-           label=("direction", "refused")),
-))  # fmt: skip
 
 
 class AntiEntropy:
@@ -154,7 +55,7 @@ class AntiEntropy:
         sleep: Sleep = asyncio.sleep,
     ) -> None:
         self._me = own_url.encode()
-        self.upkeep = upkeep
+        self._upkeep = upkeep
         self._storage = storage
         self._local = local
         self.peers = tuple(peers)
@@ -249,13 +150,13 @@ class AntiEntropy:
             return outcome
 
     async def _exchange(self, peer: PeerReplica, outcome: PeerOutcome) -> None:
-        if not self.upkeep.ready.is_set():
+        if not self._upkeep.ready.is_set():
             outcome.reason = "this node's summaries are being rebuilt after a crash"
             return
         if not await peer.reach(_CONNECT_WAIT_S):
             outcome.reason = "unreachable"
             return
-        summaries = self.upkeep.summaries
+        summaries = self._upkeep.summaries
         if peer.url not in summaries.partial:  # it left the membership since the exchange was planned
             outcome.reason = "no longer a member"
             return

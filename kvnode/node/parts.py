@@ -17,18 +17,20 @@ from kvnode.clocks.hybrid import CLOCK_FIGURES, HybridClock
 from kvnode.cluster.members import MEMBERSHIP_FIGURES, Members
 from kvnode.config import NodeConfig
 from kvnode.coordinator.coordinator import COORDINATOR_FIGURES, Coordinator
-from kvnode.healing.anti_entropy import REPAIR_FIGURES, AntiEntropy
+from kvnode.healing.anti_entropy import AntiEntropy
+from kvnode.healing.outcomes import REPAIR_FIGURES
 from kvnode.healing.rebuild import REBUILD_FIGURES, Rebuild
 from kvnode.healing.tombstone_gc import GC_FIGURES, TombstoneGc
-from kvnode.healing.upkeep import SummaryUpkeep
+from kvnode.healing.upkeep import SUMMARY_FIGURES, SummaryUpkeep
 from kvnode.metrics import LoopLagMonitor
 from kvnode.node.exporter import NodeMetrics
 from kvnode.node.peer_api import ReplicaServer
 from kvnode.node.snapshot import NodeSnapshot
 from kvnode.replica.hints import HINT_FIGURES, HintStore
-from kvnode.replica.identities import Identities
+from kvnode.replica.identities import IDENTITY_FIGURES, Identities
 from kvnode.replica.local import LocalReplica
-from kvnode.replica.peer import PEER_FIGURES, PeerReplica
+from kvnode.replica.peer import PeerReplica
+from kvnode.replica.peer_figures import PEER_FIGURES
 from kvnode.replica.protocol import spoken
 from kvnode.storage.keyspace import Storage
 from kvnode.storage.system_db import SystemDb
@@ -83,11 +85,13 @@ class NodeParts:
                 FENCE_FIGURES.read(self.fence.refresh()),
                 HINT_FIGURES.read(self.hints),
                 GC_FIGURES.read(self.gc.counts),
-                REPAIR_FIGURES.read(self.anti_entropy),
+                SUMMARY_FIGURES.read(self.summaries),
+                REPAIR_FIGURES.read(self.anti_entropy.totals),
                 REQUEST_FIGURES.read(self.admission),
                 COORDINATOR_FIGURES.read(self.coordinator.stats),
                 CONNECTION_FIGURES.read(self.connections),
                 MEMBERSHIP_FIGURES.read(self.members),
+                IDENTITY_FIGURES.read(self.identities),
             ),
             peers=tuple((peer.url, PEER_FIGURES.read(peer)) for peer in self.peers),
             protocols=str(spoken(self.config.max_protocol)),

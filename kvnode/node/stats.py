@@ -77,7 +77,13 @@ def cluster_view(url: str, membership: Membership, snapshot: NodeSnapshot) -> di
         entry = {"url": member, "membership_state": membership.state_of(member), "self": member not in peers}
         if member in peers:
             state = peers[member]["state"]
-            entry |= {"state": state, "reachable": state == "connected", **peers[member]}
+            identity = sections["identities"]["peers"].get(member, "")
+            entry |= {
+                "state": state,
+                "reachable": state == "connected",
+                **peers[member],
+                "identity": identity,
+            }
         else:
             entry |= {
                 "state": "self",

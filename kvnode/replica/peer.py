@@ -27,7 +27,6 @@ import logging
 import ssl
 from functools import partial
 
-from kvnode.figures import Figure, Figures, Kind
 from kvnode.metrics import CallMeter, RecentLatency
 from kvnode.replica import wire
 from kvnode.replica.answers import answer_of
@@ -44,23 +43,7 @@ from kvnode.replica.peer_state import AttemptFailure, PeerLife, PeerState
 from kvnode.replica.protocol import write_call
 from kvnode.storage.records import Record
 
-__all__ = ["PEER_FIGURES", "PeerReplica"]
-
-# A PeerReplica's figures (kvnode.figures), each peer's labelled with its URL in /metrics.
-PEER_FIGURES = Figures("peer", (
-    Figure("state", Kind.GAUGE, "1 for the state each peer's replica channel is in", "kvnode_peer_state",
-           states=tuple(state.value for state in PeerState)),
-    Figure("down_for", Kind.GAUGE, "Seconds since a peer last failed with no answer since (0: it answers)",
-           "kvnode_peer_down_seconds", key="down_for_s"),
-    Figure("phi", Kind.GAUGE, "While connected, how unlikely a peer's silence is for a live peer: -log10 of "
-           "its probability (1: asked last by speculative reads; --phi-threshold: taken for dead)",
-           "kvnode_peer_phi"),
-    Figure("protocol", Kind.GAUGE, "The replica protocol version each peer's channel speaks (0: no channel "
-           "open)", "kvnode_peer_protocol_version"),
-    Figure("refusal", Kind.TEXT, "while refused: what the handshake was refused for"),
-    Figure("node_state", Kind.TEXT, "the state of its data as it last said (kvnode.healing.rebuild_state)"),
-    Figure("identity", Kind.TEXT, "the identity it had when this node last met it"),
-))  # fmt: skip
+__all__ = ["PeerReplica"]
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +69,6 @@ class PeerReplica:
         detector: DetectorSettings | None = None,  # the failure detector's (defaults: DetectorSettings())
     ) -> None:
         self.url = url
-        self._identities = identities
         self._clock = None if clock_sampler is None else ClockProbe(url, clock_sampler)
         self._limits = limits or wire.Limits.for_body(16 * 1024 * 1024)
         self._refusals = RateLimitedLog(log)
@@ -191,11 +173,6 @@ class PeerReplica:
         """While refused: what the peer's refusal of the handshake was about ("secret", "membership",
         "protocol", "handshake", "tls"); "" otherwise."""
         return self._life.refusal if self._life.state is PeerState.REFUSED else ""
-
-    @property
-    def identity(self) -> str:
-        """The identity the peer had when this node last met it ("" before, or unremembered)."""
-        return "" if self._identities is None else self._identities.remembered(self.url)
 
     def speculative_delay(self) -> float:
         """How long a speculative read waits for this peer before asking one more replica: the p99 of

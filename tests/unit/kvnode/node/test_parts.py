@@ -34,4 +34,4 @@ async def test_the_snapshot_names_each_peer_and_the_hints_kept_for_it(serve: Ser
     snapshot = parts.snapshot()
     assert snapshot.peer_urls == [members[1]]
     assert snapshot.reading("hints").json()["kept"] == {members[1]: 1}
-    assert snapshot.reading("repair").json()["summaries_ready"] == parts.summaries.ready.is_set()
+    assert snapshot.reading("summaries").json()["summaries_ready"] == parts.summaries.ready.is_set()

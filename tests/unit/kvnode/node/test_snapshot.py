@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 import kvnode
 from kvnode.figures import Figure, Figures, Kind
 from kvnode.node.stats import cluster_view, stats_view
-from kvnode.replica.peer import PEER_FIGURES
+from kvnode.replica.peer_figures import PEER_FIGURES
 from tests.drivers import ServedNode
 from tests.harness import ClusterFactory, request, stats
 
