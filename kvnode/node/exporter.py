@@ -6,8 +6,9 @@ per (operation, status), where kvnode.node.client_api answers it, each replica c
 :class:`~kvnode.metrics.CallMeter`, where the replica settles the call (no callback of its own: asyncio
 would schedule one per call). prometheus_client's own Counter and Histogram children lock on every
 observation, which costs more per request than the request's own bookkeeping. Everything else the node
-counts is read when Prometheus scrapes, from one :class:`~kvnode.node.snapshot.NodeSnapshot`.
-docs/node-internals.md has the costs and how to measure them.
+counts is read when Prometheus scrapes, from one :class:`~kvnode.node.snapshot.NodeSnapshot`, each figure
+a metric as its part's table describes it (kvnode.figures). docs/node-internals.md has the costs and how
+to measure them.
 
 Every (operation, status) a handler is known to answer has its series from the start, at 0, so a dashboard
 or an alert sees a zero rather than nothing (Prometheus's guidance for known label sets).
