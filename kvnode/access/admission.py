@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from kvnode.figures import Figure, Figures, Kind
 from kvnode.memory import Settler
 
-__all__ = ["Admission", "default_max_inflight_bytes"]
+__all__ = ["REQUEST_FIGURES", "Admission", "default_max_inflight_bytes"]
 
 _BODIES = 4  # the default bound on bodies in progress: this many of the largest body allowed,
 _MIN_BYTES = 64 * 1024 * 1024  # and at least this much, so that a small body limit admits many at once
@@ -37,6 +38,17 @@ def default_max_inflight_bytes(max_body_bytes: int) -> int:
     400
     """
     return max(_MIN_BYTES, _BODIES * max_body_bytes)
+
+
+# An Admission's figures (kvnode.figures).
+REQUEST_FIGURES = Figures("requests", (
+    Figure("inflight", Kind.GAUGE, "Client entity requests between arrival and answer",
+           "kvnode_inflight_requests"),
+    Figure("shed", Kind.COUNTER, "Client entity requests answered 503 because --max-inflight requests or "
+           "--max-inflight-bytes were in progress", "kvnode_requests_shed"),
+    Figure("inflight_bytes", Kind.GAUGE, "Bytes of the bodies of client entity requests between arrival and "
+           "answer", "kvnode_inflight_body_bytes"),
+))  # fmt: skip
 
 
 class Admission:

@@ -38,10 +38,19 @@ from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.typedefs import Handler
 from aiohttp.web_protocol import RequestHandler
 
+from kvnode.figures import Figure, Figures
+from kvnode.figures import Kind as FigureKind
 from kvnode.replica.auth import CHALLENGE_PATH, RateLimitedLog
 from kvnode.replica.channel import PEER_PATH
 
-__all__ = ["DIRECT_ROUTES", "ConnectionGuard", "GuardedRunner", "capacity", "raise_descriptor_limit"]
+__all__ = [
+    "CONNECTION_FIGURES",
+    "DIRECT_ROUTES",
+    "ConnectionGuard",
+    "GuardedRunner",
+    "capacity",
+    "raise_descriptor_limit",
+]
 
 log = logging.getLogger("kvnode")
 
@@ -97,6 +106,17 @@ class ConnectionGuard:
             self.clients -= 1
         if kind is Kind.PROVISIONAL:
             self.provisional -= 1
+
+
+# A ConnectionGuard's figures (kvnode.figures).
+CONNECTION_FIGURES = Figures("connections", (
+    Figure("clients", FigureKind.GAUGE, "Open connections not known to be a peer's replica channel",
+           "kvnode_client_connections"),
+    Figure("refused", FigureKind.COUNTER, "Connections answered 503 and closed because --max-connections "
+           "were open", "kvnode_connections_refused"),
+    Figure("header_timeouts", FigureKind.COUNTER, "Connections closed because their request headers had not "
+           "all arrived within --header-timeout-s", "kvnode_header_timeouts"),
+))  # fmt: skip
 
 
 def raise_descriptor_limit() -> tuple[int, int]:

@@ -33,9 +33,10 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from kvnode.clocks.offsets import ClockOffsets, Offset
+from kvnode.figures import Figure, Figures, Kind
 from kvnode.topology.epoch import Epoch
 
-__all__ = ["ClockFence", "ClockFenced", "ClockedPeer", "Verdict", "beyond_skew", "judge"]
+__all__ = ["FENCE_FIGURES", "ClockFence", "ClockFenced", "ClockedPeer", "Verdict", "beyond_skew", "judge"]
 
 
 class ClockedPeer(Protocol):
@@ -65,6 +66,11 @@ class Verdict:
     far: tuple[str, ...]  # peers beyond the maximum skew from this node
     peers: Mapping[str, Offset]  # every current estimate, by peer
 
+    @property
+    def peer_offsets_us(self) -> dict[str, int]:
+        """Each measured peer's clock minus this node's."""
+        return {peer: offset.offset_us for peer, offset in self.peers.items()}
+
     def describe(self) -> str:
         """One line: what is wrong with which clock, and what to check."""
         if not self.far:
@@ -82,6 +88,21 @@ class Verdict:
             f"this node's clock and {far}'s are beyond the maximum skew apart and no third member says "
             "which is wrong; check both nodes' time sources (NTP)"
         )
+
+
+# A Verdict's figures (kvnode.figures), in /v0/stats's "clock" beside the hybrid clock's.
+FENCE_FIGURES = Figures("fence", (
+    Figure("fenced", Kind.GAUGE, "1 while this node's clock is fenced (off the cluster's): it refuses to "
+           "coordinate writes", "kvnode_clock_fenced"),
+    Figure("offset_us", Kind.GAUGE, "This node's wall clock minus the median of the members it has measured "
+           "(the clock fence's view)", "kvnode_clock_offset_seconds", key="offset_ms", micros=True),
+    Figure("measured", Kind.GAUGE, "Peers with a current clock offset estimate",
+           "kvnode_clock_measured_peers", key="measured_peers"),
+    Figure("peer_offsets_us", Kind.GAUGE, "Each measured peer's clock minus this node's",
+           "kvnode_clock_peer_offset_seconds", key="peer_offsets_ms", by="peer", micros=True),
+    Figure("far", Kind.TEXT, "peers beyond the maximum skew from this node"),
+    Figure("describe", Kind.TEXT, "which clock is off, and what to check", key="summary"),
+), section="clock")  # fmt: skip
 
 
 def judge(estimates: Mapping[str, Offset], max_skew_us: int) -> Verdict:

@@ -33,7 +33,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-__all__ = ["FLOOR_LEASE_US", "HybridClock", "wall_clock_us"]
+from kvnode.figures import Figure, Figures, Kind
+
+__all__ = ["CLOCK_FIGURES", "FLOOR_LEASE_US", "HybridClock", "wall_clock_us"]
 
 # How far past the timestamps handed out the persisted floor runs: one small write per lease at most,
 # and a restarted node starts at most this far ahead of the last timestamp it handed out.
@@ -101,3 +103,12 @@ class HybridClock:
     def lead_us(self) -> int:
         """How far the clock runs ahead of the wall clock (0 when it follows it)."""
         return max(0, self._last - self._wall_us())
+
+
+# A HybridClock's figures (kvnode.figures), in /v0/stats's "clock" beside the fence's.
+CLOCK_FIGURES = Figures("clock", (
+    Figure("lead_us", Kind.GAUGE, "How far the hybrid clock runs ahead of the wall clock",
+           "kvnode_clock_lead_seconds", key="lead_ms", micros=True),
+    Figure("ignored", Kind.COUNTER, "Timestamps seen beyond the maximum clock skew, ignored by the clock",
+           "kvnode_clock_ignored_timestamps", key="ignored_ahead"),
+))  # fmt: skip

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from kvnode.cluster.crash_points import crash_point
+from kvnode.figures import Figure, Figures, Kind
 from kvnode.replica.errors import ReplicaError
 from kvnode.replica.hints import HintStore
 from kvnode.replica.peer import PeerReplica
@@ -28,7 +29,16 @@ from kvnode.topology.membership import Membership
 from kvnode.topology.placement import Placement
 from kvnode.topology.versions_heard import VersionsHeard
 
-__all__ = ["Members", "NotAdopted"]
+__all__ = ["MEMBERSHIP_FIGURES", "Members", "NotAdopted"]
+
+# A Members' figures (kvnode.figures).
+MEMBERSHIP_FIGURES = Figures("membership", (
+    Figure("membership.version", Kind.GAUGE, "The version of the membership this node runs with "
+           "(kvnode.topology.membership)", "kvnode_membership_version"),
+    Figure("streamed", Kind.COUNTER, "Records this node got by joining, or sent to their next owners by "
+           "leaving", "kvnode_membership_streamed_records"),
+    Figure("undone", Kind.TEXT, "the last join this node saw undone, and why (kvnode.cluster.join_undo)"),
+))  # fmt: skip
 
 log = logging.getLogger(__name__)
 

@@ -23,6 +23,7 @@ from kvnode.clocks.hybrid import HybridClock
 from kvnode.coordinator.fanout import CallStarter, Fanout, Patient
 from kvnode.coordinator.quorum import Quorum
 from kvnode.coordinator.read_repair import ReadRound
+from kvnode.figures import Figure, Figures, Kind
 from kvnode.replica import Replica
 from kvnode.replica.errors import ReplicaSkewRefused, keeps_hint
 from kvnode.replica.hints import HintStore
@@ -30,7 +31,7 @@ from kvnode.storage.records import Record, newest
 from kvnode.topology.epoch import Epoch
 from kvnode.topology.placement import Placement
 
-__all__ = ["Coordinator", "CoordinatorStats", "Ranked", "nearest_first"]
+__all__ = ["COORDINATOR_FIGURES", "Coordinator", "CoordinatorStats", "Ranked", "nearest_first"]
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,16 @@ class CoordinatorStats:
     read_repairs: int = 0  # repair writes sent to stale replicas
     skew_refusals: int = 0  # replica writes refused because this node's clock runs too far ahead
     last_skew_log: float = 0.0
+
+
+# CoordinatorStats' figures (kvnode.figures).
+COORDINATOR_FIGURES = Figures("coordinator", (
+    Figure("rewrites", Kind.COUNTER, "Writes stamped again because a replica held a newer version",
+           "kvnode_rewrites"),
+    Figure("read_repairs", Kind.COUNTER, "Repair writes sent to stale replicas", "kvnode_read_repairs"),
+    Figure("skew_refusals", Kind.COUNTER, "Replica writes refused because this node's clock runs ahead",
+           "kvnode_skew_refusals"),
+))  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,12 +15,11 @@ import logging
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
 from kvnode.clocks.hybrid import HybridClock
 from kvnode.healing.exchange import Exchange, Moves, Step
 from kvnode.healing.listing import list_page, segment_bitmap
+from kvnode.healing.outcomes import PeerOutcome, RepairRun, RepairTotals
 from kvnode.healing.upkeep import SummaryUpkeep
 from kvnode.replica import wire
 from kvnode.replica.errors import ReplicaError, ReplicaSkewRefused
@@ -32,86 +31,12 @@ from kvnode.storage.records import CorruptRecord, Record, encode
 from kvnode.storage.system_db import RepairMarks
 from kvnode.topology.epoch import Epoch
 
-__all__ = ["AntiEntropy", "PeerOutcome", "RepairRun"]
+__all__ = ["AntiEntropy"]
 
 log = logging.getLogger(__name__)
 
 _WINDOW = 64  # records moved at once
 _CONNECT_WAIT_S = 2.0  # how long an exchange waits for a peer's channel before calling it unreachable
-
-
-@dataclass
-class PeerOutcome:
-    """One exchange's result and figures."""
-
-    peer: str
-    completed: bool = False
-    reason: str = ""  # why it did not complete
-    segments_compared: int = 0
-    segments_differing: int = 0
-    sent: int = 0
-    received: int = 0
-    refused: int = 0  # records refused for clock skew (by either end)
-    seconds: float = 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
-@dataclass
-class RepairRun:
-    """A full repair with every peer (``admin repair``), as it progresses."""
-
-    peers: tuple[str, ...]
-    started: float = field(default_factory=time.monotonic)
-    outcomes: dict[str, PeerOutcome] = field(default_factory=dict)
-    current: str = ""
-    ended: float | None = None
-
-    @property
-    def done(self) -> bool:
-        return self.ended is not None
-
-    @property
-    def unreached(self) -> list[str]:
-        return [peer for peer, outcome in self.outcomes.items() if not outcome.completed]
-
-    def summary(self) -> str:
-        """One line: segments compared, records sent and received, seconds, peers that failed."""
-        outcomes = self.outcomes.values()
-        seconds = (self.ended or time.monotonic()) - self.started
-        line = (
-            f"repaired with {len(self.peers) - len(self.unreached)} of {len(self.peers)} peers: "
-            f"{sum(o.segments_compared for o in outcomes)} segments compared "
-            f"({sum(o.segments_differing for o in outcomes)} differing), "
-            f"{sum(o.sent for o in outcomes)} records sent, {sum(o.received for o in outcomes)} received"
-            f", in {seconds:.1f} s"
-        )
-        failed = [f"{peer} ({self.outcomes[peer].reason})" for peer in self.unreached]
-        return line + (f"; not repaired: {', '.join(failed)}" if failed else "")
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "peers": list(self.peers),
-            "done": self.done,
-            "current": self.current,
-            "seconds": round((self.ended or time.monotonic()) - self.started, 3),
-            "outcomes": {peer: outcome.to_json() for peer, outcome in self.outcomes.items()},
-            "unreached": self.unreached,
-            "summary": self.summary(),
-        }
-
-
-@dataclass
-class RepairTotals:
-    """Since the node started, for /metrics."""
-
-    exchanges: dict[str, int] = field(default_factory=lambda: {"completed": 0, "failed": 0})
-    segments_compared: int = 0
-    segments_differing: int = 0
-    sent: int = 0
-    received: int = 0
-    refused: int = 0
 
 
 class AntiEntropy:

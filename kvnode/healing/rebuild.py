@@ -17,6 +17,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+from kvnode.figures import Figure, Figures, Kind
 from kvnode.healing.anti_entropy import AntiEntropy
 from kvnode.healing.rebuild_state import RebuildState
 from kvnode.replica.auth import Introduction
@@ -26,7 +27,7 @@ from kvnode.scheduling import Sleep, Tasks
 from kvnode.storage.system_db import NodeIdentity
 from kvnode.topology.epoch import Epoch
 
-__all__ = ["Rebuild", "RebuildProgress"]
+__all__ = ["REBUILD_FIGURES", "Rebuild", "RebuildProgress"]
 
 log = logging.getLogger(__name__)
 
@@ -47,11 +48,36 @@ class RebuildProgress:
     started: float | None = None  # time.monotonic() when this process began rebuilding
     ended: float | None = None
 
+    @property
+    def peers_done(self) -> int:
+        return len(self.done)
+
     def seconds(self) -> float:
         """How long the rebuild took, or has taken so far; 0 when this process did not rebuild."""
         if self.started is None:
             return 0.0
         return (self.ended or time.monotonic()) - self.started
+
+
+# A Rebuild's figures (kvnode.figures): this node's identity, the state of its data, its rebuild's progress
+# (all zero when it never rebuilt since start).
+REBUILD_FIGURES = Figures("rebuild", (
+    Figure("identity", Kind.TEXT, "this node's identity"),
+    Figure("node_state", Kind.GAUGE, "1 for the state of this node's data: serving, rebuilding (its disk was "
+           "lost), unknown (new data dir, no peer asked yet)", "kvnode_node_state", key="state",
+           states=tuple(state.value for state in NodeState)),
+    Figure("progress.peers", Kind.GAUGE, "Peers this node's rebuild is to complete a repair with",
+           "kvnode_rebuild_peers"),
+    Figure("progress.peers_done", Kind.GAUGE, "Peers this node's rebuild has completed a repair with",
+           "kvnode_rebuild_peers_done"),
+    Figure("records_received", Kind.COUNTER, "Records received by this node's rebuild since start",
+           "kvnode_rebuild_records"),
+    Figure("progress.seconds", Kind.GAUGE, "How long this node's rebuild took, or has taken so far",
+           "kvnode_rebuild_seconds"),
+    Figure("progress.attempts", Kind.COUNTER, "Rounds of repairs with the peers this node's rebuild had not "
+           "done yet", "kvnode_rebuild_attempts"),
+    Figure("progress.waiting_for", Kind.TEXT, "peer -> why its last repair failed"),
+))  # fmt: skip
 
 
 class Rebuild:
@@ -70,9 +96,22 @@ class Rebuild:
         self._tasks = Tasks("rebuild", sleep)
         self._peers: tuple[PeerReplica, ...] = ()  # the members to rebuild from, as the epoch says
         self.progress = RebuildProgress(peers=members - 1)
+        self._anti_entropy: AntiEntropy | None = None  # what it repairs with, once started
 
     def node_state(self) -> NodeState:
         return self._machine.state
+
+    @property
+    def identity(self) -> str:
+        return self._identity.value
+
+    @property
+    def records_received(self) -> int:
+        """Received so far, the exchange under way included while this node rebuilds (an exchange's
+        records are counted when it ends; progress should move before)."""
+        current = None if self._anti_entropy is None else self._anti_entropy.current
+        rebuilding = self._machine.state is NodeState.REBUILDING
+        return self.progress.records_received + (current.received if rebuilding and current else 0)
 
     def peer_met(self, peer_url: str, theirs: Introduction) -> None:
         """A handshake with ``peer_url`` completed, and the peer introduced itself as ``theirs``."""
@@ -97,6 +136,7 @@ class Rebuild:
 
     def start(self, anti_entropy: AntiEntropy) -> None:
         """Act on the state from now on, repairing with ``anti_entropy``'s peers."""
+        self._anti_entropy = anti_entropy
         if not self._machine.serving:
             self._tasks.spawn(self._run(anti_entropy))
 

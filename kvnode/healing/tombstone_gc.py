@@ -25,6 +25,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from kvnode.figures import Figure, Figures, Kind
 from kvnode.healing.gc_rule import GcRule, Outcome
 from kvnode.replica import Replica
 from kvnode.replica.errors import ReplicaError
@@ -34,7 +35,7 @@ from kvnode.storage.records import CorruptRecord, Record, decode
 from kvnode.storage.system_db import RepairMarks
 from kvnode.topology.epoch import Epoch
 
-__all__ = ["SCAN_RATE", "GcCounts", "TombstoneGc", "pass_interval_s"]
+__all__ = ["GC_FIGURES", "SCAN_RATE", "GcCounts", "TombstoneGc", "pass_interval_s"]
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,29 @@ class GcCounts:
     # Allowed by the rule but kept: a replica did not answer, or still held an older version.
     unconfirmed: int = 0
     unowned_dropped: int = 0  # versions this node no longer owned, dropped once their owners held them
+
+
+_DROPPED = (
+    "Versions tombstone GC dropped, by kind: tombstone, expired (a TTL that ran out), or unowned (a version "
+    "this node no longer owned, once its owners held it)"
+)
+_WAITING = (
+    "Tombstones and expired versions past the grace period, kept until every replica of their key has "
+    "completed a repair with this node (as the last GC pass found)"
+)
+
+# GcCounts' figures (kvnode.figures).
+GC_FIGURES = Figures("gc", (
+    Figure("passes", Kind.COUNTER, "Tombstone GC passes over the store completed", "kvnode_gc_passes"),
+    Figure("tombstones_dropped", Kind.COUNTER, _DROPPED, "kvnode_gc_dropped", label=("kind", "tombstone")),
+    Figure("expired_dropped", Kind.COUNTER, _DROPPED, "kvnode_gc_dropped", label=("kind", "expired")),
+    Figure("unowned_dropped", Kind.COUNTER, _DROPPED, "kvnode_gc_dropped", label=("kind", "unowned")),
+    Figure("waiting", Kind.GAUGE, _WAITING, "kvnode_gc_waiting"),
+    Figure("waiting_for", Kind.GAUGE, "Of those, how many wait for a repair with each peer (as the last GC "
+           "pass found)", "kvnode_gc_waiting_for_repair", by="peer", every_peer=True),
+    Figure("unconfirmed", Kind.COUNTER, "Versions the GC rule allowed but kept: another replica did not "
+           "answer, or held an older version", "kvnode_gc_unconfirmed"),
+))  # fmt: skip
 
 
 class TombstoneGc:

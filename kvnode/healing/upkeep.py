@@ -14,13 +14,22 @@ import logging
 import time
 from collections.abc import Iterator
 
+from kvnode.figures import Figure, Figures, Kind
 from kvnode.healing.summary import SegmentTree, Summaries
 from kvnode.storage.keyspace import Storage
 from kvnode.storage.system_db import SavedSummaries
 from kvnode.topology.epoch import Epoch
 from kvnode.topology.placement import Placement
 
-__all__ = ["SummaryUpkeep"]
+__all__ = ["SUMMARY_FIGURES", "SummaryUpkeep"]
+
+# A SummaryUpkeep's figures (kvnode.figures), in /v0/stats's "repair" before anti-entropy's totals.
+SUMMARY_FIGURES = Figures("summaries", (
+    Figure("ready.is_set", Kind.GAUGE, "0 while the anti-entropy summaries are rebuilt from a scan (after a "
+           "crash), else 1", "kvnode_repair_summaries_ready", key="summaries_ready"),
+    Figure("rebuilt", Kind.GAUGE, "Records scanned to rebuild the anti-entropy summaries after a crash",
+           "kvnode_repair_summaries_rebuilt_records", key="summaries_rebuilt_from"),
+), section="repair")  # fmt: skip
 
 log = logging.getLogger(__name__)
 

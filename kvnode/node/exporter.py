@@ -6,8 +6,9 @@ per (operation, status), where kvnode.node.client_api answers it, each replica c
 :class:`~kvnode.metrics.CallMeter`, where the replica settles the call (no callback of its own: asyncio
 would schedule one per call). prometheus_client's own Counter and Histogram children lock on every
 observation, which costs more per request than the request's own bookkeeping. Everything else the node
-counts is read when Prometheus scrapes, from one :class:`~kvnode.node.snapshot.NodeSnapshot`.
-docs/node-internals.md has the costs and how to measure them.
+counts is read when Prometheus scrapes, from one :class:`~kvnode.node.snapshot.NodeSnapshot`, each figure
+a metric as its part's table describes it (kvnode.figures). docs/node-internals.md has the costs and how
+to measure them.
 
 Every (operation, status) a handler is known to answer has its series from the start, at 0, so a dashboard
 or an alert sees a zero rather than nothing (Prometheus's guidance for known label sets).
@@ -22,15 +23,14 @@ from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from kvnode.figures import Kind
 from kvnode.metrics import LATENCY_BUCKETS_S, CallMeter, FixedBuckets
-from kvnode.node.snapshot import NodeSnapshot, RepairFigures
-from kvnode.replica.peer_state import PeerState
-from kvnode.replica.readiness import NodeState
+from kvnode.node.snapshot import NodeSnapshot
 from kvnode.topology.epoch import Epoch
 
-__all__ = ["PEER_STATES", "MeteredReplica", "NodeMetrics"]
+__all__ = ["MeteredReplica", "NodeMetrics"]
 
-PEER_STATES = tuple(state.value for state in PeerState)
+_FAMILIES = {Kind.COUNTER: CounterMetricFamily, Kind.GAUGE: GaugeMetricFamily}
 _BOUNDS = [repr(bound) for bound in LATENCY_BUCKETS_S] + ["+Inf"]  # the le label values
 
 
@@ -76,7 +76,7 @@ class NodeMetrics(Collector):
         yield from self._request_metrics()
         yield from _replica_metrics(self._replicas)
         if self._snapshot is not None:
-            yield from _state_metrics(self._snapshot())
+            yield from _figure_metrics(self._snapshot())
 
     def _request_metrics(self) -> Iterator[Metric]:
         count = CounterMetricFamily(
@@ -120,213 +120,29 @@ def _replica_metrics(replicas: Sequence[MeteredReplica]) -> Iterator[Metric]:
     yield duration
 
 
-def _state_metrics(snapshot: NodeSnapshot) -> Iterator[Metric]:
-    hints = snapshot.hints
-    pending = GaugeMetricFamily(
-        "kvnode_hints_pending", "Hints waiting for delivery, by target", labels=["peer"]
-    )
-    kept = CounterMetricFamily("kvnode_hints_kept", "Hints kept since start, by target", labels=["peer"])
-    delivered = CounterMetricFamily(
-        "kvnode_hints_delivered", "Hints delivered since start, by target", labels=["peer"]
-    )
-    peer_state = GaugeMetricFamily(
-        "kvnode_peer_state", "1 for the state each peer's replica channel is in", labels=["peer", "state"]
-    )
-    down = GaugeMetricFamily(
-        "kvnode_peer_down_seconds", "Seconds since a peer last failed with no answer since (0: it answers)",
-        labels=["peer"],
-    )  # fmt: skip
-    phi = GaugeMetricFamily(
-        "kvnode_peer_phi",
-        "While connected, how unlikely a peer's silence is for a live peer: -log10 of its probability "
-        "(1: asked last by speculative reads; --phi-threshold: taken for dead)",
-        labels=["peer"],
-    )
-    protocol = GaugeMetricFamily(
-        "kvnode_peer_protocol_version",
-        "The replica protocol version each peer's channel speaks (0: no channel open)",
-        labels=["peer"],
-    )
-    for peer in snapshot.peers:
-        url = peer.url
-        pending.add_metric([url], hints.pending.get(url, 0))
-        kept.add_metric([url], hints.kept.get(url, 0))
-        delivered.add_metric([url], hints.delivered.get(url, 0))
-        for name in PEER_STATES:
-            peer_state.add_metric([url, name], 1 if name == peer.state else 0)
-        down.add_metric([url], peer.down_for_s)
-        phi.add_metric([url], peer.phi)
-        protocol.add_metric([url], peer.protocol)
-    yield from (pending, kept, delivered, peer_state, down, phi, protocol)
-    yield GaugeMetricFamily(
-        "kvnode_membership_version",
-        "The version of the membership this node runs with (kvnode.topology.membership)",
-        snapshot.membership_version,
-    )
-    yield CounterMetricFamily(
-        "kvnode_membership_streamed_records",
-        "Records this node got by joining, or sent to their next owners by leaving",
-        snapshot.membership_streamed,
-    )
-    yield GaugeMetricFamily(
-        "kvnode_inflight_requests", "Client entity requests between arrival and answer", snapshot.inflight
-    )
-    yield GaugeMetricFamily(
-        "kvnode_inflight_body_bytes",
-        "Bytes of the bodies of client entity requests between arrival and answer",
-        snapshot.inflight_bytes,
-    )
-    yield GaugeMetricFamily(
-        "kvnode_client_connections",
-        "Open connections not known to be a peer's replica channel",
-        snapshot.client_connections,
-    )
-    yield CounterMetricFamily(
-        "kvnode_connections_refused",
-        "Connections answered 503 and closed because --max-connections were open",
-        snapshot.connections_refused,
-    )
-    yield CounterMetricFamily(
-        "kvnode_header_timeouts",
-        "Connections closed because their request headers had not all arrived within --header-timeout-s",
-        snapshot.header_timeouts,
-    )
-    dropped = CounterMetricFamily(
-        "kvnode_hints_dropped",
-        "Hints not kept or dropped undelivered: window (target down too long), expired (older than the "
-        "window), grace (record older than the GC grace period), full, refused (for clock skew), storage, "
-        "member (the target is no longer a member)",
-        labels=["reason"],
-    )
-    for reason, value in sorted(hints.dropped.items()):
-        dropped.add_metric([reason], value)
-    yield dropped
-    yield from _gc_metrics(snapshot)
-    yield CounterMetricFamily(
-        "kvnode_read_repairs", "Repair writes sent to stale replicas", snapshot.read_repairs
-    )
-    yield CounterMetricFamily(
-        "kvnode_rewrites", "Writes stamped again because a replica held a newer version", snapshot.rewrites
-    )
-    yield CounterMetricFamily(
-        "kvnode_skew_refusals",
-        "Replica writes refused because this node's clock runs ahead",
-        snapshot.skew_refusals,
-    )
-    yield GaugeMetricFamily(
-        "kvnode_clock_offset_seconds",
-        "This node's wall clock minus the median of the members it has measured (the clock fence's view)",
-        snapshot.clock_fence.offset_us / 1e6,
-    )
-    yield GaugeMetricFamily(
-        "kvnode_clock_fenced",
-        "1 while this node's clock is fenced (off the cluster's): it refuses to coordinate writes",
-        1 if snapshot.clock_fence.fenced else 0,
-    )
-    yield GaugeMetricFamily(
-        "kvnode_clock_lead_seconds",
-        "How far the hybrid clock runs ahead of the wall clock",
-        snapshot.clock_lead_us / 1e6,
-    )
-    yield CounterMetricFamily(
-        "kvnode_clock_ignored_timestamps",
-        "Timestamps seen beyond the maximum clock skew, ignored by the clock",
-        snapshot.clock_ignored,
-    )
-    yield from _rebuild_metrics(snapshot)
-    yield from _repair_metrics(snapshot.repair)
+def _figure_metrics(snapshot: NodeSnapshot) -> Iterator[Metric]:
+    """Every part's numbers as their tables describe them (kvnode.figures); figures that share a metric
+    (by a label of their own) are one family, each peer's labelled with its URL."""
+    families: dict[str, CounterMetricFamily | GaugeMetricFamily] = {}
+    peers = snapshot.peer_urls
+    for labels, reading in [((), r) for r in snapshot.readings] + [((url,), r) for url, r in snapshot.peers]:
+        names = ["peer"] if labels else []
+        for figure in reading.table.rows:
+            if figure.kind is Kind.TEXT:
+                continue
+            family = families.get(figure.metric)
+            if family is None:
+                family = families[figure.metric] = _FAMILIES[figure.kind](
+                    figure.metric, figure.help, labels=[*names, *figure.label_names]
+                )
+            for own, value in figure.samples(reading.values[figure.source], peers):
+                family.add_metric([*labels, *own], value)
+    yield from families.values()
     lag = HistogramMetricFamily(
         "kvnode_event_loop_lag_seconds", "How late the event loop runs a callback that is ready (sampled)"
     )
     _add_histogram(lag, [], snapshot.loop_lag_since_start)
     yield lag
-
-
-def _gc_metrics(snapshot: NodeSnapshot) -> Iterator[Metric]:
-    gc = snapshot.gc
-    yield CounterMetricFamily("kvnode_gc_passes", "Tombstone GC passes over the store completed", gc.passes)
-    dropped = CounterMetricFamily(
-        "kvnode_gc_dropped",
-        "Versions tombstone GC dropped, by kind: tombstone, expired (a TTL that ran out), or unowned (a "
-        "version this node no longer owned, once its owners held it)",
-        labels=["kind"],
-    )
-    dropped.add_metric(["tombstone"], gc.tombstones_dropped)
-    dropped.add_metric(["expired"], gc.expired_dropped)
-    dropped.add_metric(["unowned"], gc.unowned_dropped)
-    yield dropped
-    yield GaugeMetricFamily(
-        "kvnode_gc_waiting",
-        "Tombstones and expired versions past the grace period, kept until every replica of their key has "
-        "completed a repair with this node (as the last GC pass found)",
-        gc.waiting,
-    )
-    waiting_for = GaugeMetricFamily(
-        "kvnode_gc_waiting_for_repair",
-        "Of those, how many wait for a repair with each peer (as the last GC pass found)",
-        labels=["peer"],
-    )
-    for peer in snapshot.peers:
-        waiting_for.add_metric([peer.url], gc.waiting_for.get(peer.url, 0))
-    yield waiting_for
-    yield CounterMetricFamily(
-        "kvnode_gc_unconfirmed",
-        "Versions the GC rule allowed but kept: another replica did not answer, or held an older version",
-        gc.unconfirmed,
-    )
-
-
-def _rebuild_metrics(snapshot: NodeSnapshot) -> Iterator[Metric]:
-    rebuild = snapshot.rebuild
-    state = GaugeMetricFamily(
-        "kvnode_node_state",
-        "1 for the state of this node's data: serving, rebuilding (its disk was lost), unknown (new data "
-        "dir, no peer asked yet)",
-        labels=["state"],
-    )
-    for name in NodeState:
-        state.add_metric([name.value], 1 if name.value == rebuild.state else 0)
-    yield state
-    yield CounterMetricFamily(
-        "kvnode_rebuild_records",
-        "Records received by this node's rebuild since start",
-        rebuild.records_received,
-    )
-    yield GaugeMetricFamily(
-        "kvnode_rebuild_peers_done",
-        "Peers this node's rebuild has completed a repair with",
-        rebuild.peers_done,
-    )
-
-
-def _repair_metrics(repair: RepairFigures) -> Iterator[Metric]:
-    exchanges = CounterMetricFamily(
-        "kvnode_repair_exchanges", "Anti-entropy exchanges with a peer, by outcome", labels=["outcome"]
-    )
-    for outcome in ("completed", "failed"):
-        exchanges.add_metric([outcome], repair.exchanges.get(outcome, 0))
-    yield exchanges
-    records = CounterMetricFamily(
-        "kvnode_repair_records",
-        "Records anti-entropy moved, by direction (sent, received), or refused for clock skew",
-        labels=["direction"],
-    )
-    for direction in ("sent", "received", "refused"):
-        records.add_metric([direction], repair.records.get(direction, 0))
-    yield records
-    yield CounterMetricFamily(
-        "kvnode_repair_segments_compared", "Summary segments compared with peers", repair.segments_compared
-    )
-    yield CounterMetricFamily(
-        "kvnode_repair_segments_differing",
-        "Summary segments found to differ from a peer's",
-        repair.segments_differing,
-    )
-    yield GaugeMetricFamily(
-        "kvnode_repair_summaries_ready",
-        "0 while the anti-entropy summaries are rebuilt from a scan (after a crash), else 1",
-        1 if repair.summaries_ready else 0,
-    )
 
 
 def _add_histogram(family: HistogramMetricFamily, labels: list[str], buckets: FixedBuckets) -> None:

@@ -1,6 +1,6 @@
 """The operator's commands over HTTP, which ``python -m kvnode admin`` calls: ``POST /v0/repair`` starts a
 full anti-entropy repair of this node's keys with every peer (or joins the one running) and ``GET
-/v0/repair`` shows its progress, both as JSON (kvnode.healing.anti_entropy.RepairRun); ``POST
+/v0/repair`` shows its progress, both as JSON (kvnode.healing.outcomes.RepairRun); ``POST
 /v0/leave?member=URL`` makes a member leave (kvnode.cluster.changes.start_leave): 202 with the
 membership version that has it leaving, or 409 with the one-line reason it cannot; ``POST
 /v0/replication-factor?n=N`` moves the cluster to N owners a key (kvnode.cluster.changes.start_resize):

@@ -6,7 +6,6 @@ kvnode.node.exporter), all three from one :class:`~kvnode.node.snapshot.NodeSnap
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -15,7 +14,7 @@ from aiohttp import web
 from prometheus_client.aiohttp import make_aiohttp_handler
 
 from kvnode.node.parts import PARTS, NodeParts
-from kvnode.node.snapshot import ClockFigures, NodeSnapshot, RebuildFigures, RepairFigures
+from kvnode.node.snapshot import NodeSnapshot
 from kvnode.replica.peer import PeerReplica
 from kvnode.topology.membership import Membership
 
@@ -49,81 +48,52 @@ async def get_cluster(request: web.Request) -> web.Response:
 
 
 def stats_view(parts: NodeParts, snapshot: NodeSnapshot) -> dict[str, Any]:
-    """Node health: the event loop's lag, each peer channel's state, hints, load and the coordinator's
-    counters."""
-    hints = snapshot.hints
-    return {
+    """Node health: the event loop's lag, each peer channel's state, then every part's figures."""
+    view: dict[str, Any] = {
         "node": parts.config.url,
         "fanout": parts.config.fanout,
         "cluster": list(parts.coordinator.placement.nodes),
         "loop_lag_ms": {"samples": snapshot.loop_lag_samples, **snapshot.loop_lag_ms},
-        "peers": {peer.url: peer.state for peer in snapshot.peers},
+        "peers": {url: peer.values["state"] for url, peer in snapshot.peers},
         # The replica protocol: the versions this node speaks, and the one each open channel speaks.
         "protocol": {
             "speaks": snapshot.protocols,
-            "peers": {peer.url: peer.protocol for peer in snapshot.peers},
-        },
-        "rebuild": _rebuild_view(snapshot.rebuild),
-        "clock": {
-            "lead_ms": snapshot.clock_lead_us / 1000,
-            "ignored_ahead": snapshot.clock_ignored,
-            **_fence_view(snapshot.clock_fence),
-        },
-        "hints": {
-            "pending": hints.pending,
-            "kept": hints.kept,
-            "delivered": hints.delivered,
-            "dropped": hints.dropped,
-        },
-        "gc": dataclasses.asdict(snapshot.gc),
-        "repair": _repair_view(snapshot.repair),
-        "requests": {"inflight": snapshot.inflight, "shed": snapshot.shed},
-        "coordinator": {
-            "rewrites": snapshot.rewrites,
-            "read_repairs": snapshot.read_repairs,
-            "skew_refusals": snapshot.skew_refusals,
+            "peers": {url: peer.values["protocol"] for url, peer in snapshot.peers},
         },
     }
+    return view | _sections(snapshot)
 
 
 def cluster_view(url: str, membership: Membership, snapshot: NodeSnapshot) -> dict[str, Any]:
     """The node's view of its cluster: the membership (members with their placement tokens), each
-    member's channel state as this node sees it, the state of its data (as the member last said), this
-    node's rebuild, and its hints by peer."""
-    by_url = {peer.url: peer for peer in snapshot.peers}
+    member's channel state and figures as this node sees it, the state of its data (as the member last
+    said), and /v0/stats's sections on the clocks, tombstone GC, this node's rebuild and its hints (by
+    every peer)."""
+    peers = {peer_url: peer.json() for peer_url, peer in snapshot.peers}
+    sections = _sections(snapshot)
+    rebuild = sections["rebuild"]
     view = []
     for member in membership.urls:
-        peer = by_url.get(member)
-        if peer is None:
-            view.append(
-                {
-                    "url": member,
-                    "membership_state": membership.state_of(member),
-                    "self": True,
-                    "state": "self",
-                    "reachable": True,
-                    "down_for_s": 0.0,
-                    "node_state": snapshot.rebuild.state,
-                    "identity": snapshot.rebuild.identity,
-                    "protocol": snapshot.protocols,
-                }
-            )
+        entry = {"url": member, "membership_state": membership.state_of(member), "self": member not in peers}
+        if member in peers:
+            state = peers[member]["state"]
+            identity = sections["identities"]["peers"].get(member, "")
+            entry |= {
+                "state": state,
+                "reachable": state == "connected",
+                **peers[member],
+                "identity": identity,
+            }
         else:
-            view.append(
-                {
-                    "url": member,
-                    "membership_state": membership.state_of(member),
-                    "self": False,
-                    "state": peer.state,
-                    "reachable": peer.state == "connected",
-                    "down_for_s": round(peer.down_for_s, 3),
-                    "refusal": peer.refusal,
-                    "node_state": peer.node_state,
-                    "identity": peer.identity,
-                    "protocol": peer.protocol,
-                }
-            )
-    hints = snapshot.hints
+            entry |= {
+                "state": "self",
+                "reachable": True,
+                "down_for_s": 0.0,
+                "node_state": rebuild["state"],
+                "identity": rebuild["identity"],
+                "protocol": snapshot.protocols,
+            }
+        view.append(entry)
     return {
         "node": url,
         "cluster_id": membership.cluster,
@@ -134,57 +104,22 @@ def cluster_view(url: str, membership: Membership, snapshot: NodeSnapshot) -> di
         "next_replication_factor": membership.next_replication,  # 0: the factor is not changing
         "joining": sorted(membership.joining),
         "leaving": sorted(membership.leaving),
-        "streamed": snapshot.membership_streamed,
-        "undone": snapshot.membership_undone,
+        "streamed": sections["membership"]["streamed"],
+        "undone": sections["membership"]["undone"],
         "members": view,
-        "clock": _fence_view(snapshot.clock_fence),
-        "gc": dataclasses.asdict(snapshot.gc),
-        "rebuild": _rebuild_view(snapshot.rebuild),
-        "hints": {
-            "pending": {peer.url: hints.pending.get(peer.url, 0) for peer in snapshot.peers},
-            "kept": {peer.url: hints.kept.get(peer.url, 0) for peer in snapshot.peers},
-            "delivered": {peer.url: hints.delivered.get(peer.url, 0) for peer in snapshot.peers},
-            "dropped": hints.dropped,
-        },
+        "clock": sections["clock"],
+        "gc": sections["gc"],
+        "rebuild": rebuild,
+        "hints": snapshot.reading("hints").json(snapshot.peer_urls),  # every peer's, 0 included
     }
 
 
-def _repair_view(repair: RepairFigures) -> dict[str, Any]:
-    return {
-        "summaries_ready": repair.summaries_ready,
-        "summaries_rebuilt_from": repair.summaries_rebuilt,
-        "exchanges": repair.exchanges,
-        "segments_compared": repair.segments_compared,
-        "segments_differing": repair.segments_differing,
-        "records": repair.records,
-    }
-
-
-def _fence_view(fence: ClockFigures) -> dict[str, Any]:
-    """The clock fence's verdict: whether this node is fenced, its offset, each peer's, and who is off."""
-    return {
-        "fenced": fence.fenced,
-        "offset_ms": fence.offset_us / 1000,
-        "measured_peers": fence.measured,
-        "peer_offsets_ms": {peer: offset / 1000 for peer, offset in fence.peer_offsets_us.items()},
-        "far": list(fence.far),
-        "summary": fence.summary,
-    }
-
-
-def _rebuild_view(rebuild: RebuildFigures) -> dict[str, Any]:
-    """This node's identity, the state of its data (serving, rebuilding, unknown) and its rebuild's
-    progress (all zero when it never rebuilt since start)."""
-    return {
-        "identity": rebuild.identity,
-        "state": rebuild.state,
-        "peers": rebuild.peers,
-        "peers_done": rebuild.peers_done,
-        "records_received": rebuild.records_received,
-        "seconds": rebuild.seconds,
-        "attempts": rebuild.attempts,
-        "waiting_for": rebuild.waiting_for,
-    }
+def _sections(snapshot: NodeSnapshot) -> dict[str, dict[str, Any]]:
+    """Every part's figures as JSON, a section each (tables that share one, the clocks', merged)."""
+    sections: dict[str, dict[str, Any]] = {}
+    for reading in snapshot.readings:
+        sections.setdefault(reading.table.section or reading.table.group, {}).update(reading.json())
+    return sections
 
 
 async def _probe(peers: Sequence[PeerReplica], timeout: float) -> None:

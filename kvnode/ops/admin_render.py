@@ -1,9 +1,14 @@
 """How ``python -m kvnode admin`` shows a report to a person: a table per command, and a line under the
-status table for what needs saying (a change under way, a clock off, GC waiting, data not whole)."""
+status table for what needs saying (a change under way, a clock off, GC waiting, data not whole). The
+hints table has a column for each of the hint store's figures by target, as their table describes them
+(kvnode.figures); the lines are sentences, each worded for the figures it speaks of."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from kvnode.figures import Kind
+from kvnode.replica.hints import HINT_FIGURES
 
 __all__ = ["SHARE_SAMPLE", "render"]
 
@@ -58,13 +63,28 @@ def render(command: str, view: dict[str, Any], report: dict[str, Any]) -> str:
             f"first k; reachable as {node} sees it"
         )
         return title + "\n" + _table(["#", "MEMBER", "OWNER", "REACHABLE"], rows)
-    rows = [
-        [url, str(count), str(report["kept"].get(url, 0)), str(report["delivered"].get(url, 0))]
-        for url, count in report["pending"].items()
-    ]
-    dropped = ", ".join(f"{reason} {count}" for reason, count in sorted(report["dropped"].items())) or "none"
-    title = f"hints kept by {node} (since it started: kept, delivered; dropped: {dropped})"
-    return title + "\n" + _table(["TARGET", "PENDING", "KEPT", "DELIVERED"], rows)
+    return _hints(node, report)
+
+
+def _hints(node: str, report: dict[str, Any]) -> str:
+    """A column for each of the hint store's figures by target (kvnode.replica.hints.HINT_FIGURES), a row
+    for each target; its other figures (by reason) in the title."""
+    columns = [row for row in HINT_FIGURES.rows if row.every_peer]
+    keys = [row.json_key for row in columns]
+    rows = [[url, *(str(report[key].get(url, 0)) for key in keys)] for url in report[keys[0]]]
+    counters = ", ".join(row.json_key for row in columns if row.kind is Kind.COUNTER)
+    others = "".join(
+        f"; {row.json_key}: {_counts(report[row.json_key])}"
+        for row in HINT_FIGURES.rows
+        if not row.every_peer
+    )
+    title = f"hints kept by {node} (since it started: {counters}{others})"
+    return title + "\n" + _table(["TARGET", *(key.upper() for key in keys)], rows)
+
+
+def _counts(counts: dict[str, int]) -> str:
+    """``a 1, b 2``, by name; ``none`` when there are none."""
+    return ", ".join(f"{name} {count}" for name, count in sorted(counts.items())) or "none"
 
 
 def _change_line(report: dict[str, Any]) -> str:

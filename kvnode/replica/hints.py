@@ -32,11 +32,12 @@ from typing import NamedTuple, Protocol
 
 import plyvel
 
+from kvnode.figures import Figure, Figures, Kind
 from kvnode.memory import Settler
 from kvnode.replica.errors import ReplicaError, ReplicaSkewRefused
 from kvnode.storage.records import Record, decode, encode
 
-__all__ = ["Hint", "HintDelivery", "HintStore", "HintTarget"]
+__all__ = ["HINT_FIGURES", "Hint", "HintDelivery", "HintStore", "HintTarget"]
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,21 @@ class Hint(NamedTuple):
     created_ms: int
     key: bytes
     record: Record
+
+
+# A HintStore's figures (kvnode.figures).
+HINT_FIGURES = Figures("hints", (
+    Figure("pending_by_target", Kind.GAUGE, "Hints waiting for delivery, by target", "kvnode_hints_pending",
+           key="pending", by="peer", every_peer=True),
+    Figure("kept", Kind.COUNTER, "Hints kept since start, by target", "kvnode_hints_kept", by="peer",
+           every_peer=True),
+    Figure("delivered", Kind.COUNTER, "Hints delivered since start, by target", "kvnode_hints_delivered",
+           by="peer", every_peer=True),
+    Figure("dropped", Kind.COUNTER, "Hints not kept or dropped undelivered: window (target down too long), "
+           "expired (older than the window), grace (record older than the GC grace period), full, refused "
+           "(for clock skew), storage, member (the target is no longer a member)", "kvnode_hints_dropped",
+           by="reason"),
+))  # fmt: skip
 
 
 class HintStore:

@@ -10,13 +10,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from kvnode.figures import Figure, Figures, Kind
 from kvnode.replica.auth import Introduction
 from kvnode.replica.protocol import Versions, spoken
 from kvnode.storage.system_db import NodeIdentity, PeerIdentities
 from kvnode.topology.epoch import Epoch
 from kvnode.topology.membership import Membership
 
-__all__ = ["Identities"]
+__all__ = ["IDENTITY_FIGURES", "Identities"]
+
+# An Identities' figures (kvnode.figures); /v0/cluster shows each in its member.
+IDENTITY_FIGURES = Figures("identities", (
+    Figure("peers", Kind.TEXT, "each peer's identity, as this node last met it"),
+))  # fmt: skip
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +57,11 @@ class Identities:
         return Introduction(
             self._own.value, *self._peers.get(peer_url), self._membership.version, self.protocols
         )
+
+    @property
+    def peers(self) -> dict[str, str]:
+        """Each other member's identity, as this node last met it ("" before), in the cluster's order."""
+        return {url: self._peers.get(url)[0] for url in self._membership.urls if url != self.own_url}
 
     def met(self, peer_url: str, theirs: Introduction) -> None:
         """A handshake with ``peer_url`` completed, and the peer introduced itself as ``theirs``. Anyone

@@ -1,0 +1,24 @@
+"""A peer's figures (kvnode.figures), read from kvnode.replica.peer.PeerReplica's properties for operators:
+``/metrics`` labels each peer's with its URL, ``/v0/cluster`` shows them in its members (apart from peer.py,
+which composes the peer's parts and is long enough). Who the peer is, is kvnode.replica.identities's."""
+
+from __future__ import annotations
+
+from kvnode.figures import Figure, Figures, Kind
+from kvnode.replica.peer_state import PeerState
+
+__all__ = ["PEER_FIGURES"]
+
+PEER_FIGURES = Figures("peer", (
+    Figure("state", Kind.GAUGE, "1 for the state each peer's replica channel is in", "kvnode_peer_state",
+           states=tuple(state.value for state in PeerState)),
+    Figure("down_for", Kind.GAUGE, "Seconds since a peer last failed with no answer since (0: it answers)",
+           "kvnode_peer_down_seconds", key="down_for_s"),
+    Figure("phi", Kind.GAUGE, "While connected, how unlikely a peer's silence is for a live peer: -log10 of "
+           "its probability (1: asked last by speculative reads; --phi-threshold: taken for dead)",
+           "kvnode_peer_phi"),
+    Figure("protocol", Kind.GAUGE, "The replica protocol version each peer's channel speaks (0: no channel "
+           "open)", "kvnode_peer_protocol_version"),
+    Figure("refusal", Kind.TEXT, "while refused: what the handshake was refused for"),
+    Figure("node_state", Kind.TEXT, "the state of its data as it last said (kvnode.healing.rebuild_state)"),
+))  # fmt: skip

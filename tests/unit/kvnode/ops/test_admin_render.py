@@ -1,0 +1,108 @@
+"""admin's tables and lines for a person (kvnode.ops.admin_render), from reports as kvnode.ops.admin makes
+them: pinned to the character, since people and scripts read them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvnode.ops.admin_render import render
+
+A, B, C = "http://a:1", "http://b:2", "http://c:3"
+
+
+def member(url: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "url": url, "self": False, "state": "connected", "refusal": "", "reachable": True, "down_for_s": 0.0,
+        "node_state": "serving", "hints_pending": 0, "protocol": 2, **fields,
+    }  # fmt: skip
+
+
+def status(**changes: Any) -> dict[str, Any]:
+    report = {
+        "node": A,
+        "membership_version": 4,
+        "replication_factor": 3,
+        "next_replication_factor": 0,
+        "joining": [],
+        "leaving": [],
+        "streamed": 0,
+        "members": [
+            member(A, self=True, state="self", protocol="1-2"),
+            member(
+                B,
+                state="refused",
+                refusal="secret",
+                reachable=False,
+                down_for_s=12.34,
+                hints_pending=5,
+                protocol=0,
+            ),
+            member(C),
+        ],
+        "clock": {
+            "fenced": False,
+            "far": [],
+            "summary": "clock within the maximum skew of 2 measured peer(s)",
+        },
+        "gc": {"tombstones_dropped": 0, "expired_dropped": 0, "waiting": 0, "waiting_for": {}},
+        "rebuild": {"peers_done": 0, "peers": 2, "records_received": 0, "waiting_for": {}},
+    }
+    return report | changes
+
+
+TABLE = """cluster of 3 as http://a:1 sees it; each key on N=3 of them
+MEMBER      STATE            REACHABLE  DOWN FOR  HINTS PENDING  PROTOCOL
+http://a:1  self             yes        -         -              1-2
+http://b:2  refused: secret  no         12.3s     5              -
+http://c:3  connected        yes        -         0              2"""
+
+
+def test_status_is_a_table_of_members_and_no_line_while_all_is_well() -> None:
+    assert render("status", {}, status()) == TABLE
+
+
+def test_status_has_a_line_for_a_change_a_clock_off_gc_waiting_and_a_rebuild() -> None:
+    report = status(
+        joining=[C],
+        streamed=17,
+        clock={"fenced": True, "far": [B, C], "summary": "this node's clock is 9.0 s ahead"},
+        gc={"tombstones_dropped": 3, "expired_dropped": 1, "waiting": 2, "waiting_for": {B: 2}},
+        rebuild={"peers_done": 1, "peers": 2, "records_received": 40, "waiting_for": {B: "refused"}},
+    )
+    report["members"][0]["node_state"] = "rebuilding"
+    report["members"][2]["node_state"] = "unknown"
+    assert render("status", {}, report) == TABLE + (
+        "\nmembership version 4: http://c:3 is joining (17 records streamed by this node)"
+        "\nclock: this node's clock is 9.0 s ahead (this node refuses to coordinate writes)"
+        "\ngc: 3 tombstones and 1 expired values dropped since start; 2 past their grace period wait for a "
+        "repair with http://b:2 (2)"
+        "\ndata: http://a:1 is rebuilding: 1 of 2 peers done, 40 records received; waiting for http://b:2: "
+        "refused"
+        "\ndata: http://c:3 is unknown"
+    )
+
+
+def test_status_says_the_replication_factor_that_is_coming() -> None:
+    report = status(next_replication_factor=2, streamed=5)
+    assert render("status", {}, report) == TABLE + (
+        "\nmembership version 4: the replication factor moves from 3 to 2 (5 records streamed by this node)"
+    )
+
+
+def test_hints_is_a_column_for_each_figure_by_target_and_the_drops_by_reason_in_the_title() -> None:
+    report = {
+        "node": A,
+        "pending": {B: 5, C: 0},
+        "kept": {B: 7, C: 0},
+        "delivered": {B: 2, C: 0},
+        "dropped": {"window": 1, "expired": 4},
+    }
+    assert render("hints", {}, report) == (
+        "hints kept by http://a:1 (since it started: kept, delivered; dropped: expired 4, window 1)\n"
+        "TARGET      PENDING  KEPT  DELIVERED\n"
+        "http://b:2  5        7     2\n"
+        "http://c:3  0        0     0"
+    )
+    assert render("hints", {}, report | {"dropped": {}}).startswith(
+        "hints kept by http://a:1 (since it started: kept, delivered; dropped: none)\n"
+    )
