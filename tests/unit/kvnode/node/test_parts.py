@@ -15,7 +15,7 @@ async def test_a_node_of_one_has_no_peers_and_a_quiet_snapshot(served: ServedNod
     assert parts.peers == []
     snapshot = parts.snapshot()
     assert snapshot.peers == () and snapshot.reading("hints").json()["pending"] == {}
-    assert snapshot.reading("membership").json() == {"version": 1, "streamed": 0}
+    assert snapshot.reading("membership").json() == {"version": 1, "streamed": 0, "undone": ""}
     assert snapshot.reading("requests").json() == {"inflight": 0, "shed": 0, "inflight_bytes": 0}
     assert snapshot.reading("rebuild").json()["state"] == "serving"
 

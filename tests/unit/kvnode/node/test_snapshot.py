@@ -18,7 +18,7 @@ from kvnode.figures import Figure, Figures, Kind
 from kvnode.node.stats import cluster_view, stats_view
 from kvnode.replica.peer_figures import PEER_FIGURES
 from tests.drivers import ServedNode
-from tests.harness import ClusterFactory, request, stats
+from tests.harness import ClusterFactory, request, stats, wait_for
 
 
 def every_table() -> list[Figures]:
@@ -92,6 +92,7 @@ def test_every_described_figure_is_in_stats_metrics_and_admin(start_cluster: Clu
     figure's section (the clocks, GC, the rebuild, hints) or a member (a peer's figures, which /v0/stats
     shows as its state alone)."""
     node, other = start_cluster(2)
+    wait_for(lambda: stats(node)["peers"][other.url] == "connected", what="the peer connected")
     view = stats(node)
     metrics = {
         family.name for family in text_string_to_metric_families(request(node.url, "GET", "/metrics").text)

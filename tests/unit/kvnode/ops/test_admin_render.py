@@ -26,6 +26,7 @@ def status(**changes: Any) -> dict[str, Any]:
         "joining": [],
         "leaving": [],
         "streamed": 0,
+        "undone": "",
         "members": [
             member(A, self=True, state="self", protocol="1-2"),
             member(
