@@ -1,8 +1,9 @@
-"""``python -m loadtest rate|fill|compare|report|selfbench|ui|locust|healing|join``: constant-rate load,
-filling a store, the fan-out comparison (and its report drawn again from its results), the load
+"""``python -m loadtest rate|fill|compare|report|selfbench|ui|locust|healing|join|stalls``: constant-rate
+load, filling a store, the fan-out comparison (and its report drawn again from its results), the load
 generator's own benchmark, Locust on a fresh local cluster (its web UI, or a bounded headless run with
 reports), what healing costs (a wiped node rebuilt under load, an idle cluster's repair traffic) and what a
-join costs (a 4th node joining a filled cluster under load)."""
+join costs (a 4th node joining a filled cluster under load), and each node's worst event-loop lag during
+each long job (stalls)."""
 
 from __future__ import annotations
 
@@ -145,6 +146,7 @@ def _parser() -> argparse.ArgumentParser:
         "healing", add_help=False, help="a wiped node rebuilt under load, an idle cluster's repair traffic"
     )
     commands.add_parser("join", add_help=False, help="a 4th node joining a filled cluster under load")
+    commands.add_parser("stalls", add_help=False, help="each node's worst loop lag during each long job")
     return parser
 
 
@@ -181,6 +183,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         _stop_on_signals()
         return join(arguments[1:], shlex.join(["python", "-m", "loadtest", *arguments]))
+    if arguments[:1] == ["stalls"]:  # the same
+        from loadtest.stalls import main as stalls
+
+        _stop_on_signals()
+        return stalls(arguments[1:], shlex.join(["python", "-m", "loadtest", *arguments]))
     args = _parser().parse_args(argv)
     _stop_on_signals()
     if args.command == "compare":

@@ -165,6 +165,20 @@ def _state_metrics(snapshot: NodeSnapshot) -> Iterator[Metric]:
     yield GaugeMetricFamily(
         "kvnode_inflight_requests", "Client entity requests between arrival and answer", snapshot.inflight
     )
+    shed = CounterMetricFamily(
+        "kvnode_requests_shed",
+        "Client entity requests answered 503 at once, by why: requests or bytes in progress beyond their "
+        "limits, or an event loop starved (behind for a while)",
+        labels=["reason"],
+    )
+    for reason in ("requests", "bytes", "starved"):
+        shed.add_metric([reason], snapshot.shed_by.get(reason, 0))
+    yield shed
+    yield GaugeMetricFamily(
+        "kvnode_starved",
+        "1 while the event loop is starved: new client entity requests are shed",
+        int(snapshot.starved),
+    )
     yield GaugeMetricFamily(
         "kvnode_inflight_body_bytes",
         "Bytes of the bodies of client entity requests between arrival and answer",
@@ -230,10 +244,14 @@ def _state_metrics(snapshot: NodeSnapshot) -> Iterator[Metric]:
     yield from _rebuild_metrics(snapshot)
     yield from _repair_metrics(snapshot.repair)
     lag = HistogramMetricFamily(
-        "kvnode_event_loop_lag_seconds", "How late the event loop runs a callback that is ready (sampled)"
+        "kvnode_event_loop_lag_seconds",
+        "How late the event loop runs a timer that is due: behind queued callbacks or one long step",
     )
     _add_histogram(lag, [], snapshot.loop_lag_since_start)
     yield lag
+    yield GaugeMetricFamily(
+        "kvnode_event_loop_lag_max_seconds", "The worst event-loop lag since start", snapshot.loop_lag_worst_s
+    )
 
 
 def _gc_metrics(snapshot: NodeSnapshot) -> Iterator[Metric]:

@@ -158,12 +158,15 @@ class NodeParts:
             inflight=self.admission.inflight,
             inflight_bytes=self.admission.inflight_bytes,
             shed=self.admission.shed,
+            shed_by=dict(self.admission.shed_by),
             client_connections=self.connections.clients,
             connections_refused=self.connections.refused,
             header_timeouts=self.connections.header_timeouts,
             loop_lag_samples=lag.histogram.count,
             loop_lag_ms=lag.histogram.summary_ms(),
             loop_lag_since_start=lag.since_start.copy(),
+            loop_lag_worst_s=lag.worst_s,
+            starved=lag.starvation.shedding,
         )
 
 

@@ -107,9 +107,12 @@ class NodeSnapshot:
     inflight: int  # client entity requests between arrival and answer
     inflight_bytes: int  # their bodies' sizes (kvnode.access.admission)
     shed: int  # client entity requests answered 503 since start
+    shed_by: dict[str, int]  # the same by why: requests or bytes in progress, or a starved loop
     client_connections: int  # open, not known to be a peer's (kvnode.access.connections)
     connections_refused: int  # answered 503 for the connection cap since start
     header_timeouts: int  # closed since start because their request headers came too slowly
     loop_lag_samples: int  # in the loop-lag window (since start or the last ``/v0/stats?reset=1``)
     loop_lag_ms: dict[str, float]  # that window's percentiles ({"p50": ms, ..., "max": ms})
     loop_lag_since_start: FixedBuckets  # every sample since start, in Prometheus's buckets
+    loop_lag_worst_s: float  # the worst lag since start
+    starved: bool  # whether the loop is starved now: new client entity requests are shed

@@ -56,7 +56,11 @@ def stats_view(parts: NodeParts, snapshot: NodeSnapshot) -> dict[str, Any]:
         "node": parts.config.url,
         "fanout": parts.config.fanout,
         "cluster": list(parts.coordinator.placement.nodes),
-        "loop_lag_ms": {"samples": snapshot.loop_lag_samples, **snapshot.loop_lag_ms},
+        "loop_lag_ms": {
+            "samples": snapshot.loop_lag_samples,
+            **snapshot.loop_lag_ms,
+            "worst_since_start": round(snapshot.loop_lag_worst_s * 1000, 3),
+        },
         "peers": {peer.url: peer.state for peer in snapshot.peers},
         "rebuild": _rebuild_view(snapshot.rebuild),
         "clock": {
@@ -72,7 +76,12 @@ def stats_view(parts: NodeParts, snapshot: NodeSnapshot) -> dict[str, Any]:
         },
         "gc": dataclasses.asdict(snapshot.gc),
         "repair": _repair_view(snapshot.repair),
-        "requests": {"inflight": snapshot.inflight, "shed": snapshot.shed},
+        "requests": {
+            "inflight": snapshot.inflight,
+            "shed": snapshot.shed,
+            "shed_by": snapshot.shed_by,
+            "starved": snapshot.starved,
+        },
         "coordinator": {
             "rewrites": snapshot.rewrites,
             "read_repairs": snapshot.read_repairs,
