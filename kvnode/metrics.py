@@ -204,18 +204,20 @@ class FixedBuckets:
 
 class CallMeter:
     """One replica's calls by (op, outcome) and their durations, fed where the replica settles each call
-    (no callback of its own) and read when Prometheus scrapes.
+    (no callback of its own) and read when Prometheus scrapes; and how many times its channel was given up
+    (the peer closed it, or was taken for dead).
 
     >>> meter = CallMeter()
     >>> meter.ended("read", "ok", 0.002); meter.calls["read", "ok"], meter.latency.count
     (1, 1)
     """
 
-    __slots__ = ("calls", "latency")
+    __slots__ = ("calls", "drops", "latency")
 
     def __init__(self) -> None:
         self.calls: collections.Counter[tuple[str, str]] = collections.Counter()
         self.latency = FixedBuckets()
+        self.drops = 0
 
     def ended(self, op: str, outcome: str, seconds: float) -> None:
         self.calls[op, outcome] += 1

@@ -56,12 +56,12 @@ def _until(done: Callable[[], bool], what: str) -> None:
 
 def _listings(urls: list[str]) -> None:
     for url in urls:
-        _ask(url, "/v0/entities?start=")
+        _ask(url, "/v0/entities?start=0")
 
 
 def _scans(urls: list[str]) -> None:
-    _ask(urls[0], "/v0/scan?start=")
-    target: str | None = f"{urls[1]}/v0/scan?start=&limit=10000"
+    _ask(urls[0], "/v0/scan?start=0")
+    target: str | None = f"{urls[1]}/v0/scan?start=0&limit=10000"
     while target is not None:
         with urllib.request.urlopen(target, timeout=60) as reply:
             reply.read()

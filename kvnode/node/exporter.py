@@ -111,13 +111,18 @@ def _replica_metrics(replicas: Sequence[MeteredReplica]) -> Iterator[Metric]:
         "Replica calls from start to answer or failure, by replica",
         labels=["peer"],
     )
+    drops = CounterMetricFamily(
+        "kvnode_peer_channel_drops",
+        "Replica channels given up since start, by peer: the peer closed one, or was taken for dead",
+        labels=["peer"],
+    )
     for replica in replicas:
         meter = replica.meter
         for (op, outcome), value in sorted(meter.calls.items()):
             calls.add_metric([replica.url, op, outcome], value)
         _add_histogram(duration, [replica.url], meter.latency)
-    yield calls
-    yield duration
+        drops.add_metric([replica.url], meter.drops)
+    yield from (calls, duration, drops)
 
 
 def _state_metrics(snapshot: NodeSnapshot) -> Iterator[Metric]:
