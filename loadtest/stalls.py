@@ -66,7 +66,7 @@ def _scans(urls: list[str]) -> None:
         with urllib.request.urlopen(target, timeout=60) as reply:
             reply.read()
             page = reply.headers.get(NEXT_PAGE_HEADER)
-        target = None if page is None else f"{urls[1]}/v0/scan?limit=10000&page={page}"
+        target = None if page is None else f"{urls[1]}/v0/scan?start=0&limit=10000&page={page}"
 
 
 def _repair(urls: list[str]) -> None:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from kvnode.healing.gc_rule import GcRule, Outcome
 from kvnode.replica import Replica
 from kvnode.replica.errors import ReplicaError
-from kvnode.scheduling import Sleep, Tasks
+from kvnode.scheduling import Sleep, Slice, Tasks
 from kvnode.storage.keyspace import Storage, StorageError
 from kvnode.storage.records import CorruptRecord, Record, decode
 from kvnode.storage.system_db import RepairMarks
@@ -120,6 +120,7 @@ class TombstoneGc:
         first: bytes | None = None
         last = b""
         start = b""
+        share = Slice()  # judging a record costs tens of µs: a chunk of them would hold the loop too long
         while chunk := storage.read_chunk(start, _CHUNK):
             start = chunk[-1][0] + b"\x00"
             allowed: list[tuple[bytes, bytes, Record]] = []
@@ -127,6 +128,7 @@ class TombstoneGc:
             tombstones = set()
             now = self._now()
             for key, raw in chunk:
+                await share.pause()  # safe: a version stored meanwhile is not dropped (Storage.drop)
                 try:
                     record = decode(raw)
                 except CorruptRecord:
