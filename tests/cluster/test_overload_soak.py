@@ -21,9 +21,10 @@ from tests.changes import SECRET, newcomer, until_status
 from tests.harness import ClusterFactory, Node, read_chunks, request, scrape, stats, total, wait_for
 
 KEYS = 3000
-# Requests a second, in total: about half of what the cluster answers on this 2-core machine when the
-# load generator, four nodes and the jobs share it; the test asserts behaviour, whatever the rate.
-RATE = 400.0
+# Requests a second, in total. The cluster answers about 10,000/s with the machine to itself
+# (docs/benchmarks.md); here the load generator, four nodes, the jobs and maybe two CPU hogs share its 2
+# cores, so the rate is what they leave room for with margin: the test asserts behaviour, not speed.
+RATE = 300.0
 DURATION_S = 60.0
 JOB_S = 45.0  # bound on each job's wait (a repair, the join)
 
@@ -65,7 +66,7 @@ def test_every_long_job_under_a_constant_rate_drops_no_channel_and_answers_every
     summary = tmp_path / "load.json"
     # A process of its own: in this one, the jobs' reads would take the generator's turns (the GIL).
     rate = ["--op", "mixed", "--keys", str(KEYS), "--rate", str(RATE), "--duration", str(DURATION_S)]
-    how = ["--connections", "16", "--routing", "round-robin", "--json", str(summary)]
+    how = ["--connections", "64", "--routing", "round-robin", "--json", str(summary)]
     loader = subprocess.Popen(
         [sys.executable, "-m", "loadtest", "rate", "--url", ",".join(urls), *rate, *how],
         stdout=subprocess.DEVNULL,
