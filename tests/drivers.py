@@ -17,6 +17,7 @@ from kvnode.cluster.members import Members
 from kvnode.healing.answers import REPAIR_OPS, answer
 from kvnode.healing.anti_entropy import AntiEntropy
 from kvnode.healing.upkeep import SummaryUpkeep
+from kvnode.metrics import Starvation
 from kvnode.replica import wire
 from kvnode.replica.errors import ReplicaRejected, ReplicaUnavailable
 from kvnode.replica.hints import HintStore
@@ -62,7 +63,7 @@ class InProcessNode:
         self.storage.apply(key.encode(), record)
         return record
 
-    def anti_entropy(self) -> AntiEntropy:
+    def anti_entropy(self, starvation: Starvation | None = None) -> AntiEntropy:
         return AntiEntropy(
             self.url,
             self.upkeep,
@@ -74,6 +75,7 @@ class InProcessNode:
             interval_s=60.0,
             rate=1_000_000,
             sleep=self.sleep,
+            starvation=starvation,
         )
 
     def epoch(self) -> Epoch[PeerReplica]:
