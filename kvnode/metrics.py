@@ -225,7 +225,8 @@ class CallMeter:
 
 
 class Starvation:
-    """Whether the event loop is starved, judged from its lag with hysteresis, so that it does not flap:
+    """Whether the event loop is starved (admission sheds new client requests then, while they queue:
+    kvnode.access.admission), judged from its lag with hysteresis, so that it does not flap:
     ``shedding`` turns on once every tick has been at least ``enter_s`` late for ``window_s`` (one long
     step does not: only a loop that stays behind), and off once every tick has been under ``exit_s`` for
     ``window_s``. ``busy`` (shedding, or the last tick late by ``exit_s``) is when background work

@@ -7,9 +7,11 @@ its body is read, so a shed request writes nothing (Cassandra's native-transport
 on bytes, are the model). A body's size is its Content-Length; a chunked body has none until it has
 arrived, so it counts as the largest body allowed (``--max-body-bytes``). A request is admitted whatever
 its size when nothing else is in progress, so a limit below one body cannot starve it. A node whose event
-loop is starved (kvnode.metrics.Starvation: it has stayed far behind for a while) sheds every new one too,
-before it is so late that its peers take it for dead: only client entity requests pass here, never a
-peer's replica calls or heartbeats (docs/overload.md). The counts are
+loop is starved (kvnode.metrics.Starvation: it has stayed far behind for a while) while clients queue
+(``STARVED_QUEUE`` requests in progress) sheds every new one too, before it is so late that its peers take
+it for dead: only client entity requests pass here, never a peer's replica calls or heartbeats
+(docs/overload.md). A loop behind with few requests in progress (one large body, a machine short of CPU)
+is not overloaded by clients, and shedding them would not help it. The counts are
 plain integers that the entity handlers' one wrapper (kvnode.node.client_api) moves: no task or middleware per
 request. ``kvnode_inflight_requests`` and ``kvnode_inflight_body_bytes`` read them. The bytes of every
 body admitted are noted for kvnode.memory's settler, which gives memory back after them.
@@ -24,8 +26,9 @@ from aiohttp import web
 from kvnode.memory import Settler
 from kvnode.metrics import Starvation
 
-__all__ = ["Admission", "default_max_inflight_bytes"]
+__all__ = ["STARVED_QUEUE", "Admission", "default_max_inflight_bytes"]
 
+STARVED_QUEUE = 32  # requests in progress from which a starved loop sheds new ones
 _BODIES = 4  # the default bound on bodies in progress: this many of the largest body allowed,
 _MIN_BYTES = 64 * 1024 * 1024  # and at least this much, so that a small body limit admits many at once
 
@@ -76,7 +79,7 @@ class Admission:
             return self._shed("requests", f"{self.inflight} requests in progress")
         if size and self.inflight_bytes and self.inflight_bytes + size > self.max_bytes:
             return self._shed("bytes", f"{self.inflight_bytes} bytes of request bodies in progress")
-        if self._starvation.shedding:
+        if self._starvation.shedding and self.inflight >= STARVED_QUEUE:
             return self._shed("starved", f"event loop {self._starvation.last_s * 1000:.0f} ms behind")
         self.inflight += 1
         self.inflight_bytes += size
