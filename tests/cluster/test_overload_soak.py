@@ -96,4 +96,4 @@ def test_every_long_job_under_a_constant_rate_drops_no_channel_and_answers_every
     assert result["requests"] == round(RATE * DURATION_S)  # every request answered: none timed out
     assert set(result["errors"]) <= {"503"}, result["errors"]  # a shed; the rest were 200/201/202/404
     for node in nodes:
-        assert total(scrape(node), "kvnode_peer_channel_drops") == 0, node.url
+        assert total(scrape(node), "kvnode_peer_channel_drops_total") == 0, node.url

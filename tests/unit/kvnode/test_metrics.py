@@ -120,6 +120,11 @@ def test_every_known_request_series_is_there_at_zero_before_the_first_request(no
             assert value(samples, "kvnode_requests_total", **labels) == 0
             assert value(samples, "kvnode_request_duration_seconds_bucket", le="+Inf", **labels) == 0
     assert total(samples, "kvnode_requests_total") == 0
+    # Overload's series too (docs/overload.md), at zero: what the soak test reads is there to be read.
+    for reason in ("requests", "bytes", "starved"):
+        assert ("kvnode_requests_shed_total", frozenset({("reason", reason)})) in samples
+    assert ("kvnode_peer_channel_drops_total", frozenset({("peer", node.url)})) in samples
+    assert value(samples, "kvnode_starved") == 0
 
 
 def test_requests_are_counted_and_timed_by_operation_and_status(node: Node) -> None:
