@@ -53,7 +53,8 @@ async def get_scan(request: web.Request) -> web.StreamResponse:
     response.enable_chunked_encoding()
     await response.prepare(request)
     for key, value in held:
-        await response.write(key + b"\n" + value)
+        await response.write(key + b"\n" + value)  # a chunk a record; a write waits only for a full buffer
+        await share.pause()
     if limit is None and held:  # no limit: the rest streams (a member failing now cuts the stream short)
         async for key, value in records:
             await response.write(key + b"\n" + value)
