@@ -284,8 +284,10 @@ class LoopLagMonitor:
     A timer is always pending (a tick every ``interval``); how late it runs is how long the loop was held
     past its due time, so a 300 ms callback is seen as about 300 ms. (A probe sent with ``call_soon``
     after a sleep, as this monitor did before, saw only the queue behind it: the sleep's own late wake-up
-    hid a long step.) ``histogram`` is a window that ``reset`` restarts (the profiler's runs, and
-    ``worst_s`` with it); ``since_start`` never resets (Prometheus); ``starvation`` judges each tick.
+    hid a long step.) ``histogram`` is a window that ``reset`` restarts (the profiler's runs), with
+    ``window_ran_s``: of the window's lags, the longest spent running on the loop's own thread (its CPU
+    time), a long step, not the process waiting for a core on a shared machine. ``since_start`` never
+    resets (Prometheus); ``starvation`` judges each tick.
     """
 
     def __init__(self, interval: float = 0.01, starvation: Starvation | None = None) -> None:
@@ -294,7 +296,9 @@ class LoopLagMonitor:
         self.histogram = LatencyHistogram()
         self.since_start = FixedBuckets()
         self.worst_s = 0.0  # the worst lag since start
+        self.window_ran_s = 0.0
         self._due = 0.0
+        self._cpu_at = 0.0  # the loop thread's CPU time when the pending tick was scheduled
         self._timer: asyncio.TimerHandle | None = None
 
     def start(self) -> None:
@@ -307,9 +311,11 @@ class LoopLagMonitor:
 
     def reset(self) -> None:
         self.histogram = LatencyHistogram()
+        self.window_ran_s = 0.0
 
     def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
         self._due = time.perf_counter() + self.interval
+        self._cpu_at = time.thread_time()
         self._timer = loop.call_later(self.interval, self._tick, loop)
 
     def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -320,5 +326,7 @@ class LoopLagMonitor:
         self.histogram.record_us(lag * 1e6)
         self.since_start.observe(lag)
         self.worst_s = max(self.worst_s, lag)
+        ran = time.thread_time() - self._cpu_at - self.interval  # CPU beyond the interval: a step running
+        self.window_ran_s = max(self.window_ran_s, min(ran, lag))
         self.starvation.observe(lag, now)
         self._schedule(loop)

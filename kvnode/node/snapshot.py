@@ -115,4 +115,5 @@ class NodeSnapshot:
     loop_lag_ms: dict[str, float]  # that window's percentiles ({"p50": ms, ..., "max": ms})
     loop_lag_since_start: FixedBuckets  # every sample since start, in Prometheus's buckets
     loop_lag_worst_s: float  # the worst lag since start
+    loop_lag_ran_s: float  # of the window's lags, the longest spent running on the loop's thread (a step)
     starved: bool  # whether the loop is starved now: new client entity requests are shed

@@ -60,6 +60,7 @@ def stats_view(parts: NodeParts, snapshot: NodeSnapshot) -> dict[str, Any]:
             "samples": snapshot.loop_lag_samples,
             **snapshot.loop_lag_ms,
             "worst_since_start": round(snapshot.loop_lag_worst_s * 1000, 3),
+            "ran_max": round(snapshot.loop_lag_ran_s * 1000, 3),
         },
         "peers": {peer.url: peer.state for peer in snapshot.peers},
         "rebuild": _rebuild_view(snapshot.rebuild),
