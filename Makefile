@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: help run reset test test-duration lint typecheck pytest bench genbench compare loadtest-ui loadtest profile clean
+.PHONY: help run reset test test-duration lint typecheck pytest bench genbench compare scale loadtest-ui loadtest profile clean
 
 $(VENV)/bin/python:
 	@echo "Creating $(VENV) and installing kvnode's dependencies into it (once; about a minute)"
@@ -68,6 +68,13 @@ genbench: $(DEV_STAMP)
 ##          COMPARE_ARGS=--quick, a smoke check: about 4 minutes)
 compare: $(DEV_STAMP)
 	$(PY) -m loadtest compare --out out/compare $(COMPARE_ARGS)
+
+## scale: the same constant-rate load (300/s, token-aware) on fresh clusters of 3, 6 and 12 members, a member
+##        per core on hosts modelled on loopback: throughput, p99, replica calls and server CPU per request;
+##        writes out/scale/scale.md (about 4 minutes, estimated from its parts: 3 runs of 15 s a shape, plus
+##        start, fill, idle reading and warm-up; SCALE_ARGS="--machines 3 --per-host 1,4" for machines x members)
+scale: $(DEV_STAMP)
+	$(PY) -m loadtest scale --out out/scale $(SCALE_ARGS)
 
 ## loadtest-ui: a filled local 3-node cluster and Locust's web UI on http://127.0.0.1:8089
 loadtest-ui: $(DEV_STAMP)

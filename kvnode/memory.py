@@ -21,6 +21,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import gc
+from collections.abc import Awaitable, Callable
 
 __all__ = ["Settler", "tune_malloc"]
 
@@ -55,12 +56,18 @@ def tune_malloc() -> None:
 
 class Settler:
     """Collects cyclic garbage and gives the heap's free memory back once ``threshold`` bytes of large
-    values have passed, or when values stopped passing, checking every ``interval`` seconds. Create and
-    start it in the event loop."""
+    values have passed, or when values stopped passing, checking every ``interval`` seconds (through
+    ``sleep``, which a test replaces). Create and start it in the event loop."""
 
-    def __init__(self, threshold: int = 64 * 1024 * 1024, interval: float = 2.0) -> None:
+    def __init__(
+        self,
+        threshold: int = 64 * 1024 * 1024,
+        interval: float = 2.0,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
         self._threshold = threshold
         self._interval = interval
+        self._sleep = sleep
         self._passed = 0
         self.settled = 0  # times it collected and trimmed
         self._task: asyncio.Task[None] | None = None
@@ -83,7 +90,7 @@ class Settler:
     async def _run(self) -> None:
         checked = 0  # bytes passed at the last check
         while True:
-            await asyncio.sleep(self._interval)
+            await self._sleep(self._interval)
             # Settle during a long stream of large values, and once more when it ends.
             if self._passed >= self._threshold or (self._passed and self._passed == checked):
                 self._passed = 0

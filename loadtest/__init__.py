@@ -5,6 +5,7 @@
     python -m loadtest fill --url URL --keys N
     python -m loadtest compare [--quick] [--out DIR]
     python -m loadtest report --out DIR
+    python -m loadtest scale [--members 3,6,12 | --machines 3 --per-host 1,4] [--rate 300] [--out DIR]
     python -m loadtest selfbench
     python -m loadtest.ladder --url URL [--start 4000 --step 2000]
     python -m loadtest stalls [--keys 50000] [--rate 200]
@@ -30,7 +31,11 @@ Modules, one job each:
     capacity      a rate's verdict and the capacity search (pure)
     replica_calls the nodes' replica-call counters, and the calls a run made per request
     report        report.md and its conclusion, drawn from the runs alone
-    plots         its plots, one style per mode in every plot
+    plots         its plots, one style per mode in every plot (and the scaling report's, by shape)
+    scale         the same constant-rate load on clusters of 3, 6 and 12 members (or machines x members):
+                  throughput, p99, replica calls and server CPU per request for each
+    scale_figures its figures by shape: median, range and samples of each (pure)
+    scale_report  its report and conclusion, drawn from the runs alone
     locust_cluster  a filled local cluster under Locust: its web UI, or a headless run with reports
     bench, hello  wrk against the cluster next to an aiohttp hello-world (``make bench``)
     targets       what bench loads: the hello-world, and a filled cluster per fan-out mode and guard

@@ -1,45 +1,30 @@
-"""``python -m loadtest rate|fill|compare|report|selfbench|ui|locust|healing|join|stalls``: constant-rate
-load, filling a store, the fan-out comparison (and its report drawn again from its results), the load
-generator's own benchmark, Locust on a fresh local cluster (its web UI, or a bounded headless run with
-reports), what healing costs (a wiped node rebuilt under load, an idle cluster's repair traffic) and what a
-join costs (a 4th node joining a filled cluster under load), and each node's worst event-loop lag during
-each long job (stalls)."""
+"""``python -m loadtest rate|fill|compare|report|selfbench|ui|locust|healing|join|backup|scale|stalls``:
+constant-rate load, filling a store, the fan-out comparison (and its report drawn again from its results),
+the load generator's own benchmark, Locust on a fresh local cluster (its web UI, or a bounded headless run
+with reports), what healing, a join, and a backup and restore cost, each measured under load, what a
+request costs as the cluster grows (one constant-rate load on 3, 6 and 12 members), and each node's worst
+event-loop lag during each long job (stalls)."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import shlex
 import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
 
 from kvnode.client import Client
 from kvnode.coordinator.fanout import FANOUTS
-from kvnode.ops.argtypes import choices, http_urls, positive_float, positive_int, token_file
+from kvnode.ops.argtypes import choices, comma_list, http_urls, positive_float, positive_int, token_file
 from loadtest import interruptible
 from loadtest.fill import describe_failures, fill
 from loadtest.openloop import run_rate
 from loadtest.rate_result import RateResult
 from loadtest.scenarios import SCENARIOS
 from loadtest.workload import ENTITY_PATH, OPS, Op, Workload
-
-T = TypeVar("T")
-
-
-def _comma_list(item: Callable[[str], T]) -> Callable[[str], list[T]]:
-    """An argparse type: a comma-separated list of ``item``s."""
-
-    def parse(text: str) -> list[T]:
-        values = [item(part) for part in text.split(",") if part.strip()]
-        if not values:
-            raise argparse.ArgumentTypeError("the list is empty")
-        return values
-
-    return parse
-
 
 ROUTINGS = ("token-aware", "round-robin")
 
@@ -91,7 +76,7 @@ def _parser() -> argparse.ArgumentParser:
         )
 
     compare = commands.add_parser("compare", help="the fan-out modes on fresh 3-node clusters, to capacity")
-    compare.add_argument("--rates", type=_comma_list(positive_float), help="common rates, comma-separated")
+    compare.add_argument("--rates", type=comma_list(positive_float), help="common rates, comma-separated")
     compare.add_argument("--duration", type=positive_float, help="seconds per common rate")
     compare.add_argument("--slo-ms", type=positive_float, default=50.0, help="p99 latency objective")
     compare.add_argument("--scenarios", type=choices(SCENARIOS), help=",".join(SCENARIOS))
@@ -117,14 +102,14 @@ def _parser() -> argparse.ArgumentParser:
         "selfbench", help="the generator's own capacity, against a hello-world app"
     )
     selfbench.add_argument(
-        "--rates", type=_comma_list(positive_float), default=[2000.0, 5000.0, 10000.0, 12500.0],
+        "--rates", type=comma_list(positive_float), default=[2000.0, 5000.0, 10000.0, 12500.0],
         help="asked rates, comma-separated (default: 2000,5000,10000,12500)",
     )  # fmt: skip
     selfbench.add_argument(
         "--duration", type=positive_float, default=5.0, help="seconds per row (default: 5)"
     )
     selfbench.add_argument(
-        "--workers", type=_comma_list(positive_int), default=[1, 2], help="worker counts (default: 1,2)"
+        "--workers", type=comma_list(positive_int), default=[1, 2], help="worker counts (default: 1,2)"
     )
     selfbench.add_argument(
         "--connections", type=positive_int, default=256, help="keep-alive connections (default: 256)"
@@ -146,6 +131,10 @@ def _parser() -> argparse.ArgumentParser:
         "healing", add_help=False, help="a wiped node rebuilt under load, an idle cluster's repair traffic"
     )
     commands.add_parser("join", add_help=False, help="a 4th node joining a filled cluster under load")
+    commands.add_parser("backup", add_help=False, help="a backup and restores of a filled cluster under load")
+    commands.add_parser(
+        "scale", add_help=False, help="one constant-rate load on 3, 6 and 12 members: the work per request"
+    )
     commands.add_parser("stalls", add_help=False, help="each node's worst loop lag during each long job")
     return parser
 
@@ -173,21 +162,12 @@ def _stop_on_signals() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
-    if arguments[:1] == ["healing"]:  # its own parser: a measurement with its own flags
-        from loadtest.healing import main as healing
-
+    measurements = (["healing"], ["join"], ["backup"], ["scale"], ["stalls"])
+    if arguments[:1] in measurements:  # measurements with their own parsers
+        measurement = importlib.import_module(f"loadtest.{arguments[0]}")
         _stop_on_signals()
-        return healing(arguments[1:], shlex.join(["python", "-m", "loadtest", *arguments]))
-    if arguments[:1] == ["join"]:  # the same
-        from loadtest.join import main as join
-
-        _stop_on_signals()
-        return join(arguments[1:], shlex.join(["python", "-m", "loadtest", *arguments]))
-    if arguments[:1] == ["stalls"]:  # the same
-        from loadtest.stalls import main as stalls
-
-        _stop_on_signals()
-        return stalls(arguments[1:], shlex.join(["python", "-m", "loadtest", *arguments]))
+        code: int = measurement.main(arguments[1:], shlex.join(["python", "-m", "loadtest", *arguments]))
+        return code
     args = _parser().parse_args(argv)
     _stop_on_signals()
     if args.command == "compare":

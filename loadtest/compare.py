@@ -116,7 +116,8 @@ class Progress:
     clock: starting workers and reading counters add to every run. An earlier estimate scaled the plan
     by the pace so far, and went up and down as the pace changed."""
 
-    def __init__(self, planned: float) -> None:
+    def __init__(self, planned: float, name: str = "compare") -> None:
+        self.name = name  # the command, at the head of each line
         self.started = time.monotonic()
         self.planned = planned
         self.done = 0.0
@@ -136,7 +137,7 @@ class Progress:
     def say(self, message: str) -> None:
         elapsed = time.monotonic() - self.started
         print(
-            f"[compare {elapsed:5.0f}s, ≤{self.left:.0f}s planned left] {message}",
+            f"[{self.name} {elapsed:5.0f}s, ≤{self.left:.0f}s planned left] {message}",
             file=sys.stderr,
             flush=True,
         )

@@ -1,6 +1,7 @@
 """The compare report's plots (loadtest.report writes the words around them): capacity bars, p99 and the
 achieved rate by asked rate, and latency by percentile; every mode keeps one colour, marker and line style
-in every plot, so no line hides another. Also the labels the report's words share with them."""
+in every plot, so no line hides another. Also the labels the report's words share with them, and the
+scaling report's figures by cluster shape (:func:`plot_samples`)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ __all__ = [
     "capacity_runs",
     "plot_capacity",
     "plot_rates",
+    "plot_samples",
     "plot_spectra",
     "rate_label",
     "search_of",
@@ -237,6 +239,45 @@ def plot_spectra(
         axes.legend(fontsize=7)
     for index in range(len(panels), rows * columns):
         grid[index // columns][index % columns].axis("off")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
+def plot_samples(
+    path: Path,
+    labels: Sequence[str],
+    panels: Sequence[tuple[str, list[list[float]], float | None]],
+    title: str,
+) -> None:
+    """One panel per figure (its y label, its samples for each of ``labels``, a reference drawn as a dotted
+    line or None), three to a row: every sample a marker, the medians joined by a line, y from zero (or
+    below, for a negative sample) so a change looks as large as it is."""
+    columns = min(3, len(panels))
+    rows = math.ceil(len(panels) / columns)
+    figure, grid = plt.subplots(rows, columns, figsize=(4.6 * columns, 3.8 * rows), squeeze=False)
+    style = _style([""], "")
+    for index, (ylabel, samples, reference) in enumerate(panels):
+        axes = grid[index // columns][index % columns]
+        for position, values in enumerate(samples):
+            axes.plot([position] * len(values), values, style["marker"], color=style["color"], alpha=0.5)
+        medians = [(position, statistics.median(values)) for position, values in enumerate(samples) if values]
+        if medians:
+            positions, middles = zip(*medians, strict=True)
+            axes.plot(positions, middles, color=style["color"], linestyle=style["linestyle"], label="median")
+        if reference is not None:
+            axes.axhline(reference, color="black", linestyle=":", linewidth=1, label=f"{reference:g}")
+        everything = [reference or 0.0, *(value for values in samples for value in values)]
+        axes.set_ylim(min(0.0, min(everything) * 1.15), max(1.0, max(everything) * 1.15))
+        axes.set_xticks(range(len(labels)))
+        axes.set_xticklabels(labels, fontsize=8)
+        axes.set_xlim(-0.5, len(labels) - 0.5)
+        axes.set_ylabel(ylabel, fontsize=9)
+        axes.grid(True, axis="y", alpha=0.3)
+        axes.legend(fontsize=8, loc="lower right")
+    for index in range(len(panels), rows * columns):
+        grid[index // columns][index % columns].axis("off")
+    figure.suptitle(title)
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)

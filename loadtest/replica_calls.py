@@ -1,5 +1,6 @@
-"""The nodes' replica-call counters (``kvnode_replica_calls_total`` on /metrics), summed over a cluster, and
-the calls a run made per client request, from a reading before and one after.
+"""The nodes' replica-call counters (``kvnode_replica_calls_total`` on /metrics), summed over a cluster (of
+every op, or of some: :data:`REQUEST_OPS`, the calls client requests make), and the calls a run made per
+client request, from a reading before and one after.
 
 >>> calls_made(Counter(ok=10), Counter(ok=40, timeout=2), requests=10)
 {'total': 32, 'per_request': 3.2, 'by_outcome': {'ok': 30, 'timeout': 2}}
@@ -10,20 +11,24 @@ from __future__ import annotations
 import urllib.error
 import urllib.request
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-__all__ = ["REPLICA_CALLS", "calls_made", "replica_calls"]
+__all__ = ["REPLICA_CALLS", "REQUEST_OPS", "calls_made", "replica_calls"]
 
 REPLICA_CALLS = "kvnode_replica_calls_total"
+# The ops a client request's calls carry (read repair's included); not clock probes, hints or repairs,
+# which every member makes to each peer whatever the load, so more with every member.
+REQUEST_OPS = frozenset({"read", "write"})
 _SCRAPE_TIMEOUT_S = 2.0
 
 
-def replica_calls(urls: Sequence[str]) -> Counter[str] | None:
-    """The ``kvnode_replica_calls_total`` counters summed over the nodes that answer, by outcome label;
-    None when no node exposes them (no /metrics, or no such counter), so the report shows "n/a"."""
+def replica_calls(urls: Sequence[str], ops: Collection[str] | None = None) -> Counter[str] | None:
+    """The ``kvnode_replica_calls_total`` counters summed over the nodes that answer, by outcome label, of
+    every op or of ``ops``; None when no node exposes them (no /metrics, or no such counter), so the report
+    shows "n/a"."""
     totals: Counter[str] = Counter()
     found = False
     for url in urls:
@@ -36,7 +41,8 @@ def replica_calls(urls: Sequence[str]) -> Counter[str] | None:
             for sample in family.samples:
                 if sample.name == REPLICA_CALLS:
                     found = True
-                    totals[sample.labels.get("outcome", "")] += int(sample.value)
+                    if ops is None or sample.labels.get("op") in ops:
+                        totals[sample.labels.get("outcome", "")] += int(sample.value)
     return totals if found else None
 
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from kvnode.config import NodeConfig, node_url
-from kvnode.ops.cluster_config import machine_host
+from kvnode.config import NodeConfig
+from kvnode.ops.cluster_config import machine_placement
 from kvnode.ops.local_cluster import start_local_cluster
 from kvnode.ops.ports import free_ports
 from kvnode.ops.processes import NodeStartError
@@ -31,14 +31,12 @@ def on_machines(tmp_path: Path, machines: int, per_machine: int, replication: in
     secret = write_secret_file(tmp_path / "cluster.secret", SECRET)
     base = NodeConfig(data_dir=tmp_path, cluster_secret=SECRET.encode(), cluster_secret_file=secret)
 
-    def place(index: int, config: NodeConfig, _: list[int]) -> NodeConfig:
-        ports = [int(url.rsplit(":", 1)[1]) for url in config.cluster]
-        urls = tuple(node_url(machine_host(i // per_machine), port) for i, port in enumerate(ports))
-        host = machine_host(index // per_machine)
-        return dataclasses.replace(config, host=host, cluster=urls, replication_factor=replication)
-
     size = machines * per_machine
-    return Cluster(start_local_cluster(base, size, Node, log_dir=tmp_path, configure=place).nodes)
+    return Cluster(
+        start_local_cluster(
+            base, size, Node, log_dir=tmp_path, configure=machine_placement(per_machine, replication)
+        ).nodes
+    )
 
 
 def copies(nodes: Sequence[Node], keys: Sequence[str]) -> dict[str, list[str]]:

@@ -1,24 +1,34 @@
 """In-process nodes for the background drivers' tests (anti-entropy, tombstone GC, rebuild, the membership
 and a node's part in a change): each a real Storage, SystemDb, summaries, clock and local replica in a
 temporary directory; a peer that answers another in-process node's replica calls directly (no socket); and
-a sleep that lets no real time pass, so a driver's retries and paces run at once."""
+a sleep that lets no real time pass, so a driver's retries and paces run at once. And whole nodes served
+in this process (:func:`served_nodes`), for the tests of a node's endpoints."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+import itertools
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
+import aiohttp
+from aiohttp import web
+
+from kvnode.access.connections import GuardedRunner
 from kvnode.clocks.hybrid import HybridClock, wall_clock_us
 from kvnode.cluster.members import Members
+from kvnode.config import NodeConfig
 from kvnode.healing.answers import REPAIR_OPS, answer
 from kvnode.healing.anti_entropy import AntiEntropy
 from kvnode.healing.upkeep import SummaryUpkeep
 from kvnode.metrics import Starvation
-from kvnode.replica import wire
+from kvnode.node.app import create_app
+from kvnode.node.parts import NodeParts
+from kvnode.node.wiring import open_parts
+from kvnode.replica import pages, wire
 from kvnode.replica.errors import ReplicaRejected, ReplicaUnavailable
 from kvnode.replica.hints import HintStore
 from kvnode.replica.local import LocalReplica
@@ -96,8 +106,9 @@ class InProcessNode:
 
 class InProcessPeer:
     """Another in-process node as a PeerReplica: anti-entropy's calls answered from its summaries and
-    storage, writes through its local replica, memberships fetched from and offered to its Members (the
-    first membership until it has Members). ``reachable`` False makes every call fail as a down peer's."""
+    storage, a scan's pages from its storage, writes through its local replica, memberships fetched from
+    and offered to its Members (the first membership until it has Members). ``reachable`` False makes
+    every call fail as a down peer's."""
 
     def __init__(self, theirs: InProcessNode, mine: InProcessNode) -> None:
         self.url = theirs.url
@@ -129,6 +140,9 @@ class InProcessPeer:
             future.set_result(answer(self.theirs.storage, self.theirs.upkeep, call)[1])
         elif op is wire.Op.FETCH:
             future.set_result(self.theirs.storage.read(key))
+        elif op is wire.Op.SCAN:
+            page = pages.read_page(self.theirs.storage, key, pages.decode_scan_request(record))
+            future.set_result(pages.encode_page(*page))
         else:
             assert op is wire.Op.WRITE
             written = self.theirs.local.write(key, decode(record))
@@ -199,3 +213,45 @@ async def until(condition: Callable[[], bool], what: str, turns: int = 100_000) 
             return
         await asyncio.sleep(0)
     raise AssertionError(f"{what}: not after {turns} turns of the loop")
+
+
+@dataclass
+class ServedNode:
+    """A node served in this process: its parts, the URL it serves on, and a client session to it."""
+
+    parts: NodeParts
+    url: str
+    session: aiohttp.ClientSession
+
+    async def call(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+        async with self.session.request(method, self.url + path, data=body) as response:
+            return response.status, await response.read()
+
+    async def put(self, key: str, value: bytes) -> None:
+        status, answer = await self.call("PUT", f"/v0/entity?id={key}", value)
+        assert status == 201, answer
+
+
+Serve = Callable[..., Awaitable[ServedNode]]
+
+
+@contextlib.asynccontextmanager
+async def served_nodes(tmp_path: Path) -> AsyncIterator[Serve]:
+    """serve(**NodeConfig options) -> a node with its own data dir under ``tmp_path``, served as
+    kvnode.node.serving serves one (its parts, its app, through the connection guard) until the block ends:
+    on its ``port`` when the options name one (a member its peers reach), else on any free port."""
+    started = itertools.count()
+    async with contextlib.AsyncExitStack() as stack:
+
+        async def serve(**options: Any) -> ServedNode:
+            data_dir = tmp_path / f"node-{next(started)}"
+            parts = await stack.enter_async_context(open_parts(NodeConfig(data_dir=data_dir, **options)))
+            runner = GuardedRunner(create_app(parts), parts.connections, parts.config.idle_timeout_s)
+            await runner.setup()
+            stack.push_async_callback(runner.cleanup)
+            await web.TCPSite(runner, "127.0.0.1", options.get("port", 0)).start()
+            session = await stack.enter_async_context(aiohttp.ClientSession())
+            host, port = runner.addresses[0][:2]
+            return ServedNode(parts, f"http://{host}:{port}", session)
+
+        yield serve

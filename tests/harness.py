@@ -103,6 +103,12 @@ class Node(NodeProcess):
         return [(key, value) for key, _, value in (chunk.partition(b"\n") for chunk in chunks)]
 
 
+def listed_on(node: Node, key: str) -> bytes | None:
+    """The value of key in node's own range listing (its local live records), or None."""
+    found = node.scan(key, key + "\x00")
+    return found[0][1] if found else None
+
+
 def _quorum(quorum: Mapping[str, int]) -> dict[str, int]:
     # `from` is a Python keyword: callers write from_=3.
     return {name.rstrip("_"): value for name, value in quorum.items()}

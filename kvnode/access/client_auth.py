@@ -3,9 +3,9 @@ each request needs, and the table kept current on SIGHUP.
 
 The file has one ``TOKEN ROLE`` a line (blank lines and ``#`` comments aside), roles ``read`` (GET of
 /v0/entity and /v0/entities), ``readwrite`` (also PUT and DELETE) and ``admin`` (also /v0/cluster,
-/v0/stats, /metrics, /v0/repair, /v0/leave and /v0/versions); it must be readable by its owner only, as
-the cluster secret's file. An error names the line, never a token. Tokens are kept by their SHA-256
-digest: a lookup is one dict access, and the digest found is compared again with
+/v0/stats, /metrics, /v0/repair, /v0/leave, /v0/replication-factor and /v0/versions); it must be
+readable by its owner only, as the cluster secret's file. An error names the line, never a token. Tokens
+are kept by their SHA-256 digest: a lookup is one dict access, and the digest found is compared again with
 ``hmac.compare_digest``, so neither the lookup's timing nor the table in memory gives a token away.
 
     >>> table = parse_tokens("alice-token readwrite\\n# a comment\\nbob-token read\\n", "tokens")
@@ -49,7 +49,15 @@ _ROLES: tuple[Role, ...] = get_args(Role)
 # cluster secret's handshake of its own (kvnode.replica.auth).
 _OPEN_PATHS = frozenset({"/v0/status", CHALLENGE_PATH, PEER_PATH})
 _ADMIN_PATHS = frozenset(
-    {"/v0/cluster", "/v0/stats", "/metrics", "/v0/repair", "/v0/leave", "/v0/versions"}
+    {
+        "/v0/cluster",
+        "/v0/stats",
+        "/metrics",
+        "/v0/repair",
+        "/v0/leave",
+        "/v0/replication-factor",
+        "/v0/versions",
+    }
 )  # kvnode.node.operator_api, kvnode.node.versions_api
 _BEARER = "Bearer "
 

@@ -17,10 +17,10 @@ aiohttp's RequestHandler) that:
 - answers a request the parser refuses with one plain-text line, logged as one rate-limited warning;
 - calls the app's hot routes (DIRECT_ROUTES) itself, past the app's router.
 
-aiohttp's private names this relies on, all here (tests/cluster/test_limits.py checks each, so an aiohttp
-upgrade that changes them fails there by name): ``AppRunner._make_server`` (overridden: the app's Server
-is rebuilt as ours), ``Server._kwargs`` (the protocol's arguments), ``RequestHandler._request_count``
-(the requests parsed on a connection so far).
+aiohttp's private names this relies on, all here (tests/unit/kvnode/access/test_connections.py checks
+each, so an aiohttp upgrade that changes them fails there by name): ``AppRunner._make_server``
+(overridden: the app's Server is rebuilt as ours), ``Server._kwargs`` (the protocol's arguments),
+``RequestHandler._request_count`` (the requests parsed on a connection so far).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
 """The membership a node runs with, and changes to it: the members and a channel to each peer, a newer
-membership fetched, offered, stored and adopted (members); join, replace and leave, each offered to the
-claimant, stored, offered to the rest, and the node's own part in them (changes); the points where a test
-may crash a node mid-change (crash_points). Drivers over kvnode.topology's pure values."""
+membership fetched, offered, stored and adopted (members); join, replace, leave and a new replication
+factor, each offered to the claimant, stored, offered to the rest, and the node's own part in them
+(changes); their streams of records (streams); the points where a test may crash a node mid-change
+(crash_points). Drivers over kvnode.topology's pure values."""

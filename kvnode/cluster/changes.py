@@ -33,36 +33,34 @@ import asyncio
 import json
 import logging
 import ssl
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 
 import aiohttp
 
 from kvnode.cluster.crash_points import crash_point
 from kvnode.cluster.members import Members
+from kvnode.cluster.streams import stream_leaving, stream_new_copies
 from kvnode.config import NodeConfig
 from kvnode.healing.anti_entropy import AntiEntropy
-from kvnode.replica import wire
+from kvnode.replica import Replica
 from kvnode.replica.auth import ClusterAuth
 from kvnode.replica.errors import ReplicaError
 from kvnode.replica.peer import PeerReplica
 from kvnode.replica.readiness import NodeState
 from kvnode.scheduling import Sleep, Tasks
 from kvnode.storage.keyspace import Storage, StorageError
-from kvnode.storage.records import copies_of
 from kvnode.storage.system_db import SystemDb
 from kvnode.topology.change_steps import Progress, Start, Step, next_step, start_from
 from kvnode.topology.epoch import Epoch
 from kvnode.topology.membership import ChangeRefused, Membership
-from kvnode.topology.placement import Placement
 
-__all__ = ["OwnPart", "start_leave", "take_place"]
+__all__ = ["OwnPart", "start_leave", "start_resize", "take_place"]
 
 log = logging.getLogger(__name__)
 
 _REACH_S = 3.0  # how long a member may take to open a channel before it counts as unreachable
 _RETRY_S = 1.0  # between two attempts of a join's or a leave's last steps
-_STREAM_WINDOW = 64  # records a leaving node sends at once
 
 
 OpenPeer = Callable[[str, ClusterAuth | None], PeerReplica]
@@ -158,18 +156,20 @@ async def _offer_all(
 
 class OwnPart:
     """This node's part in a change that concerns it, step by step (kvnode.topology.change_steps): once every
-    peer runs with the version that has it joining or leaving, and the writes they started before are over
-    (``drain_s``: their replica timeout, twice for the one rewrite), it streams (joining: a repair with
-    every peer; leaving: each key it owns to its next owner), then offers the next version (settled,
-    or without it), the claimant first. A step that fails is tried again; told by kvnode.cluster.members of
-    every
-    membership the node runs with."""
+    peer runs with the version that has it joining or leaving (or, the claimant, a new replication
+    factor), and the writes they started before are over (``drain_s``: their replica timeout, twice for
+    the one rewrite), it streams (joining: a repair with every peer; leaving: each key it owns to its next
+    owner; a new factor: every member's to the owners the keys gain), then offers the next version
+    (settled, without it, or with the new factor), the claimant first. A step that fails is tried again;
+    told by kvnode.cluster.members of every membership the node runs with. ``local``: this node as a
+    replica."""
 
     def __init__(
         self,
         members: Members,
         anti_entropy: AntiEntropy,
         storage: Storage,
+        local: Replica,
         drain_s: float,
         crash_at: str,
         sleep: Sleep = asyncio.sleep,
@@ -177,6 +177,7 @@ class OwnPart:
         self._members = members
         self._anti_entropy = anti_entropy
         self._storage = storage
+        self._local = local
         self._drain_s = drain_s
         self._crash_at = crash_at
         self._tasks = Tasks("membership change", sleep)
@@ -215,6 +216,8 @@ class OwnPart:
             await members.peers_at(membership.version)
         elif step is Step.DRAIN:
             await self._tasks.sleep(self._drain_s)  # a write started before is on its ack replicas, or failed
+        elif membership.next_replication:
+            await self._resize(step, membership)
         elif step is Step.STREAM and own in membership.joining:
             run = await self._anti_entropy.repair_all()
             # Counted whether or not every peer completed: a run again does not receive them twice.
@@ -224,7 +227,7 @@ class OwnPart:
         elif step is Step.STREAM:
             peers = {peer.url: peer for peer in members.peers}
             owning = membership.read_placement() or membership.placement()  # this node an owner still
-            members.streamed += await _stream(
+            members.streamed += await stream_leaving(
                 self._storage, owning, membership.removed(own).placement(), peers
             )
             crash_point("leave:streamed", self._crash_at)
@@ -242,6 +245,55 @@ class OwnPart:
                 "joined: a member like the others" if joining else "left", after.version, members.streamed,
             )  # fmt: skip
 
+    async def _resize(self, step: Step, membership: Membership) -> None:
+        """The claimant's STREAM and FINISH steps of a new replication factor."""
+        members, after = self._members, membership.resettled()
+        if step is Step.FINISH:
+            await _announce(members, after, "resize")
+            log.info(
+                "replication factor %d (membership version %d), %d records streamed",
+                after.replication, after.version, members.streamed,
+            )  # fmt: skip
+            return
+        before = membership.read_placement() or membership.placement()
+        await stream_new_copies(members, self._storage, self._local, before, after.placement())
+        crash_point("resize:streamed", self._crash_at)
+
+
+async def start_resize(members: Members, replication: int, timeout_s: float) -> Membership:
+    """``admin replication-factor N``, on the node asked: the version moving to ``replication`` owners a
+    key, made (the claimant first) and returned; the claimant streams the new copies, then makes the next
+    version with the new factor (:class:`OwnPart`). Raises ValueError for a factor out of 1..members,
+    ChangeRefused: another change under way, or a member unreachable (every member's records stream)."""
+    plan = members.membership.resized(replication)
+    await _reach_all(members, "a new replication factor", timeout_s)
+    await _announce(members, plan, "resize")
+    return plan
+
+
+async def _reach_all(members: Members, change: str, timeout_s: float) -> None:
+    """Raises ChangeRefused naming the peers that do not answer within ``timeout_s``."""
+    peers = members.peers
+    reached = await asyncio.gather(*(peer.reach(timeout_s) for peer in peers))
+    unreachable = [peer.url for peer, ok in zip(peers, reached, strict=True) if not ok]
+    if unreachable:
+        raise ChangeRefused(f"{change} needs every member; unreachable: {', '.join(unreachable)}")
+
+
+async def _announce(members: Members, plan: Membership, step: str) -> None:
+    """A change this node makes: ``plan`` offered to its claimant first (ChangeRefused if it does not take
+    it; this node stores it first when it is the claimant), stored here, offered to the rest."""
+    own, peers = members.own_url, {peer.url: peer for peer in members.peers}
+    store = partial(_adopt_newer, members, plan)
+    if plan.claimant == own:
+        store()
+        await asyncio.gather(
+            *(peer.offer_membership(plan.encode()) for peer in peers.values()), return_exceptions=True
+        )
+        return
+    others = [plan.claimant, *(url for url in plan.urls if url not in (own, plan.claimant))]
+    await _offer_all(step, peers.__getitem__, plan, others, "", store)
+
 
 async def start_leave(members: Members, member: str, timeout_s: float) -> Membership:
     """``admin leave``, on the node asked: make ``member`` leaving (the claimant first, then this node, then
@@ -249,47 +301,9 @@ async def start_leave(members: Members, member: str, timeout_s: float) -> Member
     Raises ChangeRefused: another change under way, or a member unreachable (the one leaving included,
     since it streams)."""
     plan = members.membership.left(member)
-    peers = {peer.url: peer for peer in members.peers}
-    reached = await asyncio.gather(*(peer.reach(timeout_s) for peer in peers.values()))
-    unreachable = [url for url, ok in zip(peers, reached, strict=True) if not ok]
-    if unreachable:
-        raise ChangeRefused(f"a leave needs every member; unreachable: {', '.join(unreachable)}")
-    own = members.own_url
-    claimant = next(url for url in plan.urls if url not in plan.leaving)
-    if claimant == own:
-        members.adopt(plan)
-        await asyncio.gather(
-            *(peer.offer_membership(plan.encode()) for peer in peers.values()), return_exceptions=True
-        )
-        return plan
-    others = [url for url in plan.urls if url != own]
-    others.remove(claimant)
-    await _offer_all(
-        "leave", peers.__getitem__, plan, [claimant, *others], "", partial(_adopt_newer, members, plan)
-    )
+    await _reach_all(members, "a leave", timeout_s)
+    await _announce(members, plan, "leave")
     return plan
-
-
-async def _stream(
-    storage: Storage, before: Placement, after: Placement, peers: Mapping[str, PeerReplica]
-) -> int:
-    """Send every version this node holds to the owners its key gains from ``before`` (with this node) to
-    ``after`` (without it): the next owner of each key this node owned, and no one for the keys it did not
-    (newest wins on their side); how many were sent. Raises ReplicaError, StorageError."""
-    sent = 0
-    window: list[asyncio.Future[object]] = []
-    for key, raw in storage.snapshot_records():
-        copies = copies_of(raw)
-        owners = before.owners(key, copies)
-        for url in after.owners(key, copies):
-            if url not in owners:
-                window.append(peers[url].repair(wire.Op.WRITE, key, raw))
-        if len(window) >= _STREAM_WINDOW:
-            await asyncio.gather(*window)
-            sent += len(window)
-            window = []
-    await asyncio.gather(*window)
-    return sent + len(window)
 
 
 def _adopt_newer(members: Members, settled: Membership) -> None:

@@ -8,6 +8,8 @@ nothing after the point runs, not even a log line, so the test sees what a real 
   the node that joined a member like the others;
 - ``leave:streamed``: a node leaving, once it sent every record it holds to their next owners and
   before it removed itself; ``depart:claimant-took``, ``depart:stored``: the two points of that removal;
+- ``resize:streamed``: the claimant of a new replication factor, once it streamed every new copy and
+  before it made the factor count;
 - ``adopt:stored``: any member, once it stored a membership offered to it and before it runs with it
   (kvnode.cluster.members).
 """
@@ -26,6 +28,7 @@ CRASH_POINTS = (
     "leave:streamed",
     "depart:claimant-took",
     "depart:stored",
+    "resize:streamed",
     "adopt:stored",
 )
 

@@ -13,16 +13,38 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 
-from kvnode.replica import pages
+from kvnode.replica import pages, wire
 from kvnode.replica.errors import ReplicaError
-from kvnode.storage.keyspace import StorageError
+from kvnode.replica.peer import PeerReplica
+from kvnode.storage.keyspace import Storage, StorageError
 from kvnode.storage.records import CorruptRecord, Record, decode, newest
 
-__all__ = ["PageSource", "ScanUnavailable", "merged"]
+__all__ = ["PageSource", "ScanUnavailable", "entries", "merged", "page_sources"]
 
 PageSource = Callable[[bytes], Awaitable[pages.Page]]  # a member's page starting at a key
+
+
+def page_sources(
+    own_url: str, storage: Storage, peers: Iterable[PeerReplica], end: bytes | None
+) -> dict[str, PageSource]:
+    """How to read a page of each member's versions up to ``end`` (None: the last key): this node's from
+    its storage, a peer's over the replica channel."""
+    request = pages.encode_scan_request(end)
+
+    async def local(start: bytes) -> pages.Page:
+        return pages.read_page(storage, start, end)
+
+    def remote(peer: PeerReplica) -> PageSource:
+        async def fetch(start: bytes) -> pages.Page:
+            payload = await peer.repair(wire.Op.SCAN, start, request)
+            assert isinstance(payload, bytes)
+            return pages.decode_page(payload)
+
+        return fetch
+
+    return {own_url: local, **{peer.url: remote(peer) for peer in peers}}
 
 
 class ScanUnavailable(Exception):
@@ -47,7 +69,7 @@ async def merged(
         elif isinstance(first, BaseException):
             raise first
         else:
-            streams[url] = _entries(fetch, first)
+            streams[url] = entries(fetch, first)
     if len(down) >= replication:
         raise ScanUnavailable(f"{len(down)} members did not answer, N={replication}: {', '.join(down)}")
     heap: list[tuple[bytes, str, bytes]] = []
@@ -66,7 +88,7 @@ async def merged(
             yield key, record.value
 
 
-async def _entries(fetch: PageSource, page: pages.Page) -> AsyncIterator[tuple[bytes, bytes]]:
+async def entries(fetch: PageSource, page: pages.Page) -> AsyncIterator[tuple[bytes, bytes]]:
     """A member's (key, encoded record) in key order, a page at a time."""
     while True:
         for entry in page[0]:

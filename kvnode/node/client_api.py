@@ -179,6 +179,7 @@ async def get_status(request: web.Request) -> web.Response:
         "cluster_id": parts.membership.cluster,  # what a node joining proves in its handshakes
         "membership_version": parts.membership.version,
         "replication_factor": parts.membership.replication,
+        "next_replication_factor": parts.membership.next_replication,
         "joining": sorted(parts.membership.joining),
         "leaving": sorted(parts.membership.leaving),
         "data": parts.rebuild.node_state().value,

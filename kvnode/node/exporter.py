@@ -112,10 +112,9 @@ def _replica_metrics(replicas: Sequence[MeteredReplica]) -> Iterator[Metric]:
         labels=["peer"],
     )
     drops = CounterMetricFamily(
-        "kvnode_peer_channel_drops",
-        "Replica channels given up since start, by peer: the peer closed one, or was taken for dead",
-        labels=["peer"],
-    )
+        "kvnode_peer_channel_drops", "Replica channels given up since start, by peer: the peer closed one, "
+        "or was taken for dead", labels=["peer"],
+    )  # fmt: skip
     for replica in replicas:
         meter = replica.meter
         for (op, outcome), value in sorted(meter.calls.items()):
@@ -147,6 +146,11 @@ def _state_metrics(snapshot: NodeSnapshot) -> Iterator[Metric]:
         "(1: asked last by speculative reads; --phi-threshold: taken for dead)",
         labels=["peer"],
     )
+    protocol = GaugeMetricFamily(
+        "kvnode_peer_protocol_version",
+        "The replica protocol version each peer's channel speaks (0: no channel open)",
+        labels=["peer"],
+    )
     for peer in snapshot.peers:
         url = peer.url
         pending.add_metric([url], hints.pending.get(url, 0))
@@ -156,7 +160,8 @@ def _state_metrics(snapshot: NodeSnapshot) -> Iterator[Metric]:
             peer_state.add_metric([url, name], 1 if name == peer.state else 0)
         down.add_metric([url], peer.down_for_s)
         phi.add_metric([url], peer.phi)
-    yield from (pending, kept, delivered, peer_state, down, phi)
+        protocol.add_metric([url], peer.protocol)
+    yield from (pending, kept, delivered, peer_state, down, phi, protocol)
     yield GaugeMetricFamily(
         "kvnode_membership_version",
         "The version of the membership this node runs with (kvnode.topology.membership)",
@@ -171,19 +176,14 @@ def _state_metrics(snapshot: NodeSnapshot) -> Iterator[Metric]:
         "kvnode_inflight_requests", "Client entity requests between arrival and answer", snapshot.inflight
     )
     shed = CounterMetricFamily(
-        "kvnode_requests_shed",
-        "Client entity requests answered 503 at once, by why: requests or bytes in progress beyond their "
-        "limits, or an event loop starved (behind for a while)",
-        labels=["reason"],
-    )
+        "kvnode_requests_shed", "Client entity requests answered 503 at once, by why: requests or bytes in "
+        "progress beyond their limits, or an event loop starved (behind for a while)", labels=["reason"],
+    )  # fmt: skip
     for reason in ("requests", "bytes", "starved"):
         shed.add_metric([reason], snapshot.shed_by.get(reason, 0))
     yield shed
-    yield GaugeMetricFamily(
-        "kvnode_starved",
-        "1 while the event loop is starved: new client entity requests are shed",
-        int(snapshot.starved),
-    )
+    starved = "1 while the event loop is starved: new client entity requests are shed"
+    yield GaugeMetricFamily("kvnode_starved", starved, int(snapshot.starved))
     yield GaugeMetricFamily(
         "kvnode_inflight_body_bytes",
         "Bytes of the bodies of client entity requests between arrival and answer",

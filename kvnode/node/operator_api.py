@@ -2,7 +2,9 @@
 full anti-entropy repair of this node's keys with every peer (or joins the one running) and ``GET
 /v0/repair`` shows its progress, both as JSON (kvnode.healing.anti_entropy.RepairRun); ``POST
 /v0/leave?member=URL`` makes a member leave (kvnode.cluster.changes.start_leave): 202 with the
-membership version that has it leaving, or 409 with the one-line reason it cannot."""
+membership version that has it leaving, or 409 with the one-line reason it cannot; ``POST
+/v0/replication-factor?n=N`` moves the cluster to N owners a key (kvnode.cluster.changes.start_resize):
+202 with the membership version that begins it, 400 for an N out of 1..members, 409 as a leave."""
 
 from __future__ import annotations
 
@@ -10,22 +12,24 @@ import json
 
 from aiohttp import web
 
-from kvnode.cluster.changes import start_leave
+from kvnode.cluster.changes import start_leave, start_resize
 from kvnode.cluster.members import NotAdopted
 from kvnode.node.parts import PARTS
 from kvnode.replica.errors import ReplicaError
 from kvnode.topology.membership import ChangeRefused
 
-__all__ = ["LEAVE_PATH", "REPAIR_PATH", "add_routes"]
+__all__ = ["LEAVE_PATH", "REPAIR_PATH", "RESIZE_PATH", "add_routes"]
 
 REPAIR_PATH = "/v0/repair"
 LEAVE_PATH = "/v0/leave"
+RESIZE_PATH = "/v0/replication-factor"
 
 
 def add_routes(app: web.Application) -> None:
     app.router.add_post(REPAIR_PATH, start_repair)
     app.router.add_get(REPAIR_PATH, repair_progress, allow_head=False)
     app.router.add_post(LEAVE_PATH, leave)
+    app.router.add_post(RESIZE_PATH, resize)
 
 
 async def leave(request: web.Request) -> web.Response:
@@ -36,6 +40,25 @@ async def leave(request: web.Request) -> web.Response:
     except (ChangeRefused, NotAdopted, ReplicaError) as refusal:
         return web.Response(status=409, text=f"{refusal}\n")
     body = {"member": member, "membership_version": plan.version}
+    return web.json_response(body, status=202, dumps=_dumps)
+
+
+async def resize(request: web.Request) -> web.Response:
+    parts = request.app[PARTS]
+    given = request.query.get("n", "")
+    try:
+        replication = int(given)
+    except ValueError:
+        return web.Response(
+            status=400, text=f"query parameter 'n' must be a whole number, not {given[:40]!r}\n"
+        )
+    try:
+        plan = await start_resize(parts.members, replication, parts.config.timeout)
+    except ValueError as error:  # not from 1 to the members
+        return web.Response(status=400, text=f"{error}\n")
+    except (ChangeRefused, NotAdopted, ReplicaError) as refusal:
+        return web.Response(status=409, text=f"{refusal}\n")
+    body = {"replication_factor": plan.next_replication, "membership_version": plan.version}
     return web.json_response(body, status=202, dumps=_dumps)
 
 

@@ -37,6 +37,7 @@ from kvnode.replica.hints import HintStore
 from kvnode.replica.identities import Identities
 from kvnode.replica.local import LocalReplica
 from kvnode.replica.peer import PeerReplica
+from kvnode.replica.protocol import spoken
 from kvnode.replica.readiness import NodeState
 from kvnode.storage.keyspace import Storage
 from kvnode.storage.system_db import SystemDb
@@ -106,9 +107,11 @@ class NodeParts:
                     peer.node_state,
                     known.get(peer.url)[0],
                     peer.phi,
+                    peer.protocol,
                 )
                 for peer in self.peers
             ),
+            protocols=str(spoken(self.config.max_protocol)),
             hints=HintFigures(
                 pending=hints.pending_by_target(),
                 kept=dict(hints.kept),

@@ -11,13 +11,17 @@ With a cluster secret, only a peer that passed the handshake (kvnode.replica.aut
 else gets a 403 and a rate-limited log line naming its address. Over TLS, a connection that presented no
 certificate the cluster's CA signed gets the same before any handshake (kvnode.access.tls). Either way, the
 peer's introduction goes to :class:`~kvnode.replica.identities.Identities` before the 101 answers it with
-this node's. Frames are bounded (aiohttp refuses an oversize frame from its header, before buffering it)
-and so are the calls in a frame; a peer that breaks a bound loses its connection. Replies to one frame go
-out in frames of about ``wire.FRAME_TARGET`` bytes.
+this node's. Each introduction says the replica protocol versions its end speaks, and the channel speaks
+the highest both do (kvnode.replica.protocol): a call of a later version is refused as an unknown op, and
+a peer that shares no version with this node gets a 403 naming both ranges. Frames are bounded (aiohttp
+refuses an oversize frame from its header, before buffering it) and so are the calls in a frame; a peer
+that breaks a bound loses its connection. Replies to one frame go out in frames of about
+``wire.FRAME_TARGET`` bytes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -43,9 +47,10 @@ from kvnode.replica.auth import (
 )
 from kvnode.replica.channel import PEER_PATH
 from kvnode.replica.identities import Identities
+from kvnode.replica.protocol import LEGACY, negotiate, ops_of
 from kvnode.replica.readiness import NodeState
 from kvnode.storage.keyspace import Storage, StorageError, WriteBatch
-from kvnode.storage.records import decode
+from kvnode.storage.records import Record, decode
 from kvnode.topology.membership import Membership
 
 __all__ = ["ANSWERERS", "CallAnswers", "PeerGate", "ReplicaServer", "answer_challenge", "serve_peer"]
@@ -173,8 +178,16 @@ def _read(answers: CallAnswers, storage: Storage, batch: WriteBatch, call: wire.
 
 
 def _write(answers: CallAnswers, storage: Storage, batch: WriteBatch, call: wire.CallRequest) -> Answer:
-    record = decode(call.record)
-    applied = apply_record(batch, answers.fence, call.key, record)
+    return _store(answers, batch, call.key, decode(call.record))
+
+
+def _delete(answers: CallAnswers, storage: Storage, batch: WriteBatch, call: wire.CallRequest) -> Answer:
+    """A tombstone, as protocol version 2 sends it (kvnode.replica.protocol.write_call)."""
+    return _store(answers, batch, call.key, wire.decode_delete(call.record))
+
+
+def _store(answers: CallAnswers, batch: WriteBatch, key: bytes, record: Record) -> Answer:
+    applied = apply_record(batch, answers.fence, key, record)
     if applied.refused:
         return wire.Status.REFUSED, applied.refused.encode()
     answers.clock.observe(record.timestamp)  # a version received moves this node's clock past it
@@ -216,6 +229,7 @@ ANSWERERS: dict[wire.Op, Answerer] = {
     wire.Op.READ: _read,
     wire.Op.FETCH: _read,
     wire.Op.WRITE: _write,
+    wire.Op.DELETE: _delete,
     wire.Op.CLOCK: _clock,
     wire.Op.MEMBERSHIP: _membership,
     wire.Op.ADOPT: _adopt,
@@ -244,9 +258,16 @@ async def serve_peer(
             advice = f"; {error.advice}" if error.advice else ""
             gate.refusals.warning("refused a replica channel from %s: %s%s", request.remote, error, advice)
             return web.Response(status=403, text=f"replica channel refused: {error}\n")
-    ours = Introduction()
+    ours = Introduction() if gate.identities is None else gate.identities.introduce(client)
+    mine, theirs = ours.protocols or LEGACY, introduction.protocols or LEGACY
+    version = negotiate(mine, theirs)
+    if version is None:
+        reason = f"no protocol version in common: this node speaks {mine}, {client[:100]} {theirs}"
+        gate.refusals.warning("refused a replica channel from %s: %s", request.remote, reason)
+        return web.Response(
+            status=403, text=f"replica channel refused: {reason}; upgrade one node at a time\n"
+        )
     if gate.identities is not None:
-        ours = gate.identities.introduce(client)
         gate.identities.met(client, introduction)  # before the 101: the peer learns of this node after
     ws.headers.update(
         ours.headers() if gate.auth is None else gate.auth.answer_headers(request.headers, ours)
@@ -258,7 +279,8 @@ async def serve_peer(
         return ws
     sockets.add(ws)
     try:
-        await _answer_frames(request, ws, gate, storage, answers)
+        limits = dataclasses.replace(gate.limits, ops=ops_of(version))
+        await _answer_frames(request, ws, limits, storage, answers)
     except ConnectionError:  # the peer went away mid-reply or mid-pong; its calls fail on its side
         log.info("the replica channel from %s closed while this node answered", request.remote)
     finally:
@@ -269,7 +291,7 @@ async def serve_peer(
 async def _answer_frames(
     request: web.Request,
     ws: web.WebSocketResponse,
-    gate: PeerGate,
+    limits: wire.Limits,  # the channel's: its frames' bounds, and its protocol version's ops
     storage: Storage,
     answers: CallAnswers,
 ) -> None:
@@ -281,7 +303,7 @@ async def _answer_frames(
             await ws.close(code=aiohttp.WSCloseCode.UNSUPPORTED_DATA, message=b"binary frames only")
             return
         try:
-            calls = wire.decode_calls(message.data, gate.limits)
+            calls = wire.decode_calls(message.data, limits)
         except wire.WireError as error:
             log.warning("dropped the replica channel from %s: %s", request.remote, error)
             await ws.close(code=aiohttp.WSCloseCode.PROTOCOL_ERROR, message=str(error).encode()[:120])

@@ -6,12 +6,10 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from kvnode.coordinator.scan import PageSource, ScanUnavailable, merged
+from kvnode.coordinator.scan import ScanUnavailable, merged, page_sources
 from kvnode.node.params import bad_request, known_only, single, text, utf8
-from kvnode.node.parts import PARTS, NodeParts
-from kvnode.replica import pages, wire
+from kvnode.node.parts import PARTS
 from kvnode.replica.errors import ReplicaError
-from kvnode.replica.peer import PeerReplica
 from kvnode.scheduling import Slice
 
 __all__ = ["NEXT_PAGE_HEADER", "get_scan"]
@@ -31,7 +29,11 @@ async def get_scan(request: web.Request) -> web.StreamResponse:
     parts = request.app[PARTS]
     owning = parts.coordinator.owning
     records = merged(
-        _scan_sources(parts, end), start, owning.owners, owning.replication, parts.clock.current()
+        page_sources(parts.config.url, parts.storage, parts.peers, end),
+        start,
+        owning.owners,
+        owning.replication,
+        parts.clock.current(),
     )
     held: list[tuple[bytes, bytes]] = []
     share = Slice()  # a long scan starves nobody: merging a page of 10,000 records takes a while
@@ -87,22 +89,3 @@ def _scan_params(request: web.Request) -> tuple[bytes, bytes | None, int | None]
             raise bad_request("query parameter 'page' names a key before 'start'")
         start = resume
     return start, end, limit
-
-
-def _scan_sources(parts: NodeParts, end: bytes | None) -> dict[str, PageSource]:
-    """How to read a page of each member's versions: this node's from its storage, a peer's over the
-    replica channel."""
-    storage, request = parts.storage, pages.encode_scan_request(end)
-
-    async def local(start: bytes) -> pages.Page:
-        return pages.read_page(storage, start, end)
-
-    def remote(peer: PeerReplica) -> PageSource:
-        async def fetch(start: bytes) -> pages.Page:
-            payload = await peer.repair(wire.Op.SCAN, start, request)
-            assert isinstance(payload, bytes)
-            return pages.decode_page(payload)
-
-        return fetch
-
-    return {parts.config.url: local, **{peer.url: remote(peer) for peer in parts.peers}}

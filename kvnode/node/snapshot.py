@@ -28,6 +28,7 @@ class PeerFigures:
     node_state: str  # the state of its data as it last said (kvnode.healing.rebuild_state); "" before
     identity: str  # the identity it had when this node last met it; "" before
     phi: float  # while connected, its failure detector's suspicion (kvnode.replica.failure_detector); else 0
+    protocol: int  # the replica protocol version its channel speaks (kvnode.replica.protocol); 0: none open
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +95,7 @@ class NodeSnapshot:
     membership_version: int  # of the membership this node runs with
     membership_streamed: int  # records got by joining, or sent by leaving (kvnode.cluster.changes)
     peers: tuple[PeerFigures, ...]  # in the cluster's order, this node left out
+    protocols: str  # the replica protocol versions this node speaks, "1-2" (kvnode.replica.protocol)
     hints: HintFigures
     gc: GcFigures
     rewrites: int  # writes stamped again because a replica held a newer version

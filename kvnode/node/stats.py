@@ -63,6 +63,11 @@ def stats_view(parts: NodeParts, snapshot: NodeSnapshot) -> dict[str, Any]:
             "ran_max": round(snapshot.loop_lag_ran_s * 1000, 3),
         },
         "peers": {peer.url: peer.state for peer in snapshot.peers},
+        # The replica protocol: the versions this node speaks, and the one each open channel speaks.
+        "protocol": {
+            "speaks": snapshot.protocols,
+            "peers": {peer.url: peer.protocol for peer in snapshot.peers},
+        },
         "rebuild": _rebuild_view(snapshot.rebuild),
         "clock": {
             "lead_ms": snapshot.clock_lead_us / 1000,
@@ -110,6 +115,7 @@ def cluster_view(url: str, membership: Membership, snapshot: NodeSnapshot) -> di
                     "down_for_s": 0.0,
                     "node_state": snapshot.rebuild.state,
                     "identity": snapshot.rebuild.identity,
+                    "protocol": snapshot.protocols,
                 }
             )
         else:
@@ -124,6 +130,7 @@ def cluster_view(url: str, membership: Membership, snapshot: NodeSnapshot) -> di
                     "refusal": peer.refusal,
                     "node_state": peer.node_state,
                     "identity": peer.identity,
+                    "protocol": peer.protocol,
                 }
             )
     hints = snapshot.hints
@@ -134,6 +141,7 @@ def cluster_view(url: str, membership: Membership, snapshot: NodeSnapshot) -> di
         "tokens": list(membership.tokens),
         "membership_version": membership.version,
         "replication_factor": membership.replication,
+        "next_replication_factor": membership.next_replication,  # 0: the factor is not changing
         "joining": sorted(membership.joining),
         "leaving": sorted(membership.leaving),
         "streamed": snapshot.membership_streamed,

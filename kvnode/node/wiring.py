@@ -44,6 +44,7 @@ from kvnode.replica.hints import HintDelivery, HintStore
 from kvnode.replica.identities import Identities
 from kvnode.replica.local import LocalReplica
 from kvnode.replica.peer import PeerReplica
+from kvnode.replica.protocol import spoken
 from kvnode.storage.keyspace import Storage, StorageUnavailable
 from kvnode.storage.system_db import SystemDb
 from kvnode.topology.epoch import Epoch
@@ -104,7 +105,14 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             rebuild.peer_met(peer_url, theirs)
             members.heard_version(peer_url, theirs.membership)
 
-        identities = Identities(config.url, membership, system.identity, system.peer_identities, peer_met)
+        identities = Identities(
+            config.url,
+            membership,
+            system.identity,
+            system.peer_identities,
+            peer_met,
+            spoken(config.max_protocol),
+        )
         gate = PeerGate(
             _cluster_auth(config, membership),
             limits,
@@ -197,7 +205,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             identities=identities,
         )
         parts.metrics.watch(parts.snapshot, local)
-        own_part = OwnPart(members, anti_entropy, storage, 2 * config.timeout, config.crash_at)
+        own_part = OwnPart(members, anti_entropy, storage, local, 2 * config.timeout, config.crash_at)
         settler.start()
         opened.push_async_callback(settler.stop)
         # Every part that depends on the membership, told of this epoch and of each one after it (a join or

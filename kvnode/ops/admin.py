@@ -6,6 +6,7 @@
     python -m kvnode admin --url http://127.0.0.1:8080 hints --json  # hints waiting, per target
     python -m kvnode admin --url http://127.0.0.1:8080 repair --wait  # anti-entropy with every peer, now
     python -m kvnode admin --url http://127.0.0.1:8080 leave http://127.0.0.1:8082 --wait  # a member leaves
+    python -m kvnode admin --url http://127.0.0.1:8080 replication-factor 2 --wait  # N owners a key
     python -m kvnode admin --url http://127.0.0.1:8080 backup DIR   # and restore DIR: kvnode.ops.backup
 
 ``repair`` asks the node for a full anti-entropy repair (``POST /v0/repair``, kvnode.node.operator_api); with
@@ -59,6 +60,8 @@ def main(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
             return _repair(args)
         if args.command == "leave":
             return _leave(args)
+        if args.command == "replication-factor":
+            return _resize(args)
         if args.command in backup.COMMANDS:
             return backup.run(args, fetch)
         view = fetch(args.url, args.token, args.tls_ca)
@@ -94,7 +97,9 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     after = OneLineParser(add_help=False)
     after.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=json_help)
     commands = parser.add_subparsers(
-        dest="command", required=True, metavar="{status,ring,locate,hints,repair,leave,backup,restore}"
+        dest="command",
+        required=True,
+        metavar="{status,ring,locate,hints,repair,leave,replication-factor,backup,restore}",
     )
     commands.add_parser("status", parents=[after], help="each member, and whether this node reaches it")
     commands.add_parser(
@@ -114,6 +119,13 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     )
     leave.add_argument("member", type=http_url, help="the member's URL")
     leave.add_argument("--wait", action="store_true", help="follow it until the member is removed")
+    resize = commands.add_parser(
+        "replication-factor",
+        parents=[after],
+        help="change N, the owners of each key: new copies streamed before they count, surplus dropped",
+    )
+    resize.add_argument("n", type=int, metavar="N", help="the new replication factor (1 to the members)")
+    resize.add_argument("--wait", action="store_true", help="follow it until N counts")
     backup.add_commands(commands, after)
     return parser
 
@@ -174,6 +186,55 @@ def _leave(args: argparse.Namespace) -> int:
     return 0
 
 
+def _resize(args: argparse.Namespace) -> int:
+    """Ask the node at --url to move the cluster to N owners a key; with --wait, follow it until that node
+    runs with N (the claimant, which streams, counts the copies)."""
+    claimant = fetch(args.url, args.token, args.tls_ca)["cluster"][0]
+    before = _streamed(claimant, args)
+    try:
+        started = fetch(args.url, args.token, args.tls_ca, f"/v0/replication-factor?n={args.n}", "POST")
+    except Refused as refusal:
+        print(f"kvnode admin: the replication factor cannot be {args.n}: {refusal}", file=sys.stderr)
+        return 1
+    if not args.wait:
+        print(
+            json.dumps(started)
+            if args.json
+            else f"replication factor moving to {args.n}; follow it with --wait"
+        )
+        return 0
+    began, shown, streamed = time.monotonic(), "", 0
+    while True:
+        view = fetch(args.url, args.token, args.tls_ca)
+        now = _streamed(claimant, args)  # asked after the view: final once the view has N
+        # A claimant started again after a crash counts from 0, and streams every copy again.
+        streamed = now - before if now >= before else now
+        if view["replication_factor"] == args.n and not view["next_replication_factor"]:
+            break
+        line = f"replication factor moving to {args.n}: {streamed} records streamed"
+        if line != shown:
+            print(line, file=sys.stderr, flush=True)
+            shown = line
+        time.sleep(_POLL_S)
+    version = view["membership_version"]
+    print(
+        json.dumps({"replication_factor": args.n, "membership_version": version, "streamed": streamed})
+        if args.json
+        else f"replication factor {args.n} (membership version {version}, {streamed} records streamed, "
+        f"{time.monotonic() - began:.1f} s)"
+    )
+    return 0
+
+
+def _streamed(member: str, args: argparse.Namespace) -> int:
+    """The records ``member`` streamed since it started; 0 while it does not answer (it may be starting
+    again after a crash)."""
+    try:
+        return int(fetch(member, args.token, args.tls_ca)["streamed"])
+    except Unreachable:
+        return 0
+
+
 def _progress(run: dict[str, Any]) -> str:
     outcomes = run["outcomes"].values()
     moved = sum(o["sent"] + o["received"] for o in outcomes)
@@ -188,6 +249,7 @@ def _status(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
         "node": view["node"],
         "membership_version": view["membership_version"],
         "replication_factor": view["replication_factor"],
+        "next_replication_factor": view["next_replication_factor"],
         "joining": view["joining"],
         "leaving": view["leaving"],
         "streamed": view["streamed"],

@@ -20,12 +20,13 @@ def render(command: str, view: dict[str, Any], report: dict[str, Any]) -> str:
                 _yes(m["reachable"]),
                 _down_for(m),
                 "-" if m["self"] else str(m["hints_pending"]),
+                str(m.get("protocol") or "-"),
             ]
             for m in report["members"]
         ]
         n = report["replication_factor"]
         title = f"cluster of {len(rows)} as {node} sees it; each key on N={n} of them"
-        table = _table(["MEMBER", "STATE", "REACHABLE", "DOWN FOR", "HINTS PENDING"], rows)
+        table = _table(["MEMBER", "STATE", "REACHABLE", "DOWN FOR", "HINTS PENDING", "PROTOCOL"], rows)
         data = _data_lines(report["members"], report["rebuild"])
         change = _change_line(report)
         return title + "\n" + table + change + _clock_line(report["clock"]) + _gc_line(report["gc"]) + data
@@ -67,8 +68,15 @@ def render(command: str, view: dict[str, Any], report: dict[str, Any]) -> str:
 
 
 def _change_line(report: dict[str, Any]) -> str:
-    """A line under the status table while a member joins or leaves (none otherwise)."""
+    """A line under the status table while a member joins or leaves, or the replication factor changes
+    (none otherwise)."""
     moving = [(url, "joining") for url in report["joining"]] + [(url, "leaving") for url in report["leaving"]]
+    if report["next_replication_factor"]:
+        return (
+            f"\nmembership version {report['membership_version']}: the replication factor moves from "
+            f"{report['replication_factor']} to {report['next_replication_factor']} "
+            f"({report['streamed']} records streamed by this node)"
+        )
     if not moving:
         return ""
     url, state = moving[0]

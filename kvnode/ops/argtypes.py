@@ -7,9 +7,13 @@ import argparse
 import ipaddress
 import re
 from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+T = TypeVar("T")
 
 __all__ = [
     "choices",
+    "comma_list",
     "host",
     "http_url",
     "http_urls",
@@ -144,5 +148,17 @@ def choices(allowed: Sequence[str]) -> Callable[[str], list[str]]:
         if unknown or not chosen:
             raise argparse.ArgumentTypeError(f"choose from {','.join(allowed)}, got {text!r}")
         return list(dict.fromkeys(chosen))
+
+    return parse
+
+
+def comma_list(item: Callable[[str], T]) -> Callable[[str], list[T]]:
+    """A comma-separated list of ``item``s (at least one)."""
+
+    def parse(text: str) -> list[T]:
+        values = [item(part) for part in text.split(",") if part.strip()]
+        if not values:
+            raise argparse.ArgumentTypeError("the list is empty")
+        return values
 
     return parse

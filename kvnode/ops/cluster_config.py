@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -15,7 +15,14 @@ from kvnode.storage.keyspace import StorageUnavailable
 from kvnode.storage.system_db import SystemDb
 from kvnode.topology.membership import Membership
 
-__all__ = ["ClusterConfig", "cluster_configs", "member_configs", "stored_membership"]
+__all__ = [
+    "ClusterConfig",
+    "cluster_configs",
+    "machine_host",
+    "machine_placement",
+    "member_configs",
+    "stored_membership",
+]
 
 
 _MACHINES_REPLICATION = 3  # cluster --machines: every key on three machines, however many there are
@@ -24,6 +31,30 @@ _MACHINES_REPLICATION = 3  # cluster --machines: every key on three machines, ho
 def machine_host(index: int) -> str:
     """The loopback address that models machine ``index`` (from 0) of a local cluster: 127.0.0.1, .2..."""
     return f"127.0.0.{index + 1}"
+
+
+def machine_placement(
+    per_machine: int, replication_factor: int
+) -> Callable[[int, NodeConfig, list[int]], NodeConfig]:
+    """A ``configure`` for :func:`kvnode.ops.local_cluster.start_local_cluster` that models machines on
+    loopback as ``cluster --machines`` does: node i on machine ``i // per_machine`` (:func:`machine_host`),
+    every member named at its machine's address, the cluster's replication factor ``replication_factor``.
+
+    >>> place = machine_placement(2, 3)
+    >>> base = NodeConfig(port=9002, cluster=("http://127.0.0.1:9001", "http://127.0.0.1:9002",
+    ...                                       "http://127.0.0.1:9003"))
+    >>> placed = place(1, base, [])
+    >>> placed.host, placed.cluster, placed.replication_factor
+    ('127.0.0.1', ('http://127.0.0.1:9001', 'http://127.0.0.1:9002', 'http://127.0.0.2:9003'), 3)
+    """
+
+    def place(index: int, config: NodeConfig, _spare: list[int]) -> NodeConfig:
+        ports = [urlsplit(url).port or 0 for url in config.cluster]
+        urls = tuple(node_url(machine_host(i // per_machine), port) for i, port in enumerate(ports))
+        host = machine_host(index // per_machine)
+        return dataclasses.replace(config, host=host, cluster=urls, replication_factor=replication_factor)
+
+    return place
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from kvnode.ops.argtypes import (
     positive_int,
 )
 from kvnode.ops.cluster_config import ClusterConfig
+from kvnode.replica.protocol import CURRENT_VERSION, MIN_VERSION
 
 __all__ = ["CLUSTER_FLAGS", "NODE_FLAGS", "SECRET_ENV", "Flag"]
 
@@ -44,6 +45,15 @@ def _crash_point(text: str) -> str:
     if text and text not in CRASH_POINTS:
         raise argparse.ArgumentTypeError(f"a crash point is one of {', '.join(CRASH_POINTS)}, got {text!r}")
     return text
+
+
+def _max_protocol(text: str) -> int:
+    version = integer(text)
+    if not (version == 0 or MIN_VERSION <= version <= CURRENT_VERSION):
+        raise argparse.ArgumentTypeError(
+            f"a replica protocol version is {MIN_VERSION} to {CURRENT_VERSION} (0: the newest), got {text!r}"
+        )
+    return version
 
 
 @dataclass(frozen=True)
@@ -283,6 +293,14 @@ NODE_FLAGS = [
         f"testing aid: end the process as kill -9 would at this point of a membership change "
         f"({', '.join(CRASH_POINTS)})",
         "POINT",
+    ),
+    Flag(
+        "--max-protocol",
+        _max_protocol,
+        _DEFAULTS.max_protocol,
+        f"for rolling upgrades and tests: speak replica protocol versions up to this one only, as an older "
+        f"kvnode does ({MIN_VERSION} to {CURRENT_VERSION}; default 0: the newest, {CURRENT_VERSION})",
+        "VERSION",
     ),
     *_SHARED,
 ]

@@ -31,13 +31,13 @@ class Unreachable(Exception):
 
 
 class Refused(Exception):
-    """The node refused the change; the message is its reason."""
+    """The node refused the change, or its argument; the message is its reason."""
 
 
 def fetch(
     url: str, token: str | None, tls_ca: Path | None, path: str = "/v0/cluster", method: str = "GET"
 ) -> dict[str, Any]:
-    """The node's JSON answer; raises Refused (a 409: the body says why) or Unreachable."""
+    """The node's JSON answer; raises Refused (a 400 or a 409: the body says why) or Unreachable."""
     headers = {} if token is None else {"Authorization": f"Bearer {token}"}
     context = None if tls_ca is None else verifying_context(tls_ca)
     try:
@@ -45,7 +45,7 @@ def fetch(
         with urllib.request.urlopen(request, timeout=_TIMEOUT_S, context=context) as reply:
             view: dict[str, Any] = json.loads(reply.read())
     except urllib.error.HTTPError as error:
-        if error.code == 409:
+        if error.code in (400, 409):
             raise Refused(error.read().decode("utf-8", "replace").strip()) from None
         advice = advice_for_status(error.code, token)
         raise Unreachable(f"{method} {url}{path} answered {error.code} {error.reason}{advice}") from None

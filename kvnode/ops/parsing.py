@@ -26,8 +26,7 @@ class OneLineParser(argparse.ArgumentParser):
     a flag: ``cluster --node 3`` would otherwise start a cluster as ``--nodes 3``."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("allow_abbrev", False)
-        super().__init__(*args, **kwargs)
+        super().__init__(*args, **{**kwargs, "allow_abbrev": False})
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}\n")
@@ -43,8 +42,8 @@ class OneLineParser(argparse.ArgumentParser):
         return super().parse_known_args(arguments, namespace)
 
     def _first_unknown_flag(self, arguments: Sequence[str]) -> str | None:
-        """The first ``--flag`` this parser neither has nor abbreviates, before the subcommand (whose
-        parser checks the rest) or ``--``."""
+        """The first ``--flag`` this parser does not have, before the subcommand (whose parser checks the
+        rest) or ``--``."""
         commands = self._command_names()
         for argument in arguments:
             if argument == "--" or argument in commands:
@@ -52,8 +51,6 @@ class OneLineParser(argparse.ArgumentParser):
             flag = argument.split("=", 1)[0]
             if not flag.startswith("--") or flag in self._option_string_actions:
                 continue
-            if self.allow_abbrev and any(known.startswith(flag) for known in self._long_flags()):
-                continue  # argparse takes a unique prefix, and names an ambiguous one itself
             return flag
         return None
 

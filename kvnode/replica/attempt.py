@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import Callable
+import urllib.parse
+from collections.abc import Awaitable, Callable
+from functools import partial
 
-from kvnode.replica.channel import ClientChannel, HandshakeRefused
+from kvnode.replica.auth import ClusterAuth
+from kvnode.replica.channel import ChannelListener, ClientChannel, HandshakeRefused
+from kvnode.replica.identities import Identities
 from kvnode.replica.peer_state import AttemptFailure
 from kvnode.replica.websocket import HandshakeError, WebSocketError
 
-__all__ = ["AttemptFailed", "open_channel"]
+__all__ = ["AttemptFailed", "connector", "open_channel"]
 
 
 class AttemptFailed(Exception):
@@ -21,6 +25,27 @@ class AttemptFailed(Exception):
     def __init__(self, failure: AttemptFailure, reason: str, refusal: str = "") -> None:
         super().__init__(reason)
         self.failure, self.reason, self.refusal = failure, reason, refusal
+
+
+def connector(
+    listener: ChannelListener,
+    url: str,
+    auth: ClusterAuth | None,
+    max_frame: int,
+    identities: Identities | None,
+    *,
+    ssl_context: ssl.SSLContext | None,
+    timeout: float,
+) -> Callable[[], Awaitable[ClientChannel]]:
+    """Connect attempts to the peer at ``url`` (http://HOST:PORT or https://HOST:PORT), each with a new
+    channel that tells ``listener``; a URL without a host or a port is a ValueError."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.hostname is None or parts.port is None:
+        raise ValueError(f"a peer URL is http://HOST:PORT or https://HOST:PORT, got {url!r}")
+    new_channel = partial(ClientChannel, listener, url, parts.netloc, auth, max_frame, identities)
+    return partial(
+        open_channel, new_channel, parts.hostname, parts.port, ssl_context=ssl_context, timeout=timeout
+    )
 
 
 async def open_channel(

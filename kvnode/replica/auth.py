@@ -1,9 +1,10 @@
 """Who may use a replica channel: a mutual proof that both ends hold the cluster secret, for this cluster
 (its identity, kvnode.topology.membership: not its member list, so members at different membership versions,
-and a node joining, still talk) and protocol version. The secret itself never travels. Each end also
+and a node joining, still talk). The secret itself never travels. Each end also
 introduces itself (:class:`Introduction`): its identity, the identity it remembered for the other end
 (with the one that replaced), which is how a member whose disk was lost learns so
-(kvnode.healing.rebuild_state), and the membership version it runs with.
+(kvnode.healing.rebuild_state), the membership version it runs with, and the replica protocol versions it
+speaks (kvnode.replica.protocol: both ends use the highest they share).
 
 The handshake, on one TCP connection before the WebSocket upgrade:
 
@@ -14,6 +15,11 @@ The handshake, on one TCP connection before the WebSocket upgrade:
 3. the server checks the client is another node, that it is the node meant, takes the nonce and
    checks the proof; it answers 403 before the upgrade, or 101 carrying its own introduction and proof
    (role "server", covering both introductions), which the client checks in turn.
+
+The protocol ranges are covered by the server's proof only: the client's proof is as a kvnode from before
+versions were negotiated makes it, so such a server admits a newer client, and a server that says no range
+(one from before) proves itself as it always did. A range taken out or changed on the way fails the
+server's proof, so neither end can be talked down to an older version.
 
 Without a secret there is no challenge and no proof: the upgrade request names the client and carries its
 introduction, and the 101 the server's, as plain headers.
@@ -41,6 +47,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from kvnode.replica.protocol import Versions
+
 __all__ = [
     "CHALLENGE_PATH",
     "CLIENT_HEADER",
@@ -56,7 +64,7 @@ __all__ = [
     "server_proof_ok",
 ]
 
-PROTOCOL_VERSION = "1"
+PROOF_FORMAT = "1"  # how a proof is made; not the replica protocol's version, which is negotiated
 CHALLENGE_PATH = "/v0/internal/challenge"
 MIN_SECRET_BYTES = 16
 CLIENT_HEADER = "X-Kvnode-Client"
@@ -68,6 +76,7 @@ IDENTITY_HEADER = "X-Kvnode-Identity"
 REMEMBERED_HEADER = "X-Kvnode-Remembered"
 REPLACED_HEADER = "X-Kvnode-Replaced"
 MEMBERSHIP_HEADER = "X-Kvnode-Membership-Version"
+PROTOCOLS_HEADER = "X-Kvnode-Protocols"
 _IDENTITY = re.compile("[0-9a-f]{32}")  # kvnode.storage.system_db.NodeIdentity's: 16 random bytes in hex
 NONCE_TTL_S = 10.0
 MAX_NONCES = 4096  # challenges outstanding at once; the oldest is forgotten beyond
@@ -91,20 +100,24 @@ class AuthError(Exception):
 class Introduction:
     """What one end of a replica handshake says of itself: its identity, the identity it remembered for
     the other end's URL, and the one that identity replaced (kvnode.storage.system_db.PeerIdentities; "" where
-    none), and the version of the membership it runs with (0: unsaid). Anything but an identity reads as
-    "", anything but a version as 0."""
+    none), the version of the membership it runs with (0: unsaid), and the replica protocol versions it
+    speaks (None: unsaid, as by a kvnode from before they were negotiated). Anything but an identity reads
+    as "", anything but a version as 0, anything but a range as None."""
 
     identity: str = ""
     remembered: str = ""
     replaced: str = ""
     membership: int = 0
+    protocols: Versions | None = None
 
     def headers(self) -> dict[str, str]:
+        said = {} if self.protocols is None else {PROTOCOLS_HEADER: str(self.protocols)}
         return {
             IDENTITY_HEADER: self.identity,
             REMEMBERED_HEADER: self.remembered,
             REPLACED_HEADER: self.replaced,
             MEMBERSHIP_HEADER: str(self.membership),
+            **said,
         }
 
     @classmethod
@@ -115,10 +128,11 @@ class Introduction:
             _header_identity(headers, REMEMBERED_HEADER),
             _header_identity(headers, REPLACED_HEADER),
             _header_version(headers, MEMBERSHIP_HEADER),
+            Versions.parse(_header(headers, PROTOCOLS_HEADER)),
         )
 
     def fields(self) -> tuple[str, str, str, str]:
-        """What a proof covers of it."""
+        """What a proof covers of it, its protocols aside (ClusterAuth's server proof covers those)."""
         return self.identity, self.remembered, self.replaced, str(self.membership)
 
 
@@ -163,11 +177,19 @@ class ClusterAuth:
 
     def _proof(self, role: str, *fields: str) -> str:
         """``fields``: both URLs, both nonces, the client's introduction, and for the server its own."""
-        message = "\n".join(("kvnode-replica", PROTOCOL_VERSION, role, self._cluster, *fields))
+        message = "\n".join(("kvnode-replica", PROOF_FORMAT, role, self._cluster, *fields))
         return hmac.new(self._secret, message.encode(), hashlib.sha256).hexdigest()
 
-    def _server_proof(self, client_fields: tuple[str, ...], server: Introduction) -> str:
-        return self._proof("server", *client_fields, *server.fields())
+    def _server_proof(
+        self, client_fields: tuple[str, ...], client_protocols: Versions | None, server: Introduction
+    ) -> str:
+        """Covering both ends' protocol ranges when both said one (see the module's docstring)."""
+        ranges = (
+            ()
+            if client_protocols is None or server.protocols is None
+            else (client_protocols, server.protocols)
+        )
+        return self._proof("server", *client_fields, *server.fields(), *map(str, ranges))
 
     # --- client side ------------------------------------------------------------------------------------
 
@@ -186,7 +208,7 @@ class ClusterAuth:
             PROOF_HEADER: self._proof("client", *args),
             **introduction.headers(),
         }
-        return headers, lambda server: self._server_proof(args, server)
+        return headers, lambda server: self._server_proof(args, introduction.protocols, server)
 
     # --- server side ------------------------------------------------------------------------------------
 
@@ -241,7 +263,7 @@ class ClusterAuth:
             request_headers.get(name, "")
             for name in (CLIENT_HEADER, SERVER_HEADER, CLIENT_NONCE_HEADER, SERVER_NONCE_HEADER)
         )
-        proof = self._server_proof((*args, *client.fields()), introduction)
+        proof = self._server_proof((*args, *client.fields()), client.protocols, introduction)
         return {PROOF_HEADER: proof, **introduction.headers()}
 
 

@@ -5,8 +5,11 @@ WebSocket needs (docs/replica-channel.md).
 With a cluster secret, the connection first asks for a challenge and proves itself in the upgrade
 request, and the server's 101 must prove itself in turn (kvnode.replica.auth); with or without a secret,
 each end introduces itself, and the server's introduction goes to
-:class:`~kvnode.replica.identities.Identities` once the upgrade is accepted. The transport's write
-buffer is respected: while it is over its high-water mark the calls wait in the outbox
+:class:`~kvnode.replica.identities.Identities` once the upgrade is accepted. Each end's introduction says
+the protocol versions it speaks, and the channel speaks the highest both do (kvnode.replica.protocol):
+the server refuses the upgrade when they share none, and so does this end, should a server that says
+no range (version 1 only) be too old for it; a channel without identities says none, and speaks 1. The
+transport's write buffer is respected: while it is over its high-water mark the calls wait in the outbox
 (kvnode.replica.outbox).
 """
 
@@ -28,6 +31,7 @@ from kvnode.replica.auth import (
 )
 from kvnode.replica.errors import ReplicaError, ReplicaProtocolError, ReplicaUnavailable
 from kvnode.replica.identities import Identities
+from kvnode.replica.protocol import LEGACY, negotiate
 from kvnode.replica.websocket import HandshakeError, WebSocketError
 
 __all__ = ["PEER_PATH", "ChannelListener", "ClientChannel", "HandshakeRefused"]
@@ -40,7 +44,8 @@ _MAX_REASON = 300  # characters of a refusal's body quoted in the error
 
 class HandshakeRefused(HandshakeError):
     """The peer refused this node's handshake, or failed to prove itself; ``cause`` says what it was
-    about: "secret" (one side lacks it, or they differ), "membership", or "handshake" (anything else)."""
+    about: "secret" (one side lacks it, or they differ), "membership", "protocol" (no protocol version in
+    common), or "handshake" (anything else)."""
 
     def __init__(self, message: str, cause: str) -> None:
         super().__init__(message)
@@ -85,6 +90,8 @@ class ClientChannel(asyncio.Protocol):
         self._max_frame = max_frame
         self._identities = identities
         self._introduction = Introduction() if identities is None else identities.introduce(url)
+        self._protocols = self._introduction.protocols or LEGACY
+        self.protocol = 0  # the version the channel speaks, once upgraded
         self._accept = b""
         self._server_proof: ExpectedProof | None = None  # what the 101 must carry, once challenged
         self._head = b""
@@ -169,8 +176,17 @@ class ClientChannel(asyncio.Protocol):
                 + SECRET_ADVICE,
                 "secret",
             )
+        theirs = Introduction.of(headers)
+        version = negotiate(self._protocols, theirs.protocols or LEGACY)
+        if version is None:
+            raise HandshakeRefused(
+                f"no protocol version in common: this node speaks {self._protocols}, {self._url} "
+                f"{theirs.protocols or LEGACY}; upgrade one node at a time",
+                "protocol",
+            )
+        self.protocol = version
         if self._identities is not None:
-            self._identities.met(self._url, Introduction.of(headers))
+            self._identities.met(self._url, theirs)
         self._decoder = websocket.FrameDecoder(self._max_frame)
         if not self.upgraded.done():
             self.upgraded.set_result(None)
@@ -201,7 +217,13 @@ class ClientChannel(asyncio.Protocol):
         reason = " ".join(body.decode("utf-8", "replace").split())[:_MAX_REASON] or "no reason given"
         refused = f"upgrade refused ({status_line[:40]!r})"
         if "secret" not in reason:
-            cause = "membership" if "member" in reason else "handshake"
+            cause = (
+                "protocol"
+                if "protocol version" in reason
+                else "membership"
+                if "member" in reason
+                else "handshake"
+            )
             return HandshakeRefused(f"{refused}: {self._url} says: {reason}", cause)
         # The peer's reason leaves out the fix (kvnode.replica.auth.AuthError): it is said here, once.
         if self._auth is None:  # the peer's reason is this, from its end

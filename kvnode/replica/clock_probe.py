@@ -1,6 +1,6 @@
 """Measuring a peer's clock over its replica channel: a CLOCK call's round trip gives the peer's clock
 offset (kvnode.clocks.offsets) for the clock fence, and its answer says the state of the peer's data.
-The peer replica makes one at each heartbeat and on each new connection, off the request path."""
+The peer replica makes one on each new connection and every few heartbeats, off the request path."""
 
 from __future__ import annotations
 
@@ -11,7 +11,11 @@ from typing import cast
 
 from kvnode.clocks.offsets import Offset, measure
 
-__all__ = ["ClockProbe", "ClockSampler"]
+__all__ = ["BEATS_PER_MEASUREMENT", "ClockProbe", "ClockSampler"]
+
+# Once per timeout, not at every beat: an offset moves slowly, and an idle cluster's clock calls grow with
+# the square of its members (docs/replica-channel.md).
+BEATS_PER_MEASUREMENT = 4
 
 # Where a peer's clock measurements go: (peer URL, offset), and the wall clock they are taken with.
 ClockSampler = tuple[Callable[[str, Offset], None], Callable[[], int]]
@@ -21,12 +25,19 @@ class ClockProbe:
     """One peer's clock measurements, handed to the sampler; ``node_state`` is what its last CLOCK
     answer said of its data ("" before one)."""
 
-    __slots__ = ("_sample", "_url", "_wall_us", "node_state")
+    __slots__ = ("_beats", "_sample", "_url", "_wall_us", "node_state")
 
     def __init__(self, url: str, sampler: ClockSampler) -> None:
         self._url = url
         self._sample, self._wall_us = sampler
         self.node_state = ""
+        self._beats = 0
+
+    def beat(self, call: Callable[[], asyncio.Future[object]]) -> None:
+        """A heartbeat: measure the clock at every BEATS_PER_MEASUREMENT-th."""
+        self._beats += 1
+        if self._beats % BEATS_PER_MEASUREMENT == 0:
+            self.measure(call)
 
     def measure(self, call: Callable[[], asyncio.Future[object]]) -> asyncio.Future[object]:
         """Make the CLOCK call (``call`` starts it) and sample its answer when it comes; a failed call

@@ -1,8 +1,8 @@
 """Who this node and its peers are, as replica handshakes tell it: what this node says of itself to a peer
-(kvnode.replica.auth.Introduction), and what it does once a handshake with a peer completed, as client or
-as server: remember the peer's identity (one line in the log when a member came back as another node: its
-disk was lost), and pass on the peer's introduction, which says what it remembered of this node
-(kvnode.healing.rebuild).
+(kvnode.replica.auth.Introduction: the protocol versions it speaks among it), and what it does once a
+handshake with a peer completed, as client or as server: remember the peer's identity (one line in the log
+when a member came back as another node: its disk was lost), and pass on the peer's introduction, which
+says what it remembered of this node (kvnode.healing.rebuild).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import logging
 from collections.abc import Callable
 
 from kvnode.replica.auth import Introduction
+from kvnode.replica.protocol import Versions, spoken
 from kvnode.storage.system_db import NodeIdentity, PeerIdentities
 from kvnode.topology.epoch import Epoch
 from kvnode.topology.membership import Membership
@@ -30,8 +31,10 @@ class Identities:
         own: NodeIdentity,
         peers: PeerIdentities,
         peer_met: Callable[[str, Introduction], None],
+        protocols: Versions | None = None,  # the protocol versions this node speaks (None: all it can)
     ) -> None:
         self.own_url = own_url
+        self.protocols = protocols or spoken()
         self._membership = membership
         self._others = frozenset(membership.urls) - {own_url}
         self._own = own
@@ -45,7 +48,9 @@ class Identities:
 
     def introduce(self, peer_url: str) -> Introduction:
         """What this node says of itself in a handshake with ``peer_url``."""
-        return Introduction(self._own.value, *self._peers.get(peer_url), self._membership.version)
+        return Introduction(
+            self._own.value, *self._peers.get(peer_url), self._membership.version, self.protocols
+        )
 
     def met(self, peer_url: str, theirs: Introduction) -> None:
         """A handshake with ``peer_url`` completed, and the peer introduced itself as ``theirs``. Anyone

@@ -1,11 +1,8 @@
 """Another node as a replica: calls multiplexed by id over one persistent channel, and when to connect.
 
-:class:`PeerReplica` is what the rest of the node uses of a peer. It composes parts that each do one job:
-the connection's state (:mod:`~kvnode.replica.peer_state`, pure) and its failure detector
-(:mod:`~kvnode.replica.failure_detector`, pure), the calls in flight (:mod:`~kvnode.replica.inflight`),
-the outbox (:mod:`~kvnode.replica.outbox`), a connect attempt (:mod:`~kvnode.replica.attempt`), the
-channel (:mod:`~kvnode.replica.channel`), the answers of replies (:mod:`~kvnode.replica.answers`) and
-clock measurements (:mod:`~kvnode.replica.clock_probe`). What is left here is the connection's life.
+:class:`PeerReplica` is what the rest of the node uses of a peer: the connection's life. Its parts are
+modules of their own (``peer_state`` and ``failure_detector``, pure; ``inflight``, ``outbox``,
+``attempt``, ``channel``, ``answers``, ``clock_probe``).
 
 A call to a peer not connected starts one connect attempt at once (calls made meanwhile join it) and
 waits for it within its own deadline; after a refusal the next call tries again at once, so a restarted
@@ -14,9 +11,10 @@ is out. Calls in flight are bounded in number and bytes: beyond either bound a n
 with ReplicaOverloaded (a write becomes a hint). A heartbeat pings a quiet connection and asks the failure
 detector, for which every reply and pong is an arrival, whether the silence convicts the peer: a
 convicted peer's connection is replaced; one merely quieter than its pace stays connected, ``suspected``
-(a speculative read asks it last). With a clock sampler, every beat and every new connection also make
-one CLOCK call, which measures the peer's clock offset. With an SSL context the connection speaks TLS
-(kvnode.access.tls); a TLS handshake that fails is a refusal ("tls"), as a refused HMAC handshake is.
+(a speculative read asks it last). With a clock sampler, every fourth beat and every new connection also
+make one CLOCK call, which measures the peer's clock offset. With an SSL context the connection speaks TLS
+(kvnode.access.tls); a TLS handshake that fails is a refusal ("tls"), as a refused HMAC handshake is. A
+write travels as the protocol version the channel speaks has it (kvnode.replica.protocol.write_call).
 
 Create it inside the running event loop.
 """
@@ -27,13 +25,12 @@ import asyncio
 import contextlib
 import logging
 import ssl
-import urllib.parse
 from functools import partial
 
 from kvnode.metrics import CallMeter, RecentLatency
 from kvnode.replica import wire
 from kvnode.replica.answers import answer_of
-from kvnode.replica.attempt import AttemptFailed, open_channel
+from kvnode.replica.attempt import AttemptFailed, connector
 from kvnode.replica.auth import ClusterAuth, RateLimitedLog
 from kvnode.replica.channel import ClientChannel
 from kvnode.replica.clock_probe import ClockProbe, ClockSampler
@@ -43,7 +40,8 @@ from kvnode.replica.identities import Identities
 from kvnode.replica.inflight import CallsInFlight
 from kvnode.replica.outbox import Outbox
 from kvnode.replica.peer_state import AttemptFailure, PeerLife, PeerState
-from kvnode.storage.records import Record, encode
+from kvnode.replica.protocol import write_call
+from kvnode.storage.records import Record
 
 __all__ = ["PeerReplica"]
 
@@ -75,14 +73,8 @@ class PeerReplica:
         self._limits = limits or wire.Limits.for_body(16 * 1024 * 1024)
         self._refusals = RateLimitedLog(log)
         self._loop = asyncio.get_running_loop()
-        parts = urllib.parse.urlsplit(url)
-        if parts.hostname is None or parts.port is None:
-            raise ValueError(f"a peer URL is http://HOST:PORT or https://HOST:PORT, got {url!r}")
-        new_channel = partial(
-            ClientChannel, self, url, parts.netloc, auth, self._limits.max_frame, identities
-        )
-        self._open_channel = partial(
-            open_channel, new_channel, parts.hostname, parts.port, ssl_context=ssl_context, timeout=timeout
+        self._open_channel = connector(
+            self, url, auth, self._limits.max_frame, identities, ssl_context=ssl_context, timeout=timeout
         )
         self._timeout = timeout
         self._speculative_ceiling = timeout if speculative_ceiling is None else speculative_ceiling
@@ -122,11 +114,11 @@ class PeerReplica:
         return self._call(wire.Op.READ, key, b"", "read")  # type: ignore[return-value]
 
     def write(self, key: bytes, record: Record) -> asyncio.Future[int | None]:
-        return self._call(wire.Op.WRITE, key, encode(record), "write")  # type: ignore[return-value]
+        return self._call(*write_call(key, record, self.protocol), "write")  # type: ignore[return-value]
 
     def deliver_hint(self, key: bytes, record: Record) -> asyncio.Future[int | None]:
         """A write, counted apart from the coordinator's (op="hint" in kvnode_replica_calls_total)."""
-        return self._call(wire.Op.WRITE, key, encode(record), "hint")  # type: ignore[return-value]
+        return self._call(*write_call(key, record, self.protocol), "hint")  # type: ignore[return-value]
 
     def repair(self, op: wire.Op, key: bytes, record: bytes = b"") -> asyncio.Future[object]:
         """One of anti-entropy's calls (kvnode.healing.anti_entropy), counted apart (op="repair"): a FETCH
@@ -162,6 +154,11 @@ class PeerReplica:
         return self._life.state.value
 
     @property
+    def protocol(self) -> int:
+        """The protocol version the channel speaks (kvnode.replica.protocol); 0 while not connected."""
+        return 0 if self._channel is None else self._channel.protocol
+
+    @property
     def phi(self) -> float:
         """While connected, the failure detector's suspicion that the peer is gone; 0 otherwise."""
         return self._life.detector.phi(self._loop.time()) if self._channel is not None else 0.0
@@ -174,7 +171,7 @@ class PeerReplica:
     @property
     def refusal(self) -> str:
         """While refused: what the peer's refusal of the handshake was about ("secret", "membership",
-        "handshake", "tls"); "" otherwise."""
+        "protocol", "handshake", "tls"); "" otherwise."""
         return self._life.refusal if self._life.state is PeerState.REFUSED else ""
 
     def speculative_delay(self) -> float:
@@ -291,7 +288,7 @@ class PeerReplica:
             return
         interval = self._timeout / _BEATS_PER_TIMEOUT
         if self._clock is not None:
-            self._clock.measure(self._clock_call)
+            self._clock.beat(self._clock_call)
         if quiet >= interval / 2:
             channel.ping()
         self._heartbeat = self._loop.call_later(interval, self._beat)

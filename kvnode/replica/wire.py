@@ -3,7 +3,7 @@
 One WebSocket binary frame carries any number of messages, each prefixed with its length, so a busy
 coordinator sends every call of one event-loop tick to a peer in a single frame.
 
-    request = len:u32 | call_id:u32 | op:u8 | key_len:u32 | key | record   (record only for WRITE)
+    request = len:u32 | call_id:u32 | op:u8 | key_len:u32 | key | record   (for WRITE, DELETE, ...)
     reply   = len:u32 | call_id:u32 | status:u8 | payload
 
 >>> frame = encode_call(1, Op.READ, b"k") + encode_call(2, Op.WRITE, b"k", b"record")
@@ -36,7 +36,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from kvnode.storage.records import MAX_HEADER_BYTES
+from kvnode.storage.records import MAX_HEADER_BYTES, Record
 
 __all__ = [
     "FRAME_TARGET",
@@ -52,6 +52,7 @@ __all__ = [
     "call_size",
     "decode_calls",
     "decode_clock",
+    "decode_delete",
     "decode_hashes",
     "decode_list_request",
     "decode_listing",
@@ -60,6 +61,7 @@ __all__ = [
     "decode_timestamp",
     "encode_call",
     "encode_clock",
+    "encode_delete",
     "encode_hashes",
     "encode_list_request",
     "encode_listing",
@@ -72,6 +74,7 @@ _CALL = struct.Struct(">IIBI")
 _REPLY = struct.Struct(">IIB")
 _TIMESTAMP = struct.Struct(">Q")
 _U16 = struct.Struct(">H")
+_DELETE = struct.Struct(">QH")  # a tombstone's timestamp and replica count
 _ENTRY = struct.Struct(">HQ")  # key length, version digest
 _RECORD_HEADER = MAX_HEADER_BYTES
 
@@ -93,6 +96,7 @@ class Limits:
 
     max_record: int
     max_calls: int = MAX_CALLS_PER_FRAME
+    ops: frozenset[Op] = frozenset()  # the ops the channel's protocol version carries (none named: every op)
 
     @classmethod
     def for_body(cls, max_body_bytes: int) -> Limits:
@@ -125,6 +129,7 @@ class Op(enum.IntEnum):
     MEMBERSHIP = 8  # no key, no record: answered MEMBERSHIP, the membership the node runs with
     ADOPT = 9  # record = a newer membership, encoded: answered STORED once the node runs with it
     SCAN = 10  # key = where to start; record = kvnode.replica.pages' request: answered RECORDS, one page
+    DELETE = 11  # protocol version 2 (kvnode.replica.protocol): record = encode_delete, answered as a WRITE
 
 
 class Status(enum.IntEnum):
@@ -145,8 +150,6 @@ class Status(enum.IntEnum):
 # By wire value: a dict lookup costs a tenth of calling the enum class.
 _OPS = {int(op): op for op in Op}
 _STATUSES = {int(status): status for status in Status}
-
-
 _KEYLESS = frozenset({Op.CLOCK, Op.MEMBERSHIP, Op.ADOPT})  # calls about the node, not a key
 
 
@@ -206,6 +209,18 @@ def decode_clock(payload: bytes) -> tuple[int, str]:
     if len(payload) < _TIMESTAMP.size:
         raise WireError(f"clock payload is {len(payload)} bytes, expected at least {_TIMESTAMP.size}")
     return int(_TIMESTAMP.unpack_from(payload)[0]), payload[_TIMESTAMP.size :].decode("ascii", "replace")
+
+
+def encode_delete(tombstone: Record) -> bytes:
+    """A DELETE call's record: the tombstone's timestamp and replica count, all a tombstone holds."""
+    return _DELETE.pack(tombstone.timestamp, tombstone.copies)
+
+
+def decode_delete(record: bytes) -> Record:
+    if len(record) != _DELETE.size:
+        raise WireError(f"DELETE record is {len(record)} bytes, expected {_DELETE.size}")
+    timestamp, copies = _DELETE.unpack(record)
+    return Record.delete(timestamp, copies=copies)
 
 
 def encode_hashes(hashes: Iterable[int]) -> bytes:
@@ -297,8 +312,8 @@ def decode_calls(frame: bytes, limits: Limits | None = None) -> list[CallRequest
         if key_end > end:
             raise WireError("key runs past the end of its message")
         kind = _OPS.get(op)
-        if kind is None:
-            raise WireError(f"unknown op {op}")
+        if kind is None or (limits is not None and limits.ops and kind not in limits.ops):
+            raise WireError(f"unknown op {op}")  # or not one of the channel's protocol version
         if limits is not None:
             if not 0 < key_len <= MAX_KEY_BYTES and kind not in _KEYLESS:
                 raise WireError(f"key of {key_len} bytes (1 to {MAX_KEY_BYTES} allowed)")

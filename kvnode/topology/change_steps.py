@@ -4,11 +4,12 @@ A node that starts with ``--join`` and whose data dir names it no member (a memb
 first decides where it stands (:func:`start_from`): named by the cluster already (the claimant took its
 change before the node crashed: store it and go on), or not yet (make the change).
 
-A member joining or leaving then walks :class:`Step` by step (:func:`next_step`), its progress kept in
-memory only: a crash forgets it, and the node started again walks the steps again from the first, each of
-them safe to repeat (a barrier already passed, a stream whose records are there, a version the claimant
-already took). The last step offers the next version (settled, or without the node); the node then no
-longer joins or leaves, and has nothing left to do.
+The member a change concerns (:func:`walker`: the one joining or leaving; for a new replication factor,
+the claimant, which streams every new copy) then walks :class:`Step` by step (:func:`next_step`), its
+progress kept in memory only: a crash forgets it, and the node started again walks the steps again from
+the first, each of them safe to repeat (a barrier already passed, a stream whose records are there, a
+version the claimant already took). The last step offers the next version (settled, without the node, or
+with the new factor); the change is then over, and the node has nothing left to do.
 
 >>> joining = Membership.seeded(["http://a:1", "http://b:1"]).joined("http://c:1")
 >>> progress = Progress(joining.version)
@@ -26,7 +27,7 @@ from dataclasses import dataclass, replace
 
 from kvnode.topology.membership import Membership
 
-__all__ = ["Progress", "Start", "Step", "next_step", "start_from"]
+__all__ = ["Progress", "Start", "Step", "next_step", "start_from", "walker"]
 
 
 class Start(enum.Enum):
@@ -43,7 +44,8 @@ class Step(enum.Enum):
     NONE = "none"  # no change concerns this node
     BARRIER = "barrier"  # wait until every peer runs with this version (so every write reaches its owners)
     DRAIN = "drain"  # let the writes the peers started before it end (answered, or timed out)
-    STREAM = "stream"  # joining: repair with every peer; leaving: each key it owns to its next owner
+    STREAM = "stream"  # joining: repair with every peer; leaving: each key it owns to its next owner;
+    # a new replication factor: every member's versions to the owners each key gains
     FINISH = "finish"  # offer the next version (settled, or without this node), the claimant first
 
 
@@ -62,10 +64,18 @@ class Progress:
         return self if done is None else replace(self, **{done: True})
 
 
+def walker(membership: Membership) -> str | None:
+    """The member that walks the change under way: the one joining or leaving; for a new replication
+    factor, the claimant; None when no change is under way."""
+    for url in membership.joining | membership.leaving:
+        return url
+    return membership.claimant if membership.next_replication else None
+
+
 def next_step(membership: Membership, own: str, progress: Progress) -> Step:
     """The step this node takes next, running with ``membership``; progress made for another version
     counts for nothing (the membership moved on: start over)."""
-    if own not in membership.joining | membership.leaving:
+    if own != walker(membership):
         return Step.NONE
     if progress.version != membership.version or not progress.barrier:
         return Step.BARRIER

@@ -40,6 +40,6 @@ class Epoch(Generic[P]):
 
     @property
     def settled_since(self) -> int | None:
-        """Since when no member has been joining or leaving; None while one is."""
-        settled = not (self.membership.joining or self.membership.leaving)
-        return self.since if settled else None
+        """Since when no change has been under way (a member joining or leaving, a new replication
+        factor); None while one is."""
+        return None if self.membership.changing else self.since

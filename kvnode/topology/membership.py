@@ -7,14 +7,22 @@ The replica handshake proves the identity (kvnode.replica.auth), not the member 
 membership version, so members at different versions still talk.
 
 The replication factor N (how many members own each key) is stored with the membership, set at the first
-start (``--replication-factor``, by default the number of first members) and kept by every change: a
-join adds room, not copies. A flag that differs from the stored N is named in a warning and ignored.
+start (``--replication-factor``, by default the number of first members) and kept by a join, a leave or a
+replace: a join adds room, not copies. A flag that differs from the stored N is named in a warning and
+ignored. ``admin replication-factor`` changes it as a change of its own (:meth:`Membership.resized`):
+writes go to the owners under both factors and reads stay with the present N until the claimant has
+streamed the new copies, then the next version has the new N (:meth:`Membership.resettled`).
 
     >>> first = Membership.seeded(["http://a:1", "http://b:1"])
     >>> first.version, first.urls, first.tokens, first.replication
     (1, ('http://a:1', 'http://b:1'), ('http://a:1', 'http://b:1'), 2)
     >>> first.joined("http://c:1").replication
     2
+    >>> resizing = first.resized(1)
+    >>> resizing.placement().replication, resizing.read_placement().replication
+    (2, 2)
+    >>> resizing.resettled().replication, resizing.resettled().placement().replication
+    (1, 1)
     >>> Membership.decode(first.encode()) == first
     True
     >>> running, warnings = at_start(first, ["http://a:1", "http://c:1"], replication=3)
@@ -33,7 +41,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kvnode.topology.placement import Placement
 
@@ -66,6 +74,7 @@ class Membership:
     joining: frozenset[str] = frozenset()
     leaving: frozenset[str] = frozenset()
     replication: int = field(kw_only=True)  # N
+    next_replication: int = field(default=0, kw_only=True)  # the N being moved to (0: none)
 
     def __post_init__(self) -> None:
         if self.version < 1:
@@ -82,6 +91,10 @@ class Membership:
             raise ValueError("the only member neither joins nor leaves")
         if self.replication < 1:
             raise ValueError(f"a replication factor is at least 1, got {self.replication}")
+        if self.next_replication and (self.joining or self.leaving):
+            raise ValueError("the replication factor changes only while no member joins or leaves")
+        if self.next_replication and not 1 <= self.next_replication <= len(self.urls):
+            raise ValueError(f"the next replication factor is from 1 to {len(self.urls)}")
 
     @classmethod
     def seeded(cls, first_members: Sequence[str], replication: int = 0) -> Membership:
@@ -130,6 +143,34 @@ class Membership:
             raise ChangeRefused(f"{member} is not leaving")
         return self._next(*_columns(self._members_but(self.leaving)))
 
+    def resized(self, replication: int) -> Membership:
+        """The next version, moving to ``replication`` owners a key. Raises ValueError for a factor out of
+        1..members, ChangeRefused while another change is under way or for the factor it has."""
+        if not 1 <= replication <= len(self.urls):
+            raise ValueError(
+                f"a replication factor is from 1 to the {len(self.urls)} members, not {replication}"
+            )
+        self._no_change_under_way()
+        if replication == self.replication:
+            raise ChangeRefused(f"the replication factor is {replication} already")
+        return replace(self, version=self.version + 1, next_replication=replication)
+
+    def resettled(self) -> Membership:
+        """The next version, with the replication factor moved to counting as every key's N."""
+        if not self.next_replication:
+            raise ChangeRefused("the replication factor is not changing")
+        return replace(self, version=self.version + 1, replication=self.next_replication, next_replication=0)
+
+    @property
+    def changing(self) -> bool:
+        """Whether a change is under way: a member joining or leaving, or a new replication factor."""
+        return bool(self.joining or self.leaving or self.next_replication)
+
+    @property
+    def claimant(self) -> str:
+        """The member that takes or refuses each change first: the first not joining or leaving."""
+        return next(url for url in self.urls if url not in self.joining | self.leaving)
+
     def _next(
         self,
         urls: tuple[str, ...],
@@ -145,15 +186,22 @@ class Membership:
     def _no_change_under_way(self) -> None:
         for url in self.joining | self.leaving:
             raise ChangeRefused(f"a change is under way: {url} is {self.state_of(url)}; one change at a time")
+        if self.next_replication:
+            raise ChangeRefused(
+                f"a change is under way: the replication factor moves from {self.replication} to "
+                f"{self.next_replication}; one change at a time"
+            )
 
     def placement(self) -> Placement:
-        """Where keys are written under this membership: every member but one leaving (one joining too)."""
-        return Placement(*_columns(self._members_but(self.leaving)), replication=self.replication)
+        """Where keys are written under this membership: every member but one leaving (one joining too),
+        to the owners under both replication factors while it changes."""
+        replication = max(self.replication, self.next_replication)
+        return Placement(*_columns(self._members_but(self.leaving)), replication=replication)
 
     def read_placement(self) -> Placement | None:
-        """Where keys are read while a member joins or leaves: every member but one joining (one leaving
-        too); None when no change is under way (the same as :meth:`placement`)."""
-        if not (self.joining or self.leaving):
+        """Where keys are read during a change: every member but one joining (one leaving too), by the
+        present replication factor; None when no change is under way (the same as :meth:`placement`)."""
+        if not self.changing:
             return None
         return Placement(*_columns(self._members_but(self.joining)), replication=self.replication)
 
@@ -175,6 +223,7 @@ class Membership:
             "cluster": self.cluster,
             "version": self.version,
             "replication_factor": self.replication,
+            "next_replication_factor": self.next_replication,
             "members": members,
         }
         return json.dumps(fields).encode()
@@ -187,12 +236,14 @@ class Membership:
             fields = json.loads(raw)
             cluster, version, members = fields["cluster"], fields["version"], fields["members"]
             replication = fields.get("replication_factor", len(members))
+            next_replication = fields.get("next_replication_factor", 0)
             urls = tuple(member["url"] for member in members)
             tokens = tuple(member["token"] for member in members)
             states = tuple(member["state"] for member in members)
         except (ValueError, TypeError, KeyError) as error:
             raise ValueError(f"not a stored membership: {error!r}") from error
-        if not (isinstance(cluster, str) and type(version) is int and type(replication) is int):
+        numbers = (version, replication, next_replication)
+        if not (isinstance(cluster, str) and all(type(number) is int for number in numbers)):
             raise ValueError("not a stored membership: a field has the wrong type")
         if not all(isinstance(text, str) for text in urls + tokens):
             raise ValueError("not a stored membership: a member's URL or token is not a string")
@@ -200,7 +251,10 @@ class Membership:
             raise ValueError("not a stored membership: a member's state is not normal, joining or leaving")
         joining = frozenset(url for url, state in zip(urls, states, strict=True) if state == "joining")
         leaving = frozenset(url for url, state in zip(urls, states, strict=True) if state == "leaving")
-        return cls(cluster, version, urls, tokens, joining, leaving, replication=replication)
+        return cls(
+            cluster, version, urls, tokens, joining, leaving, replication=replication,
+            next_replication=next_replication,
+        )  # fmt: skip
 
     def difference(self, others: Sequence[str]) -> str:
         """What ``others`` (a member list) lacks and adds against this membership, "" when nothing (the

@@ -1,12 +1,12 @@
 """Bounded connections and bytes: the descriptor limit raised, slow and idle connections closed, the
 connection cap (with room for peers), body bytes in progress bounded and memory given back after a
-burst; and the aiohttp internals kvnode.access.connections relies on, checked by name."""
+burst. (The guard in one process, and the aiohttp internals it relies on, are
+tests/unit/kvnode/access/test_connections.py.)"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import resource
 import socket
 import statistics
@@ -15,8 +15,6 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from aiohttp import web
-from aiohttp.web_protocol import RequestHandler
 
 from tests.harness import ClusterFactory, Node, request, rss_kib, scrape, total, wait_for
 
@@ -30,25 +28,6 @@ def _read_all(sock: socket.socket) -> bytes:
     while chunk := sock.recv(65536):
         answer += chunk
     return answer
-
-
-async def test_the_aiohttp_internals_the_connection_guard_relies_on_are_there() -> None:
-    """kvnode.access.connections names these; an aiohttp upgrade that renames or reshapes one fails here."""
-    assert inspect.iscoroutinefunction(web.AppRunner._make_server)
-
-    async def handler(request: web.BaseRequest) -> web.StreamResponse:
-        return web.Response()
-
-    server = web.Server(handler, keepalive_timeout=5)
-    assert server._kwargs == {"keepalive_timeout": 5}
-    protocol = RequestHandler(server, loop=asyncio.get_running_loop())
-    assert protocol._request_count == 0
-    assert list(inspect.signature(RequestHandler.finish_response).parameters) == [
-        "self", "request", "resp", "start_time",
-    ]  # fmt: skip
-    assert list(inspect.signature(RequestHandler.handle_error).parameters) == [
-        "self", "request", "status", "exc", "message",
-    ]  # fmt: skip
 
 
 def test_a_stalled_request_head_is_closed_with_408_and_an_idle_connection_is_closed(

@@ -16,13 +16,17 @@ from kvnode.config import FanoutMode
 from kvnode.replica.errors import ReplicaSkewRefused
 from kvnode.replica.peer import PeerReplica
 from kvnode.storage.records import Record
-from tests.harness import FANOUTS, Cluster, ClusterFactory, Node, fresh_key, key_where, stats, wait_for
-
-
-def listed_on(node: Node, key: str) -> bytes | None:
-    """The value of key in node's own range listing (its local live records), or None."""
-    found = node.scan(key, key + "\x00")
-    return found[0][1] if found else None
+from tests.harness import (
+    FANOUTS,
+    Cluster,
+    ClusterFactory,
+    Node,
+    fresh_key,
+    key_where,
+    listed_on,
+    stats,
+    wait_for,
+)
 
 
 def stop_and_see_gone(replica: Node, coordinator: Node) -> None:

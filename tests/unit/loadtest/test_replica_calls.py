@@ -9,12 +9,13 @@ from collections.abc import Callable, Iterator
 import pytest
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 
-from loadtest.replica_calls import calls_made, replica_calls
+from loadtest.replica_calls import REQUEST_OPS, calls_made, replica_calls
 
 
 @pytest.fixture
-def metrics_server() -> Iterator[tuple[Callable[[str, str, float], None], str]]:
-    """A /metrics endpoint rendered by prometheus_client, as a node's is: (add(peer, outcome, n), url)."""
+def metrics_server() -> Iterator[tuple[Callable[..., None], str]]:
+    """A /metrics endpoint rendered by prometheus_client, as a node's is: (add(peer, outcome, n, op="write"),
+    url)."""
     registry = CollectorRegistry()
     calls = Counter("kvnode_replica_calls", "replica calls", ["peer", "op", "outcome"], registry=registry)
 
@@ -34,7 +35,7 @@ def metrics_server() -> Iterator[tuple[Callable[[str, str, float], None], str]]:
     thread.start()
     try:
         yield (
-            lambda peer, outcome, n: calls.labels(peer=peer, op="put", outcome=outcome).inc(n),
+            lambda peer, outcome, n, op="write": calls.labels(peer=peer, op=op, outcome=outcome).inc(n),
             f"http://127.0.0.1:{server.server_address[1]}",
         )
     finally:
@@ -43,7 +44,7 @@ def metrics_server() -> Iterator[tuple[Callable[[str, str, float], None], str]]:
 
 
 def test_replica_calls_are_read_from_the_counters_and_differenced(
-    metrics_server: tuple[Callable[[str, str, float], None], str],
+    metrics_server: tuple[Callable[..., None], str],
 ) -> None:
     add, url = metrics_server
     add("a", "ok", 5)
@@ -63,3 +64,14 @@ def test_replica_calls_are_read_from_the_counters_and_differenced(
 def test_replica_calls_are_none_where_no_node_exposes_them() -> None:
     assert replica_calls(["http://127.0.0.1:9"]) is None
     assert calls_made(None, None, requests=100) is None
+
+
+def test_only_the_ops_asked_for_are_summed(metrics_server: tuple[Callable[..., None], str]) -> None:
+    """Clock probes, hints and repairs go on whatever the load: a request's calls leave them out."""
+    add, url = metrics_server
+    add("a", "ok", 3, "read")
+    add("a", "ok", 2, "write")
+    add("a", "ok", 50, "clock")
+    add("b", "ok", 7, "repair")
+    assert replica_calls([url], REQUEST_OPS) == {"ok": 5}
+    assert replica_calls([url]) == {"ok": 62}

@@ -1,6 +1,8 @@
 """kvnode.cluster.changes in-process: a leave from start to end (start_leave on one member, then the leaving
 member's own part, OwnPart: the barrier, the drain, the stream to the next owners, the removal offered to
-the claimant first), and a step that fails tried again through the driver's sleep; every node in-process.
+the claimant first), and a step that fails tried again through the driver's sleep; a new replication
+factor from start to end (start_resize, then the claimant's part), or refused while a member is
+unreachable; every node in-process.
 (The steps alone are tests/unit/kvnode/topology/test_change_steps.py; tests/cluster/test_leave.py and
 test_join.py run real nodes, crash points included.)"""
 
@@ -14,12 +16,13 @@ from typing import cast
 import pytest
 from aiohttp import web
 
-from kvnode.cluster.changes import OpenPeer, OwnPart, start_leave, take_place
+from kvnode.cluster.changes import OpenPeer, OwnPart, start_leave, start_resize, take_place
 from kvnode.config import NodeConfig
 from kvnode.replica.auth import ClusterAuth
 from kvnode.replica.peer import PeerReplica
 from kvnode.storage.system_db import SystemDb
 from kvnode.topology.membership import ChangeRefused, Membership
+from kvnode.topology.placement import Placement
 from tests.drivers import InProcessNode, InProcessPeer, in_process_nodes, until
 
 DRAIN_S = 2.0
@@ -29,7 +32,9 @@ def own_part(node: InProcessNode) -> OwnPart:
     """The node's part in a change, told of every membership it runs with (as the node's parts do)."""
     members = node.members
     assert members is not None
-    part = OwnPart(members, node.anti_entropy(), node.storage, DRAIN_S, crash_at="", sleep=node.sleep)
+    part = OwnPart(
+        members, node.anti_entropy(), node.storage, node.local, DRAIN_S, crash_at="", sleep=node.sleep
+    )
     members.start([part])
     return part
 
@@ -88,6 +93,40 @@ async def test_a_step_that_fails_is_tried_again_until_it_completes(tmp_path: Pat
         await until(lambda: leaving.members is not None and leaving.members.left is not None, "it left")
         assert next(node for node in stay if node.url == target).storage.read(key.encode()) == record
         await part.stop()
+
+
+async def test_a_new_replication_factor_streams_every_new_copy_before_it_counts(tmp_path: Path) -> None:
+    async with in_process_nodes(tmp_path, 4, replication=2) as nodes:
+        for node in nodes:
+            node.open_members()
+        parts = [own_part(node) for node in nodes]
+        by_url = {node.url: node for node in nodes}
+        keys = [f"key-{i}" for i in range(40)]
+        for key in keys:  # on its two owners, as a write with from = N = 2 leaves it
+            for url in nodes[0].membership.placement().owners(key.encode()):
+                by_url[url].put(key, b"value")
+        members = [node.members for node in nodes]
+        asked = nodes[1].members  # not the claimant: it offers the change to the claimant first
+        assert asked is not None
+
+        nodes[1].peers[nodes[3].url].reachable = False  # every member's records stream: each must answer
+        with pytest.raises(ChangeRefused, match=f"needs every member; unreachable: {nodes[3].url}"):
+            await start_resize(asked, 3, timeout_s=1.0)
+        nodes[1].peers[nodes[3].url].reachable = True
+        plan = await start_resize(asked, 3, timeout_s=1.0)
+        assert (plan.version, plan.replication, plan.next_replication) == (2, 2, 3)
+        await until(
+            lambda: all(m is not None and m.membership.replication == 3 for m in members), "N = 3 everywhere"
+        )
+
+        after = Placement([node.url for node in nodes], replication=3)
+        for key in keys:
+            assert all(by_url[url].storage.read(key.encode()) for url in after.owners(key.encode())), key
+        claimant = nodes[0].members
+        assert claimant is not None and claimant.streamed == 2 * len(keys)  # from each of its 2 owners
+        assert DRAIN_S in nodes[0].sleep.asked and DRAIN_S not in nodes[1].sleep.asked  # the claimant's
+        for part in parts:
+            await part.stop()
 
 
 @contextlib.asynccontextmanager

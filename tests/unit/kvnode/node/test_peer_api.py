@@ -1,13 +1,17 @@
 """kvnode.node.peer_api's replica channel route in-process, on a real aiohttp server on loopback: a peer
 that goes away during the WebSocket upgrade is one quiet line in the log, not an aiohttp ERROR with a
-traceback."""
+traceback; a peer that shares no protocol version with the node is refused, a failed replica, and both ends
+log one line naming both ranges, as does a node beside an older one that says no range; a call of a later
+version than the channel speaks is refused as an unknown op."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 import struct
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import cast
 
@@ -16,14 +20,40 @@ from aiohttp import web
 
 from kvnode.node.peer_api import ANSWERERS, CallAnswers, PeerGate, serve_peer
 from kvnode.replica import wire
+from kvnode.replica.auth import Introduction
 from kvnode.replica.channel import PEER_PATH
-from kvnode.replica.protocol import PROTOCOL
+from kvnode.replica.errors import ReplicaError
+from kvnode.replica.identities import Identities
+from kvnode.replica.peer import PeerReplica
+from kvnode.replica.protocol import PROTOCOL, Versions
 from kvnode.storage.keyspace import Storage
+from kvnode.storage.records import Record
+from kvnode.storage.system_db import SystemDb
+from kvnode.topology.membership import Membership
 
 UPGRADE = (
     f"GET {PEER_PATH} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
     "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
 ).encode()
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@contextlib.asynccontextmanager
+async def serving(channel: Handler) -> AsyncIterator[str]:
+    """The URL of an aiohttp server on loopback that answers the replica channel's route with ``channel``;
+    on leaving, it has waited for the handlers and whatever aiohttp logs after them."""
+    app = web.Application()
+    app.router.add_get(PEER_PATH, channel)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        yield f"http://127.0.0.1:{site.port}"
+    finally:
+        await runner.cleanup()
 
 
 async def test_a_peer_gone_during_the_upgrade_is_one_quiet_line(
@@ -45,20 +75,16 @@ async def test_a_peer_gone_during_the_upgrade_is_one_quiet_line(
         finally:
             served.set()
 
-    app = web.Application()
-    app.router.add_get(PEER_PATH, channel)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
     try:
-        with socket.create_connection(("127.0.0.1", site.port)) as peer:
-            peer.sendall(UPGRADE)
-            peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # reset on close
-        async with asyncio.timeout(10):
-            await served.wait()
+        async with serving(channel) as url:
+            with socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1]))) as peer:
+                peer.sendall(UPGRADE)
+                peer.setsockopt(
+                    socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                )  # reset on close
+            async with asyncio.timeout(10):
+                await served.wait()
     finally:
-        await runner.cleanup()  # waits for the handler, and whatever aiohttp logs after it
         storage.close()
     errors = [record.getMessage() for record in caplog.records if record.levelno >= logging.ERROR]
     assert errors == []
@@ -71,3 +97,112 @@ def test_the_server_answers_every_call_of_the_protocol_and_no_other() -> None:
     """One table of the replica calls: the peer resolves replies by PROTOCOL, the server answers by
     ANSWERERS; every op of the wire is in both."""
     assert set(ANSWERERS) == set(PROTOCOL) == set(wire.Op)
+
+
+CLIENT_URL = "http://127.0.0.1:1"
+
+
+def identities(system_db: SystemDb, url: str, other: str, protocols: Versions) -> Identities:
+    """What a node at ``url`` says of itself to ``other``: the protocol versions ``protocols`` among it."""
+    membership = Membership.seeded((url, other))
+    return Identities(
+        url, membership, system_db.identity, system_db.peer_identities, lambda *_: None, protocols
+    )
+
+
+async def refused_by(url: str, client: Identities) -> tuple[str, str, str]:
+    """A PeerReplica's state and refusal after one call to ``url``, and the call's error."""
+    peer = PeerReplica(url, 2.0, identities=client)
+    try:
+        outcome = await asyncio.gather(peer.read(b"k"), return_exceptions=True)
+        return peer.state, peer.refusal, str(outcome[0])
+    finally:
+        await peer.close()
+
+
+async def test_a_peer_with_no_protocol_version_in_common_is_refused_with_both_ranges_named(
+    tmp_path: Path, system_db: SystemDb, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A node that dropped version 1 (2-2 here) beside one that speaks only 1: the server refuses the
+    upgrade, and the client takes the peer for a refused replica, its call failed, the caller unharmed."""
+    caplog.set_level(logging.WARNING)
+    storage = Storage.open(tmp_path / "records", fsync=False)
+    url: list[str] = []
+
+    async def channel(request: web.Request) -> web.StreamResponse:
+        gate = PeerGate(
+            None, wire.Limits.for_body(1 << 20), identities(system_db, url[0], CLIENT_URL, Versions(2, 2))
+        )
+        return await serve_peer(request, gate, storage, cast(CallAnswers, None), set())
+
+    try:
+        async with serving(channel) as server:
+            url.append(server)
+            client = identities(system_db, CLIENT_URL, server, Versions(1, 1))
+            state, refusal, error = await refused_by(server, client)
+    finally:
+        storage.close()
+    assert (state, refusal) == ("refused", "protocol")
+    reason = f"no protocol version in common: this node speaks 2-2, {CLIENT_URL} 1-1"
+    assert reason in error and "upgrade one node at a time" in error
+    lines = [record.getMessage() for record in caplog.records]
+    assert [line for line in lines if line.startswith("refused a replica channel")] == [
+        f"refused a replica channel from 127.0.0.1: {reason}"
+    ]
+    client_lines = [line for line in lines if line.startswith(f"replica channel to {url[0]} refused")]
+    assert len(client_lines) == 1 and reason in client_lines[0], lines
+
+
+async def test_a_node_that_dropped_version_1_refuses_an_older_node_that_says_no_range(
+    system_db: SystemDb, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A kvnode from before ranges were said answers the upgrade with no range: it speaks 1 only."""
+    caplog.set_level(logging.WARNING)
+
+    async def older_node(request: web.Request) -> web.StreamResponse:
+        ws = web.WebSocketResponse()
+        ws.headers.update(Introduction("0e" * 16).headers())
+        await ws.prepare(request)
+        await ws.receive()  # until the client gives the channel up
+        return ws
+
+    async with serving(older_node) as server:
+        client = identities(system_db, CLIENT_URL, server, Versions(2, 2))
+        state, refusal, error = await refused_by(server, client)
+    assert (state, refusal) == ("refused", "protocol")
+    assert f"no protocol version in common: this node speaks 2-2, {server} 1-1" in error
+    assert any(f"replica channel to {server} refused" in record.getMessage() for record in caplog.records)
+
+
+async def test_a_call_of_a_later_version_than_the_channel_speaks_drops_the_channel(
+    tmp_path: Path, system_db: SystemDb, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A server pinned to version 1 and a client that speaks 1-2 agree on 1; a DELETE (version 2) sent
+    anyway is an unknown op there: the channel is dropped, the call fails, nothing is stored."""
+    caplog.set_level(logging.WARNING)
+    storage = Storage.open(tmp_path / "records", fsync=False)
+    url: list[str] = []
+
+    async def channel(request: web.Request) -> web.StreamResponse:
+        gate = PeerGate(
+            None, wire.Limits.for_body(1 << 20), identities(system_db, url[0], CLIENT_URL, Versions(1, 1))
+        )
+        return await serve_peer(request, gate, storage, cast(CallAnswers, None), set())
+
+    try:
+        async with serving(channel) as server:
+            url.append(server)
+            peer = PeerReplica(
+                server, 2.0, identities=identities(system_db, CLIENT_URL, server, Versions(1, 2))
+            )
+            try:
+                assert await peer.reach(2.0) and peer.protocol == 1
+                call = peer.repair(wire.Op.DELETE, b"k", wire.encode_delete(Record.delete(7)))
+                outcome = await asyncio.gather(call, return_exceptions=True)
+            finally:
+                await peer.close()
+        assert isinstance(outcome[0], ReplicaError), outcome
+        assert storage.read(b"k") is None
+    finally:
+        storage.close()
+    assert any("unknown op 11" in record.getMessage() for record in caplog.records)

@@ -1,4 +1,5 @@
-"""kvnode.ops.argtypes: the command line's URL and host parsing (host names, IPv6 literals in brackets)."""
+"""kvnode.ops.argtypes: the command line's URL and host parsing (host names, IPv6 literals in brackets), and
+comma-separated lists."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import re
 import pytest
 
 from kvnode.config import node_url
-from kvnode.ops.argtypes import host, http_url, http_urls
+from kvnode.ops.argtypes import comma_list, host, http_url, http_urls, positive_int
 
 
 @pytest.mark.parametrize(
@@ -61,3 +62,12 @@ def test_host_takes_ipv6_with_or_without_brackets() -> None:
     for bad in ("", "a b", "http://x", "[x]"):
         with pytest.raises(argparse.ArgumentTypeError, match="not a host name or IP address"):
             host(bad)
+
+
+def test_comma_list_parses_each_item_and_refuses_an_empty_list_or_a_bad_item() -> None:
+    parse = comma_list(positive_int)
+    assert parse("3, 6,12,") == [3, 6, 12]
+    with pytest.raises(argparse.ArgumentTypeError, match="the list is empty"):
+        parse(" , ")
+    with pytest.raises(argparse.ArgumentTypeError, match="must be a positive integer, got '0'"):
+        parse("3,0")

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from kvnode.config import NodeConfig
-from kvnode.ops import cli
 from kvnode.ops.flags import node_argv, node_env, parse_args
 from kvnode.ops.ports import free_ports
 from tests.harness import (
@@ -70,6 +69,7 @@ def test_node_argv_gives_back_a_config_with_every_field_set_away_from_its_defaul
         tls_client_auth=True,
         auth_tokens_file=tokens,
         metrics_open=True,
+        max_protocol=1,
     )
     # A node becoming a member learns the members from its seed: --join and --cluster exclude each other.
     joining = dataclasses.replace(
@@ -134,6 +134,8 @@ def test_a_secret_file_open_to_group_or_others_is_refused_naming_the_fix(tmp_pat
         ["node", "--port", "PORT", "--data-dir", "d", "--cluster", "SELF,SELF"],
         ["node", "--port", "PORT", "--data-dir", "d", "--cluster", "SELF", "--replication-factor", "2"],
         ["node", "--port", "PORT", "--data-dir", "d", "--replication-factor", "-1"],
+        ["node", "--port", "PORT", "--data-dir", "d", "--max-protocol", "3"],
+        ["node", "--port", "PORT", "--data-dir", "d", "--max-protocol", "-1"],
         ["cluster", "--nodes", "0"],
         ["cluster", "--nodes", "three"],
         ["cluster", "--port", "65535", "--nodes", "2"],
@@ -150,29 +152,6 @@ def test_bad_flags_exit_2_with_one_line(tmp_path: Path, args: list[str]) -> None
     assert_exit_2_with_one_line(run_kvnode(argv, tmp_path))
     assert not (tmp_path / "d").exists(), "a rejected command created its data dir"
     assert not (tmp_path / "data").exists(), "a rejected command created its data dir"
-
-
-@pytest.mark.parametrize(
-    ("args", "command", "meant"),
-    [
-        (["node", "--prot", "8080", "--data-dir", "d"], "node", "--port"),
-        (["cluster", "--nodse", "5"], "cluster", "--nodes"),
-        (["cluster", "--node", "3"], "cluster", "--nodes"),  # a prefix is no flag: it would start a cluster
-        (["--nodse", "5"], "cluster", "--nodes"),  # the command a bare `python -m kvnode` runs
-        (["node", "--port", "1", "--data-dir", "d", "--nodse"], "node", ""),  # no flag of node's is close
-        (["admin", "--ulr", "u", "status"], "admin", "--url"),
-        (["admin", "status", "--jsn"], "admin status", "--json"),
-    ],
-)
-def test_a_misspelled_flag_is_named_by_its_command_with_the_closest_one(
-    args: list[str], command: str, meant: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    with pytest.raises(SystemExit) as exited:
-        cli.main(args)
-    assert exited.value.code == 2
-    unknown = next(arg for arg in args if arg in ("--prot", "--nodse", "--node", "--ulr", "--jsn"))
-    advice = f": did you mean {meant}?" if meant else ""
-    assert capsys.readouterr().err == f"python -m kvnode {command}: error: unknown flag {unknown}{advice}\n"
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,7 @@
 """kvnode.replica.auth: the replica channel's handshake as pure logic: nodes of one cluster prove themselves
-to each other, anyone else is refused, a challenge is good once and expires, the secret stays out of reprs."""
+to each other, anyone else is refused, a challenge is good once and expires, the secret stays out of reprs;
+the protocol ranges both ends say are covered by the server's proof, and a node from before ranges were said
+still shakes hands with a newer one either way round."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from kvnode.replica.auth import (
     Introduction,
     server_proof_ok,
 )
+from kvnode.replica.protocol import Versions
 from kvnode.topology.membership import cluster_identity
 
 SECRET = "s3cret-" * 6
@@ -155,3 +158,45 @@ def test_outstanding_challenges_are_bounded() -> None:
 def test_the_secret_is_not_in_reprs() -> None:
     auth = ClusterAuth(SECRET.encode(), CLUSTER, MEMBERS[0])
     assert SECRET not in repr(auth)
+
+
+NEW, PINNED = Versions(1, 2), Versions(1, 1)
+
+
+def test_both_protocol_ranges_travel_and_a_range_changed_on_the_way_fails_the_servers_proof() -> None:
+    client = ClusterAuth(SECRET.encode(), CLUSTER, MEMBERS[0])
+    server = ClusterAuth(SECRET.encode(), CLUSTER, MEMBERS[1])
+    headers, expected = client.upgrade_headers(MEMBERS[1], server.issue_nonce(), Introduction(protocols=NEW))
+    _, theirs = server.admit(headers)
+    assert theirs.protocols == NEW
+    answer = server.answer_headers(headers, Introduction(SERVER_ID, protocols=PINNED))
+    assert Introduction.of(answer).protocols == PINNED
+    assert server_proof_ok(answer, expected)
+    assert not server_proof_ok({**answer, "X-Kvnode-Protocols": "1-2"}, expected)  # talked up
+    # The client's range taken out on the way: the server admits it (it could be an older node), and its
+    # proof, made for a client that said none, fails the client's check: no end is talked down.
+    headers, expected = client.upgrade_headers(MEMBERS[1], server.issue_nonce(), Introduction(protocols=NEW))
+    stripped = {name: value for name, value in headers.items() if name != "X-Kvnode-Protocols"}
+    assert server.admit(stripped)[1].protocols is None
+    assert not server_proof_ok(server.answer_headers(stripped, Introduction(protocols=NEW)), expected)
+
+
+def test_a_node_from_before_protocol_ranges_shakes_hands_with_a_newer_one_either_way() -> None:
+    """An older kvnode says no range and proves itself as before; a newer one, client or server, accepts
+    that proof and takes the older end for version 1 (kvnode.replica.protocol.LEGACY)."""
+    old = ClusterAuth(SECRET.encode(), CLUSTER, MEMBERS[0])
+    new = ClusterAuth(SECRET.encode(), CLUSTER, MEMBERS[1])
+    headers, expected = old.upgrade_headers(MEMBERS[1], new.issue_nonce(), Introduction(CLIENT_ID))
+    assert "X-Kvnode-Protocols" not in headers
+    assert new.admit(headers)[1].protocols is None
+    assert server_proof_ok(new.answer_headers(headers, Introduction(SERVER_ID, protocols=NEW)), expected)
+    headers, expected = new.upgrade_headers(MEMBERS[0], old.issue_nonce(), Introduction(protocols=NEW))
+    old.admit(headers)
+    answer = old.answer_headers(headers, Introduction(CLIENT_ID))
+    assert "X-Kvnode-Protocols" not in answer
+    assert server_proof_ok(answer, expected)
+
+
+@pytest.mark.parametrize("text", ["", "2", "2-1", "0-1", "a-b", "1-2-3", "1-99999999"])
+def test_anything_but_a_range_reads_as_no_range(text: str) -> None:
+    assert Introduction.of({"x-kvnode-protocols": text}).protocols is None

@@ -177,3 +177,20 @@ def test_a_clock_call_has_no_key_and_its_answer_is_a_wall_clock() -> None:
     assert (call.call_id, call.op, call.key, call.record) == (5, wire.Op.CLOCK, b"", b"")
     [reply] = wire.decode_replies(wire.encode_reply(5, wire.Status.CLOCK, wire.encode_timestamp(1_234)))
     assert (reply.status, wire.decode_timestamp(reply.payload)) == (wire.Status.CLOCK, 1_234)
+
+
+def test_a_delete_travels_as_its_timestamp_and_replica_count() -> None:
+    for tombstone in (Record.delete(MAX_U64), Record.delete(7, copies=2)):
+        assert wire.decode_delete(wire.encode_delete(tombstone)) == tombstone
+    for record in (b"", b"\x00" * 9, b"\x00" * 11):
+        with pytest.raises(WireError, match="DELETE record"):
+            wire.decode_delete(record)
+
+
+def test_a_call_not_of_the_channels_protocol_version_is_an_unknown_op() -> None:
+    frame = wire.encode_call(1, Op.DELETE, b"k", wire.encode_delete(Record.delete(7)))
+    every_op = wire.Limits.for_body(1024)
+    assert [call.op for call in wire.decode_calls(frame, every_op)] == [Op.DELETE]
+    version_1 = wire.Limits(every_op.max_record, ops=frozenset(set(Op) - {Op.DELETE}))
+    with pytest.raises(WireError, match="unknown op 11"):
+        wire.decode_calls(frame, version_1)

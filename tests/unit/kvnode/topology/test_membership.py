@@ -155,14 +155,45 @@ def test_a_leave_step_by_step_reads_from_the_leaving_member_until_it_is_removed(
     assert (gone.version, gone.urls, gone.tokens, gone.leaving) == (3, (A, C), (A, C), frozenset())
 
 
+@pytest.mark.parametrize("factor", [2, 4])
+def test_a_new_replication_factor_writes_to_the_owners_under_both_and_reads_by_the_present_one(
+    factor: int,
+) -> None:
+    start = Membership.seeded([A, B, C, D], replication=3)
+    resizing = start.resized(factor)
+    assert (resizing.version, resizing.replication, resizing.next_replication) == (2, 3, factor)
+    assert resizing.changing and resizing.claimant == A
+    assert resizing.placement().replication == max(3, factor)  # writes: the owners under both factors
+    read = resizing.read_placement()
+    assert read is not None and read.replication == 3  # reads: the present owners
+    assert Membership.decode(resizing.encode()) == resizing
+    done = resizing.resettled()
+    assert (done.version, done.replication, done.next_replication, done.changing) == (3, factor, 0, False)
+    assert done.read_placement() is None and done.placement().replication == factor
+    with pytest.raises(ChangeRefused, match="the replication factor is not changing"):
+        done.resettled()
+
+
+def test_a_replication_factor_out_of_one_to_the_members_or_the_present_one_is_refused() -> None:
+    start = Membership.seeded([A, B, C, D], replication=3)
+    for factor in (0, 5, -1):
+        with pytest.raises(ValueError, match=f"from 1 to the 4 members, not {factor}"):
+            start.resized(factor)
+    with pytest.raises(ChangeRefused, match="the replication factor is 3 already"):
+        start.resized(3)
+    with pytest.raises(ValueError, match="changes only while no member joins or leaves"):
+        dataclasses.replace(start.joined("http://e:1"), next_replication=2)
+
+
 def test_one_change_at_a_time_and_no_change_that_cannot_be() -> None:
     start = Membership.seeded([A, B, C])
     changes: list[Callable[[Membership], Membership]] = [
         lambda m: m.joined("http://e:1"),
         lambda m: m.left(A),
         lambda m: m.replaced(A, "http://e:1"),
+        lambda m: m.resized(1),
     ]
-    for under_way in (start.joined(D), start.left(C)):
+    for under_way in (start.joined(D), start.left(C), start.resized(2)):
         for change in changes:
             with pytest.raises(ChangeRefused, match=r"a change is under way: .* one change at a time"):
                 change(under_way)

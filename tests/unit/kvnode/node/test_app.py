@@ -1,0 +1,103 @@
+"""A node's application (kvnode.node.app) served in this process: a method a path does not take is a 405
+naming the ones it does, an unknown path a 404, both in one line and writing nothing; the client token
+check, only with a tokens file (401 without a valid token, 403 beyond its role, open paths untouched);
+the hot routes called directly only without it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kvnode.access.connections import DIRECT_ROUTES
+from kvnode.node.app import create_app
+from tests.drivers import Serve, ServedNode
+
+TOKENS = {"read": "r-Zq8dV3sJ0k", "readwrite": "w-4mXcP1uTf7", "admin": "a-Ly2Hn9QeB5"}
+
+
+async def answer(
+    node: ServedNode, method: str, path: str, token: str = ""
+) -> tuple[int, str, dict[str, str]]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    body = b"v" if method in ("PUT", "POST") else None
+    async with node.session.request(method, node.url + path, data=body, headers=headers) as response:
+        return response.status, await response.text(), dict(response.headers)
+
+
+def stored_keys(node: ServedNode) -> list[bytes]:
+    return node.parts.storage.keys_after(b"", 10)
+
+
+@pytest.mark.parametrize(
+    ("path", "methods", "allowed"),
+    [
+        ("/v0/entity?id=k", ["POST", "PATCH", "HEAD", "OPTIONS"], "DELETE,GET,PUT"),
+        ("/v0/entities?start=a", ["PUT", "POST", "DELETE", "PATCH", "HEAD"], "GET"),
+        ("/v0/status", ["PUT", "POST", "DELETE", "PATCH"], "GET"),
+        ("/v0/repair", ["PUT", "DELETE"], "GET,POST"),
+        ("/v0/versions", ["PUT", "DELETE"], "GET,POST"),
+    ],
+)
+async def test_other_methods_on_known_paths_are_405_naming_those_it_takes(
+    served: ServedNode, path: str, methods: list[str], allowed: str
+) -> None:
+    for method in methods:
+        status, text, headers = await answer(served, method, path)
+        assert (status, headers["Allow"]) == (405, allowed), (method, path)
+        if method != "HEAD":  # a HEAD answer has no body
+            bare = path.partition("?")[0]
+            assert text == f"{method} is not allowed on {bare}; it takes {allowed.replace(',', ', ')}\n"
+    assert stored_keys(served) == []
+
+
+async def test_unknown_paths_are_404_in_one_line(served: ServedNode) -> None:
+    paths = ["/", "/v0", "/v0/", "/v0/entity/", "/v0/entityx?id=k", "/v0/entities/a", "/v1/entity?id=k"]
+    paths += ["/V0/ENTITY?id=k", "/nope", "/v0/entity/k"]
+    for path in paths:
+        for method in ("GET", "PUT", "DELETE"):
+            status, text, _ = await answer(served, method, path)
+            assert (status, text) == (404, f"no such path: {path.partition('?')[0]}\n"), (method, path)
+    status, text, _ = await answer(served, "GET", "/two%0Alines")
+    assert (status, text) == (404, "no such path: /two%0Alines\n")  # escaped: still one line
+    assert stored_keys(served) == []
+
+
+async def test_the_hot_routes_are_called_directly_only_without_a_token_check(served: ServedNode) -> None:
+    direct = create_app(served.parts)[DIRECT_ROUTES]
+    assert sorted(direct) == [("DELETE", "/v0/entity"), ("GET", "/v0/entity"), ("PUT", "/v0/entity")]
+
+
+@pytest.fixture
+def tokens_file(tmp_path: Path) -> Path:
+    path = tmp_path / "tokens"
+    path.write_text("".join(f"{token} {role}\n" for role, token in TOKENS.items()))
+    path.chmod(0o600)
+    return path
+
+
+async def test_with_tokens_a_request_needs_a_token_whose_role_allows_it(
+    serve: Serve, tokens_file: Path
+) -> None:
+    node = await serve(auth_tokens_file=tokens_file)
+    assert DIRECT_ROUTES not in create_app(node.parts)  # every request passes the check
+    status, text, headers = await answer(node, "GET", "/v0/entity?id=k")
+    assert (status, text) == (401, "a client token is needed: Authorization: Bearer TOKEN\n")
+    assert headers["WWW-Authenticate"] == 'Bearer realm="kvnode"'
+    assert (await answer(node, "GET", "/v0/entity?id=k", "not-a-token"))[0] == 401
+    assert (await answer(node, "PUT", "/v0/entity?id=k", TOKENS["read"]))[:2] == (
+        403,
+        "a read token may not PUT /v0/entity\n",
+    )
+    assert (await answer(node, "PUT", "/v0/entity?id=k", TOKENS["readwrite"]))[0] == 201
+    assert (await answer(node, "GET", "/v0/entity?id=k", TOKENS["read"]))[:2] == (200, "v")
+    assert (await answer(node, "POST", "/v0/repair", TOKENS["readwrite"]))[0] == 403
+    assert (await answer(node, "POST", "/v0/repair", TOKENS["admin"]))[0] == 202
+    assert (await answer(node, "GET", "/v0/status"))[0] == 200  # open to anyone
+    assert (await answer(node, "GET", "/metrics"))[0] == 401
+
+
+async def test_metrics_open_lets_metrics_answer_without_a_token(serve: Serve, tokens_file: Path) -> None:
+    node = await serve(auth_tokens_file=tokens_file, metrics_open=True)
+    assert (await answer(node, "GET", "/metrics"))[0] == 200
+    assert (await answer(node, "GET", "/v0/stats"))[0] == 401

@@ -1,0 +1,51 @@
+"""The operator's endpoints (kvnode.node.operator_api) on nodes served in this process: a repair started
+and its progress, as JSON ending with a newline; a leave answered 202 with the membership version that
+has the member leaving, or 409 with the one-line reason it cannot be."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from kvnode.ops.ports import free_ports
+from tests.drivers import Serve, ServedNode
+
+
+def as_json(body: bytes) -> Any:
+    assert body.endswith(b"}\n"), body[-20:]
+    return json.loads(body)
+
+
+async def test_a_repair_is_started_and_its_progress_shown(served: ServedNode) -> None:
+    assert await served.call("GET", "/v0/repair") == (
+        404,
+        b"no repair has been asked of this node since it started\n",
+    )
+    status, body = await served.call("POST", "/v0/repair")
+    started = as_json(body)
+    assert status == 202 and started["peers"] == [] and "summary" in started
+    status, body = await served.call("GET", "/v0/repair")
+    assert status == 200 and as_json(body)["peers"] == []
+
+
+async def test_a_leave_that_cannot_be_made_is_409_with_its_reason(serve: Serve) -> None:
+    alone = await serve()
+    member = alone.parts.config.url
+    status, body = await alone.call("POST", f"/v0/leave?member={member}")
+    assert (status, body) == (409, f"{member} is the only member\n".encode())
+    status, body = await alone.call("POST", "/v0/leave?member=http://stranger:1")
+    assert status == 409 and body.startswith(b"http://stranger:1 is not a member")
+    own, gone = free_ports(2)
+    members = (f"http://127.0.0.1:{own}", f"http://127.0.0.1:{gone}")
+    lonely = await serve(port=own, cluster=members, timeout_ms=200)
+    status, body = await lonely.call("POST", f"/v0/leave?member={members[1]}")
+    assert (status, body) == (409, f"a leave needs every member; unreachable: {members[1]}\n".encode())
+
+
+async def test_a_leave_is_202_with_the_version_that_has_the_member_leaving(serve: Serve) -> None:
+    ports = free_ports(2)
+    members = tuple(f"http://127.0.0.1:{port}" for port in ports)
+    first, _ = [await serve(port=port, cluster=members) for port in ports]
+    status, body = await first.call("POST", f"/v0/leave?member={members[1]}")
+    assert status == 202, body
+    assert as_json(body) == {"member": members[1], "membership_version": 2}

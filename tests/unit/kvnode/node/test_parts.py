@@ -1,0 +1,33 @@
+"""A node's parts as one value (kvnode.node.parts) on nodes served in this process: the membership and
+peers it runs with, reached through its Members, and the one snapshot of its figures, which reads the parts
+it names."""
+
+from __future__ import annotations
+
+from kvnode.ops.ports import free_ports
+from tests.drivers import Serve, ServedNode
+from tests.harness import eventually
+
+
+async def test_a_node_of_one_has_no_peers_and_a_quiet_snapshot(served: ServedNode) -> None:
+    parts = served.parts
+    assert parts.membership is parts.members.membership and parts.membership.urls == (parts.config.url,)
+    assert parts.peers == []
+    snapshot = parts.snapshot()
+    assert (snapshot.membership_version, snapshot.peers, snapshot.hints.pending) == (1, (), {})
+    assert (snapshot.inflight, snapshot.shed, snapshot.rebuild.state) == (0, 0, "serving")
+
+
+async def test_the_snapshot_names_each_peer_and_the_hints_kept_for_it(serve: Serve) -> None:
+    own, gone = free_ports(2)
+    members = (f"http://127.0.0.1:{own}", f"http://127.0.0.1:{gone}")
+    node = await serve(port=own, cluster=members, timeout_ms=200)
+    parts = node.parts
+    assert [peer.url for peer in parts.peers] == [members[1]]
+    status, body = await node.call("PUT", "/v0/entity?id=k&ack=1", b"v")
+    assert status == 201, body
+    await eventually(lambda: parts.snapshot().hints.pending == {members[1]: 1}, what="the hint kept")
+    snapshot = parts.snapshot()
+    assert [peer.url for peer in snapshot.peers] == [members[1]]
+    assert snapshot.hints.kept == {members[1]: 1}
+    assert snapshot.repair.summaries_ready == parts.summaries.ready.is_set()
