@@ -82,7 +82,10 @@ def test_a_burst_far_above_max_inflight_is_shed_at_once_and_writes_nothing(
     assert after["requests"]["shed"] >= 20 * HELD
     lag = after["loop_lag_ms"]
     print(f"503 latency max {max(t for _, _, _, t in answers) * 1000:.1f} ms; loop lag {lag}")
-    assert lag["p99"] < 200.0, lag  # generous: the machine is shared
+    # No step of the shedding held the loop long: judged by the loop's own CPU time, since its lag in wall
+    # time (what the monitor sees honestly now, one long step included) also counts the waits for a core of
+    # a shared machine.
+    assert lag["ran_max"] < 200.0, lag
     wait_for(lambda: inflight(node) == 0)
     assert node.put("after", b"v").status == 201
 
