@@ -1,8 +1,11 @@
-"""Latency histograms shared by the node's stats, the load generator and the reports.
+"""Latency histograms shared by the node's stats, the load generator and the reports, and the event
+loop's lag.
 
 :class:`LatencyHistogram` (HdrHistogram) records microseconds and reports milliseconds;
 :class:`FixedBuckets` counts seconds in the fixed buckets a Prometheus histogram exports;
-:class:`CallMeter` is a replica's calls counted by outcome and timed in such buckets.
+:class:`CallMeter` is a replica's calls counted by outcome and timed in such buckets;
+:class:`LoopLagMonitor` measures the loop's lag, and :class:`Starvation` judges from it when the node
+sheds client requests and when its background work waits (docs/overload.md).
 """
 
 from __future__ import annotations
@@ -10,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import bisect
 import collections
-import contextlib
 import itertools
 import math
 import time
@@ -26,6 +28,7 @@ __all__ = [
     "LatencyHistogram",
     "LoopLagMonitor",
     "RecentLatency",
+    "Starvation",
 ]
 
 PERCENTILES = (50.0, 75.0, 90.0, 99.0, 99.9, 99.99, 100.0)
@@ -201,58 +204,129 @@ class FixedBuckets:
 
 class CallMeter:
     """One replica's calls by (op, outcome) and their durations, fed where the replica settles each call
-    (no callback of its own) and read when Prometheus scrapes.
+    (no callback of its own) and read when Prometheus scrapes; and how many times its channel was given up
+    (the peer closed it, or was taken for dead).
 
     >>> meter = CallMeter()
     >>> meter.ended("read", "ok", 0.002); meter.calls["read", "ok"], meter.latency.count
     (1, 1)
     """
 
-    __slots__ = ("calls", "latency")
+    __slots__ = ("calls", "drops", "latency")
 
     def __init__(self) -> None:
         self.calls: collections.Counter[tuple[str, str]] = collections.Counter()
         self.latency = FixedBuckets()
+        self.drops = 0
 
     def ended(self, op: str, outcome: str, seconds: float) -> None:
         self.calls[op, outcome] += 1
         self.latency.observe(seconds)
 
 
-class LoopLagMonitor:
-    """Measures how late the event loop runs a callback that is ready now: its queueing delay.
+class Starvation:
+    """Whether the event loop is starved (admission sheds new client requests then, while they queue:
+    kvnode.access.admission), judged from its lag with hysteresis, so that it does not flap:
+    ``shedding`` turns on once every tick has been at least ``enter_s`` late for ``window_s`` (one long
+    step does not: only a loop that stays behind), and off once every tick has been under ``exit_s`` for
+    ``window_s``. ``busy`` (shedding, or the last tick late by ``exit_s``) is when background work
+    (hints, repair) waits for a calm tick: it yields the loop to client traffic. Pure but for ``calm``.
 
-    Every ``interval`` seconds it schedules a probe with ``call_soon`` and records the time until the
-    probe runs, which is the time every ready callback (a request, a replica reply) waits behind others.
-    ``histogram`` is a window that ``reset`` restarts (the profiler's runs); ``since_start`` never resets
-    (Prometheus).
+    >>> s = Starvation(enter_s=0.1, exit_s=0.02, window_s=1.0)
+    >>> for t in (0.0, 0.5, 1.0): s.observe(0.3, now=t)
+    >>> s.shedding, s.busy
+    (True, True)
+    >>> for t in (1.1, 1.6): s.observe(0.001, now=t)
+    >>> s.shedding   # calm for less than the window
+    True
+    >>> s.observe(0.001, now=2.1); s.shedding, s.busy
+    (False, False)
     """
 
-    def __init__(self, interval: float = 0.01) -> None:
+    def __init__(self, enter_s: float = 0.1, exit_s: float = 0.02, window_s: float = 1.0) -> None:
+        self.enter_s, self.exit_s, self.window_s = enter_s, exit_s, window_s
+        self.shedding = False
+        self.last_s = 0.0  # the last tick's lag
+        self._late_since: float | None = None  # since when every tick was enter_s late
+        self._calm_since: float | None = None  # since when every tick was under exit_s
+        self._calm = asyncio.Event()  # set on a calm tick: what ``calm`` waits for
+
+    @property
+    def busy(self) -> bool:
+        return self.shedding or self.last_s >= self.exit_s
+
+    def observe(self, lag_s: float, now: float) -> None:
+        """A tick ``lag_s`` late at ``now`` (a monotonic time)."""
+        self.last_s = lag_s
+        late, calm = lag_s >= self.enter_s, lag_s < self.exit_s
+        self._late_since = (now if self._late_since is None else self._late_since) if late else None
+        self._calm_since = (now if self._calm_since is None else self._calm_since) if calm else None
+        if self._late_since is not None and now - self._late_since >= self.window_s:
+            self.shedding = True
+        elif self._calm_since is not None and now - self._calm_since >= self.window_s:
+            self.shedding = False
+        if self.busy:
+            self._calm.clear()
+        else:
+            self._calm.set()
+
+    async def calm(self) -> None:
+        """Return at once unless the loop is busy; else once it is not (background work calls this
+        before each batch)."""
+        while self.busy:
+            await self._calm.wait()
+
+
+class LoopLagMonitor:
+    """How late the event loop runs what is due: the wait behind queued callbacks and behind one long
+    step alike.
+
+    A timer is always pending (a tick every ``interval``); how late it runs is how long the loop was held
+    past its due time, so a 300 ms callback is seen as about 300 ms. (A probe sent with ``call_soon``
+    after a sleep, as this monitor did before, saw only the queue behind it: the sleep's own late wake-up
+    hid a long step.) ``histogram`` is a window that ``reset`` restarts (the profiler's runs), with
+    ``window_ran_s``: of the window's lags, the longest spent running on the loop's own thread (its CPU
+    time), a long step, not the process waiting for a core on a shared machine. ``since_start`` never
+    resets (Prometheus); ``starvation`` judges each tick.
+    """
+
+    def __init__(self, interval: float = 0.01, starvation: Starvation | None = None) -> None:
         self.interval = interval
+        self.starvation = starvation if starvation is not None else Starvation()
         self.histogram = LatencyHistogram()
         self.since_start = FixedBuckets()
-        self._task: asyncio.Task[None] | None = None
+        self.worst_s = 0.0  # the worst lag since start
+        self.window_ran_s = 0.0
+        self._due = 0.0
+        self._cpu_at = 0.0  # the loop thread's CPU time when the pending tick was scheduled
+        self._timer: asyncio.TimerHandle | None = None
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._sample())
+        self._schedule(asyncio.get_running_loop())
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     def reset(self) -> None:
         self.histogram = LatencyHistogram()
+        self.window_ran_s = 0.0
 
-    async def _sample(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            await asyncio.sleep(self.interval)
-            loop.call_soon(self._probe_ran, time.perf_counter())
+    def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._due = time.perf_counter() + self.interval
+        self._cpu_at = time.thread_time()
+        self._timer = loop.call_later(self.interval, self._tick, loop)
 
-    def _probe_ran(self, scheduled: float) -> None:
-        lag = time.perf_counter() - scheduled
+    def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
+        now = time.perf_counter()
+        # uvloop's timers run on a clock cached per loop iteration, in whole milliseconds: one may run a
+        # little early, which is no lag.
+        lag = max(0.0, now - self._due)
         self.histogram.record_us(lag * 1e6)
         self.since_start.observe(lag)
+        self.worst_s = max(self.worst_s, lag)
+        ran = time.thread_time() - self._cpu_at - self.interval  # CPU beyond the interval: a step running
+        self.window_ran_s = max(self.window_ran_s, min(ran, lag))
+        self.starvation.observe(lag, now)
+        self._schedule(loop)

@@ -2,6 +2,8 @@
 node's part in a membership change, the membership's exchanges with peers): the tasks a driver owns,
 started with a name or without, stopped together; and every pause a driver takes (a retry, a pace, an
 interval) through one ``sleep`` that a test replaces, so a driver runs in-process without real time.
+:class:`Slice` is how a long loop (a scan, a rebuild, a listing) shares the event loop: no step of it
+holds the loop for more than about ``SLICE_S`` (docs/overload.md).
 
 >>> async def demo() -> list[str]:
 ...     slept: list[float] = []
@@ -19,13 +21,44 @@ interval) through one ``sleep`` that a test replaces, so a driver runs in-proces
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
-__all__ = ["Sleep", "Tasks"]
+__all__ = ["SLICE_S", "Sleep", "Slice", "Tasks"]
 
 T = TypeVar("T")
 Sleep = Callable[[float], Awaitable[None]]
+# How long one step of a long loop may hold the event loop: a fraction of the ~50 ms a request may wait
+# behind one, since a few such loops (a listing, a scan, a repair, a rebuild) may run at once.
+SLICE_S = 0.01
+
+
+class Slice:
+    """A long loop's share of the event loop: ``await slice.pause()`` after each item yields once the
+    loop has been held for ``budget_s`` since the last yield, and costs a clock read otherwise, so the
+    step is bounded in time whatever an item costs (on a loaded machine, several times more).
+
+    >>> async def count(items: int) -> int:
+    ...     share, done = Slice(budget_s=0.0), 0
+    ...     for _ in range(items):
+    ...         done += 1
+    ...         await share.pause()  # with no budget, a yield after every item
+    ...     return done
+    >>> asyncio.run(count(3))
+    3
+    """
+
+    __slots__ = ("_budget_s", "_until")
+
+    def __init__(self, budget_s: float = SLICE_S) -> None:
+        self._budget_s = budget_s
+        self._until = time.perf_counter() + budget_s
+
+    async def pause(self) -> None:
+        if time.perf_counter() >= self._until:
+            await asyncio.sleep(0)
+            self._until = time.perf_counter() + self._budget_s
 
 
 class Tasks:

@@ -8,6 +8,7 @@
     python -m loadtest scale [--members 3,6,12 | --machines 3 --per-host 1,4] [--rate 300] [--out DIR]
     python -m loadtest selfbench
     python -m loadtest.ladder --url URL [--start 4000 --step 2000]
+    python -m loadtest stalls [--keys 50000] [--rate 200]
     python -m loadtest ui
     python -m loadtest locust [--duration 30] [--out out/loadtest]
     locust -f loadtest/locustfile.py --host URL
@@ -39,6 +40,7 @@ Modules, one job each:
     bench, hello  wrk against the cluster next to an aiohttp hello-world (``make bench``)
     targets       what bench loads: the hello-world, and a filled cluster per fan-out mode and guard
     ladder        the highest constant rate a running cluster holds, rung by rung
+    stalls        each node's worst event-loop lag during each long job (``python -m loadtest stalls``)
     wrk           running wrk: install, Lua script, output parsing, runs at once merged
 
 Latency histograms are kvnode.metrics.LatencyHistogram, the same as the nodes' own.

@@ -1,8 +1,9 @@
-"""``python -m loadtest rate|fill|compare|report|selfbench|ui|locust|healing|join|backup|scale``:
+"""``python -m loadtest rate|fill|compare|report|selfbench|ui|locust|healing|join|backup|scale|stalls``:
 constant-rate load, filling a store, the fan-out comparison (and its report drawn again from its results),
 the load generator's own benchmark, Locust on a fresh local cluster (its web UI, or a bounded headless run
-with reports), what healing, a join, and a backup and restore cost, each measured under load, and what a
-request costs as the cluster grows (one constant-rate load on 3, 6 and 12 members)."""
+with reports), what healing, a join, and a backup and restore cost, each measured under load, what a
+request costs as the cluster grows (one constant-rate load on 3, 6 and 12 members), and each node's worst
+event-loop lag during each long job (stalls)."""
 
 from __future__ import annotations
 
@@ -134,6 +135,7 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "scale", add_help=False, help="one constant-rate load on 3, 6 and 12 members: the work per request"
     )
+    commands.add_parser("stalls", add_help=False, help="each node's worst loop lag during each long job")
     return parser
 
 
@@ -160,7 +162,8 @@ def _stop_on_signals() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
-    if arguments[:1] in (["healing"], ["join"], ["backup"], ["scale"]):  # measurements with their own parsers
+    measurements = (["healing"], ["join"], ["backup"], ["scale"], ["stalls"])
+    if arguments[:1] in measurements:  # measurements with their own parsers
         measurement = importlib.import_module(f"loadtest.{arguments[0]}")
         _stop_on_signals()
         code: int = measurement.main(arguments[1:], shlex.join(["python", "-m", "loadtest", *arguments]))

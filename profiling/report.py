@@ -130,8 +130,9 @@ def _load_table(runs: list[tuple[Path, dict[str, Any]]], out: Path) -> list[str]
     lines = [
         "## Load of each run",
         "",
-        "Loop lag: how late n1's event loop ran a callback that was ready (from /v0/stats, reset as the",
-        "phase's load started). Under memray the node is slower, so its phase's figures are not comparable.",
+        "Loop lag: how late n1's event loop ran a timer that was due, one long step seen as its length (from",
+        "/v0/stats, reset as the phase's load started). Under memray the node is slower, so its phase's",
+        "figures are not comparable.",
         "",
         "| run | phase | asked/s | succeeded/s | requests | errors | p50 ms | p99 ms | max ms | load run |"
         " n1 loop lag p50 / p99 / max ms | result |",

@@ -24,6 +24,7 @@ from kvnode.config import NodeConfig
 from kvnode.healing.answers import REPAIR_OPS, answer
 from kvnode.healing.anti_entropy import AntiEntropy
 from kvnode.healing.upkeep import SummaryUpkeep
+from kvnode.metrics import Starvation
 from kvnode.node.app import create_app
 from kvnode.node.parts import NodeParts
 from kvnode.node.wiring import open_parts
@@ -72,7 +73,7 @@ class InProcessNode:
         self.storage.apply(key.encode(), record)
         return record
 
-    def anti_entropy(self) -> AntiEntropy:
+    def anti_entropy(self, starvation: Starvation | None = None) -> AntiEntropy:
         return AntiEntropy(
             self.url,
             self.upkeep,
@@ -84,6 +85,7 @@ class InProcessNode:
             interval_s=60.0,
             rate=1_000_000,
             sleep=self.sleep,
+            starvation=starvation,
         )
 
     def epoch(self) -> Epoch[PeerReplica]:

@@ -21,6 +21,7 @@ from kvnode.cluster.members import Members
 from kvnode.coordinator.scan import PageSource, entries, page_sources
 from kvnode.replica import Replica, wire
 from kvnode.replica.peer import PeerReplica
+from kvnode.scheduling import Slice
 from kvnode.storage.keyspace import Storage
 from kvnode.storage.records import copies_of, decode
 from kvnode.topology.placement import Placement
@@ -40,7 +41,9 @@ async def stream_leaving(
     (newest wins on their side); how many were sent. Raises ReplicaError, StorageError."""
     sent = 0
     window: list[asyncio.Future[object]] = []
+    share = Slice()  # keys that move nowhere await nothing: a long run of them would hold the loop
     for key, raw in storage.snapshot_records():
+        await share.pause()
         copies = copies_of(raw)
         owners = before.owners(key, copies)
         for url in after.owners(key, copies):
@@ -66,8 +69,10 @@ async def stream_copies(
     source or a sender raises (kvnode.replica.errors.ReplicaError, kvnode.storage.keyspace.StorageError):
     the step is then taken again, and what was written is written again (newest wins)."""
     window: list[Awaitable[object]] = []
+    share = Slice()  # this node's pages are read with no await, and many keys need no write
     for url, fetch in sources.items():
         async for key, raw in entries(fetch, await fetch(_FIRST_KEY)):
+            await share.pause()
             copies = copies_of(raw)
             owners = before.owners(key, copies)
             if url not in owners:

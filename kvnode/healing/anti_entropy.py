@@ -5,7 +5,8 @@ Every peer is compared at least every ``--repair-interval-s``; the exchanges of 
 time. Records move at ``--repair-rate`` per second at most (sent and received together), a window of
 them at a time through the same replica channel and the same checks as any write (the clock fence's on
 both ends, newest version wins), and a node's own listing yields to the event loop after every page, so
-client traffic keeps its share of the loop and of the channel's bounds.
+client traffic keeps its share of the loop and of the channel's bounds; while the loop is busy, each page
+and each window waits for a calm tick (kvnode.metrics.Starvation): repair yields to client traffic.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from kvnode.healing.exchange import Exchange, Moves, Step
 from kvnode.healing.listing import list_page, segment_bitmap
 from kvnode.healing.outcomes import PeerOutcome, RepairRun, RepairTotals
 from kvnode.healing.upkeep import SummaryUpkeep
+from kvnode.metrics import Starvation
 from kvnode.replica import wire
 from kvnode.replica.errors import ReplicaError, ReplicaSkewRefused
 from kvnode.replica.local import LocalReplica
@@ -53,6 +55,7 @@ class AntiEntropy:
         interval_s: float,
         rate: int,
         sleep: Sleep = asyncio.sleep,
+        starvation: Starvation | None = None,
     ) -> None:
         self._me = own_url.encode()
         self._upkeep = upkeep
@@ -70,6 +73,7 @@ class AntiEntropy:
         self.run: RepairRun | None = None  # the last on-demand repair, or the one running
         self.current: PeerOutcome | None = None  # the exchange under way, as it progresses
         self._tasks = Tasks("anti-entropy", sleep)
+        self._starvation = starvation if starvation is not None else Starvation()
         self._started = False
 
     # --- continuous and on demand -----------------------------------------------------------------
@@ -103,8 +107,7 @@ class AntiEntropy:
         self.request_run()
         task = self._tasks.named("repair")
         assert task is not None
-        result: RepairRun = await asyncio.shield(task)
-        return result
+        return await asyncio.shield(task)
 
     async def _full(self, run: RepairRun) -> RepairRun:
         for peer in self.peers:
@@ -116,9 +119,7 @@ class AntiEntropy:
         return run
 
     async def _continuously(self) -> None:
-        await self._tasks.sleep(
-            random.uniform(0, self._interval_s / len(self.peers))
-        )  # spread the nodes apart
+        await self._tasks.sleep(random.uniform(0, self._interval_s / len(self.peers)))  # nodes spread apart
         while True:
             step = self._interval_s / max(1, len(self.peers))
             for peer in self.peers:
@@ -176,6 +177,7 @@ class AntiEntropy:
             while exchange.my_cursor is not None:
                 exchange.my_page(*list_page(self._storage, summaries, peer.url, exchange.my_cursor, bitmap))
                 await asyncio.sleep(0)  # a page at a time: client traffic goes in between
+                await self._starvation.calm()
             failed = await self._move(peer, exchange.moves(), outcome)
             if failed:
                 outcome.reason = f"{failed} records could not be moved"
@@ -256,7 +258,8 @@ class AntiEntropy:
         raise error
 
     async def _pace(self, moved: int) -> None:
-        """Sleep as long as keeps the records moved within the rate (over the last second or so)."""
+        """Sleep while the loop is busy, and as long as keeps the records moved within the rate."""
+        await self._starvation.calm()
         now = time.monotonic()
         if now - self._paced_from > 1.0:
             self._paced_from, self._paced = now, 0
@@ -268,8 +271,5 @@ class AntiEntropy:
     def _count(self, outcome: PeerOutcome) -> None:
         totals = self.totals
         totals.exchanges["completed" if outcome.completed else "failed"] += 1
-        totals.segments_compared += outcome.segments_compared
-        totals.segments_differing += outcome.segments_differing
-        totals.sent += outcome.sent
-        totals.received += outcome.received
-        totals.refused += outcome.refused
+        for figure in ("segments_compared", "segments_differing", "sent", "received", "refused"):
+            setattr(totals, figure, getattr(totals, figure) + getattr(outcome, figure))

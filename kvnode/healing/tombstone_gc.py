@@ -29,7 +29,7 @@ from kvnode.figures import Figure, Figures, Kind
 from kvnode.healing.gc_rule import GcRule, Outcome
 from kvnode.replica import Replica
 from kvnode.replica.errors import ReplicaError
-from kvnode.scheduling import Sleep, Tasks
+from kvnode.scheduling import Sleep, Slice, Tasks
 from kvnode.storage.keyspace import Storage, StorageError
 from kvnode.storage.records import CorruptRecord, Record, decode
 from kvnode.storage.system_db import RepairMarks
@@ -144,6 +144,7 @@ class TombstoneGc:
         first: bytes | None = None
         last = b""
         start = b""
+        share = Slice()  # judging a record costs tens of µs: a chunk of them would hold the loop too long
         while chunk := storage.read_chunk(start, _CHUNK):
             start = chunk[-1][0] + b"\x00"
             allowed: list[tuple[bytes, bytes, Record]] = []
@@ -151,6 +152,7 @@ class TombstoneGc:
             tombstones = set()
             now = self._now()
             for key, raw in chunk:
+                await share.pause()  # safe: a version stored meanwhile is not dropped (Storage.drop)
                 try:
                     record = decode(raw)
                 except CorruptRecord:

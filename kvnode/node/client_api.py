@@ -13,7 +13,6 @@ quorum is 504, or 507 when a replica's disk is full (kvnode.storage.keyspace).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import time
@@ -29,12 +28,12 @@ from kvnode.metrics import FixedBuckets
 from kvnode.node.params import bad_request, known_only, single, text, utf8
 from kvnode.node.parts import PARTS, NodeParts
 from kvnode.node.scan_api import get_scan
+from kvnode.scheduling import Slice
 from kvnode.storage.keyspace import StorageFull
 
 __all__ = ["ENTITY_PATH", "add_routes"]
 
 ENTITY_PATH = "/v0/entity"
-_SCAN_YIELD_EVERY = 256  # records streamed between yields to the loop, so a long scan starves nobody
 _ENTITY_PARAMS = ("id", "ack", "from")
 _PUT_PARAMS = (*_ENTITY_PARAMS, "ttl")
 # The longest TTL, Cassandra's: 20 years in milliseconds.
@@ -159,10 +158,10 @@ async def get_entities(request: web.Request) -> web.StreamResponse:
     if end is None or start < end:
         parts = request.app[PARTS]
         records = parts.storage.scan_live(start, end, now=parts.clock.current())
-        for sent, (key, value) in enumerate(records, 1):
+        share = Slice()  # a long listing starves nobody
+        for key, value in records:
             await response.write(key + b"\n" + value)
-            if sent % _SCAN_YIELD_EVERY == 0:
-                await asyncio.sleep(0)
+            await share.pause()
     await response.write_eof()
     return response
 

@@ -111,13 +111,17 @@ def _replica_metrics(replicas: Sequence[MeteredReplica]) -> Iterator[Metric]:
         "Replica calls from start to answer or failure, by replica",
         labels=["peer"],
     )
+    drops = CounterMetricFamily(
+        "kvnode_peer_channel_drops", "Replica channels given up since start, by peer: the peer closed one, "
+        "or was taken for dead", labels=["peer"],
+    )  # fmt: skip
     for replica in replicas:
         meter = replica.meter
         for (op, outcome), value in sorted(meter.calls.items()):
             calls.add_metric([replica.url, op, outcome], value)
         _add_histogram(duration, [replica.url], meter.latency)
-    yield calls
-    yield duration
+        drops.add_metric([replica.url], meter.drops)
+    yield from (calls, duration, drops)
 
 
 def _figure_metrics(snapshot: NodeSnapshot) -> Iterator[Metric]:
@@ -139,10 +143,14 @@ def _figure_metrics(snapshot: NodeSnapshot) -> Iterator[Metric]:
                 family.add_metric([*labels, *own], value)
     yield from families.values()
     lag = HistogramMetricFamily(
-        "kvnode_event_loop_lag_seconds", "How late the event loop runs a callback that is ready (sampled)"
+        "kvnode_event_loop_lag_seconds",
+        "How late the event loop runs a timer that is due: behind queued callbacks or one long step",
     )
     _add_histogram(lag, [], snapshot.loop_lag_since_start)
     yield lag
+    yield GaugeMetricFamily(
+        "kvnode_event_loop_lag_max_seconds", "The worst event-loop lag since start", snapshot.loop_lag_worst_s
+    )
 
 
 def _add_histogram(family: HistogramMetricFamily, labels: list[str], buckets: FixedBuckets) -> None:

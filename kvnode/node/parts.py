@@ -98,6 +98,8 @@ class NodeParts:
             loop_lag_samples=lag.histogram.count,
             loop_lag_ms=lag.histogram.summary_ms(),
             loop_lag_since_start=lag.since_start.copy(),
+            loop_lag_worst_s=lag.worst_s,
+            loop_lag_ran_s=lag.window_ran_s,
         )
 
 

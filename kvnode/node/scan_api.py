@@ -4,21 +4,19 @@ chunks as /v0/entities. /v0/entities stays this node's own records."""
 
 from __future__ import annotations
 
-import asyncio
-
 from aiohttp import web
 
 from kvnode.coordinator.scan import ScanUnavailable, merged, page_sources
 from kvnode.node.params import bad_request, known_only, single, text, utf8
 from kvnode.node.parts import PARTS
 from kvnode.replica.errors import ReplicaError
+from kvnode.scheduling import Slice
 
 __all__ = ["NEXT_PAGE_HEADER", "get_scan"]
 
 NEXT_PAGE_HEADER = "X-Kvnode-Next-Page"
 _SCAN_PARAMS = ("start", "end", "limit", "page")
 _MAX_SCAN_LIMIT = 10_000  # records a page of /v0/scan holds at most (they are held until it is answered)
-_YIELD_EVERY = 256  # records streamed between yields to the loop, so a long scan starves nobody
 
 
 async def get_scan(request: web.Request) -> web.StreamResponse:
@@ -38,11 +36,13 @@ async def get_scan(request: web.Request) -> web.StreamResponse:
         parts.clock.current(),
     )
     held: list[tuple[bytes, bytes]] = []
+    share = Slice()  # a long scan starves nobody: merging a page of 10,000 records takes a while
     try:  # the first record (and with a limit, the page) before the answer: a refusal is still a 503
         async for record in records:
             held.append(record)
             if len(held) > (limit or 0):
                 break
+            await share.pause()
     except ScanUnavailable as error:
         return text(503, f"cannot scan every key: {error}")
     except ReplicaError as error:
@@ -55,14 +55,12 @@ async def get_scan(request: web.Request) -> web.StreamResponse:
     response.enable_chunked_encoding()
     await response.prepare(request)
     for key, value in held:
-        await response.write(key + b"\n" + value)
+        await response.write(key + b"\n" + value)  # a chunk a record; a write waits only for a full buffer
+        await share.pause()
     if limit is None and held:  # no limit: the rest streams (a member failing now cuts the stream short)
-        sent = 0
         async for key, value in records:
             await response.write(key + b"\n" + value)
-            sent += 1
-            if sent % _YIELD_EVERY == 0:
-                await asyncio.sleep(0)
+            await share.pause()
     await response.write_eof()
     return response
 

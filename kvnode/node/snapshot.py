@@ -20,6 +20,8 @@ class NodeSnapshot:
     loop_lag_samples: int  # in the loop-lag window (since start or the last ``/v0/stats?reset=1``)
     loop_lag_ms: dict[str, float]  # that window's percentiles ({"p50": ms, ..., "max": ms})
     loop_lag_since_start: FixedBuckets  # every sample since start, in Prometheus's buckets
+    loop_lag_worst_s: float  # the worst lag since start
+    loop_lag_ran_s: float  # of the window's lags, the longest spent running on the loop's thread (a step)
 
     @property
     def peer_urls(self) -> list[str]:

@@ -53,7 +53,12 @@ def stats_view(parts: NodeParts, snapshot: NodeSnapshot) -> dict[str, Any]:
         "node": parts.config.url,
         "fanout": parts.config.fanout,
         "cluster": list(parts.coordinator.placement.nodes),
-        "loop_lag_ms": {"samples": snapshot.loop_lag_samples, **snapshot.loop_lag_ms},
+        "loop_lag_ms": {
+            "samples": snapshot.loop_lag_samples,
+            **snapshot.loop_lag_ms,
+            "worst_since_start": round(snapshot.loop_lag_worst_s * 1000, 3),
+            "ran_max": round(snapshot.loop_lag_ran_s * 1000, 3),
+        },
         "peers": {url: peer.values["state"] for url, peer in snapshot.peers},
         # The replica protocol: the versions this node speaks, and the one each open channel speaks.
         "protocol": {

@@ -137,9 +137,10 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             )
 
         settler = Settler()
+        loop_lag = LoopLagMonitor()  # its starvation: client requests shed, hints and repair yield
 
         def follow(peer: PeerReplica) -> Callable[[], Awaitable[None]]:
-            delivery = HintDelivery(hints, peer, config.hint_rate, settler)
+            delivery = HintDelivery(hints, peer, config.hint_rate, settler, loop_lag.starvation)
             delivery.start()
             return delivery.stop
 
@@ -166,6 +167,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             system.repair_marks,
             interval_s=config.repair_interval_s,
             rate=config.repair_rate,
+            starvation=loop_lag.starvation,
         )
         parts = NodeParts(
             config=config,
@@ -182,10 +184,11 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
                 config.max_inflight_bytes or default_max_inflight_bytes(config.max_body_bytes),
                 config.max_body_bytes,
                 settler,
+                loop_lag.starvation,
             ),
             connections=capacity(size, config.max_connections, config.header_timeout_s),
             metrics=NodeMetrics(),
-            loop_lag=LoopLagMonitor(),
+            loop_lag=loop_lag,
             uploads=Uploads(config.body_timeout_s),
             replica_server=ReplicaServer(gate, storage, clock, fence, summaries, rebuild.node_state, members),
             summaries=summaries,

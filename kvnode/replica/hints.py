@@ -34,6 +34,7 @@ import plyvel
 
 from kvnode.figures import Figure, Figures, Kind
 from kvnode.memory import Settler
+from kvnode.metrics import Starvation
 from kvnode.replica.errors import ReplicaError, ReplicaSkewRefused
 from kvnode.storage.records import Record, decode, encode
 
@@ -206,11 +207,14 @@ class HintTarget(Protocol):
 class HintDelivery:
     """Delivers one peer's hints in order, ``rate`` hints a second at most, whenever it is reachable."""
 
-    def __init__(self, store: HintStore, peer: HintTarget, rate: float, settler: Settler) -> None:
+    def __init__(
+        self, store: HintStore, peer: HintTarget, rate: float, settler: Settler, starvation: Starvation
+    ) -> None:
         self._store = store
         self._peer = peer
         self._rate = rate
         self._settler = settler  # told the bytes delivered: hints of large values are large too
+        self._starvation = starvation  # while the loop is busy, client requests go first
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -236,6 +240,7 @@ class HintDelivery:
                 continue
             if not await self._reachable():
                 continue
+            await self._starvation.calm()
             sent = await self._deliver_batch()
             if sent is None:  # the peer failed or refused some mid-delivery; try again after a pause
                 await asyncio.sleep(pause)

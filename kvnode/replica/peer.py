@@ -323,6 +323,7 @@ class PeerReplica:
         if self._channel is not channel:
             return
         log.log(level, "replica channel to %s dropped: %s", self.url, error)
+        self.meter.drops += 1
         self._disconnect(error)
 
     def _resolve(self, reply: wire.ReplicaReply) -> None:

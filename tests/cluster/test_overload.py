@@ -1,20 +1,39 @@
 """Bounded work: admission control on /v0/entity (503 with Retry-After beyond --max-inflight, nothing
-written), the body-read timeout (408), and a coordinator whose memory stays bounded while a peer stops
-reading."""
+written; and while a node's event loop is starved, which never sheds its peers' calls), the body-read
+timeout (408), and a coordinator whose memory stays bounded while a peer stops reading."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import threading
 import time
+from collections.abc import Iterator
 
-from tests.harness import ClusterFactory, Node, inflight, request, rss_kib, slow_uploads, stats, wait_for
+from kvnode.access.admission import STARVED_QUEUE
+from tests.harness import (
+    ClusterFactory,
+    Node,
+    inflight,
+    poll,
+    request,
+    rss_kib,
+    scrape,
+    slow_uploads,
+    stats,
+    total,
+    wait_for,
+    written,
+)
 
 HELD = 32  # slots held by slow uploads in the burst tests (the node's --max-inflight)
 
 
-async def _one_request(port: int, method: str, target: str) -> tuple[int, dict[str, str], float]:
+Answer = tuple[int, dict[str, str], bytes, float]  # status, headers, body, seconds
+
+
+async def _one_request(port: int, method: str, target: str) -> Answer:
     started = time.monotonic()
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(
@@ -22,22 +41,24 @@ async def _one_request(port: int, method: str, target: str) -> tuple[int, dict[s
     )
     answer = await reader.read()
     writer.close()
-    head = answer.partition(b"\r\n\r\n")[0].decode("latin-1").split("\r\n")
+    raw_head, _, body = answer.partition(b"\r\n\r\n")
+    head = raw_head.decode("latin-1").split("\r\n")
     headers = {name.lower(): value.strip() for name, _, value in (line.partition(":") for line in head[1:])}
-    return int(head[0].split()[1]), headers, time.monotonic() - started
+    return int(head[0].split()[1]), headers, body, time.monotonic() - started
 
 
-def burst(node: Node, count: int) -> list[tuple[int, dict[str, str], float]]:
+def burst(node: Node, count: int) -> list[Answer]:
     """``count`` requests at once (GETs and PUTs of keys burst-N), each on its own connection."""
     port = int(node.url.rsplit(":", 1)[1])
 
-    async def run() -> list[tuple[int, dict[str, str], float]]:
-        return await asyncio.gather(
-            *(
-                _one_request(port, "PUT" if index % 2 else "GET", f"/v0/entity?id=burst-{index}")
-                for index in range(count)
+    async def run() -> list[Answer]:
+        async with asyncio.timeout(60):  # every request is answered, promptly or not
+            return await asyncio.gather(
+                *(
+                    _one_request(port, "PUT" if index % 2 else "GET", f"/v0/entity?id=burst-{index}")
+                    for index in range(count)
+                )
             )
-        )
 
     return asyncio.run(run())
 
@@ -52,18 +73,64 @@ def test_a_burst_far_above_max_inflight_is_shed_at_once_and_writes_nothing(
         # Shed while the node was still full: not one of them waited for a slot to free up.
         assert all(held_sock.fileno() != -1 for held_sock in held)
         assert inflight(node) == HELD
-        assert {status for status, _, _ in answers} == {503}
-        assert all(headers.get("retry-after") == "1" for _, headers, _ in answers)
+        assert {status for status, _, _, _ in answers} == {503}
+        assert all(headers.get("retry-after") == "1" for _, headers, _, _ in answers)
         # What is not counted still answers while the node is full.
         assert request(node.url, "GET", "/v0/status").status == 200
         assert node.scan("burst-") == []
         after = stats(node)
-    assert after["requests"]["shed"] >= 20 * HELD
+    assert after["requests"]["shed"]["requests"] >= 20 * HELD
     lag = after["loop_lag_ms"]
-    print(f"503 latency max {max(t for _, _, t in answers) * 1000:.1f} ms; loop lag {lag}")
-    assert lag["p99"] < 200.0, lag  # generous: the machine is shared
+    print(f"503 latency max {max(t for _, _, _, t in answers) * 1000:.1f} ms; loop lag {lag}")
+    # No step of the shedding held the loop long: judged by the loop's own CPU time, since its lag in wall
+    # time (what the monitor sees honestly now, one long step included) also counts the waits for a core of
+    # a shared machine.
+    assert lag["ran_max"] < 200.0, lag
     wait_for(lambda: inflight(node) == 0)
     assert node.put("after", b"v").status == 201
+
+
+@contextlib.contextmanager
+def starved(node: Node) -> Iterator[None]:
+    """The node's loop held most of the time, as a long queue of work would hold it: stopped (SIGSTOP)
+    200 ms at a time, let run a few ms in between (less than its loop-lag tick, so every tick is late)."""
+    stop = threading.Event()
+
+    def hold() -> None:
+        while not stop.is_set():
+            node.freeze()
+            stop.wait(0.2)  # the pace of the fault itself, not a wait for something to happen
+            node.resume()
+            time.sleep(0.003)
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        holder.join()
+        node.resume()
+
+
+def test_a_starved_node_sheds_its_clients_and_still_answers_its_peers(start_cluster: ClusterFactory) -> None:
+    cluster = start_cluster(3, body_timeout_s=300)
+    coordinator, node = cluster[0], cluster[2]
+    # Clients queue (as many requests in progress as a starved node sheds from), and its loop is held.
+    with slow_uploads(node, STARVED_QUEUE), starved(node):
+        answers = poll(lambda: burst(node, 16), lambda got: any(a[0] == 503 for a in got), 60, "a shed")
+        shed = [a for a in answers if a[0] == 503]
+        assert all(headers.get("retry-after") == "1" for _, headers, _, _ in shed)
+        assert all(
+            body.startswith(b"overloaded: event loop ") and body.count(b"\n") == 1 for *_, body, _ in shed
+        )
+        assert {status for status, *_ in answers} <= {200, 201, 404, 503}
+        # Its peers' calls are not shed: a write that needs its copy too is stored.
+        poll(lambda: coordinator.put("through", b"v", ack=3), written, 60, "a write to all three")
+    for peer in cluster.nodes:
+        assert total(scrape(peer), "kvnode_peer_channel_drops_total") == 0, peer.url  # no channel given up
+    assert total(scrape(node), "kvnode_requests_shed_total", reason="starved") >= len(shed)
+    poll(lambda: node.get("through"), lambda answer: answer.status == 200, what="the node admitting again")
 
 
 def test_a_body_that_does_not_arrive_in_time_is_408_and_frees_its_slot(start_cluster: ClusterFactory) -> None:

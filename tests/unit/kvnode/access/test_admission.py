@@ -1,5 +1,6 @@
 """Admission control (kvnode.access.admission): requests and body bytes in progress counted, a 503 with
-Retry-After beyond either limit, and the bytes of each answered body handed to the memory settler."""
+Retry-After beyond either limit, and while the event loop is starved and clients queue (counted by why),
+and the bytes of each answered body handed to the memory settler."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from aiohttp import web
 from aiohttp.streams import StreamReader
 from aiohttp.test_utils import make_mocked_request
 
-from kvnode.access.admission import Admission
+from kvnode.access.admission import STARVED_QUEUE, Admission
 from kvnode.memory import Settler
+from kvnode.metrics import Starvation
 
 MAX_BODY = 1000
 
@@ -50,7 +52,7 @@ def test_requests_beyond_the_limit_are_answered_503_and_counted_shed() -> None:
     assert isinstance(refused, web.Response)
     assert refused.status == 503 and refused.headers["Retry-After"] == "1"
     assert refused.text == "overloaded: 2 requests in progress; retry\n"
-    assert (admission.inflight, admission.shed) == (2, 1)  # a shed request is not counted in progress
+    assert (admission.inflight, admission.shed_by.total()) == (2, 1)  # a shed request is not counted in progress
 
 
 def test_leaving_frees_the_request_and_its_bytes_and_tells_the_settler() -> None:
@@ -80,3 +82,22 @@ async def test_a_body_counts_as_at_most_the_largest_allowed_and_a_chunked_one_as
     assert admission.admit(put(50_000)) == MAX_BODY  # refused later (413) without being read
     assert admission.admit(chunked_put()) == MAX_BODY
     assert admission.inflight_bytes == 2 * MAX_BODY
+
+
+def test_a_starved_loop_sheds_new_requests_while_clients_queue_and_admits_again_once_calm() -> None:
+    starvation = Starvation(enter_s=0.1, exit_s=0.02, window_s=1.0)
+    admission = Admission(256, 1 << 26, MAX_BODY, PassedSizes(), starvation)
+    for tick in range(8):
+        starvation.observe(0.2, now=float(tick) * 0.2)
+    assert starvation.shedding
+    # Behind with few requests in progress (a large body, a machine short of CPU): clients are not the cause.
+    for _ in range(STARVED_QUEUE):
+        assert admission.admit(get()) == 0
+    shed = admission.admit(get())
+    assert isinstance(shed, web.Response) and shed.status == 503
+    assert shed.headers["Retry-After"] == "1"
+    assert shed.text == "overloaded: event loop 200 ms behind; retry\n"
+    assert (admission.shed_by, admission.inflight) == ({"starved": 1}, STARVED_QUEUE)
+    for tick in range(8):
+        starvation.observe(0.001, now=2.0 + tick * 0.2)
+    assert admission.admit(get()) == 0 and admission.inflight == STARVED_QUEUE + 1

@@ -4,8 +4,10 @@ another in-process node answering its calls directly, its pauses taken by a slee
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
+from kvnode.metrics import Starvation
 from tests.drivers import in_process_nodes, until
 
 
@@ -70,3 +72,22 @@ async def test_continuous_exchanges_pace_by_the_interval_over_the_peers(tmp_path
         # a random pause first (spreading the nodes apart), then interval / peers after each exchange
         assert one.sleep.asked[0] <= 60.0 / 2
         assert one.sleep.asked[1:4] == [30.0, 30.0, 30.0]
+
+
+async def test_a_repair_waits_while_the_loop_is_busy_and_goes_on_once_it_is_calm(tmp_path: Path) -> None:
+    async with in_process_nodes(tmp_path, 2) as (one, two):
+        await until(lambda: one.upkeep.ready.is_set() and two.upkeep.ready.is_set(), "summaries built")
+        for index in range(50):
+            two.put(f"two-{index}", b"2")
+        starvation = Starvation()
+        starvation.observe(0.5, now=1.0)  # the loop's last tick was half a second late: busy
+        driver = one.anti_entropy(starvation)
+        repair = asyncio.ensure_future(driver.repair_all())
+        await until(lambda: driver.current is not None and driver.current.segments_differing > 0, "compared")
+        for _ in range(50):  # turns of the loop in which a repair not waiting would have moved records
+            await asyncio.sleep(0)
+        assert driver.current is not None and driver.current.received == 0
+        starvation.observe(0.001, now=1.01)  # a calm tick
+        run = await repair
+        assert run.outcomes[two.url].received == 50
+        await driver.stop()

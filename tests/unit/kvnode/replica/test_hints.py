@@ -1,15 +1,20 @@
 """kvnode.replica.hints.HintStore on real LevelDB (the hints part of a SystemDb in a temporary directory):
-what is kept, counted, listed, expired and forgotten, and what a restart finds."""
+what is kept, counted, listed, expired and forgotten, and what a restart finds; and HintDelivery to a
+scripted target, which waits while the node's loop is busy."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 
-from kvnode.replica.hints import Hint, HintStore
+from kvnode.memory import Settler
+from kvnode.metrics import Starvation
+from kvnode.replica.hints import Hint, HintDelivery, HintStore
 from kvnode.storage.records import Record, encode
 from kvnode.storage.system_db import SystemDb
+from tests.drivers import until
 
 B, C = "http://b:8080", "http://c:8080"
 WINDOW_S = 10.0
@@ -144,3 +149,43 @@ def test_hints_stay_in_their_part(system_db: SystemDb, wall: list[int]) -> None:
     store.add(B, b"k", Record.put(1, b"v"), down_for=0.0)
     assert system_db.clock_floor.load() == 123
     assert store.pending_by_target() == {B: 1}  # the floor is not taken for a hint
+
+
+class ConnectedTarget:
+    """A peer that is connected and takes every hint at once, keeping their keys."""
+
+    url = B
+    connected = True
+
+    def __init__(self) -> None:
+        self.became_connected = asyncio.Event()
+        self.became_connected.set()
+        self.delivered: list[bytes] = []
+
+    def probe(self) -> None:
+        """Connected already."""
+
+    def deliver_hint(self, key: bytes, record: Record) -> asyncio.Future[int | None]:
+        self.delivered.append(key)
+        taken: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
+        taken.set_result(None)
+        return taken
+
+
+async def test_delivery_waits_while_the_loop_is_busy_and_goes_on_once_it_is_calm(
+    system_db: SystemDb, wall: list[int]
+) -> None:
+    store = hint_store(system_db, wall)
+    store.add(B, b"k", Record.put(wall[0] * 1000, b"v"), down_for=0.0)
+    starvation = Starvation()
+    starvation.observe(0.5, now=1.0)  # the loop's last tick was half a second late: busy
+    target = ConnectedTarget()
+    delivery = HintDelivery(store, target, 1000.0, Settler(), starvation)
+    delivery.start()
+    for _ in range(50):  # turns of the loop in which a delivery not waiting would have sent the hint
+        await asyncio.sleep(0)
+    assert target.delivered == []
+    starvation.observe(0.001, now=1.01)  # a calm tick
+    await until(lambda: store.pending(B) == 0, "the hint delivered")
+    assert target.delivered == [b"k"]
+    await delivery.stop()
