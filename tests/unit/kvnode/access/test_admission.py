@@ -52,7 +52,8 @@ def test_requests_beyond_the_limit_are_answered_503_and_counted_shed() -> None:
     assert isinstance(refused, web.Response)
     assert refused.status == 503 and refused.headers["Retry-After"] == "1"
     assert refused.text == "overloaded: 2 requests in progress; retry\n"
-    assert (admission.inflight, admission.shed_by.total()) == (2, 1)  # a shed request is not counted in progress
+    # A shed request is not counted in progress.
+    assert (admission.inflight, admission.shed_by.total()) == (2, 1)
 
 
 def test_leaving_frees_the_request_and_its_bytes_and_tells_the_settler() -> None:
