@@ -16,7 +16,13 @@ async def test_a_node_of_one_has_no_peers_and_a_quiet_snapshot(served: ServedNod
     snapshot = parts.snapshot()
     assert snapshot.peers == () and snapshot.reading("hints").json()["pending"] == {}
     assert snapshot.reading("membership").json() == {"version": 1, "streamed": 0, "undone": ""}
-    assert snapshot.reading("requests").json() == {"inflight": 0, "shed": 0, "inflight_bytes": 0}
+    shed = {"requests": 0, "bytes": 0, "starved": 0}
+    assert snapshot.reading("requests").json() == {
+        "inflight": 0,
+        "shed": shed,
+        "starved": False,
+        "inflight_bytes": 0,
+    }
     assert snapshot.reading("rebuild").json()["state"] == "serving"
 
 
