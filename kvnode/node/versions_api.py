@@ -30,6 +30,7 @@ from kvnode.coordinator.coordinator import Coordinator
 from kvnode.coordinator.fanout import QuorumFailed
 from kvnode.node.params import known_only, single, text, utf8
 from kvnode.node.parts import PARTS
+from kvnode.scheduling import Slice
 from kvnode.storage.frames import END, MAX_KEY_BYTES, BadFrames, FrameParser, encode_frame
 from kvnode.storage.records import MAX_HEADER_BYTES, CorruptRecord, Record, check, decode
 
@@ -60,6 +61,7 @@ async def get_versions(request: web.Request) -> web.StreamResponse:
     response.enable_chunked_encoding()
     await response.prepare(request)
     cursor: bytes | None = start
+    share = Slice()
     while cursor is not None:
         chunk = storage.read_chunk(cursor, _CHUNK)
         cursor = chunk[-1][0] + b"\x00" if len(chunk) == _CHUNK else None  # the next key after the last
@@ -73,6 +75,7 @@ async def get_versions(request: web.Request) -> web.StreamResponse:
             except CorruptRecord as error:
                 log.warning("the versions stream leaves out the corrupt record for key %r: %s", key, error)
         await response.write(b"".join(frames))  # waits while the reader is behind
+        await share.pause()  # a fast reader's writes do not wait: yield to requests every few ms
     await response.write(END)
     await response.write_eof()
     return response
