@@ -9,6 +9,7 @@
     python -m loadtest selfbench
     python -m loadtest.ladder --url URL [--start 4000 --step 2000]
     python -m loadtest stalls [--keys 50000] [--rate 200]
+    python -m loadtest healing|join|backup [--keys 100000] [--rate 1000]
     python -m loadtest ui
     python -m loadtest locust [--duration 30] [--out out/loadtest]
     locust -f loadtest/locustfile.py --host URL
@@ -41,6 +42,9 @@ Modules, one job each:
     targets       what bench loads: the hello-world, and a filled cluster per fan-out mode and guard
     ladder        the highest constant rate a running cluster holds, rung by rung
     stalls        each node's worst event-loop lag during each long job (``python -m loadtest stalls``)
+    healing       a wiped node rebuilt under load, and an idle cluster's repair traffic
+    join          a 4th node joining a filled cluster under load
+    backup        a backup and restores of a filled cluster under load
     wrk           running wrk: install, Lua script, output parsing, runs at once merged
 
 Latency histograms are kvnode.metrics.LatencyHistogram, the same as the nodes' own.
