@@ -36,7 +36,7 @@ reset:
 	@$(PYTHON) -m kvnode.ops.data_dir data
 	rm -rf data
 
-## test: ruff, mypy, the whole pytest suite on 2 workers and the doctests (12 minutes; 15 beside two CPU hogs)
+## test: ruff, mypy, the whole pytest suite on 2 workers and the doctests (11 minutes; 18 beside two CPU hogs)
 test: test-duration lint typecheck pytest
 
 test-duration:
@@ -71,8 +71,8 @@ compare: $(DEV_STAMP)
 
 ## scale: the same constant-rate load (300/s, token-aware) on fresh clusters of 3, 6 and 12 members, a member
 ##        per core on hosts modelled on loopback: throughput, p99, replica calls and server CPU per request;
-##        writes out/scale/scale.md (about 4 minutes, estimated from its parts: 3 runs of 15 s a shape, plus
-##        start, fill, idle reading and warm-up; SCALE_ARGS="--machines 3 --per-host 1,4" for machines x members)
+##        writes out/scale/scale.md (3 minutes: 3 runs of 15 s a shape, plus start, fill, idle reading and
+##        warm-up; SCALE_ARGS="--machines 3 --per-host 1,4" for machines x members)
 scale: $(DEV_STAMP)
 	$(PY) -m loadtest scale --out out/scale $(SCALE_ARGS)
 
