@@ -15,7 +15,6 @@ report says so.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -33,7 +32,7 @@ from kvnode.config import NodeConfig
 from kvnode.ops.local_cluster import start_local_cluster
 from kvnode.ops.processes import NodeProcess
 from loadtest.fill import fill
-from loadtest.healing import WINDOW_S, plot_p99, window
+from loadtest.healing import WINDOW_S, plot_p99, run_measurement, window, window_table
 from loadtest.workload import Workload, key_name
 
 __all__ = ["main"]
@@ -189,12 +188,7 @@ def report(cost: BackupCost, out: Path, command: str) -> Path:
         f"- p99 before: {p99s('before')} ms; during the backup: {p99s('backup')} ms; during the live "
         f"restore: {p99s('restore')} ms (one figure per window).",
         "",
-        "| phase | from the start (s) | p50 (ms) | p99 (ms) | achieved (/s) | errors |",
-        "|---|---|---|---|---|---|",
-    ]
-    lines += [
-        f"| {w.phase} | {w.started_s:.0f} | {w.p50_ms:.2f} | {w.p99_ms:.2f} | {w.achieved:.0f} | {w.errors} |"
-        for w in cost.windows
+        *window_table(cost.windows, "from the start"),
     ]
     lines += ["", "![p99 per window](backup-p99.png)", ""]
     path = out / "backup.md"
@@ -203,12 +197,4 @@ def report(cost: BackupCost, out: Path, command: str) -> Path:
 
 
 def main(argv: list[str], command: str) -> int:
-    parser = argparse.ArgumentParser(prog="python -m loadtest backup", description=__doc__.split("\n")[0])
-    parser.add_argument("--keys", type=int, default=100_000)
-    parser.add_argument("--value-size", type=int, default=100)
-    parser.add_argument("--rate", type=float, default=1000.0, help="GET per second during the run")
-    parser.add_argument("--out", type=Path, default=Path("out/backup"))
-    args = parser.parse_args(argv)
-    cost = measure(args.keys, args.value_size, args.rate, lambda line: print(line, flush=True))
-    print(f"report: {report(cost, args.out, command)}")
-    return 0
+    return run_measurement("backup", __doc__, argv, command, measure, report)

@@ -23,10 +23,10 @@ import shutil
 import tempfile
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kvnode.config import NodeConfig
 from kvnode.ops.local_cluster import LocalCluster, start_local_cluster
@@ -35,7 +35,9 @@ from loadtest.fill import fill
 from loadtest.openloop import run_rate
 from loadtest.workload import Workload
 
-__all__ = ["main", "plot_p99", "window"]
+__all__ = ["main", "plot_p99", "run_measurement", "window", "window_table"]
+
+T = TypeVar("T")
 
 WINDOW_S = 5.0
 BEFORE_WINDOWS = 3
@@ -282,13 +284,39 @@ def plot_p99(windows: Sequence[Any], phases: Sequence[str], xlabel: str, title: 
     plt.close(figure)
 
 
-def main(argv: list[str], command: str) -> int:
-    parser = argparse.ArgumentParser(prog="python -m loadtest healing", description=__doc__.split("\n")[0])
+def window_table(windows: Sequence[Any], since: str) -> list[str]:
+    """A report's table of windows (``phase``, ``started_s``, ``p50_ms``, ``p99_ms``, ``achieved``,
+    ``errors``), seconds counted ``since`` what its column says."""
+    rows = [
+        f"| {w.phase} | {w.started_s:.0f} | {w.p50_ms:.2f} | {w.p99_ms:.2f} | {w.achieved:.0f} | {w.errors} |"
+        for w in windows
+    ]
+    return [
+        f"| phase | {since} (s) | p50 (ms) | p99 (ms) | achieved (/s) | errors |",
+        "|---|---|---|---|---|---|",
+        *rows,
+    ]
+
+
+def run_measurement(
+    name: str,
+    doc: str,
+    argv: list[str],
+    command: str,
+    measure: Callable[[int, int, float, Callable[[str], None]], T],
+    report: Callable[[T, Path, str], Path],
+) -> int:
+    """``python -m loadtest NAME``'s flags (keys, value size, rate, out), its measurement and its report."""
+    parser = argparse.ArgumentParser(prog=f"python -m loadtest {name}", description=doc.split("\n")[0])
     parser.add_argument("--keys", type=int, default=100_000)
     parser.add_argument("--value-size", type=int, default=100)
     parser.add_argument("--rate", type=float, default=1000.0, help="GET per second during the run")
-    parser.add_argument("--out", type=Path, default=Path("out/healing"))
+    parser.add_argument("--out", type=Path, default=Path(f"out/{name}"))
     args = parser.parse_args(argv)
-    healing = measure(args.keys, args.value_size, args.rate, lambda line: print(line, flush=True))
-    print(f"report: {report(healing, args.out, command)}")
+    measured = measure(args.keys, args.value_size, args.rate, lambda line: print(line, flush=True))
+    print(f"report: {report(measured, args.out, command)}")
     return 0
+
+
+def main(argv: list[str], command: str) -> int:
+    return run_measurement("healing", __doc__, argv, command, measure, report)

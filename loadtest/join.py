@@ -13,7 +13,6 @@ cluster, the load generator and this script share the machine's cores: the repor
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -29,7 +28,7 @@ from kvnode.config import NodeConfig
 from kvnode.ops.local_cluster import start_local_cluster
 from kvnode.ops.processes import NodeProcess
 from loadtest.fill import fill
-from loadtest.healing import plot_p99, window
+from loadtest.healing import plot_p99, run_measurement, window, window_table
 from loadtest.workload import Workload
 
 __all__ = ["main"]
@@ -161,12 +160,7 @@ def report(join: Join, out: Path, command: str) -> Path:
         f"- p99 before: {', '.join(f'{w.p99_ms:.2f}' for w in before)} ms; while it joined: "
         f"{', '.join(f'{w.p99_ms:.2f}' for w in during) or '-'} ms (one figure per window).",
         "",
-        "| phase | from its start (s) | p50 (ms) | p99 (ms) | achieved (/s) | errors |",
-        "|---|---|---|---|---|---|",
-    ]
-    lines += [
-        f"| {w.phase} | {w.started_s:.0f} | {w.p50_ms:.2f} | {w.p99_ms:.2f} | {w.achieved:.0f} | {w.errors} |"
-        for w in join.windows
+        *window_table(join.windows, "from its start"),
     ]
     lines += ["", "![p99 per window](join-p99.png)", ""]
     path = out / "join.md"
@@ -186,12 +180,4 @@ def _plot(join: Join, path: Path) -> None:
 
 
 def main(argv: list[str], command: str) -> int:
-    parser = argparse.ArgumentParser(prog="python -m loadtest join", description=__doc__.split("\n")[0])
-    parser.add_argument("--keys", type=int, default=100_000)
-    parser.add_argument("--value-size", type=int, default=100)
-    parser.add_argument("--rate", type=float, default=1000.0, help="GET per second during the run")
-    parser.add_argument("--out", type=Path, default=Path("out/join"))
-    args = parser.parse_args(argv)
-    join = measure(args.keys, args.value_size, args.rate, lambda line: print(line, flush=True))
-    print(f"report: {report(join, args.out, command)}")
-    return 0
+    return run_measurement("join", __doc__, argv, command, measure, report)
