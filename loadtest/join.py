@@ -25,13 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from kvnode.config import NodeConfig
-from kvnode.ops.local_cluster import start_local_cluster
+from kvnode.ops.local_cluster import LocalCluster, start_local_cluster
 from kvnode.ops.processes import NodeProcess
 from loadtest.fill import fill
 from loadtest.healing import plot_p99, run_measurement, window, window_table
 from loadtest.workload import Workload
 
-__all__ = ["main"]
+__all__ = ["main", "settled", "three_and_a_newcomer"]
 
 WINDOW_S = 5.0
 BEFORE_WINDOWS = 3
@@ -67,7 +67,7 @@ def _get(url: str, path: str) -> dict[str, Any]:
         return result
 
 
-def _settled(urls: list[str], newcomer: str) -> bool:
+def settled(urls: list[str], newcomer: str) -> bool:
     """Whether every member runs with the newcomer as a member like the others."""
     try:
         views = [_get(url, "/v0/status") for url in [*urls, newcomer]]
@@ -79,7 +79,7 @@ def _settled(urls: list[str], newcomer: str) -> bool:
 def _watch(urls: list[str], newcomer: str, started: float, join: Join, done: threading.Event) -> None:
     """Poll until the join settled; record when."""
     while not done.is_set() and time.monotonic() - started < JOIN_DEADLINE_S:
-        if _settled(urls, newcomer):
+        if settled(urls, newcomer):
             join.join_s = time.monotonic() - started
             join.streamed = int(_get(newcomer, "/v0/cluster")["streamed"])
             done.set()
@@ -87,21 +87,26 @@ def _watch(urls: list[str], newcomer: str, started: float, join: Join, done: thr
         time.sleep(0.1)
 
 
+def three_and_a_newcomer(tmp: Path) -> tuple[LocalCluster[NodeProcess], NodeProcess]:
+    """A local 3-node cluster in ``tmp``, started, and a 4th node, not yet started, that joins it on the
+    port kept free for it."""
+    spare: list[int] = []
+
+    def keep_spare(index: int, config: NodeConfig, ports: list[int]) -> NodeConfig:
+        spare[:] = ports
+        return config
+
+    cluster = start_local_cluster(
+        NodeConfig(data_dir=tmp), 3, NodeProcess, spare_ports=1, configure=keep_spare
+    )
+    newcomer = NodeProcess(NodeConfig(port=spare[0], data_dir=tmp / "newcomer", join=cluster.urls[0]))
+    return cluster, newcomer
+
+
 def measure(keys: int, value_size: int, rate: float, say: Any) -> Join:
     join = Join(keys, value_size, rate, os.cpu_count() or 1)
     with tempfile.TemporaryDirectory(prefix="kvnode-join-") as tmp:
-        spare: list[int] = []
-
-        def keep_spare(index: int, config: NodeConfig, ports: list[int]) -> NodeConfig:
-            spare[:] = ports
-            return config
-
-        cluster = start_local_cluster(
-            NodeConfig(data_dir=Path(tmp)), 3, NodeProcess, spare_ports=1, configure=keep_spare
-        )
-        newcomer = NodeProcess(
-            NodeConfig(port=spare[0], data_dir=Path(tmp) / "newcomer", join=cluster.urls[0])
-        )
+        cluster, newcomer = three_and_a_newcomer(Path(tmp))
         try:
             _run(cluster.urls, newcomer, join, say)
         finally:

@@ -25,11 +25,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from kvnode.config import NodeConfig
 from kvnode.node.scan_api import NEXT_PAGE_HEADER
-from kvnode.ops.local_cluster import start_local_cluster
 from kvnode.ops.processes import NodeProcess
 from loadtest.fill import fill
+from loadtest.join import settled, three_and_a_newcomer
 from loadtest.openloop import run_rate
 from loadtest.workload import Workload, key_name
 
@@ -89,15 +88,7 @@ def _deletes(urls: list[str], keys: int) -> None:
 
 def _join(urls: list[str], newcomer: NodeProcess) -> None:
     newcomer.spawn()
-
-    def settled() -> bool:
-        try:
-            views = [json.loads(_ask(url, "/v0/status")) for url in [*urls, newcomer.url]]
-        except OSError:
-            return False
-        return all(newcomer.url in view["cluster"] and not view["joining"] for view in views)
-
-    _until(settled, "the join")
+    _until(partial(settled, urls, newcomer.url), "the join")
 
 
 def _measured(urls: list[str], job: Callable[[], None], load: Workload, rate: float) -> dict[str, Any]:
@@ -129,18 +120,7 @@ def _load(urls: list[str], load: Workload, rate: float, stop: threading.Event) -
 def measure(keys: int, rate: float, say: Callable[[str], None]) -> dict[str, dict[str, Any]]:
     results: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="kvnode-stalls-") as tmp:
-        spare: list[int] = []
-
-        def keep_spare(index: int, config: NodeConfig, ports: list[int]) -> NodeConfig:
-            spare[:] = ports
-            return config
-
-        cluster = start_local_cluster(
-            NodeConfig(data_dir=Path(tmp)), 3, NodeProcess, spare_ports=1, configure=keep_spare
-        )
-        newcomer = NodeProcess(
-            NodeConfig(port=spare[0], data_dir=Path(tmp) / "newcomer", join=cluster.urls[0])
-        )
+        cluster, newcomer = three_and_a_newcomer(Path(tmp))
         urls = list(cluster.urls)
         try:
             say(f"filling {keys} keys")
