@@ -25,6 +25,7 @@ from typing import cast, get_args
 
 from kvnode.config import FanoutMode
 from kvnode.ops.argtypes import choices, non_negative_int, positive_int
+from loadtest.replica_calls import REQUEST_OPS, replica_calls
 from loadtest.targets import (
     GUARDS,
     NODES,
@@ -49,6 +50,7 @@ class Row:
     mode: str
     op: str
     measured: Measured
+    replica_calls: int | None = None  # the first node's calls to the other nodes (--no-spread)
 
     @property
     def server_cpu_per_request(self) -> float | None:
@@ -60,6 +62,13 @@ class Row:
         """The first server process's CPU per request: with --no-spread, the only coordinator's."""
         requests = self.measured.result.requests
         return self.measured.server_cpu[0] / requests if requests else None
+
+    @property
+    def replica_cpu_per_call(self) -> float | None:
+        """The other nodes' CPU per call the first node made to them: with --no-spread they only answer
+        its replica calls, so this is a replica's cost per call."""
+        calls = self.replica_calls
+        return sum(self.measured.server_cpu[1:]) / calls if calls else None
 
 
 def format_latency(seconds: float) -> str:
@@ -87,8 +96,8 @@ def render_table(rows: Sequence[Row], spread: bool = True) -> str:
     hello = {row.op: row for row in rows if row.target == "hello-world"}
     lines = [
         "| target | mode | op | processes | req/s | p50 | p99 | errors | vs hello-world | server CPU/req "
-        "| coordinator CPU/req |",
-        "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|",
+        "| coordinator CPU/req | replica CPU/call |",
+        "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for row in rows:
         result = row.measured.result
@@ -100,12 +109,16 @@ def render_table(rows: Sequence[Row], spread: bool = True) -> str:
         )
         base = reference.first_cpu_per_request if reference else None
         mine = row.first_cpu_per_request
+        replica = "every node" if spread else "-"
         if not spread and row.target != "hello-world" and base and mine is not None:
             coordinator += f" ({mine / base:.2f}x)"
+            per_call = row.replica_cpu_per_call
+            replica = "n/a" if per_call is None else f"{_micros(per_call)} ({per_call / base:.2f}x)"
         lines.append(
             f"| {row.target} | {row.mode} | {row.op.upper()} | {len(row.measured.server_cpu)} "
             f"| {result.requests_per_sec:,.0f} | {format_latency(result.p50)} | {format_latency(result.p99)} "
-            f"| {_format_errors(result)} | {ratio} | {_micros(row.server_cpu_per_request)} | {coordinator} |"
+            f"| {_format_errors(result)} | {ratio} | {_micros(row.server_cpu_per_request)} | {coordinator} "
+            f"| {replica} |"
         )
     return "\n".join(lines)
 
@@ -166,7 +179,9 @@ def report(rows: Sequence[Row], args: argparse.Namespace) -> str:
             f"(os.cpu_count() = {cores}): the figures compare targets; they do not measure a dedicated "
             "server. server CPU/req is the CPU time all server processes (every node) used during the "
             "row, per request answered; coordinator CPU/req (with --no-spread) is the first node's, and "
-            "in brackets its ratio to the hello-world's CPU per request.",
+            "in brackets its ratio to the hello-world's CPU per request; replica CPU/call (with "
+            "--no-spread) is the other nodes' CPU per replica call the first node made to them (reads and "
+            "writes, from its /metrics), and in brackets its ratio to the hello-world's CPU per request.",
             _caveat(args),
         ]
     )
@@ -201,7 +216,13 @@ def _measure_target(
             script.write_text(lua_script(method, path, args.keys, args.value_size, index + 1, token))
             scripts.append(script)
         progress(f"running {target} {mode} {method} for {args.duration}s")
+        # With --no-spread the other nodes only answer the first one's calls: count them (every call a
+        # request made, not its own storage's).
+        peers = urls[1:] if not args.spread and len(urls) > 1 else None
+        before = replica_calls(urls[:1], REQUEST_OPS, peers) if peers else None
         measured = run_wrk(wrk, load_urls, server_pids, scripts, args.connections, args.duration)
+        after = replica_calls(urls[:1], REQUEST_OPS, peers) if peers else None
+        calls = sum((after - before).values()) if before is not None and after is not None else None
         result = measured.result
         busy = (sum(measured.server_cpu) + measured.wrk_cpu) / measured.elapsed
         progress(
@@ -210,7 +231,7 @@ def _measure_target(
             f"{'/'.join(f'{cpu:.1f}' for cpu in measured.server_cpu)}s, wrk CPU {measured.wrk_cpu:.1f}s, "
             f"{busy:.2f} of {os.cpu_count()} cores busy with these"
         )
-        rows.append(Row(target, mode, op, measured))
+        rows.append(Row(target, mode, op, measured, calls))
     return rows
 
 

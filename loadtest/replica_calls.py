@@ -25,10 +25,12 @@ REQUEST_OPS = frozenset({"read", "write"})
 _SCRAPE_TIMEOUT_S = 2.0
 
 
-def replica_calls(urls: Sequence[str], ops: Collection[str] | None = None) -> Counter[str] | None:
+def replica_calls(
+    urls: Sequence[str], ops: Collection[str] | None = None, peers: Collection[str] | None = None
+) -> Counter[str] | None:
     """The ``kvnode_replica_calls_total`` counters summed over the nodes that answer, by outcome label, of
-    every op or of ``ops``; None when no node exposes them (no /metrics, or no such counter), so the report
-    shows "n/a"."""
+    every op or of ``ops``, to every replica or to ``peers`` (their URLs); None when no node exposes them
+    (no /metrics, or no such counter), so the report shows "n/a"."""
     totals: Counter[str] = Counter()
     found = False
     for url in urls:
@@ -41,8 +43,11 @@ def replica_calls(urls: Sequence[str], ops: Collection[str] | None = None) -> Co
             for sample in family.samples:
                 if sample.name == REPLICA_CALLS:
                     found = True
-                    if ops is None or sample.labels.get("op") in ops:
-                        totals[sample.labels.get("outcome", "")] += int(sample.value)
+                    labels = sample.labels
+                    if (ops is None or labels.get("op") in ops) and (
+                        peers is None or labels.get("peer") in peers
+                    ):
+                        totals[labels.get("outcome", "")] += int(sample.value)
     return totals if found else None
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from kvnode.access.tls import verifying_context
-from loadtest.bench import format_latency
+from loadtest.bench import Row, format_latency, render_table
 from loadtest.targets import fill_cluster, kvnode_cluster
 from loadtest.workload import key_name
-from loadtest.wrk import lua_script
+from loadtest.wrk import Measured, WrkResult, lua_script
 from tests.harness import needs_openssl, request
 
 
@@ -16,6 +16,22 @@ def test_format_latency() -> None:
     assert format_latency(714e-6) == "0.71 ms"
     assert format_latency(0.0123) == "12.3 ms"
     assert format_latency(1.5) == "1,500 ms"
+
+
+def _row(target: str, cpu: list[float], calls: int | None = None) -> Row:
+    result = WrkResult(requests=10_000, requests_per_sec=1_000, p50=0.002, p99=0.004)
+    return Row(
+        target, "-" if target == "hello-world" else "async", "put", Measured(result, cpu, 1.0, 10.0), calls
+    )
+
+
+def test_without_spread_the_table_gives_coordinator_and_replica_cpu_against_hello_world() -> None:
+    """The replicas' CPU is divided by the calls made to them, not by the requests: a GET asks some of
+    them only."""
+    rows = [_row("hello-world", [0.5]), _row("kvnode", [1.0, 0.3, 0.3], calls=15_000)]
+    kvnode = render_table(rows, spread=False).splitlines()[-1]
+    assert "| 100 us (2.00x) | 40 us (0.80x) |" in kvnode
+    assert kvnode.count("every node") == 0
 
 
 def test_kvnode_cluster_is_filled_then_stopped(tmp_path: Path) -> None:

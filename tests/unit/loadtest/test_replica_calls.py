@@ -75,3 +75,15 @@ def test_only_the_ops_asked_for_are_summed(metrics_server: tuple[Callable[..., N
     add("b", "ok", 7, "repair")
     assert replica_calls([url], REQUEST_OPS) == {"ok": 5}
     assert replica_calls([url]) == {"ok": 62}
+
+
+def test_only_the_calls_to_the_peers_asked_for_are_summed(
+    metrics_server: tuple[Callable[..., None], str],
+) -> None:
+    """A coordinator's calls to its own storage are no replica's work: the bench's per-call figure leaves
+    them out."""
+    add, url = metrics_server
+    add("self", "ok", 10, "read")
+    add("b", "ok", 4, "read")
+    add("c", "ok", 6, "write")
+    assert replica_calls([url], REQUEST_OPS, peers=["b", "c"]) == {"ok": 10}
