@@ -1,6 +1,7 @@
-"""report.md: a conclusion drawn from the runs, CPU per request from /proc next to py-spy's samples, the
-load figures, then per operation and profile kind the top frames of each mode side by side (computed
-from the raw/collapsed stacks), with links to every flamegraph and dump."""
+"""report.md: a conclusion drawn from the runs, every run's latency and CPU per request from /proc next
+to py-spy's samples, the load figures, then per scenario, operation and profile kind the top frames of
+each mode side by side with their uncertainty (computed from the raw stacks), with links to every
+flamegraph and dump; and the ``.gitignore`` that keeps the raw files out of a checked-in set."""
 
 from __future__ import annotations
 
@@ -21,21 +22,38 @@ from profiling.collapsed import (
     trunk,
 )
 from profiling.conclusion import conclusion, shortfalls
-from profiling.cpu import DIFFERENCE, MIN_CLOCK_TICKS, MIN_SAMPLES, cpu_table, plot_cpu, run_cpu
+from profiling.cpu import (
+    DIFFERENCE,
+    MIN_CLOCK_TICKS,
+    MIN_SAMPLES,
+    SIGMAS,
+    cpu_table,
+    plot_cpu,
+    run_cpu,
+    uncertainty,
+)
 
-__all__ = ["TOP", "load_runs", "write_report"]
+__all__ = ["GITIGNORE", "TOP", "load_runs", "write_report"]
 
 TOP = 12
 _MODE_ORDER = {"async": 0, "sync": 1}
+_SCENARIO_ORDER = {"healthy": 0, "slow-replica": 1}
 
 # (artifact kind, heading, what one unit of weight is, phase it comes from)
 _SECTIONS = [
-    ("cpu", "CPU: `py-spy record`, samples in Python code", "samples", "cpu"),
-    ("idle", "Waits: `py-spy record --idle` (every sample, waiting included)", "samples", "idle"),
-    ("gil", "GIL: `py-spy record --gil`, Python samples of the thread holding the GIL", "samples", "gil"),
+    ("cpu", "CPU: `py-spy record`, samples in Python code", "samples", "pyspy"),
+    ("idle", "Waits: `py-spy record --idle` (every sample, waiting included)", "samples", "pyspy"),
+    ("gil", "GIL: `py-spy record --gil`, Python samples of the thread holding the GIL", "samples", "pyspy"),
     ("alloc-count", "Allocations by count: memray, during the load", "allocations", "memray"),
     ("alloc-bytes", "Allocations by bytes: memray, during the load", "bytes", "memray"),
 ]
+# The raw files a run keeps beside its summaries, to re-read but never to commit: a set stays small.
+GITIGNORE = """# Raw captures and logs (python -m profiling): kept to re-read, never committed.
+*.collapsed.txt
+*.bin
+*.log
+logs/
+"""
 # Kinds whose tables rank only samples in Python code: a waiting sample there is not CPU work.
 _SPLIT_KINDS = ("cpu", "gil")
 CPU_PLOT = "cpu-per-request.png"
@@ -48,9 +66,18 @@ def load_runs(run_dirs: Sequence[Path]) -> list[tuple[Path, dict[str, Any]]]:
         for path in run_dirs
         if (path / "run.json").exists()
     ]
-    return sorted(
-        runs, key=lambda run: (run[1]["spec"]["op"] != "put", _MODE_ORDER.get(run[1]["spec"]["mode"], 9))
-    )
+    return sorted(runs, key=lambda run: _order(run[1]))
+
+
+def _order(manifest: dict[str, Any]) -> tuple[int, bool, int]:
+    spec = manifest["spec"]
+    scenario = _SCENARIO_ORDER.get(spec.get("scenario", "healthy"), 9)
+    return scenario, spec["op"] != "put", _MODE_ORDER.get(spec["mode"], 9)
+
+
+def _group(manifest: dict[str, Any]) -> str:
+    """What the modes are compared within, as profiling.cpu.RunCpu.group names it."""
+    return f"{manifest['spec'].get('scenario', 'healthy')}, {manifest['spec']['op'].upper()}"
 
 
 def write_report(out: Path, run_dirs: Sequence[Path], command: str) -> Path:
@@ -65,15 +92,22 @@ def write_report(out: Path, run_dirs: Sequence[Path], command: str) -> Path:
         "",
         "## Conclusion",
         "",
-        "Drawn from the figures below; a statement about CPU is made only where the nodes' CPU time",
-        f"(/proc) and py-spy's samples agree (a difference counts from {DIFFERENCE - 1:.0%}), and only from",
-        f"runs with at least {MIN_CLOCK_TICKS} clock ticks of n1 CPU and {MIN_SAMPLES:,} samples.",
+        "Drawn from the figures below, per scenario and operation, async next to sync. A statement about",
+        "CPU is made only where the nodes' CPU time (/proc) and py-spy's samples agree, by at least",
+        f"{DIFFERENCE - 1:.0%} and by more than {SIGMAS:g} standard deviations of the samples (a count n is",
+        "uncertain by about √n, so a share p of n samples by about √(p/n)), and only from runs with at least",
+        f"{MIN_CLOCK_TICKS} clock ticks of n1 CPU and {MIN_SAMPLES:,} samples in Python code. *Where in the",
+        "code* names the modules and functions whose self time per request differs beyond that uncertainty.",
         "",
         *conclusion(cpu),
         "",
-        "## CPU per request: /proc next to the samples",
+        "## Every run: latency, CPU per request, waits",
         "",
-        "CPU per request is each node's user + system CPU time over the `cpu` phase's load window (from",
+        "Latency is the load's over the `pyspy` phase (p50 and p99 of each phase are in the load table",
+        "below). *n1 waiting* is the share of its `--idle` samples in the loop's own frame; *GIL held* the",
+        "share of the load window some thread of n1 held the GIL (`--gil` samples x interval / window).",
+        "",
+        "CPU per request is each node's user + system CPU time over the `pyspy` phase's load window (from",
         "`/proc/PID/stat`) divided by the requests answered: everything the process ran, Python, C and",
         "kernel. n1's py-spy samples of the same phase are split by their innermost frame: *in Python*",
         "code (the CPU and GIL tables below rank only these), the *loop's own frame* (`Runner.run` under",
@@ -91,23 +125,26 @@ def write_report(out: Path, run_dirs: Sequence[Path], command: str) -> Path:
     lines += [
         "## How the runs were made",
         "",
-        "Each run is one fan-out mode and one operation on a fresh 3-node loopback cluster; the load goes",
-        "to the coordinator n1. A run is four load phases of the same rate and duration: `cpu`, `idle`",
-        "and `gil` (py-spy, one after another, on the plain cluster; `py-spy dump` of every node halfway",
-        "through `cpu`) and `memray` (the cluster restarted with the profiled node(s) under `memray run`,",
-        "which slows them down). Shares are of the samples (or allocations, or bytes) a table ranks;",
+        "Each run is one scenario, one fan-out mode and one operation on a fresh 3-node loopback cluster;",
+        "the load goes to the coordinator n1. *healthy*: three nodes. *slow-replica*: n3 answers its peers",
+        "late, behind a delaying proxy (the load tests' slow-replica scenario); n1 has it among the replicas",
+        "of every key. A run is two load phases of the same rate: `pyspy` (three py-spy recorders side by",
+        "side on n1: on-CPU, `--idle` and `--gil`; `py-spy dump` of every node halfway through) and a",
+        "shorter `memray` (the cluster restarted on its data with n1 under `memray run`, which slows it",
+        "down). Shares are of the samples (or allocations, or bytes) a table ranks, ± √k/n for k of n;",
         "*self* counts a frame where it is innermost, *total* wherever it is on the stack (once per stack).",
         "Total tables leave out the trunk, the entry path every request runs under (runpy, main, down to",
         "the event loop's run). py-spy samples without stopping the node (`--nonblocking`), so a few",
-        "stacks are torn and start mid-way; they count by their innermost frame like any other.",
+        "stacks are torn and start mid-way; they count by their innermost frame like any other. Each",
+        "flamegraph is 1,200 px wide; frames under 3 px are merged. The raw stacks, memray's capture",
+        "(`memray flamegraph` draws it) and the logs stay beside the runs, left out of git by `.gitignore`.",
         "",
         *_load_table(runs, out),
     ]
-    for op in ("put", "get"):
-        op_runs = [run for run in runs if run[1]["spec"]["op"] == op]
-        if op_runs:
-            lines += _op_section(op, op_runs, out)
+    for group in dict.fromkeys(_group(manifest) for _, manifest in runs):
+        lines += _group_section(group, [run for run in runs if _group(run[1]) == group], out)
     lines += _dump_section(runs, out)
+    (out / ".gitignore").write_text(GITIGNORE)
     path = out / "report.md"
     path.write_text("\n".join(lines).rstrip() + "\n")
     return path
@@ -167,14 +204,14 @@ def _load_table(runs: list[tuple[Path, dict[str, Any]]], out: Path) -> list[str]
     return [*lines, ""]
 
 
-def _op_section(op: str, runs: list[tuple[Path, dict[str, Any]]], out: Path) -> list[str]:
-    lines = [f"## {op.upper()}", ""]
+def _group_section(group: str, runs: list[tuple[Path, dict[str, Any]]], out: Path) -> list[str]:
+    lines = [f"## {group}", ""]
     nodes = sorted({artifact["node"] for _, manifest in runs for artifact in _artifacts(manifest)})
     for kind, heading, unit, phase in _SECTIONS:
         for node in nodes:
             columns = []  # (mode, stacks, artifacts of this kind on this node)
             for run_dir, manifest in runs:
-                artifacts = [a for a in _artifacts(manifest) if _shown_with(a, kind) and a["node"] == node]
+                artifacts = [a for a in _artifacts(manifest) if a["kind"] == kind and a["node"] == node]
                 raw = next((a for a in artifacts if a["format"] == "raw"), None)
                 stacks = parse_collapsed((run_dir / raw["path"]).read_text()) if raw else Stacks()
                 columns.append((manifest["spec"]["mode"], stacks, artifacts, run_dir))
@@ -185,9 +222,8 @@ def _op_section(op: str, runs: list[tuple[Path, dict[str, Any]]], out: Path) -> 
             ranked = []  # (mode, the stacks the tables rank)
             for mode, stacks, artifacts, run_dir in columns:
                 links = [
-                    _link(a["format"], run_dir / a["path"], out) for a in artifacts if a["format"] != "raw"
+                    _link("flamegraph", run_dir / a["path"], out) for a in artifacts if a["format"] == "svg"
                 ]
-                links += [_link("raw", run_dir / a["path"], out) for a in artifacts if a["format"] == "raw"]
                 weight = sum(stacks.values())
                 errors = next((a.get("errors") for a in artifacts if a.get("errors") is not None), None)
                 error_note = f", {errors} sampling errors" if errors else ""
@@ -218,13 +254,6 @@ def _split_note(split: SampleSplit) -> str:
 def _waiting_note(split: SampleSplit) -> str:
     share = split.waiting_samples / split.total if split.total else 0.0
     return f", {share:.0%} of them in the loop's own frame (waiting)"
-
-
-def _shown_with(artifact: dict[str, Any], kind: str) -> bool:
-    """Artifacts listed in ``kind``'s section: its own, and memray's HTML with the allocation counts."""
-    if kind == "alloc-count" and artifact["kind"] == "memray":
-        return str(artifact["format"]).startswith("html")
-    return bool(artifact["kind"] == kind)
 
 
 def _top_total(stacks: Stacks) -> list[FrameShare]:
@@ -258,7 +287,9 @@ def _side_by_side(by: str, columns: list[tuple[str, list[FrameShare]]]) -> list[
             if rank < len(rows):
                 row = rows[rank]
                 share = row.self_share if by == "self" else row.total_share
-                cells += [f"`{_cell(row.frame)}`", f"{share:.1%}"]
+                weight = row.self_weight if by == "self" else row.total_weight
+                spread = share * uncertainty(weight)
+                cells += [f"`{_cell(row.frame)}`", f"{share:.1%} ± {spread:.1%}"]
             else:
                 cells += ["", ""]
         lines.append(f"| {rank + 1} | " + " | ".join(cells) + " |")
@@ -266,7 +297,7 @@ def _side_by_side(by: str, columns: list[tuple[str, list[FrameShare]]]) -> list[
 
 
 def _dump_section(runs: list[tuple[Path, dict[str, Any]]], out: Path) -> list[str]:
-    lines = ["## py-spy dumps (phase `cpu`, halfway through the load)", ""]
+    lines = ["## py-spy dumps (phase `pyspy`, halfway through the load)", ""]
     for run_dir, manifest in runs:
         dumps = [a for a in _artifacts(manifest) if a["kind"] == "dump"]
         if dumps:
