@@ -79,7 +79,9 @@ def test_every_artifact_exists(compare_quick: tuple[Path, subprocess.CompletedPr
         manifest = json.loads((out / run / "run.json").read_text())
         assert manifest["spec"]["scenario"] == "slow-replica"
         assert [phase["phase"] for phase in manifest["phases"]] == ["pyspy", "memray"]
+        n1 = manifest["nodes"][0]["url"]
         for phase in manifest["phases"]:
+            assert phase["load"]["urls"] == [n1]  # every request coordinated by the node profiled
             assert phase["load"]["requests"] > 0
             assert phase["loop_lag_ms"]["n1"]["samples"] > 0
             assert (out / run / phase["load_json"]).exists()
