@@ -75,11 +75,6 @@ def _order(manifest: dict[str, Any]) -> tuple[int, bool, int]:
     return scenario, spec["op"] != "put", _MODE_ORDER.get(spec["mode"], 9)
 
 
-def _group(manifest: dict[str, Any]) -> str:
-    """What the modes are compared within, as profiling.cpu.RunCpu.group names it."""
-    return f"{manifest['spec'].get('scenario', 'healthy')}, {manifest['spec']['op'].upper()}"
-
-
 def write_report(out: Path, run_dirs: Sequence[Path], command: str) -> Path:
     """Write ``out/report.md`` (and its plot) for the runs in ``run_dirs``; its path."""
     runs = load_runs(run_dirs)
@@ -141,8 +136,9 @@ def write_report(out: Path, run_dirs: Sequence[Path], command: str) -> Path:
         "",
         *_load_table(runs, out),
     ]
-    for group in dict.fromkeys(_group(manifest) for _, manifest in runs):
-        lines += _group_section(group, [run for run in runs if _group(run[1]) == group], out)
+    for group in dict.fromkeys(figures.group for figures in cpu):
+        in_group = [run for run, figures in zip(runs, cpu, strict=True) if figures.group == group]
+        lines += _group_section(group, in_group, out)
     lines += _dump_section(runs, out)
     (out / ".gitignore").write_text(GITIGNORE)
     path = out / "report.md"
