@@ -12,7 +12,16 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 
 from profiling.collapsed import Stacks, frame_module
-from profiling.cpu import DIFFERENCE, MIN_CLOCK_TICKS, SIGMAS, RunCpu, micros_label, ratio_label, uncertainty
+from profiling.cpu import (
+    DIFFERENCE,
+    MIN_CLOCK_TICKS,
+    SIGMAS,
+    RunCpu,
+    micros_label,
+    ms_label,
+    ratio_label,
+    uncertainty,
+)
 from profiling.pyspy import MIN_SAMPLES
 
 __all__ = ["conclusion", "shortfalls", "where_it_differs"]
@@ -30,7 +39,7 @@ def _latency(first: RunCpu, second: RunCpu) -> str:
     for key in ("p50", "p99"):
         values = [(run.latency_ms or {}).get(key) for run in (first, second)]
         if all(value is not None for value in values):
-            said.append(f"{key} {values[0]:.3g} vs {values[1]:.3g} ms")
+            said.append(f"{key} {ms_label(values[0])} vs {ms_label(values[1])} ms")
     return "latency " + ", ".join(said) if said else "no latency figures"
 
 

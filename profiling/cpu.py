@@ -48,6 +48,7 @@ __all__ = [
     "RunCpu",
     "cpu_table",
     "micros_label",
+    "ms_label",
     "plot_cpu",
     "ratio_label",
     "run_cpu",
@@ -243,7 +244,7 @@ def cpu_table(runs: Sequence[RunCpu]) -> list[str]:
                 [
                     run.run,
                     f"{run.requests:,}",
-                    *(f"{latency[key]:.3g}" if key in latency else "-" for key in ("p50", "p99")),
+                    *(ms_label(latency.get(key)) for key in ("p50", "p99")),
                     micros_label(run.proc_us()),
                     micros_label(run.proc_us("n2")),
                     micros_label(run.proc_us("n3")),
@@ -311,6 +312,17 @@ def plot_cpu(path: Path, runs: Sequence[RunCpu]) -> bool:
 def micros_label(value: float | None) -> str:
     """A CPU time per request as the report writes it."""
     return "-" if value is None else f"{value:,.0f} µs"
+
+
+def ms_label(value: float | None) -> str:
+    """A latency in ms as the report writes it: three figures, whole ms from 100 up.
+
+    >>> ms_label(2.3456), ms_label(1638.2), ms_label(None)
+    ('2.35', '1,638', '-')
+    """
+    if value is None:
+        return "-"
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
 
 def share_label(share: float | None) -> str:

@@ -25,7 +25,7 @@ WIDTH = 1200
 MIN_FRAME_PX = 3.0
 _MARGIN = 10
 _FRAME_HEIGHT = 16
-_HEADER = 62  # the title, the subtitle and a line of space
+_HEADER = 80  # the title, counts, legend, a note and a line of space
 _CHAR_PX = 6.6  # an 11 px monospace character, for fitting labels
 _OWN_CODE = "kvnode/"  # frames of kvnode's own modules get a colour of their own
 
@@ -78,9 +78,12 @@ def _label(name: str, width: float) -> str:
     return name if len(name) <= fits else name[: fits - 2] + ".."
 
 
-def render_svg(stacks: Mapping[tuple[str, ...], int], title: str, unit: str, note: str = "") -> str:
+def render_svg(
+    stacks: Mapping[tuple[str, ...], int], title: str, unit: str, counts: str = "", note: str = ""
+) -> str:
     """A flamegraph of ``stacks`` (root first), root at the bottom; ``unit`` names a weight (samples,
-    allocations, bytes), ``note`` is a line under the title."""
+    allocations, bytes). Under the title: ``counts`` (by default the total weight), a legend, and
+    ``note`` in red."""
     root = _tree(stacks)
     total = max(root.weight, 1)
     plot_width = WIDTH - 2 * _MARGIN
@@ -96,21 +99,23 @@ def render_svg(stacks: Mapping[tuple[str, ...], int], title: str, unit: str, not
     place(root, 0, _MARGIN)
     depth = max((row[0] for row in rows), default=0) + 1
     height = _HEADER + depth * _FRAME_HEIGHT + _MARGIN
-    subtitle = (
-        f"{root.weight:,} {unit}. Frames under {MIN_FRAME_PX:g} px ({MIN_FRAME_PX / plot_width:.2%}) merged "
-        f"into [N thin frames]; blue-green: kvnode's own code. Hover a frame for its name and share."
+    counts = counts or f"{root.weight:,} {unit}"
+    legend = (
+        f"Frames under {MIN_FRAME_PX:g} px ({MIN_FRAME_PX / plot_width:.2%}) merged into [N thin frames]; "
+        "blue-green: kvnode's own code. Hover a frame for its name and share."
     )
+    centred = f'<text x="{WIDTH // 2}" text-anchor="middle"'
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
         f'viewBox="0 0 {WIDTH} {height}" font-family="monospace" font-size="11">',
-        f"<title>{escape(title)}</title>",
+        f"<title>{escape(title)}: {escape(counts)}</title>",
         f'<rect x="0" y="0" width="{WIDTH}" height="{height}" fill="rgb(250,250,245)"/>',
-        f'<text x="{WIDTH // 2}" y="20" font-size="15" text-anchor="middle">{escape(title)}</text>',
-        f'<text x="{WIDTH // 2}" y="38" text-anchor="middle">{escape(subtitle)}</text>',
+        f'{centred} y="20" font-size="15">{escape(title)}</text>',
+        f'{centred} y="38" font-size="13">{escape(counts)}</text>',
+        f'{centred} y="54">{escape(legend)}</text>',
     ]
     if note:
-        warning = f'<text x="{WIDTH // 2}" y="53" text-anchor="middle" fill="rgb(170,0,0)">'
-        parts.append(f"{warning}{escape(note)}</text>")
+        parts.append(f'{centred} y="69" fill="rgb(170,0,0)">{escape(note)}</text>')
     for level, x, frame in rows:
         width = frame.weight / total * plot_width
         y = height - _MARGIN - (level + 1) * _FRAME_HEIGHT

@@ -174,12 +174,13 @@ def _pyspy_phase(
         counts = f"{split.total:,} samples at {spec.sample_rate} Hz, {split.python_samples:,} in Python code"
         # The loop's own frame would take most of the width: CPU and GIL graphs draw the Python code.
         drawn = stacks if recorder.kind == "idle" else split.python
-        counts += "" if recorder.kind == "idle" else " (drawn)"
+        counts += ", all drawn" if recorder.kind == "idle" else ", those drawn"
         svg = _flamegraph(
             drawn,
             out / node.name / f"{recorder.kind}.svg",
-            f"{_VIEWS[recorder.kind]}: {_who(node)}, {spec.title}: {counts}",
+            f"{_VIEWS[recorder.kind]}: {_who(node)}, {spec.title}",
             "samples",
+            counts,
             split.python_samples,
         )
         for path, fmt in ((recorder.output, "raw"), (svg, "svg")):
@@ -201,7 +202,7 @@ def _who(node: ProfiledNode) -> str:
     return f"{node.name} ({'coordinator' if node.name == 'n1' else 'replica'})"
 
 
-def _flamegraph(stacks: Stacks, path: Path, title: str, unit: str, counted: int) -> Path:
+def _flamegraph(stacks: Stacks, path: Path, title: str, unit: str, counts: str, counted: int) -> Path:
     """Draw ``stacks`` into ``path``; under MIN_SAMPLES ``counted`` (samples in Python code) the page
     says it is a smoke check."""
     note = ""
@@ -210,7 +211,7 @@ def _flamegraph(stacks: Stacks, path: Path, title: str, unit: str, counted: int)
             f"Smoke check: {counted:,} samples in Python code (under {pyspy.MIN_SAMPLES:,}): "
             "shares uncertain by more than a tenth of themselves"
         )
-    path.write_text(render_svg(stacks, title, unit, note))
+    path.write_text(render_svg(stacks, title, unit, counts, note))
     return path
 
 
@@ -289,10 +290,11 @@ def _memray_artifacts(spec: RunSpec, node: ProfiledNode, out: Path) -> list[dict
     for unit, stacks in (("count", allocations.by_count), ("bytes", allocations.by_bytes)):
         what = "allocations" if unit == "count" else "bytes allocated"
         total = sum(stacks.values())
-        title = f"Allocations by {unit} (memray, in the load): {_who(node)}, {spec.title}: {total:,} {what}"
+        title = f"Allocations by {unit} (memray, in the load): {_who(node)}, {spec.title}"
         raw = out / node.name / f"alloc-{unit}.collapsed.txt"
         raw.write_text(format_collapsed(stacks))
-        svg = _flamegraph(stacks, out / node.name / f"alloc-{unit}.svg", title, what, total)
+        counts = f"{total:,} {what} over {spec.memray_duration:g} s"
+        svg = _flamegraph(stacks, out / node.name / f"alloc-{unit}.svg", title, what, counts, total)
         for path, fmt in ((raw, "raw"), (svg, "svg")):
             artifacts.append(
                 {

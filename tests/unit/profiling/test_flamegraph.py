@@ -27,8 +27,9 @@ def test_the_page_is_as_wide_as_a_browser_shows_it_and_says_what_it_draws() -> N
     svg = render_svg(Counter({("main (a.py:1)", "f (a.py:5)"): 3}), "CPU, n1: 3 samples", "samples")
     root = ElementTree.fromstring(svg)
     assert root.attrib["width"] == str(WIDTH)
-    assert root.find(f"{SVG}title") is not None and "CPU, n1: 3 samples" in svg
-    assert "3 samples. Frames under 3 px" in svg
+    title = root.find(f"{SVG}title")
+    assert title is not None and title.text == "CPU, n1: 3 samples: 3 samples"  # the counts by default
+    assert ">3 samples</text>" in svg and ">Frames under 3 px (0.25%) merged" in svg
     assert "<script" not in svg
     assert frames(svg) == {
         "all (3 samples, 100.0%)": WIDTH - 20,
@@ -60,7 +61,9 @@ def test_a_label_is_the_function_alone_or_cut_short_when_the_frame_is_narrow() -
 
 
 def test_names_are_escaped_and_a_note_is_written_under_the_title() -> None:
-    svg = render_svg(Counter({("<module> (a.py:1)", "f & g"): 2}), "t <1>", "allocations", note="Smoke check")
+    stacks: Counter[tuple[str, ...]] = Counter({("<module> (a.py:1)", "f & g"): 2})
+    svg = render_svg(stacks, "t <1>", "allocations", "2 in 1 s", "Smoke")
     ElementTree.fromstring(svg)  # well-formed: <, > and & escaped
     assert "&lt;module&gt; (a.py:1) (2 allocations, 100.0%)" in svg and "f &amp; g" in svg
-    assert 'fill="rgb(170,0,0)">Smoke check</text>' in svg
+    assert ">t &lt;1&gt;</text>" in svg and ">2 in 1 s</text>" in svg
+    assert 'fill="rgb(170,0,0)">Smoke</text>' in svg
