@@ -42,11 +42,10 @@ from profiling.collapsed import Stacks, format_collapsed, parse_collapsed, split
 from profiling.flamegraph import render_svg
 from profiling.load import LoadSpec, Op, fill, start_rate, wait_rate
 
-__all__ = ["PHASES", "RunSpec", "record_run"]
+__all__ = ["RunSpec", "record_run"]
 
 Progress = Callable[[str], None]
 
-PHASES = ("pyspy", "memray")
 # What each py-spy recorder samples, as a flamegraph's title says it.
 _VIEWS: dict[pyspy.Kind, str] = {
     "cpu": "CPU (py-spy, on-CPU samples)",
@@ -61,10 +60,10 @@ class RunSpec:
     op: Op
     rate: int
     duration: float
+    memray_duration: float
     keys: int
     value_size: int
     scenario: Scenario = "healthy"
-    memray_duration: float = 8.0
     sample_rate: int = pyspy.SAMPLE_RATE
     all_nodes: bool = False
 
