@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from profiling.cluster import SLOW_REPLICA_DELAY_MS
 from profiling.collapsed import (
     FrameShare,
     SampleSplit,
@@ -122,11 +123,12 @@ def write_report(out: Path, run_dirs: Sequence[Path], command: str) -> Path:
         "",
         "Each run is one scenario, one fan-out mode and one operation on a fresh 3-node loopback cluster;",
         "the load goes to the coordinator n1. *healthy*: three nodes. *slow-replica*: n3 answers its peers",
-        "late, behind a delaying proxy (the load tests' slow-replica scenario); n1 has it among the replicas",
-        "of every key. A run is two load phases of the same rate: `pyspy` (three py-spy recorders side by",
-        "side on n1: on-CPU, `--idle` and `--gil`; `py-spy dump` of every node halfway through) and a",
-        "shorter `memray` (the cluster restarted on its data with n1 under `memray run`, which slows it",
-        "down). Shares are of the samples (or allocations, or bytes) a table ranks, ± √k/n for k of n;",
+        f"{SLOW_REPLICA_DELAY_MS} ms late, behind a delaying proxy (the load tests' slow-replica scenario);",
+        "n1 has it among the replicas of every key. A run is two load phases of the same rate: `pyspy`",
+        "(three py-spy recorders side by side on n1: on-CPU, `--idle` and `--gil`; `py-spy dump` of every",
+        "node halfway through) and a shorter `memray` (the cluster restarted on its data with n1 under",
+        "`memray run`, which slows it down). Shares are of the samples (or allocations, or bytes) a table",
+        "ranks, ± √k/n for k of n;",
         "*self* counts a frame where it is innermost, *total* wherever it is on the stack (once per stack).",
         "Total tables leave out the trunk, the entry path every request runs under (runpy, main, down to",
         "the event loop's run). py-spy samples without stopping the node (`--nonblocking`), so a few",
