@@ -24,7 +24,7 @@ from profiling.children import Children
 from profiling.cluster import SCENARIOS, ClusterError
 from profiling.load import LoadError, loadtest_available
 from profiling.record import RunSpec, record_run
-from profiling.report import write_report
+from profiling.report import kept_files, write_report
 
 __all__ = ["main"]
 
@@ -175,7 +175,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             record_run(spec, run_dir, py_spy, children, _progress)
             run_dirs.append(run_dir)
         report = write_report(args.out, run_dirs, command)
-        _progress(f"done: {report}")
+        kept = kept_files(args.out)
+        size = sum(path.stat().st_size for path in kept) / 1e6
+        _progress(
+            f"done: {report}; without the raw files (.gitignore) the set is {len(kept)} files, {size:.1f} MB"
+        )
         return 0
     except pyspy.PtraceDenied as error:
         print(f"profiling: {error}\n{pyspy.ptrace_advice()}", file=sys.stderr)

@@ -5,6 +5,7 @@ flamegraph and dump; and the ``.gitignore`` that keeps the raw files out of a ch
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import time
@@ -34,7 +35,7 @@ from profiling.cpu import (
     uncertainty,
 )
 
-__all__ = ["GITIGNORE", "TOP", "load_runs", "write_report"]
+__all__ = ["GITIGNORE", "TOP", "kept_files", "load_runs", "write_report"]
 
 TOP = 12
 _MODE_ORDER = {"async": 0, "sync": 1}
@@ -58,6 +59,21 @@ logs/
 # Kinds whose tables rank only samples in Python code: a waiting sample there is not CPU work.
 _SPLIT_KINDS = ("cpu", "gil")
 CPU_PLOT = "cpu-per-request.png"
+
+
+def kept_files(out: Path) -> list[Path]:
+    """The files under ``out`` that GITIGNORE (``*.suffix`` and ``dir/`` lines) does not leave out: what
+    a checked-in set holds."""
+    patterns = [line for line in GITIGNORE.splitlines() if line and not line.startswith("#")]
+    names = [pattern for pattern in patterns if not pattern.endswith("/")]
+    folders = {pattern.rstrip("/") for pattern in patterns if pattern.endswith("/")}
+    return sorted(
+        path
+        for path in out.rglob("*")
+        if path.is_file()
+        and not folders.intersection(path.relative_to(out).parts[:-1])
+        and not any(fnmatch.fnmatch(path.name, name) for name in names)
+    )
 
 
 def load_runs(run_dirs: Sequence[Path]) -> list[tuple[Path, dict[str, Any]]]:

@@ -4,7 +4,6 @@ and Ctrl-C."""
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import os
 import re
@@ -21,6 +20,7 @@ import pytest
 from profiling.cluster import SLOW_REPLICA_DELAY_MS
 from profiling.pyspy import MIN_SAMPLES
 from profiling.render_check import find_chromium
+from profiling.report import GITIGNORE, kept_files
 from tests.harness import poll, wait_for
 
 RUNS = ("slow-replica-async-get", "slow-replica-sync-get")
@@ -48,16 +48,6 @@ def compare_quick(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subpr
     return out, finished
 
 
-def ignored(path: Path, out: Path) -> bool:
-    """Whether the set's .gitignore leaves ``path`` out (its patterns: *.suffix and dir/)."""
-    patterns = [line for line in (out / ".gitignore").read_text().splitlines() if line and line[0] != "#"]
-    parts = path.relative_to(out).parts
-    return any(
-        f"{pattern[:-1]}" in parts[:-1] if pattern.endswith("/") else fnmatch.fnmatch(parts[-1], pattern)
-        for pattern in patterns
-    )
-
-
 def test_compare_quick_succeeds_with_progress(
     compare_quick: tuple[Path, subprocess.CompletedProcess[str]],
 ) -> None:
@@ -65,6 +55,9 @@ def test_compare_quick_succeeds_with_progress(
     assert finished.returncode == 0, finished.stderr[-3000:]
     assert "run 1 of 2: slow-replica-async-get (about " in finished.stderr
     assert "phase memray" in finished.stderr
+    assert re.search(
+        r"without the raw files \(\.gitignore\) the set is \d+ files, [\d.]+ MB\n", finished.stderr
+    )
     assert "Traceback" not in finished.stderr
 
 
@@ -159,18 +152,21 @@ def test_report_has_both_modes_and_working_links(
     assert len(rows) >= KINDS, "first rows filled for both modes, with their uncertainty"
     links = re.findall(r"\]\(([^)]+)\)", report)
     assert any(link.endswith(".svg") for link in links)
+    kept = kept_files(out)
     for link in links:
-        assert (out / link).exists() and not ignored(out / link, out), link
+        assert (out / link).resolve() in {path.resolve() for path in kept}, link
 
 
 def test_raw_files_stay_out_of_git(compare_quick: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
     """What a checked-in set keeps is summaries and flamegraphs; captures, raw stacks and logs are
     ignored, and each flamegraph is small."""
     out, _ = compare_quick
-    kept = [path for path in out.rglob("*") if path.is_file() and not ignored(path, out)]
+    assert (out / ".gitignore").read_text() == GITIGNORE  # git leaves out what kept_files leaves out
+    kept = kept_files(out)
     assert {path.suffix for path in kept} <= KEPT_SUFFIXES
     assert not [path for path in kept if path.name.endswith((".collapsed.txt", ".bin", ".log"))]
-    assert all(ignored(path, out) for path in out.glob("*/n1/memray.bin"))
+    assert not [path for path in kept if "logs" in path.parts]
+    assert (out / RUNS[0] / "n1" / "memray.bin").exists()  # kept beside the set, to re-read
     assert all(path.stat().st_size < 200_000 for path in kept if path.suffix == ".svg")
 
 
