@@ -88,7 +88,7 @@ loadtest: $(DEV_STAMP)
 ## profile: the checked-in profile set: py-spy (CPU, waits, GIL, dumps) and memray flamegraphs of async vs
 ##          sync, PUT and GET, healthy and with a slow replica, 400 requests/s; writes
 ##          profiling/reports/<today>/report.md (about 11 minutes; needs ptrace rights;
-##          PROFILE_ARGS=--quick: a smoke check, about 5; PROFILE_OUT=DIR writes elsewhere)
+##          PROFILE_ARGS=--quick: a smoke check, about 6; PROFILE_OUT=DIR writes elsewhere)
 PROFILE_OUT ?= profiling/reports/$(shell date -u +%Y-%m-%d)
 profile: $(DEV_STAMP)
 	$(PY) -m profiling compare --out $(PROFILE_OUT) $(PROFILE_ARGS)
