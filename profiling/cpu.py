@@ -49,6 +49,7 @@ __all__ = [
     "cpu_table",
     "micros_label",
     "ms_label",
+    "phase_record",
     "plot_cpu",
     "ratio_label",
     "run_cpu",
@@ -175,7 +176,8 @@ class RunCpu:
         return self.idle.waiting_samples / self.idle.total
 
 
-def _phase(manifest: dict[str, Any], name: str) -> dict[str, Any]:
+def phase_record(manifest: dict[str, Any], name: str) -> dict[str, Any]:
+    """A run's record of one phase (empty if it has none)."""
     return next((phase for phase in manifest["phases"] if phase["phase"] == name), {})
 
 
@@ -194,7 +196,7 @@ def _split(run_dir: Path, phase: dict[str, Any], kind: str) -> SampleSplit | Non
 
 
 def run_cpu(run_dir: Path, manifest: dict[str, Any]) -> RunCpu:
-    cpu_phase = _phase(manifest, "pyspy")
+    cpu_phase = phase_record(manifest, "pyspy")
     return RunCpu(
         run=manifest["run"],
         mode=manifest["spec"]["mode"],
@@ -208,7 +210,7 @@ def run_cpu(run_dir: Path, manifest: dict[str, Any]) -> RunCpu:
         scenario=manifest["spec"].get("scenario", "healthy"),
         latency_ms=cpu_phase.get("load", {}).get("latency_ms"),
         gil=_split(run_dir, cpu_phase, "gil"),
-        allocations_per_request=_allocations_per_request(_phase(manifest, "memray")),
+        allocations_per_request=_allocations_per_request(phase_record(manifest, "memray")),
     )
 
 

@@ -30,6 +30,7 @@ from profiling.cpu import (
     MIN_SAMPLES,
     SIGMAS,
     cpu_table,
+    phase_record,
     plot_cpu,
     run_cpu,
     uncertainty,
@@ -223,18 +224,19 @@ def _group_section(group: str, runs: list[tuple[Path, dict[str, Any]]], out: Pat
     nodes = sorted({artifact["node"] for _, manifest in runs for artifact in _artifacts(manifest)})
     for kind, heading, unit, phase in _SECTIONS:
         for node in nodes:
-            columns = []  # (mode, stacks, artifacts of this kind on this node)
+            columns = []  # (manifest, stacks, artifacts of this kind on this node, run dir)
             for run_dir, manifest in runs:
                 artifacts = [a for a in _artifacts(manifest) if a["kind"] == kind and a["node"] == node]
                 raw = next((a for a in artifacts if a["format"] == "raw"), None)
                 stacks = parse_collapsed((run_dir / raw["path"]).read_text()) if raw else Stacks()
-                columns.append((manifest["spec"]["mode"], stacks, artifacts, run_dir))
+                columns.append((manifest, stacks, artifacts, run_dir))
             if not any(stacks for _, stacks, _, _ in columns):
                 continue
             role = "coordinator" if node == "n1" else "replica"
             lines += [f"### {heading}, {node} ({role}), phase `{phase}`", ""]
             ranked = []  # (mode, the stacks the tables rank)
-            for mode, stacks, artifacts, run_dir in columns:
+            for manifest, stacks, artifacts, run_dir in columns:
+                mode = manifest["spec"]["mode"]
                 links = [
                     _link("flamegraph", run_dir / a["path"], out) for a in artifacts if a["format"] == "svg"
                 ]
@@ -246,7 +248,7 @@ def _group_section(group: str, runs: list[tuple[Path, dict[str, Any]]], out: Pat
                     extra = _split_note(split)
                     ranked.append((mode, split.python))
                 else:
-                    extra = _memray_extra(kind, weight, run_dir, _manifest_for(runs, run_dir))
+                    extra = _memray_extra(kind, weight, manifest)
                     extra += _waiting_note(split_samples(stacks)) if kind == "idle" else ""
                     ranked.append((mode, stacks))
                 lines.append(f"- **{mode}**: {weight:,} {unit}{error_note}{extra}; {' · '.join(links)}")
@@ -275,17 +277,10 @@ def _top_total(stacks: Stacks) -> list[FrameShare]:
     return [row for row in top_frames(stacks, by="total") if row.frame not in common][:TOP]
 
 
-def _manifest_for(runs: list[tuple[Path, dict[str, Any]]], run_dir: Path) -> dict[str, Any]:
-    return next(manifest for path, manifest in runs if path == run_dir)
-
-
-def _memray_extra(kind: str, weight: int, run_dir: Path, manifest: dict[str, Any]) -> str:
+def _memray_extra(kind: str, weight: int, manifest: dict[str, Any]) -> str:
     if not kind.startswith("alloc-"):
         return ""
-    memray_phase: dict[str, Any] = next(
-        (phase for phase in manifest["phases"] if phase["phase"] == "memray"), {}
-    )
-    requests = memray_phase.get("load", {}).get("requests") or 0
+    requests = phase_record(manifest, "memray").get("load", {}).get("requests") or 0
     windowed = all(a.get("windowed", True) for a in _artifacts(manifest) if a["kind"] == kind)
     per_request = f" ({weight / requests:,.0f} per request)" if requests else ""
     return per_request + ("" if windowed else " (load window not found: whole capture, start-up included)")
