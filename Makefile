@@ -85,10 +85,13 @@ loadtest-ui: $(DEV_STAMP)
 loadtest: $(DEV_STAMP)
 	$(PY) -m loadtest locust --out out/loadtest $(LOADTEST_ARGS)
 
-## profile: py-spy (CPU, waits, GIL, dumps) and memray profiles of sync vs async, PUT and GET, under load;
-##          writes out/profile/report.md (about 7 minutes; PROFILE_ARGS=--quick: about 2; needs ptrace rights)
+## profile: the checked-in profile set: py-spy (CPU, waits, GIL, dumps) and memray flamegraphs of async vs
+##          sync, PUT and GET, healthy and with a slow replica, 400 requests/s; writes
+##          profiling/reports/<today>/report.md (about 11 minutes; needs ptrace rights;
+##          PROFILE_ARGS=--quick: a smoke check, about 6; PROFILE_OUT=DIR writes elsewhere)
+PROFILE_OUT ?= profiling/reports/$(shell date -u +%Y-%m-%d)
 profile: $(DEV_STAMP)
-	$(PY) -m profiling compare --out out/profile $(PROFILE_ARGS)
+	$(PY) -m profiling compare --out $(PROFILE_OUT) $(PROFILE_ARGS)
 
 ## clean: remove the virtual environment, data/ and the tools' caches
 clean:

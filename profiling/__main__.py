@@ -12,25 +12,33 @@ import shlex
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import NoReturn
 
+from kvnode.config import FanoutMode
 from kvnode.ops.argtypes import positive_float, positive_int
 from profiling import pyspy
 from profiling.children import Children
-from profiling.cluster import ClusterError
+from profiling.cluster import SCENARIOS, ClusterError
 from profiling.load import LoadError, loadtest_available
 from profiling.record import RunSpec, record_run
-from profiling.report import write_report
+from profiling.report import kept_files, write_report
 
 __all__ = ["main"]
 
-# Full runs: long enough for a few thousand samples per profile. --quick: the whole compare in ~2 min.
-_FULL = {"rate": 200, "duration": 15.0, "keys": 2000}
-_QUICK = {"rate": 100, "duration": 3.0, "keys": 500}
+# Full runs: a rate both modes sustain in both scenarios on 2 shared cores, and phases long enough for
+# over 1,000 samples in Python code per run at 500 Hz (profiling.pyspy); 8 runs in about 10 minutes.
+# --quick: every step, in seconds (a smoke check: too few samples to compare anything).
+_FULL = {"rate": 400, "duration": 30.0, "memray_duration": 8.0, "keys": 2000}
+_QUICK = {"rate": 100, "duration": 3.0, "memray_duration": 2.0, "keys": 300}
 _VALUE_SIZE = 256
+_OPS = ("put", "get")
+_MODES: tuple[FanoutMode, ...] = ("async", "sync")
+# A run's time beside its two loads: two cluster starts and stops, reading the memray capture.
+_RUN_OVERHEAD_S = 35.0
+_FILL_S = 5.0
 
 
 def _progress(message: str) -> None:
@@ -46,9 +54,16 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     record = commands.add_parser("record", help="one mode and operation: every profile kind into --out")
     record.add_argument("--mode", choices=("async", "sync"), required=True, help="the nodes' fan-out")
-    record.add_argument("--op", choices=("put", "get"), required=True)
-    compare = commands.add_parser("compare", help="sync and async x PUT and GET, and report.md")
-    compare.add_argument("--quick", action="store_true", help="short phases: the whole compare in ~2 minutes")
+    record.add_argument("--op", choices=_OPS, required=True)
+    record.add_argument("--scenario", choices=SCENARIOS, default="healthy", help="slow-replica: n3 is slow")
+    compare = commands.add_parser(
+        "compare", help="sync and async x PUT and GET x healthy and slow-replica, and report.md"
+    )
+    compare.add_argument("--quick", action="store_true", help="short phases: a smoke check in seconds a run")
+    compare.add_argument(
+        "--scenarios", type=_choices(SCENARIOS), default=SCENARIOS, help="comma-separated (default: both)"
+    )
+    compare.add_argument("--ops", type=_choices(_OPS), default=_OPS, help="comma-separated (default: both)")
     report = commands.add_parser("report", help="rewrite DIR/report.md from the runs already in DIR")
     report.add_argument("--out", type=Path, required=True, help="a directory written by record or compare")
     for command in (record, compare):
@@ -61,6 +76,17 @@ def _parser() -> argparse.ArgumentParser:
             type=positive_float,
             help=f"seconds of load per phase (default {_FULL['duration']:g})",
         )
+        command.add_argument(
+            "--memray-duration",
+            type=positive_float,
+            help=f"seconds of load under memray (default {_FULL['memray_duration']:g})",
+        )
+        command.add_argument(
+            "--sample-rate",
+            type=positive_int,
+            default=pyspy.SAMPLE_RATE,
+            help=f"py-spy samples a second (default {pyspy.SAMPLE_RATE})",
+        )
         command.add_argument("--keys", type=positive_int, help=f"key space (default {_FULL['keys']})")
         command.add_argument("--value-size", type=positive_int, default=_VALUE_SIZE, help="bytes per value")
         command.add_argument("--all-nodes", action="store_true", help="profile every node, not only n1")
@@ -68,18 +94,40 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _choices(allowed: Sequence[str]) -> Callable[[str], tuple[str, ...]]:
+    def parse(text: str) -> tuple[str, ...]:
+        chosen = tuple(item.strip() for item in text.split(",") if item.strip())
+        if not chosen or set(chosen) - set(allowed):
+            raise argparse.ArgumentTypeError(f"comma-separated, of {', '.join(allowed)}; got {text!r}")
+        return chosen
+
+    return parse
+
+
 def _specs(args: argparse.Namespace) -> list[RunSpec]:
     defaults = _QUICK if getattr(args, "quick", False) else _FULL
     common = {
         "rate": int(args.rate or defaults["rate"]),
         "duration": float(args.duration or defaults["duration"]),
+        "memray_duration": float(args.memray_duration or defaults["memray_duration"]),
         "keys": int(args.keys or defaults["keys"]),
         "value_size": args.value_size,
+        "sample_rate": args.sample_rate,
         "all_nodes": args.all_nodes,
     }
     if args.command == "record":
-        return [RunSpec(args.mode, args.op, **common)]
-    return [RunSpec(mode, op, **common) for op in ("put", "get") for mode in ("async", "sync")]
+        return [RunSpec(args.mode, args.op, scenario=args.scenario, **common)]
+    return [
+        RunSpec(mode, op, scenario=scenario, **common)
+        for scenario in args.scenarios
+        for op in args.ops
+        for mode in _MODES
+    ]
+
+
+def _planned_s(spec: RunSpec) -> float:
+    fill = _FILL_S if spec.op == "get" else 0.0
+    return _RUN_OVERHEAD_S + fill + spec.duration + spec.memray_duration
 
 
 def _rewrite_report(out: Path) -> int:
@@ -120,12 +168,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         pyspy.check_ptrace(py_spy, children)
         specs = _specs(args)
         run_dirs = []
-        for spec in specs:
+        for index, spec in enumerate(specs):
+            left = sum(_planned_s(later) for later in specs[index:]) / 60
+            _progress(f"run {index + 1} of {len(specs)}: {spec.name} (about {left:.0f} min left)")
             run_dir = args.out if args.command == "record" else args.out / spec.name
             record_run(spec, run_dir, py_spy, children, _progress)
             run_dirs.append(run_dir)
         report = write_report(args.out, run_dirs, command)
-        _progress(f"done: {report}")
+        kept = kept_files(args.out)
+        size = sum(path.stat().st_size for path in kept) / 1e6
+        _progress(
+            f"done: {report}; without the raw files (.gitignore) the set is {len(kept)} files, {size:.1f} MB"
+        )
         return 0
     except pyspy.PtraceDenied as error:
         print(f"profiling: {error}\n{pyspy.ptrace_advice()}", file=sys.stderr)

@@ -1,25 +1,45 @@
-"""The cluster under profile: 3 kvnode processes on free loopback ports, some of them under memray.
+"""The cluster under profile: 3 kvnode processes on free loopback ports, some of them under memray,
+healthy or with a slow replica.
 
-Nodes are named n1, n2, n3 in cluster order; n1 is the coordinator the load is sent to.
+Nodes are named n1, n2, n3 in cluster order; n1 is the coordinator the load is sent to. In the
+``slow-replica`` scenario n3 answers its peers ``SLOW_REPLICA_DELAY_MS`` late, behind the load tests'
+delaying proxy, set up as their slow-replica scenario does (loadtest.scenarios): n1 stays healthy and
+has n3 among the replicas of every key.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import urllib.parse
 import urllib.request
 from collections.abc import Collection, Sequence
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from kvnode.config import FanoutMode, NodeConfig
 from kvnode.ops.flags import node_argv
 from kvnode.ops.local_cluster import LocalCluster, start_local_cluster
 from kvnode.ops.processes import NodeProcess, NodeStartError, cpu_seconds
 
-__all__ = ["ClusterError", "ProfiledCluster", "ProfiledNode", "loop_lag", "memray_argv"]
+# The load tests' own slow-replica set-up: n3 on a spare port, its URL served by the delaying proxy.
+from loadtest.scenarios import SLOW_REPLICA_DELAY_MS, _behind_proxy, _delay_proxy
+
+__all__ = [
+    "SCENARIOS",
+    "SLOW_REPLICA_DELAY_MS",
+    "ClusterError",
+    "ProfiledCluster",
+    "ProfiledNode",
+    "Scenario",
+    "loop_lag",
+    "memray_argv",
+]
 
 CLUSTER_SIZE = 3
+Scenario = Literal["healthy", "slow-replica"]
+SCENARIOS: tuple[Scenario, ...] = ("healthy", "slow-replica")
 
 
 class ClusterError(RuntimeError):
@@ -66,9 +86,11 @@ class ProfiledCluster(LocalCluster[ProfiledNode]):
         data_dir: Path,
         log_dir: Path,
         memray_outputs: dict[str, Path] | None = None,
+        scenario: Scenario = "healthy",
     ) -> None:
         super().__init__()
         self.mode = mode
+        self.scenario = scenario
         self.data_dir = data_dir
         self.log_dir = log_dir
         self.memray_outputs = memray_outputs or {}
@@ -87,6 +109,13 @@ class ProfiledCluster(LocalCluster[ProfiledNode]):
     def select(self, names: Collection[str]) -> list[ProfiledNode]:
         return [node for node in self.nodes if node.name in names]
 
+    @property
+    def ports(self) -> list[int]:
+        """The nodes' ports as their members know them, then the ports they listen on behind a proxy:
+        what start_and_wait needs to start this cluster again on its data."""
+        known = [urllib.parse.urlsplit(node.url).port or 0 for node in self.nodes]
+        return known + [node.config.port for node in self.nodes if node.config.advertise_url]
+
     def start_and_wait(self, ports: Sequence[int] = ()) -> None:
         """Start the nodes (on ``ports``, by default free ones, fresh ones again if another process takes
         one first) and wait until they serve; ClusterError with the failing node's last log lines if they
@@ -97,13 +126,23 @@ class ProfiledCluster(LocalCluster[ProfiledNode]):
             return ProfiledNode(config, log_path, self.memray_outputs.get(config.data_dir.name))
 
         base = NodeConfig(fanout=self.mode, data_dir=self.data_dir)
+        slow = self.scenario == "slow-replica"
         try:
             started = start_local_cluster(
-                base, CLUSTER_SIZE, node, names=names, log_dir=self.log_dir, ports=ports
+                base,
+                CLUSTER_SIZE,
+                node,
+                names=names,
+                log_dir=self.log_dir,
+                ports=ports,
+                spare_ports=1 if slow else 0,
+                configure=_behind_proxy if slow else None,
+                helpers=partial(_delay_proxy, self.log_dir, SLOW_REPLICA_DELAY_MS) if slow else None,
             )
         except NodeStartError as error:
             raise ClusterError(f"{error}\n{_log_tail(error.log_path)}") from None
         self.nodes = started.nodes
+        self.helpers = started.helpers
 
 
 def _log_tail(path: Path | None) -> str:

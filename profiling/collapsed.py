@@ -30,6 +30,7 @@ __all__ = [
     "SampleSplit",
     "Stacks",
     "format_collapsed",
+    "frame_module",
     "is_waiting_frame",
     "merge",
     "parse_collapsed",
@@ -162,6 +163,16 @@ def trunk(stacks: Mapping[tuple[str, ...], int], threshold: float = 0.95) -> lis
         candidates = [(stack, w) for stack, w in candidates if len(stack) > depth and stack[depth] == frame]
         parent_weight = weight
     return path
+
+
+def frame_module(frame: str) -> str:
+    """The source file of ``frame`` (``function (file:line)``), or the frame itself when it names none.
+
+    >>> frame_module("Coordinator.put (kvnode/coordinator/coordinator.py:88)")
+    'kvnode/coordinator/coordinator.py'
+    """
+    found = _FRAME.match(frame)
+    return found["file"] if found is not None else frame
 
 
 def is_waiting_frame(frame: str) -> bool:

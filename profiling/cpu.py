@@ -6,7 +6,7 @@ Two measures of the coordinator's work, each with its blind spot:
 - ``/proc``: the node's user + system CPU time over the load window (record.py reads it before and
   after), divided by the requests answered. It counts everything the process ran (Python, C, kernel)
   and nothing it waited for, but not where.
-- py-spy's samples of the ``cpu`` phase, split by their innermost frame (collapsed.split_samples): in
+- py-spy's on-CPU samples of the ``pyspy`` phase, split by their innermost frame (collapsed.split_samples): in
   Python code, in the event loop's own frame (its poll, or uvloop's C code, which has no frame of its
   own), or without a Python frame. A sample says where the thread was, not that it had a core. py-spy
   drops a thread the OS reports sleeping, yet the loop's own frame keeps far more samples than /proc
@@ -15,15 +15,17 @@ Two measures of the coordinator's work, each with its blind spot:
 
 The conclusion states only what both show: a difference between the modes goes in only when /proc and
 the Python samples point the same way by at least ``DIFFERENCE``. And it states only what enough of
-them show: a count of n events is uncertain by about its square root, so a 10 % difference between two
-counts needs about 1,000 on each side to stand out. No statement rests on a run whose coordinator
-counted fewer than ``MIN_CLOCK_TICKS`` clock ticks of CPU (``/proc`` counts in ticks) or whose profile
-holds fewer than ``MIN_SAMPLES`` samples (of Python code, for CPU; all of them, for waiting); each
-statement gives the counts it rests on, and a report whose runs fall short is a smoke check.
+them show: a count of n samples is uncertain by about its square root (``uncertainty``), so a 10 %
+difference between two counts needs about 1,000 on each side to stand out by two standard deviations
+(``SIGMAS``). No statement rests on a run whose coordinator counted fewer than ``MIN_CLOCK_TICKS``
+clock ticks of CPU (``/proc`` counts in ticks) or whose profile holds fewer than ``MIN_SAMPLES``
+samples (of Python code, for CPU; all of them, for waiting); each statement gives the counts it rests
+on, and a report whose runs fall short is a smoke check.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -42,23 +44,38 @@ __all__ = [
     "DIFFERENCE",
     "MIN_CLOCK_TICKS",
     "MIN_SAMPLES",
+    "SIGMAS",
     "RunCpu",
     "cpu_table",
     "micros_label",
+    "ms_label",
+    "phase_record",
     "plot_cpu",
     "ratio_label",
     "run_cpu",
+    "share_label",
+    "uncertainty",
 ]
 
 DIFFERENCE = 1.10  # a ratio between the modes below this is no difference
+SIGMAS = 2.0  # nor is a difference within this many standard deviations of the counts it rests on
 MIN_CLOCK_TICKS = 100  # of the coordinator's CPU by /proc, per run, for any statement on its CPU
 COORDINATOR = "n1"
 _DEFAULT_SAMPLE_RATE = 100  # run.json files written before it recorded py-spy's rate
 
 
+def uncertainty(count: float) -> float:
+    """The relative uncertainty of a count of independent samples, about sqrt(n)/n (1 with none).
+
+    >>> uncertainty(1_000), uncertainty(0)
+    (0.0316..., 1.0)
+    """
+    return 1 / math.sqrt(count) if count > 0 else 1.0
+
+
 @dataclass(frozen=True)
 class RunCpu:
-    """One run's CPU figures from its ``cpu`` phase (n1 is the coordinator; every node has /proc)."""
+    """One run's figures from its ``pyspy`` phase (n1 is the coordinator; every node has /proc)."""
 
     run: str
     mode: str
@@ -67,8 +84,17 @@ class RunCpu:
     window_s: float
     cpu_s: dict[str, float]  # node -> CPU seconds over the load window; empty in older runs
     sample_rate: int
-    samples: SampleSplit | None  # n1's cpu-phase samples
-    idle: SampleSplit | None  # n1's idle-phase samples (--idle: waiting threads included)
+    samples: SampleSplit | None  # n1's on-CPU samples
+    idle: SampleSplit | None  # n1's --idle samples (waiting threads included)
+    scenario: str = "healthy"
+    latency_ms: dict[str, float] | None = None  # the load's p50, p99... over the same phase
+    gil: SampleSplit | None = None  # n1's --gil samples
+    allocations_per_request: float | None = None  # n1's, counted by memray over its own phase
+
+    @property
+    def group(self) -> str:
+        """What the modes are compared within: the scenario and the operation."""
+        return f"{self.scenario}, {self.op.upper()}"
 
     @property
     def clock_ticks(self) -> int | None:
@@ -105,7 +131,7 @@ class RunCpu:
             return None
         return sum(self.cpu_s.values()) / self.requests * 1e6
 
-    def samples_us(self, samples: int) -> float | None:
+    def samples_us(self, samples: float) -> float | None:
         """``samples`` of n1's cpu profile as time per request: samples x interval / requests, in µs."""
         if self.samples is None or not self.requests:
             return None
@@ -115,6 +141,20 @@ class RunCpu:
     def sampled_us(self) -> float | None:
         """n1's time in Python code per request by the samples: samples x interval / requests, in µs."""
         return self.samples_us(self.samples.python_samples if self.samples else 0)
+
+    @property
+    def sampled_label(self) -> str:
+        """sampled_us and its uncertainty (one standard deviation), as the report writes them."""
+        if self.sampled_us is None:
+            return "-"
+        return f"{self.sampled_us:,.0f} ± {self.sampled_us * uncertainty(self.python_samples):,.0f} µs"
+
+    @property
+    def gil_share(self) -> float | None:
+        """The share of the load window some thread of n1 held the GIL, by the --gil samples."""
+        if self.gil is None or not self.window_s:
+            return None
+        return self.gil.total / self.sample_rate / self.window_s
 
     @property
     def all_sampled_us(self) -> float | None:
@@ -136,7 +176,8 @@ class RunCpu:
         return self.idle.waiting_samples / self.idle.total
 
 
-def _phase(manifest: dict[str, Any], name: str) -> dict[str, Any]:
+def phase_record(manifest: dict[str, Any], name: str) -> dict[str, Any]:
+    """A run's record of one phase (empty if it has none)."""
     return next((phase for phase in manifest["phases"] if phase["phase"] == name), {})
 
 
@@ -155,7 +196,7 @@ def _split(run_dir: Path, phase: dict[str, Any], kind: str) -> SampleSplit | Non
 
 
 def run_cpu(run_dir: Path, manifest: dict[str, Any]) -> RunCpu:
-    cpu_phase = _phase(manifest, "cpu")
+    cpu_phase = phase_record(manifest, "pyspy")
     return RunCpu(
         run=manifest["run"],
         mode=manifest["spec"]["mode"],
@@ -165,15 +206,32 @@ def run_cpu(run_dir: Path, manifest: dict[str, Any]) -> RunCpu:
         cpu_s=dict(cpu_phase.get("cpu_s") or {}),
         sample_rate=int(manifest.get("sample_rate_hz") or _DEFAULT_SAMPLE_RATE),
         samples=_split(run_dir, cpu_phase, "cpu"),
-        idle=_split(run_dir, _phase(manifest, "idle"), "idle"),
+        idle=_split(run_dir, cpu_phase, "idle"),
+        scenario=manifest["spec"].get("scenario", "healthy"),
+        latency_ms=cpu_phase.get("load", {}).get("latency_ms"),
+        gil=_split(run_dir, cpu_phase, "gil"),
+        allocations_per_request=_allocations_per_request(phase_record(manifest, "memray")),
     )
+
+
+def _allocations_per_request(phase: dict[str, Any]) -> float | None:
+    requests = phase.get("load", {}).get("requests")
+    counted = [
+        artifact["total"]
+        for artifact in phase.get("artifacts", [])
+        if artifact["kind"] == "alloc-count"
+        and artifact["node"] == COORDINATOR
+        and artifact["format"] == "raw"
+    ]
+    return counted[0] / requests if counted and requests else None
 
 
 def cpu_table(runs: Sequence[RunCpu]) -> list[str]:
     lines = [
-        "| run | requests | n1 CPU/req (/proc) | n2 | n3 | all nodes | n1 samples | in Python "
-        "| loop's own frame | no Python frame | n1 Python time/req (samples) |",
-        "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+        "| run | requests | p50 ms | p99 ms | n1 CPU/req (/proc) | n2 | n3 | all nodes | n1 samples "
+        "| in Python | loop's own frame | no Python frame | n1 Python time/req (samples, ± √n) "
+        "| n1 waiting (--idle) | n1 GIL held |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for run in runs:
         split = run.samples
@@ -181,18 +239,22 @@ def cpu_table(runs: Sequence[RunCpu]) -> list[str]:
         if split is not None:
             numbers = (split.total, split.python_samples, split.waiting_samples, split.no_frame)
             counts = [f"{number:,}" for number in numbers]
+        latency = run.latency_ms or {}
         lines.append(
             "| "
             + " | ".join(
                 [
                     run.run,
                     f"{run.requests:,}",
+                    *(ms_label(latency.get(key)) for key in ("p50", "p99")),
                     micros_label(run.proc_us()),
                     micros_label(run.proc_us("n2")),
                     micros_label(run.proc_us("n3")),
                     micros_label(run.cluster_us),
                     *counts,
-                    micros_label(run.sampled_us),
+                    run.sampled_label,
+                    share_label(run.waiting_share),
+                    share_label(run.gil_share),
                 ]
             )
             + " |"
@@ -252,6 +314,21 @@ def plot_cpu(path: Path, runs: Sequence[RunCpu]) -> bool:
 def micros_label(value: float | None) -> str:
     """A CPU time per request as the report writes it."""
     return "-" if value is None else f"{value:,.0f} µs"
+
+
+def ms_label(value: float | None) -> str:
+    """A latency in ms as the report writes it: three figures, whole ms from 100 up.
+
+    >>> ms_label(2.3456), ms_label(1638.2), ms_label(None)
+    ('2.35', '1,638', '-')
+    """
+    if value is None:
+        return "-"
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def share_label(share: float | None) -> str:
+    return "-" if share is None else f"{share:.0%}"
 
 
 def ratio_label(ratio: float | None) -> str:

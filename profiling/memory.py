@@ -1,16 +1,16 @@
-"""memray captures: the HTML flamegraph, and what was allocated during the load as collapsed stacks.
+"""memray captures: what was allocated during the load, as collapsed stacks.
 
 A capture holds the node's whole life, imports and start-up included; the allocations made while the
 load ran are cut out of it (see load_window_allocations) and become collapsed stacks weighted by count
-and by bytes, ranked by the same tables as py-spy's samples.
+and by bytes, drawn (profiling.flamegraph) and ranked by the same tables as py-spy's samples. memray's
+own HTML pages are left out: they draw the whole capture, start-up included, and weigh megabytes each;
+``memray flamegraph CAPTURE`` draws one from a run's kept capture.
 """
 
 from __future__ import annotations
 
 import functools
-import subprocess
 import sys
-import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,16 +18,14 @@ from pathlib import Path
 import memray
 
 import kvnode
-from profiling.children import Children
 from profiling.collapsed import NO_PYTHON_FRAME, Stacks
 
-__all__ = ["Allocations", "FlamegraphRender", "load_window_allocations", "render_flamegraph", "short_path"]
+__all__ = ["Allocations", "load_window_allocations", "short_path"]
 
 WINDOW_MARKER = "get_stats"  # kvnode.node.stats's /v0/stats handler, called at load start and end
 _ALLOCATING = frozenset(
     kind for name, kind in memray.AllocatorType.__members__.items() if not name.endswith(("FREE", "MUNMAP"))
 )
-_RENDER_TIMEOUT = 600.0
 
 
 @dataclass
@@ -45,43 +43,6 @@ class Allocations:
     @property
     def bytes(self) -> int:
         return sum(self.by_bytes.values())
-
-
-@dataclass
-class FlamegraphRender:
-    """``memray flamegraph`` running in the background (it takes seconds of CPU per capture)."""
-
-    output: Path
-    process: subprocess.Popen[bytes]
-    log: Path
-
-    def wait(self, children: Children) -> bool:
-        """True when the HTML was written; memray's words on stderr if not."""
-        deadline = time.monotonic() + _RENDER_TIMEOUT
-        while self.process.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
-        status = children.stop(self.process)
-        if status != 0 or not self.output.exists():
-            said = self.log.read_text(errors="replace").strip() if self.log.exists() else ""
-            print(
-                f"profiling: memray flamegraph {self.output} failed ({status}): {said[-500:]}",
-                file=sys.stderr,
-            )
-            return False
-        return True
-
-
-def render_flamegraph(
-    capture: Path, output: Path, children: Children, *, temporary: bool
-) -> FlamegraphRender:
-    """Start memray's HTML flamegraph of ``capture``: memory held at the peak, or with ``temporary``
-    the short-lived allocations (a request's churn). ``--no-web`` puts the page's scripts and styles in
-    the page (about 4 MB), which otherwise come from a CDN: the page then works without a network."""
-    argv = [sys.executable, "-m", "memray", "flamegraph", "--force", "--no-web", "--output", str(output)]
-    if temporary:
-        argv.append("--temporary-allocations")
-    log = output.with_name(output.name + ".log")
-    return FlamegraphRender(output, children.start([*argv, str(capture)], log=log), log)
 
 
 @functools.cache

@@ -1,14 +1,11 @@
 """py-spy plumbing: find it, check it may read other processes, record, dump.
 
 Recorders run with ``--nonblocking``: py-spy then reads the target's memory without stopping it, so the
-two or three recorders of one load phase (flamegraph, raw stacks, speedscope) sample the same run side
-by side. Blocking recorders would take turns stopping the process and lose a quarter of their samples
-to each other. The price is an occasional torn stack, which py-spy counts as an error.
-``--function`` names frames by the function's first line, so a function is one frame, not one per line.
-
-A flamegraph of fewer than ``MIN_SAMPLES`` samples (a ``--quick`` run) says so on the page: its frames
-are a sample or two wide, too narrow for their labels, and it shows where time went in a few dozen
-moments, not how it divides.
+three recorders of one load phase (on-CPU, ``--idle``, ``--gil``) sample the same run side by side.
+Blocking recorders would take turns stopping the process and lose samples to each other. The price is
+an occasional torn stack, which py-spy counts as an error. ``--function`` names frames by the
+function's first line, so a function is one frame, not one per line. Recorders write raw (collapsed)
+stacks; profiling.flamegraph draws them.
 """
 
 from __future__ import annotations
@@ -34,25 +31,25 @@ __all__ = [
     "check_ptrace",
     "dump",
     "find_py_spy",
-    "mark_smoke_check",
     "ptrace_advice",
 ]
 
 Kind = Literal["cpu", "idle", "gil"]
-Format = Literal["flamegraph", "raw", "speedscope"]
 
 KINDS: dict[Kind, list[str]] = {
     "cpu": [],  # on-CPU samples only: py-spy drops threads that are idle
     "idle": ["--idle"],  # every sample, idle ones too: where the loop and threads sit waiting
     "gil": ["--gil"],  # only samples of the thread holding the GIL
 }
-SUFFIXES: dict[Format, str] = {"flamegraph": "svg", "raw": "collapsed.txt", "speedscope": "speedscope.json"}
-SAMPLE_RATE = 100
-MIN_SAMPLES = 1_000  # per profile, before a report compares anything by its samples (profiling.cpu)
+# py-spy's default is 100 Hz: at a few hundred requests a second that leaves a few hundred samples in
+# Python code a minute; 500 Hz reaches MIN_SAMPLES in a phase of half a minute.
+SAMPLE_RATE = 500
+# Per profile, before a report compares anything by its samples: a count n is uncertain by about sqrt(n),
+# so two counts of 1,000 each tell a 10 % difference apart at about two standard deviations.
+MIN_SAMPLES = 1_000
 
 _DENIED = re.compile(r"permission denied|operation not permitted|os error 1\b|os error 13\b", re.I)
 _SUMMARY = re.compile(r"Samples: (\d+) Errors: (\d+)")
-_DRAWN_SAMPLES = re.compile(r'<svg id="frames"[^>]*\btotal_samples="(\d+)"')
 
 
 class PtraceDenied(RuntimeError):
@@ -119,11 +116,12 @@ def check_ptrace(py_spy: str, children: Children, timeout: float = 10.0) -> None
 
 @dataclass
 class Recorder:
-    """One ``py-spy record`` of one process; stop() ends it with SIGINT, so py-spy writes its file."""
+    """One ``py-spy record`` of one process into raw stacks; stop() ends it with SIGINT, so py-spy writes
+    its file."""
 
     kind: Kind
-    format: Format
     output: Path
+    rate: int = SAMPLE_RATE
     process: subprocess.Popen[bytes] | None = None
     samples: int | None = None
     errors: int | None = None
@@ -131,8 +129,8 @@ class Recorder:
     def start(self, py_spy: str, pid: int, children: Children) -> None:
         self.output.parent.mkdir(parents=True, exist_ok=True)
         argv = [
-            py_spy, "record", "--pid", str(pid), "--rate", str(SAMPLE_RATE),
-            "--format", self.format, "--output", str(self.output),
+            py_spy, "record", "--pid", str(pid), "--rate", str(self.rate),
+            "--format", "raw", "--output", str(self.output),
             "--function", "--nonblocking", *KINDS[self.kind],
         ]  # fmt: skip
         self.process = children.start(argv, log=self.log_path)
@@ -145,32 +143,14 @@ class Recorder:
         if self.process is None:
             return
         children.stop(self.process, signal.SIGINT, timeout=30.0)
+        self.process = None  # stopped once: a second stop() is a no-op
         said = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
         counts = _SUMMARY.findall(said)
         if counts:
             self.samples, self.errors = (int(n) for n in counts[-1])
-        if self.format == "flamegraph" and self.output.exists():
-            mark_smoke_check(self.output)
         if not self.output.exists():
             tail = " | ".join(said.strip().splitlines()[-3:])
             print(f"profiling: py-spy wrote no {self.output.name}: {tail}", file=sys.stderr)
-
-
-def mark_smoke_check(svg: Path) -> bool:
-    """Write on py-spy's flamegraph ``svg``, under its title, that it is a smoke check when it draws
-    fewer than MIN_SAMPLES samples; whether it did. Each frame's full name stays in its hover text."""
-    text = svg.read_text()
-    drawn = _DRAWN_SAMPLES.search(text)
-    anchor = '<text id="details"'  # the line under the title, where hover details appear
-    if drawn is None or anchor not in text or int(drawn.group(1)) >= MIN_SAMPLES:
-        return False
-    note = (
-        '<text id="smoke-check" fill="rgb(170,0,0)" x="50%" y="40.00" style="text-anchor:middle">'
-        f"Smoke check: {int(drawn.group(1)):,} samples (under {MIN_SAMPLES:,}): frames too narrow for their "
-        "labels; hover one for its name</text>"
-    )
-    svg.write_text(text.replace(anchor, note + anchor, 1))
-    return True
 
 
 def dump(py_spy: str, pid: int, output: Path) -> bool:

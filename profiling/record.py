@@ -1,20 +1,25 @@
-"""One profile run: a fan-out mode and an operation, under constant-rate load, every profile kind.
+"""One profile run: a scenario, a fan-out mode and an operation, under constant-rate load, every
+profile kind.
 
-A run is a sequence of load phases, each the same constant-rate load for the same duration, because one
-process cannot be sampled every way at once:
+A run is two load phases of the same rate:
 
-    cpu     plain cluster    py-spy record: flamegraph, speedscope and raw stacks; py-spy dump of every
-                             node halfway through
-    idle    plain cluster    py-spy record --idle: flamegraph and raw stacks
-    gil     plain cluster    py-spy record --gil: flamegraph and raw stacks
-    memray  memray cluster   the profiled node(s) started under memray run; HTML flamegraph and the
-                             allocations made during the load as collapsed stacks
+    pyspy   plain cluster    three py-spy recorders side by side on the profiled node(s): on-CPU
+                             samples (cpu), every sample, waiting ones too (--idle), and the samples of
+                             the thread holding the GIL (--gil); raw stacks, drawn as flamegraph SVGs;
+                             py-spy dump of every node halfway through
+    memray  memray cluster   the profiled node(s) started under memray run; the allocations made during
+                             the load as raw stacks, by count and by bytes, drawn as flamegraph SVGs
+
+The recorders are ``--nonblocking`` (profiling.pyspy): they read the node without stopping it, so three
+of them sample the same load without taking turns, and one phase serves all three views. The memray
+phase is shorter: a request allocates hundreds of times, so a few seconds hold millions of allocations.
 
 Every phase resets each node's event-loop lag window (/v0/stats?reset=1) as its load starts and reads
 it when the load ends, and reads each node's CPU time from /proc before and after the load: the CPU
 per request the report sets next to the sample counts. The memray cluster is a second cluster on the
-plain cluster's data directories, so a GET run reads the keys filled once. Everything a run writes,
-and which phase it came from, is listed in ``run.json``.
+plain cluster's data directories and ports, so a GET run reads the keys filled once. Everything a run
+writes, and which phase it came from, is listed in ``run.json``; what is raw (stacks, the memray
+capture, logs) is left out of git by the ``.gitignore`` the compare writes (profiling.report).
 """
 
 from __future__ import annotations
@@ -32,18 +37,20 @@ from typing import Any
 from kvnode.config import FanoutMode
 from profiling import memory, pyspy
 from profiling.children import Children
-from profiling.cluster import ProfiledCluster, ProfiledNode, loop_lag
-from profiling.collapsed import format_collapsed
+from profiling.cluster import ProfiledCluster, ProfiledNode, Scenario, loop_lag
+from profiling.collapsed import Stacks, format_collapsed, parse_collapsed, split_samples
+from profiling.flamegraph import render_svg
 from profiling.load import LoadSpec, Op, fill, start_rate, wait_rate
 
-__all__ = ["PHASES", "RunSpec", "record_run"]
+__all__ = ["RunSpec", "record_run"]
 
 Progress = Callable[[str], None]
 
-PHASES: dict[str, list[tuple[pyspy.Kind, pyspy.Format]]] = {
-    "cpu": [("cpu", "flamegraph"), ("cpu", "speedscope"), ("cpu", "raw")],
-    "idle": [("idle", "flamegraph"), ("idle", "raw")],
-    "gil": [("gil", "flamegraph"), ("gil", "raw")],
+# What each py-spy recorder samples, as a flamegraph's title says it.
+_VIEWS: dict[pyspy.Kind, str] = {
+    "cpu": "CPU (py-spy, on-CPU samples)",
+    "idle": "Waiting and running (py-spy --idle, every sample)",
+    "gil": "GIL held (py-spy --gil, samples of the thread holding it)",
 }
 
 
@@ -53,17 +60,24 @@ class RunSpec:
     op: Op
     rate: int
     duration: float
+    memray_duration: float
     keys: int
     value_size: int
+    scenario: Scenario = "healthy"
+    sample_rate: int = pyspy.SAMPLE_RATE
     all_nodes: bool = False
 
     @property
     def name(self) -> str:
-        return f"{self.mode}-{self.op}"
+        return f"{self.scenario}-{self.mode}-{self.op}"
 
     @property
-    def load(self) -> LoadSpec:
-        return LoadSpec(self.op, self.rate, self.duration, self.keys, self.value_size)
+    def title(self) -> str:
+        return f"{self.scenario}, {self.mode} {self.op.upper()} at {self.rate:,}/s"
+
+    def load(self, phase: str) -> LoadSpec:
+        duration = self.memray_duration if phase == "memray" else self.duration
+        return LoadSpec(self.op, self.rate, duration, self.keys, self.value_size)
 
 
 def record_run(
@@ -75,40 +89,37 @@ def record_run(
         "run": spec.name,
         "spec": asdict(spec),
         "python": sys.version.split()[0],
-        "sample_rate_hz": pyspy.SAMPLE_RATE,
+        "sample_rate_hz": spec.sample_rate,
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "phases": [],
     }
     with tempfile.TemporaryDirectory(prefix="kvnode-profile-") as data:
-        plain = ProfiledCluster(spec.mode, Path(data), out / "logs")
-        progress(f"{spec.name}: starting a 3-node {spec.mode} cluster")
+        plain = ProfiledCluster(spec.mode, Path(data), out / "logs", scenario=spec.scenario)
+        progress(f"{spec.name}: starting a 3-node {spec.mode} cluster ({spec.scenario})")
         try:
             plain.start_and_wait()
             manifest["nodes"] = [{"name": node.name, "url": node.url} for node in plain.nodes]
             targets = plain.nodes if spec.all_nodes else [plain.coordinator]
             if spec.op == "get":
                 progress(f"{spec.name}: filling {spec.keys} keys of {spec.value_size} bytes")
-                fill(plain.coordinator.url, spec.load, children, out / "logs" / "fill.log")
-            for phase in PHASES:
-                progress(f"{spec.name}: phase {phase}: {spec.rate}/s for {spec.duration:g} s")
-                manifest["phases"].append(_pyspy_phase(phase, spec, plain, targets, out, py_spy, children))
+                fill(plain.coordinator.url, spec.load("pyspy"), children, out / "logs" / "fill.log")
+            progress(f"{spec.name}: phase pyspy: {spec.rate}/s for {spec.duration:g} s, cpu, idle and gil")
+            manifest["phases"].append(_pyspy_phase(spec, plain, targets, out, py_spy, children))
         finally:
             plain.stop()
-        ports = [node.config.port for node in plain.nodes]
         profiled = {node.name for node in targets}
         memray_outputs = {name: out / name / "memray.bin" for name in profiled}
-        traced = ProfiledCluster(spec.mode, Path(data), out / "logs", memray_outputs)
-        progress(f"{spec.name}: phase memray: restarting with {', '.join(sorted(profiled))} under memray")
+        traced = ProfiledCluster(spec.mode, Path(data), out / "logs", memray_outputs, spec.scenario)
+        progress(f"{spec.name}: phase memray: {', '.join(sorted(profiled))} under memray, "
+                 f"{spec.memray_duration:g} s")  # fmt: skip
         try:
-            traced.start_and_wait(ports)  # the same URLs: the members stored them with their data
+            traced.start_and_wait(plain.ports)  # the same URLs: the members stored them with their data
             phase_record = _load_phase("memray", spec, traced, out, children, lambda: None)
         finally:
             traced.stop()
         progress(f"{spec.name}: phase memray: reading the captures")
         phase_record["artifacts"] = [
-            artifact
-            for node in traced.select(profiled)
-            for artifact in _memray_artifacts(spec, node, out, children)
+            artifact for node in traced.select(profiled) for artifact in _memray_artifacts(spec, node, out)
         ]
         manifest["phases"].append(phase_record)
     manifest["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -117,7 +128,6 @@ def record_run(
 
 
 def _pyspy_phase(
-    phase: str,
     spec: RunSpec,
     cluster: ProfiledCluster,
     targets: list[ProfiledNode],
@@ -127,36 +137,81 @@ def _pyspy_phase(
 ) -> dict[str, Any]:
     pids = cluster.pids_by_name()
     recorders = [
-        (node, pyspy.Recorder(kind, fmt, out / node.name / f"{kind}.{pyspy.SUFFIXES[fmt]}"))
+        (node, pyspy.Recorder(kind, out / node.name / f"{kind}.collapsed.txt", spec.sample_rate))
         for node in targets
-        for kind, fmt in PHASES[phase]
+        for kind in _VIEWS
     ]
-    for node, recorder in recorders:
-        recorder.start(py_spy, pids[node.name], children)
     dumps: list[dict[str, Any]] = []
 
-    def during_load() -> None:
-        if phase == "cpu":
-            _dump_midway(spec, cluster, out, py_spy, dumps)
+    def start() -> None:
+        for node, recorder in recorders:
+            recorder.start(py_spy, pids[node.name], children)
 
-    try:
-        record = _load_phase(phase, spec, cluster, out, children, during_load)
-    finally:
+    def stop() -> None:
         for _node, recorder in recorders:
             recorder.stop(children)
-    record["artifacts"] = [
-        {
-            "node": node.name,
-            "kind": recorder.kind,
-            "format": recorder.format,
-            "path": recorder.output.relative_to(out).as_posix(),
-            "samples": recorder.samples,
-            "errors": recorder.errors,
-        }
-        for node, recorder in recorders
-        if recorder.output.exists()
-    ] + dumps
+
+    try:
+        record = _load_phase(
+            "pyspy",
+            spec,
+            cluster,
+            out,
+            children,
+            lambda: _dump_midway(spec, cluster, out, py_spy, dumps),
+            start,
+            stop,
+        )
+    finally:
+        stop()
+    artifacts: list[dict[str, Any]] = []
+    for node, recorder in recorders:
+        if not recorder.output.exists():
+            continue
+        stacks = parse_collapsed(recorder.output.read_text())
+        split = split_samples(stacks)
+        counts = f"{split.total:,} samples at {spec.sample_rate} Hz, {split.python_samples:,} in Python code"
+        # The loop's own frame would take most of the width: CPU and GIL graphs draw the Python code.
+        drawn = stacks if recorder.kind == "idle" else split.python
+        counts += ", all drawn" if recorder.kind == "idle" else ", those drawn"
+        svg = _flamegraph(
+            drawn,
+            out / node.name / f"{recorder.kind}.svg",
+            f"{_VIEWS[recorder.kind]}: {_who(node)}, {spec.title}",
+            "samples",
+            counts,
+            split.python_samples,
+        )
+        for path, fmt in ((recorder.output, "raw"), (svg, "svg")):
+            artifacts.append(
+                {
+                    "node": node.name,
+                    "kind": recorder.kind,
+                    "format": fmt,
+                    "path": path.relative_to(out).as_posix(),
+                    "samples": recorder.samples,
+                    "errors": recorder.errors,
+                }
+            )
+    record["artifacts"] = artifacts + dumps
     return record
+
+
+def _who(node: ProfiledNode) -> str:
+    return f"{node.name} ({'coordinator' if node.name == 'n1' else 'replica'})"
+
+
+def _flamegraph(stacks: Stacks, path: Path, title: str, unit: str, counts: str, counted: int) -> Path:
+    """Draw ``stacks`` into ``path``; under MIN_SAMPLES ``counted`` (samples in Python code) the page
+    says it is a smoke check."""
+    note = ""
+    if unit == "samples" and counted < pyspy.MIN_SAMPLES:
+        note = (
+            f"Smoke check: {counted:,} samples in Python code (under {pyspy.MIN_SAMPLES:,}): "
+            "shares uncertain by more than a tenth of themselves"
+        )
+    path.write_text(render_svg(stacks, title, unit, counts, note))
+    return path
 
 
 def _dump_midway(
@@ -185,24 +240,29 @@ def _load_phase(
     out: Path,
     children: Children,
     during_load: Callable[[], None],
+    start_sampling: Callable[[], None] = lambda: None,
+    stop_sampling: Callable[[], None] = lambda: None,
 ) -> dict[str, Any]:
     """Reset loop lag, run the load (``during_load`` runs beside it), read loop lag and each node's CPU
-    time over the load window (from /proc): the phase record."""
+    time over the load window (from /proc): the phase record. Sampling starts after the reset and stops
+    as the load ends: the profiler's own /v0/stats calls are no part of the profiles."""
     for node in cluster.nodes:
         loop_lag(node.url, reset=True)
     result_path = out / f"load-{phase}.json"
     log = out / "logs" / f"load-{phase}.log"
+    start_sampling()
     started = time.time()
     cpu_before = cluster.cpu_seconds()
-    process = start_rate(cluster.coordinator.url, spec.load, result_path, children, log)
+    process = start_rate(cluster.coordinator.url, spec.load(phase), result_path, children, log)
     beside = threading.Thread(target=during_load, name=f"{phase}-beside-load", daemon=True)
     beside.start()
     try:
-        load = wait_rate(process, spec.load, result_path, children, log)
+        load = wait_rate(process, spec.load(phase), result_path, children, log)
     finally:
         beside.join(timeout=60.0)
     cpu_after = cluster.cpu_seconds()
     ended = time.time()
+    stop_sampling()
     lag = {node.name: loop_lag(node.url) for node in cluster.nodes}
     return {
         "phase": phase,
@@ -215,49 +275,34 @@ def _load_phase(
     }
 
 
-def _memray_artifacts(
-    spec: RunSpec, node: ProfiledNode, out: Path, children: Children
-) -> list[dict[str, Any]]:
+def _memray_artifacts(spec: RunSpec, node: ProfiledNode, out: Path) -> list[dict[str, Any]]:
+    """The allocations made during the load, as raw stacks and flamegraphs by count and by bytes."""
     capture = node.memray_output
     if capture is None or not capture.exists():
         print(f"profiling: {node.name} left no memray capture", file=sys.stderr)
         return []
+    allocations = memory.load_window_allocations(capture)
+    kept = capture.relative_to(out).as_posix()
     artifacts: list[dict[str, Any]] = [
-        {
-            "node": node.name,
-            "kind": "memray",
-            "format": "capture",
-            "path": capture.relative_to(out).as_posix(),
-        }
+        {"node": node.name, "kind": "memray", "format": "capture", "path": kept}
     ]
-    renders = {
-        flavour: memory.render_flamegraph(
-            capture, out / node.name / f"memray-{flavour}.html", children, temporary=temporary
-        )
-        for flavour, temporary in (("temporary", True), ("peak", False))
-    }
-    allocations = memory.load_window_allocations(capture)  # while memray renders beside it
-    for flavour, render in renders.items():
-        if render.wait(children):
+    for unit, stacks in (("count", allocations.by_count), ("bytes", allocations.by_bytes)):
+        what = "allocations" if unit == "count" else "bytes allocated"
+        total = sum(stacks.values())
+        title = f"Allocations by {unit} (memray, in the load): {_who(node)}, {spec.title}"
+        raw = out / node.name / f"alloc-{unit}.collapsed.txt"
+        raw.write_text(format_collapsed(stacks))
+        counts = f"{total:,} {what} over {spec.memray_duration:g} s"
+        svg = _flamegraph(stacks, out / node.name / f"alloc-{unit}.svg", title, what, counts, total)
+        for path, fmt in ((raw, "raw"), (svg, "svg")):
             artifacts.append(
                 {
                     "node": node.name,
-                    "kind": "memray",
-                    "format": f"html-{flavour}",
-                    "path": render.output.relative_to(out).as_posix(),
+                    "kind": f"alloc-{unit}",
+                    "format": fmt,
+                    "path": path.relative_to(out).as_posix(),
+                    "total": total,
+                    "windowed": allocations.windowed,
                 }
             )
-    for unit, stacks in (("count", allocations.by_count), ("bytes", allocations.by_bytes)):
-        path = out / node.name / f"alloc-{unit}.collapsed.txt"
-        path.write_text(format_collapsed(stacks))
-        artifacts.append(
-            {
-                "node": node.name,
-                "kind": f"alloc-{unit}",
-                "format": "raw",
-                "path": path.relative_to(out).as_posix(),
-                "total": allocations.count if unit == "count" else allocations.bytes,
-                "windowed": allocations.windowed,
-            }
-        )
     return artifacts

@@ -7,7 +7,7 @@ scripts ran, from ``chromium --dump-dom``) holds:
 
     memray flamegraph (HTML)   the flame graph: an <svg> in #chart with frames in it
     Locust report (HTML)       its tables and charts: <table> and <canvas>
-    flamegraph (SVG, py-spy)   frames: <rect> elements with a width
+    flamegraph (SVG)           frames: <rect> elements with a width
     any other page             some text or a drawing
 
 Chromium is Debian's ``chromium`` (``apt-get install chromium``); without it the check says so and

@@ -1,9 +1,11 @@
-"""report.md: a conclusion drawn from the runs, CPU per request from /proc next to py-spy's samples, the
-load figures, then per operation and profile kind the top frames of each mode side by side (computed
-from the raw/collapsed stacks), with links to every flamegraph and dump."""
+"""report.md: a conclusion drawn from the runs, every run's latency and CPU per request from /proc next
+to py-spy's samples, the load figures, then per scenario, operation and profile kind the top frames of
+each mode side by side with their uncertainty (computed from the raw stacks), with links to every
+flamegraph and dump; and the ``.gitignore`` that keeps the raw files out of a checked-in set."""
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import time
@@ -11,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from profiling.cluster import SLOW_REPLICA_DELAY_MS
 from profiling.collapsed import (
     FrameShare,
     SampleSplit,
@@ -21,24 +24,57 @@ from profiling.collapsed import (
     trunk,
 )
 from profiling.conclusion import conclusion, shortfalls
-from profiling.cpu import DIFFERENCE, MIN_CLOCK_TICKS, MIN_SAMPLES, cpu_table, plot_cpu, run_cpu
+from profiling.cpu import (
+    DIFFERENCE,
+    MIN_CLOCK_TICKS,
+    MIN_SAMPLES,
+    SIGMAS,
+    cpu_table,
+    phase_record,
+    plot_cpu,
+    run_cpu,
+    uncertainty,
+)
 
-__all__ = ["TOP", "load_runs", "write_report"]
+__all__ = ["GITIGNORE", "TOP", "kept_files", "load_runs", "write_report"]
 
 TOP = 12
 _MODE_ORDER = {"async": 0, "sync": 1}
+_SCENARIO_ORDER = {"healthy": 0, "slow-replica": 1}
 
 # (artifact kind, heading, what one unit of weight is, phase it comes from)
 _SECTIONS = [
-    ("cpu", "CPU: `py-spy record`, samples in Python code", "samples", "cpu"),
-    ("idle", "Waits: `py-spy record --idle` (every sample, waiting included)", "samples", "idle"),
-    ("gil", "GIL: `py-spy record --gil`, Python samples of the thread holding the GIL", "samples", "gil"),
+    ("cpu", "CPU: `py-spy record`, samples in Python code", "samples", "pyspy"),
+    ("idle", "Waits: `py-spy record --idle` (every sample, waiting included)", "samples", "pyspy"),
+    ("gil", "GIL: `py-spy record --gil`, Python samples of the thread holding the GIL", "samples", "pyspy"),
     ("alloc-count", "Allocations by count: memray, during the load", "allocations", "memray"),
     ("alloc-bytes", "Allocations by bytes: memray, during the load", "bytes", "memray"),
 ]
+# The raw files a run keeps beside its summaries, to re-read but never to commit: a set stays small.
+GITIGNORE = """# Raw captures and logs (python -m profiling): kept to re-read, never committed.
+*.collapsed.txt
+*.bin
+*.log
+logs/
+"""
 # Kinds whose tables rank only samples in Python code: a waiting sample there is not CPU work.
 _SPLIT_KINDS = ("cpu", "gil")
 CPU_PLOT = "cpu-per-request.png"
+
+
+def kept_files(out: Path) -> list[Path]:
+    """The files under ``out`` that GITIGNORE (``*.suffix`` and ``dir/`` lines) does not leave out: what
+    a checked-in set holds."""
+    patterns = [line for line in GITIGNORE.splitlines() if line and not line.startswith("#")]
+    names = [pattern for pattern in patterns if not pattern.endswith("/")]
+    folders = {pattern.rstrip("/") for pattern in patterns if pattern.endswith("/")}
+    return sorted(
+        path
+        for path in out.rglob("*")
+        if path.is_file()
+        and not folders.intersection(path.relative_to(out).parts[:-1])
+        and not any(fnmatch.fnmatch(path.name, name) for name in names)
+    )
 
 
 def load_runs(run_dirs: Sequence[Path]) -> list[tuple[Path, dict[str, Any]]]:
@@ -48,9 +84,13 @@ def load_runs(run_dirs: Sequence[Path]) -> list[tuple[Path, dict[str, Any]]]:
         for path in run_dirs
         if (path / "run.json").exists()
     ]
-    return sorted(
-        runs, key=lambda run: (run[1]["spec"]["op"] != "put", _MODE_ORDER.get(run[1]["spec"]["mode"], 9))
-    )
+    return sorted(runs, key=lambda run: _order(run[1]))
+
+
+def _order(manifest: dict[str, Any]) -> tuple[int, bool, int]:
+    spec = manifest["spec"]
+    scenario = _SCENARIO_ORDER.get(spec.get("scenario", "healthy"), 9)
+    return scenario, spec["op"] != "put", _MODE_ORDER.get(spec["mode"], 9)
 
 
 def write_report(out: Path, run_dirs: Sequence[Path], command: str) -> Path:
@@ -65,15 +105,22 @@ def write_report(out: Path, run_dirs: Sequence[Path], command: str) -> Path:
         "",
         "## Conclusion",
         "",
-        "Drawn from the figures below; a statement about CPU is made only where the nodes' CPU time",
-        f"(/proc) and py-spy's samples agree (a difference counts from {DIFFERENCE - 1:.0%}), and only from",
-        f"runs with at least {MIN_CLOCK_TICKS} clock ticks of n1 CPU and {MIN_SAMPLES:,} samples.",
+        "Drawn from the figures below, per scenario and operation, async next to sync. A statement about",
+        "CPU is made only where the nodes' CPU time (/proc) and py-spy's samples agree, by at least",
+        f"{DIFFERENCE - 1:.0%} and by more than {SIGMAS:g} standard deviations of the samples (a count n is",
+        "uncertain by about √n, so a share p of n samples by about √(p/n)), and only from runs with at least",
+        f"{MIN_CLOCK_TICKS} clock ticks of n1 CPU and {MIN_SAMPLES:,} samples in Python code. *Where in the",
+        "code* names the modules and functions whose self time per request differs beyond that uncertainty.",
         "",
         *conclusion(cpu),
         "",
-        "## CPU per request: /proc next to the samples",
+        "## Every run: latency, CPU per request, waits",
         "",
-        "CPU per request is each node's user + system CPU time over the `cpu` phase's load window (from",
+        "Latency is the load's over the `pyspy` phase (p50 and p99 of each phase are in the load table",
+        "below). *n1 waiting* is the share of its `--idle` samples in the loop's own frame; *GIL held* the",
+        "share of the load window some thread of n1 held the GIL (`--gil` samples x interval / window).",
+        "",
+        "CPU per request is each node's user + system CPU time over the `pyspy` phase's load window (from",
         "`/proc/PID/stat`) divided by the requests answered: everything the process ran, Python, C and",
         "kernel. n1's py-spy samples of the same phase are split by their innermost frame: *in Python*",
         "code (the CPU and GIL tables below rank only these), the *loop's own frame* (`Runner.run` under",
@@ -91,23 +138,28 @@ def write_report(out: Path, run_dirs: Sequence[Path], command: str) -> Path:
     lines += [
         "## How the runs were made",
         "",
-        "Each run is one fan-out mode and one operation on a fresh 3-node loopback cluster; the load goes",
-        "to the coordinator n1. A run is four load phases of the same rate and duration: `cpu`, `idle`",
-        "and `gil` (py-spy, one after another, on the plain cluster; `py-spy dump` of every node halfway",
-        "through `cpu`) and `memray` (the cluster restarted with the profiled node(s) under `memray run`,",
-        "which slows them down). Shares are of the samples (or allocations, or bytes) a table ranks;",
+        "Each run is one scenario, one fan-out mode and one operation on a fresh 3-node loopback cluster;",
+        "the load goes to the coordinator n1. *healthy*: three nodes. *slow-replica*: n3 answers its peers",
+        f"{SLOW_REPLICA_DELAY_MS} ms late, behind a delaying proxy (the load tests' slow-replica scenario);",
+        "n1 has it among the replicas of every key. A run is two load phases of the same rate: `pyspy`",
+        "(three py-spy recorders side by side on n1: on-CPU, `--idle` and `--gil`; `py-spy dump` of every",
+        "node halfway through) and a shorter `memray` (the cluster restarted on its data with n1 under",
+        "`memray run`, which slows it down). Shares are of the samples (or allocations, or bytes) a table",
+        "ranks, ± √k/n for k of n;",
         "*self* counts a frame where it is innermost, *total* wherever it is on the stack (once per stack).",
         "Total tables leave out the trunk, the entry path every request runs under (runpy, main, down to",
         "the event loop's run). py-spy samples without stopping the node (`--nonblocking`), so a few",
-        "stacks are torn and start mid-way; they count by their innermost frame like any other.",
+        "stacks are torn and start mid-way; they count by their innermost frame like any other. Each",
+        "flamegraph is 1,200 px wide; frames under 3 px are merged. The raw stacks, memray's capture",
+        "(`memray flamegraph` draws it) and the logs stay beside the runs, left out of git by `.gitignore`.",
         "",
         *_load_table(runs, out),
     ]
-    for op in ("put", "get"):
-        op_runs = [run for run in runs if run[1]["spec"]["op"] == op]
-        if op_runs:
-            lines += _op_section(op, op_runs, out)
+    for group in dict.fromkeys(figures.group for figures in cpu):
+        in_group = [run for run, figures in zip(runs, cpu, strict=True) if figures.group == group]
+        lines += _group_section(group, in_group, out)
     lines += _dump_section(runs, out)
+    (out / ".gitignore").write_text(GITIGNORE)
     path = out / "report.md"
     path.write_text("\n".join(lines).rstrip() + "\n")
     return path
@@ -167,27 +219,27 @@ def _load_table(runs: list[tuple[Path, dict[str, Any]]], out: Path) -> list[str]
     return [*lines, ""]
 
 
-def _op_section(op: str, runs: list[tuple[Path, dict[str, Any]]], out: Path) -> list[str]:
-    lines = [f"## {op.upper()}", ""]
+def _group_section(group: str, runs: list[tuple[Path, dict[str, Any]]], out: Path) -> list[str]:
+    lines = [f"## {group}", ""]
     nodes = sorted({artifact["node"] for _, manifest in runs for artifact in _artifacts(manifest)})
     for kind, heading, unit, phase in _SECTIONS:
         for node in nodes:
-            columns = []  # (mode, stacks, artifacts of this kind on this node)
+            columns = []  # (manifest, stacks, artifacts of this kind on this node, run dir)
             for run_dir, manifest in runs:
-                artifacts = [a for a in _artifacts(manifest) if _shown_with(a, kind) and a["node"] == node]
+                artifacts = [a for a in _artifacts(manifest) if a["kind"] == kind and a["node"] == node]
                 raw = next((a for a in artifacts if a["format"] == "raw"), None)
                 stacks = parse_collapsed((run_dir / raw["path"]).read_text()) if raw else Stacks()
-                columns.append((manifest["spec"]["mode"], stacks, artifacts, run_dir))
+                columns.append((manifest, stacks, artifacts, run_dir))
             if not any(stacks for _, stacks, _, _ in columns):
                 continue
             role = "coordinator" if node == "n1" else "replica"
             lines += [f"### {heading}, {node} ({role}), phase `{phase}`", ""]
             ranked = []  # (mode, the stacks the tables rank)
-            for mode, stacks, artifacts, run_dir in columns:
+            for manifest, stacks, artifacts, run_dir in columns:
+                mode = manifest["spec"]["mode"]
                 links = [
-                    _link(a["format"], run_dir / a["path"], out) for a in artifacts if a["format"] != "raw"
+                    _link("flamegraph", run_dir / a["path"], out) for a in artifacts if a["format"] == "svg"
                 ]
-                links += [_link("raw", run_dir / a["path"], out) for a in artifacts if a["format"] == "raw"]
                 weight = sum(stacks.values())
                 errors = next((a.get("errors") for a in artifacts if a.get("errors") is not None), None)
                 error_note = f", {errors} sampling errors" if errors else ""
@@ -196,7 +248,7 @@ def _op_section(op: str, runs: list[tuple[Path, dict[str, Any]]], out: Path) -> 
                     extra = _split_note(split)
                     ranked.append((mode, split.python))
                 else:
-                    extra = _memray_extra(kind, weight, run_dir, _manifest_for(runs, run_dir))
+                    extra = _memray_extra(kind, weight, manifest)
                     extra += _waiting_note(split_samples(stacks)) if kind == "idle" else ""
                     ranked.append((mode, stacks))
                 lines.append(f"- **{mode}**: {weight:,} {unit}{error_note}{extra}; {' · '.join(links)}")
@@ -220,29 +272,15 @@ def _waiting_note(split: SampleSplit) -> str:
     return f", {share:.0%} of them in the loop's own frame (waiting)"
 
 
-def _shown_with(artifact: dict[str, Any], kind: str) -> bool:
-    """Artifacts listed in ``kind``'s section: its own, and memray's HTML with the allocation counts."""
-    if kind == "alloc-count" and artifact["kind"] == "memray":
-        return str(artifact["format"]).startswith("html")
-    return bool(artifact["kind"] == kind)
-
-
 def _top_total(stacks: Stacks) -> list[FrameShare]:
     common = set(trunk(stacks))
     return [row for row in top_frames(stacks, by="total") if row.frame not in common][:TOP]
 
 
-def _manifest_for(runs: list[tuple[Path, dict[str, Any]]], run_dir: Path) -> dict[str, Any]:
-    return next(manifest for path, manifest in runs if path == run_dir)
-
-
-def _memray_extra(kind: str, weight: int, run_dir: Path, manifest: dict[str, Any]) -> str:
+def _memray_extra(kind: str, weight: int, manifest: dict[str, Any]) -> str:
     if not kind.startswith("alloc-"):
         return ""
-    memray_phase: dict[str, Any] = next(
-        (phase for phase in manifest["phases"] if phase["phase"] == "memray"), {}
-    )
-    requests = memray_phase.get("load", {}).get("requests") or 0
+    requests = phase_record(manifest, "memray").get("load", {}).get("requests") or 0
     windowed = all(a.get("windowed", True) for a in _artifacts(manifest) if a["kind"] == kind)
     per_request = f" ({weight / requests:,.0f} per request)" if requests else ""
     return per_request + ("" if windowed else " (load window not found: whole capture, start-up included)")
@@ -258,7 +296,9 @@ def _side_by_side(by: str, columns: list[tuple[str, list[FrameShare]]]) -> list[
             if rank < len(rows):
                 row = rows[rank]
                 share = row.self_share if by == "self" else row.total_share
-                cells += [f"`{_cell(row.frame)}`", f"{share:.1%}"]
+                weight = row.self_weight if by == "self" else row.total_weight
+                spread = share * uncertainty(weight)
+                cells += [f"`{_cell(row.frame)}`", f"{share:.1%} ± {spread:.1%}"]
             else:
                 cells += ["", ""]
         lines.append(f"| {rank + 1} | " + " | ".join(cells) + " |")
@@ -266,7 +306,7 @@ def _side_by_side(by: str, columns: list[tuple[str, list[FrameShare]]]) -> list[
 
 
 def _dump_section(runs: list[tuple[Path, dict[str, Any]]], out: Path) -> list[str]:
-    lines = ["## py-spy dumps (phase `cpu`, halfway through the load)", ""]
+    lines = ["## py-spy dumps (phase `pyspy`, halfway through the load)", ""]
     for run_dir, manifest in runs:
         dumps = [a for a in _artifacts(manifest) if a["kind"] == "dump"]
         if dumps:
