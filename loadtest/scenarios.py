@@ -23,7 +23,7 @@ from kvnode.config import FanoutMode, NodeConfig
 from kvnode.ops.local_cluster import LocalCluster, start_local_cluster
 from kvnode.ops.processes import NodeProcess, NodeStartError, ServerProcess
 
-__all__ = ["SCENARIOS", "SLOW_REPLICA_DELAY_MS", "ScenarioCluster", "start_scenario"]
+__all__ = ["SCENARIOS", "SLOW_REPLICA_DELAY_MS", "ScenarioCluster", "behind_proxy", "delay_proxy", "start_scenario"]
 
 SCENARIOS = ("healthy", "slow-replica", "replica-down")
 SLOW_REPLICA_DELAY_MS = 20
@@ -74,8 +74,8 @@ def start_scenario(
             NodeProcess,
             log_dir=log_dir,
             spare_ports=1 if slow else 0,
-            configure=_behind_proxy if slow else None,
-            helpers=partial(_delay_proxy, log_dir, slow_delay_ms) if slow else None,
+            configure=behind_proxy if slow else None,
+            helpers=partial(delay_proxy, log_dir, slow_delay_ms) if slow else None,
         )
     except NodeStartError as error:
         raise RuntimeError(f"{scenario}/{mode}: {error}\n{_log_tails(log_dir)}") from None
@@ -84,7 +84,7 @@ def start_scenario(
     )
 
 
-def _behind_proxy(index: int, config: NodeConfig, spare_ports: list[int]) -> NodeConfig:
+def behind_proxy(index: int, config: NodeConfig, spare_ports: list[int]) -> NodeConfig:
     """Node C listens on a spare port; the cluster (C included) knows it by its own URL, where the proxy
     listens, so C is ready when it answers as itself through the proxy."""
     if index != 2:
@@ -92,7 +92,7 @@ def _behind_proxy(index: int, config: NodeConfig, spare_ports: list[int]) -> Nod
     return dataclasses.replace(config, port=spare_ports[0], advertise_url=config.url)
 
 
-def _delay_proxy(log_dir: Path, delay_ms: int, configs: list[NodeConfig]) -> list[ServerProcess]:
+def delay_proxy(log_dir: Path, delay_ms: int, configs: list[NodeConfig]) -> list[ServerProcess]:
     """The delaying proxy in front of node C: on C's URL, to the port C listens on."""
     node_c = configs[2]
     listen = urllib.parse.urlsplit(node_c.url).port

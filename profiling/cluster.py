@@ -24,7 +24,7 @@ from kvnode.ops.local_cluster import LocalCluster, start_local_cluster
 from kvnode.ops.processes import NodeProcess, NodeStartError, cpu_seconds
 
 # The load tests' own slow-replica set-up: n3 on a spare port, its URL served by the delaying proxy.
-from loadtest.scenarios import SLOW_REPLICA_DELAY_MS, _behind_proxy, _delay_proxy
+from loadtest.scenarios import SLOW_REPLICA_DELAY_MS, behind_proxy, delay_proxy
 
 __all__ = [
     "SCENARIOS",
@@ -136,8 +136,8 @@ class ProfiledCluster(LocalCluster[ProfiledNode]):
                 log_dir=self.log_dir,
                 ports=ports,
                 spare_ports=1 if slow else 0,
-                configure=_behind_proxy if slow else None,
-                helpers=partial(_delay_proxy, self.log_dir, SLOW_REPLICA_DELAY_MS) if slow else None,
+                configure=behind_proxy if slow else None,
+                helpers=partial(delay_proxy, self.log_dir, SLOW_REPLICA_DELAY_MS) if slow else None,
             )
         except NodeStartError as error:
             raise ClusterError(f"{error}\n{_log_tail(error.log_path)}") from None
