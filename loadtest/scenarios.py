@@ -23,7 +23,14 @@ from kvnode.config import FanoutMode, NodeConfig
 from kvnode.ops.local_cluster import LocalCluster, start_local_cluster
 from kvnode.ops.processes import NodeProcess, NodeStartError, ServerProcess
 
-__all__ = ["SCENARIOS", "SLOW_REPLICA_DELAY_MS", "ScenarioCluster", "behind_proxy", "delay_proxy", "start_scenario"]
+__all__ = [
+    "SCENARIOS",
+    "SLOW_REPLICA_DELAY_MS",
+    "ScenarioCluster",
+    "behind_proxy",
+    "delay_proxy",
+    "start_scenario",
+]
 
 SCENARIOS = ("healthy", "slow-replica", "replica-down")
 SLOW_REPLICA_DELAY_MS = 20
