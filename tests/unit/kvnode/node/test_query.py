@@ -23,6 +23,7 @@ def reason(refused: pytest.ExceptionInfo[BadQuery]) -> str:
         "id=a+b&ack=%31",  # '+' a space; an escape of ASCII
         "id=a%2Bb%26c%3Dd",  # escaped delimiters are data
         "id=caf%C3%A9&ttl=10",
+        "id=%2f%2F%c3%A9%e2%82%AC",  # hex digits in either case
         "id=k&&ack=1&",  # empty pairs are no parameters
         "id",  # no '=': an empty value
         "id=a=b",  # the first '=' splits
