@@ -18,6 +18,8 @@ kvnode.node.query.BadQuery: query parameter 'id' is given 2 times; give it once
 
 from __future__ import annotations
 
+from urllib.parse import unquote_to_bytes
+
 __all__ = ["BadQuery", "Query"]
 
 
@@ -90,23 +92,7 @@ def _decoded(text: str) -> str:
         text = text.replace("+", " ")
     if "%" not in text:
         return text
-    head, *escaped = text.split("%")
-    parts = [head]
-    for part in escaped:
-        char = _ESCAPES.get(part[:2])
-        parts.append("%" + part if char is None else char + part[2:])
-    return "".join(parts).encode("utf-8", "surrogateescape").decode("utf-8", "surrogateescape")
-
-
-# An escape's two hex digits (either case) as the character it stands for: an ASCII byte as itself, any
-# other as its surrogate escape, which the UTF-8 codec turns back into that byte (a table, not
-# urllib.parse.unquote_to_bytes: a third of its time).
-_ESCAPES = {
-    high + low: chr(byte if byte < 0x80 else 0xDC00 + byte)
-    for byte in range(256)
-    for high in {f"{byte >> 4:x}", f"{byte >> 4:X}"}
-    for low in {f"{byte & 15:x}", f"{byte & 15:X}"}
-}
+    return unquote_to_bytes(text.encode("utf-8", "surrogateescape")).decode("utf-8", "surrogateescape")
 
 
 def _readable(text: str) -> str:
