@@ -20,7 +20,8 @@ aiohttp's RequestHandler) that:
 aiohttp's private names this relies on, all here (tests/unit/kvnode/access/test_connections.py checks
 each, so an aiohttp upgrade that changes them fails there by name): ``AppRunner._make_server``
 (overridden: the app's Server is rebuilt as ours), ``Server._kwargs`` (the protocol's arguments),
-``RequestHandler._request_count`` (the requests parsed on a connection so far).
+``RequestHandler._messages`` (requests parsed, not yet handled) and ``._request_in_progress`` (one being
+handled, until its response is written): neither, and a connection waits for a request's headers.
 """
 
 from __future__ import annotations
@@ -157,7 +158,7 @@ def _answer(template: bytes, line: str) -> bytes:
 class _GuardedProtocol(RequestHandler):
     """One connection: counted, its request headers timed, a refused request answered in one line."""
 
-    __slots__ = ("_answered", "_guard", "_headers_timer", "_kind", "_malformed", "_partial")
+    __slots__ = ("_guard", "_headers_timer", "_kind", "_malformed", "_partial")
 
     def __init__(self, manager: web.Server, guard: ConnectionGuard, malformed: RateLimitedLog, **kwargs: Any):
         super().__init__(manager, **kwargs)
@@ -166,13 +167,13 @@ class _GuardedProtocol(RequestHandler):
         self._kind: Kind | None = None  # None: refused
         self._headers_timer: asyncio.TimerHandle | None = None
         self._partial = False  # part of a request's headers has arrived
-        self._answered = 0  # responses sent: requests parsed beyond it are in progress
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._kind = self._guard.admit()
         if self._kind is None:
             cast(asyncio.Transport, transport).write(_answer(_REFUSAL, self._guard.refusal))
             transport.close()
+            self._force_close = True  # aiohttp's data_received ignores whatever still arrives
             return  # aiohttp never learns of it: connection_lost below returns at once
         super().connection_made(transport)
         self._await_headers()
@@ -186,27 +187,19 @@ class _GuardedProtocol(RequestHandler):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
-        if self._kind is None:
-            return
-        idle = self._request_count == self._answered
-        super().data_received(data)
-        if self._request_count != self._answered:  # its headers are all in (or the parser refused them)
-            self._stop_timer()
-            self._partial = False
-        else:
-            self._partial = idle
-            if idle and self._headers_timer is None:
-                # The first bytes of a new request on a keep-alive connection, its headers not all in. A
-                # request whose headers came in one piece (nearly all) arms no timer: one armed and
-                # cancelled per request is a hot-path cost (docs/benchmarks.md).
+        RequestHandler.data_received(self, data)  # the base's parser, without a super() per call
+        # One check per request on the hot path: a request parsed or being answered (a body, the replica
+        # channel's frames) needs no header timer. Only the first bytes of a request whose headers did not
+        # come in one piece arm one: a timer armed and cancelled per request is a hot-path cost
+        # (docs/benchmarks.md).
+        if self._messages or self._request_in_progress:
+            if self._headers_timer is not None:
+                self._stop_timer()
+                self._partial = False
+        elif data:
+            self._partial = True
+            if self._headers_timer is None:
                 self._await_headers()
-
-    async def finish_response(
-        self, request: web.BaseRequest, resp: web.StreamResponse, start_time: float | None
-    ) -> tuple[web.StreamResponse, bool]:
-        answered = await super().finish_response(request, resp, start_time)
-        self._answered += 1
-        return answered
 
     def handle_error(
         self,
@@ -244,7 +237,7 @@ class _GuardedProtocol(RequestHandler):
 
     def _headers_late(self) -> None:
         self._headers_timer = None
-        if self._request_count != self._answered or self.transport is None:
+        if self._messages or self._request_in_progress or self.transport is None:
             return
         self._guard.header_timeouts += 1
         if self._partial:
@@ -282,10 +275,17 @@ class _GuardedServer(web.Server):
     def _gated(
         handler: _AppHandler, guard: ConnectionGuard, direct: dict[tuple[str, str], Handler]
     ) -> _AppHandler:
+        client = Kind.CLIENT
+
         async def gated(request: web.BaseRequest) -> web.StreamResponse:
             protocol = request.protocol
             assert isinstance(protocol, _GuardedProtocol)
             path = request.path
+            route = direct.get((request.method, path))
+            # Nearly every request: a hot route on a client's connection, which the gate would admit as it
+            # is (it is neither the handshake nor the channel), so one check and past the router.
+            if route is not None and protocol._kind is client and hdrs.EXPECT not in request.headers:
+                return await route(cast(web.Request, request))  # the app's request factory makes Requests
             if not protocol.admits(path):
                 guard.refused += 1
                 refusal = web.Response(
@@ -295,9 +295,6 @@ class _GuardedServer(web.Server):
                 )
                 refusal.force_close()
                 return refusal
-            route = direct.get((request.method, path))
-            if route is not None and hdrs.EXPECT not in request.headers:
-                return await route(cast(web.Request, request))  # the app's request factory makes Requests
             response = await handler(request)
             if path == PEER_PATH:
                 # No longer counted, the connection ends with its channel, or with the refused handshake.

@@ -25,8 +25,9 @@ from kvnode.clocks.fence import ClockFenced
 from kvnode.coordinator.fanout import QuorumFailed
 from kvnode.coordinator.quorum import BadQuorum, Quorum
 from kvnode.metrics import FixedBuckets
-from kvnode.node.params import bad_request, known_only, single, text, utf8
+from kvnode.node.params import bad_request, query_of, text
 from kvnode.node.parts import PARTS, NodeParts
+from kvnode.node.query import BadQuery, Query
 from kvnode.node.scan_api import get_scan
 from kvnode.scheduling import Slice
 from kvnode.storage.keyspace import StorageFull
@@ -100,7 +101,7 @@ def _entity(parts: NodeParts, op: str, handle: _EntityHandler, statuses: tuple[i
 
 async def get_entity(parts: NodeParts, request: web.Request) -> web.Response:
     coordinator = parts.coordinator
-    key, quorum = _entity_params(request, coordinator.replication)
+    _, key, quorum = _entity_params(request, coordinator.replication)
     try:
         record = await coordinator.get(key, quorum)
     except QuorumFailed as error:
@@ -113,8 +114,8 @@ async def get_entity(parts: NodeParts, request: web.Request) -> web.Response:
 
 async def put_entity(parts: NodeParts, request: web.Request) -> web.Response:
     coordinator = parts.coordinator
-    key, quorum = _entity_params(request, coordinator.replication, _PUT_PARAMS)
-    ttl_ms = _ttl_ms(request)
+    query, key, quorum = _entity_params(request, coordinator.replication, _PUT_PARAMS)
+    ttl_ms = _ttl_ms(query)
     limit = parts.config.max_body_bytes
     if request.content_length is not None and request.content_length > limit:
         return text(413, f"body of {request.content_length} bytes exceeds the limit of {limit} bytes")
@@ -136,7 +137,7 @@ async def put_entity(parts: NodeParts, request: web.Request) -> web.Response:
 
 async def delete_entity(parts: NodeParts, request: web.Request) -> web.Response:
     coordinator = parts.coordinator
-    key, quorum = _entity_params(request, coordinator.replication)
+    _, key, quorum = _entity_params(request, coordinator.replication)
     try:
         await coordinator.delete(key, quorum)
     except (QuorumFailed, StorageFull) as error:
@@ -148,10 +149,12 @@ async def delete_entity(parts: NodeParts, request: web.Request) -> web.Response:
 
 async def get_entities(request: web.Request) -> web.StreamResponse:
     """This node's live records with start <= key < end, one chunk ``key\\nvalue`` per record."""
-    known_only(request, _ENTITIES_PARAMS)
-    start = utf8(request, "start")
-    end_text = single(request, "end")
-    end = None if end_text is None else utf8(request, "end", allow_empty=True)
+    query = query_of(request, _ENTITIES_PARAMS)
+    try:
+        start = query.utf8("start")
+        end = query.utf8("end", allow_empty=True) if "end" in query else None
+    except BadQuery as error:
+        raise bad_request(str(error)) from None
     response = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
     response.enable_chunked_encoding()
     await response.prepare(request)
@@ -189,20 +192,23 @@ async def get_status(request: web.Request) -> web.Response:
 
 def _entity_params(
     request: web.Request, replication: int, known: tuple[str, ...] = _ENTITY_PARAMS
-) -> tuple[bytes, Quorum]:
-    known_only(request, known)
-    key = utf8(request, "id")
-    ack, from_ = single(request, "ack"), single(request, "from")
+) -> tuple[Query, bytes, Quorum]:
+    """The request's query, its key and its quorum."""
+    query = query_of(request, known)
     try:
-        quorum = Quorum.parse(ack, from_, replication)
-    except BadQuorum as error:
+        key = query.utf8("id")
+        quorum = Quorum.parse(query.single("ack"), query.single("from"), replication)
+    except (BadQuery, BadQuorum) as error:
         raise bad_request(str(error)) from None
-    return key, quorum
+    return query, key, quorum
 
 
-def _ttl_ms(request: web.Request) -> int | None:
+def _ttl_ms(query: Query) -> int | None:
     """The PUT's ``ttl``: a whole number of milliseconds from 1 to _MAX_TTL_MS; None when absent."""
-    given = single(request, "ttl")
+    try:
+        given = query.single("ttl")
+    except BadQuery as error:
+        raise bad_request(str(error)) from None
     if given is None:
         return None
     # Digits only: int() would also take a sign, spaces and underscores.

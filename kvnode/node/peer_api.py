@@ -167,14 +167,23 @@ class CallAnswers:
 Answer = tuple[wire.Status, bytes]
 Answerer = Callable[[CallAnswers, Storage, WriteBatch, wire.CallRequest], Answer]
 
+# Named once: naming an enum member is a class attribute lookup each time, and the answerers below run for
+# every call a peer sends.
+_READ = wire.Op.READ
+_SERVING = NodeState.SERVING
+_FOUND, _NEWER, _REFUSED = wire.Status.FOUND, wire.Status.NEWER, wire.Status.REFUSED
+_ABSENT: Answer = (wire.Status.ABSENT, b"")
+_STORED: Answer = (wire.Status.STORED, b"")
+_NOT_READY: Answer = (wire.Status.NOT_READY, b"")
+
 
 def _read(answers: CallAnswers, storage: Storage, batch: WriteBatch, call: wire.CallRequest) -> Answer:
     """A READ, not answered while this node's data is not whole; a FETCH (anti-entropy's), answered always.
     Read through the frame's batch: a write earlier in the frame is seen."""
-    if call.op is wire.Op.READ and answers.node_state() is not NodeState.SERVING:
-        return wire.Status.NOT_READY, b""
+    if call.op is _READ and answers.node_state() is not _SERVING:
+        return _NOT_READY
     found = batch.read_encoded(call.key)
-    return (wire.Status.ABSENT, b"") if found is None else (wire.Status.FOUND, found)
+    return _ABSENT if found is None else (_FOUND, found)
 
 
 def _write(answers: CallAnswers, storage: Storage, batch: WriteBatch, call: wire.CallRequest) -> Answer:
@@ -187,13 +196,11 @@ def _delete(answers: CallAnswers, storage: Storage, batch: WriteBatch, call: wir
 
 
 def _store(answers: CallAnswers, batch: WriteBatch, key: bytes, record: Record) -> Answer:
-    applied = apply_record(batch, answers.fence, key, record)
-    if applied.refused:
-        return wire.Status.REFUSED, applied.refused.encode()
+    refused, newer = apply_record(batch, answers.fence, key, record)
+    if refused:
+        return _REFUSED, refused.encode()
     answers.clock.observe(record.timestamp)  # a version received moves this node's clock past it
-    if applied.newer is None:
-        return wire.Status.STORED, b""
-    return wire.Status.NEWER, wire.encode_timestamp(applied.newer)
+    return _STORED if newer is None else (_NEWER, wire.encode_timestamp(newer))
 
 
 def _clock(answers: CallAnswers, storage: Storage, batch: WriteBatch, call: wire.CallRequest) -> Answer:
@@ -312,6 +319,11 @@ async def _answer_frames(
 
 
 async def _reply(ws: web.WebSocketResponse, replies: list[bytes]) -> None:
+    size = sum(map(len, replies))
+    if size < wire.FRAME_TARGET:  # nearly always: the replies fit one frame
+        if size:
+            await ws.send_bytes(b"".join(replies))
+        return
     frame: list[bytes] = []
     size = 0
     for reply in replies:

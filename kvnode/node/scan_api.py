@@ -7,8 +7,9 @@ from __future__ import annotations
 from aiohttp import web
 
 from kvnode.coordinator.scan import ScanUnavailable, merged, page_sources
-from kvnode.node.params import bad_request, known_only, single, text, utf8
+from kvnode.node.params import bad_request, query_of, text
 from kvnode.node.parts import PARTS
+from kvnode.node.query import BadQuery, Query
 from kvnode.replica.errors import ReplicaError
 from kvnode.scheduling import Slice
 
@@ -24,8 +25,11 @@ async def get_scan(request: web.Request) -> web.StreamResponse:
     from the members (kvnode.coordinator.scan), one chunk ``key\\nvalue`` each as /v0/entities; with
     ``limit``, that many at most, and the NEXT_PAGE_HEADER names the ``page`` to ask for next (none after
     the last). 503 when too many members do not answer for every key to have an owner that does."""
-    known_only(request, _SCAN_PARAMS)
-    start, end, limit = _scan_params(request)
+    query = query_of(request, _SCAN_PARAMS)
+    try:
+        start, end, limit = _scan_params(query)
+    except BadQuery as error:
+        raise bad_request(str(error)) from None
     parts = request.app[PARTS]
     owning = parts.coordinator.owning
     records = merged(
@@ -65,12 +69,11 @@ async def get_scan(request: web.Request) -> web.StreamResponse:
     return response
 
 
-def _scan_params(request: web.Request) -> tuple[bytes, bytes | None, int | None]:
+def _scan_params(query: Query) -> tuple[bytes, bytes | None, int | None]:
     """/v0/scan's start (``page``'s when given), end and limit."""
-    start = utf8(request, "start")
-    end_text = single(request, "end")
-    end = None if end_text is None else utf8(request, "end", allow_empty=True)
-    limit_text = single(request, "limit")
+    start = query.utf8("start")
+    end = query.utf8("end", allow_empty=True) if "end" in query else None
+    limit_text = query.single("limit")
     limit = None
     if limit_text is not None:
         digits = limit_text.isascii() and limit_text.isdigit() and len(limit_text) <= 5
@@ -79,7 +82,7 @@ def _scan_params(request: web.Request) -> tuple[bytes, bytes | None, int | None]
             raise bad_request(
                 f"query parameter 'limit' must be from 1 to {_MAX_SCAN_LIMIT}, not {limit_text!r}"
             )
-    page = single(request, "page")
+    page = query.single("page")
     if page is not None:
         try:
             resume = bytes.fromhex(page)

@@ -28,8 +28,9 @@ from aiohttp import web
 from kvnode.clocks.fence import ClockFenced
 from kvnode.coordinator.coordinator import Coordinator
 from kvnode.coordinator.fanout import QuorumFailed
-from kvnode.node.params import known_only, single, text, utf8
+from kvnode.node.params import bad_request, query_of, text
 from kvnode.node.parts import PARTS
+from kvnode.node.query import BadQuery
 from kvnode.scheduling import Slice
 from kvnode.storage.frames import END, MAX_KEY_BYTES, BadFrames, FrameParser, encode_frame
 from kvnode.storage.records import MAX_HEADER_BYTES, CorruptRecord, Record, check, decode
@@ -53,9 +54,12 @@ def add_routes(app: web.Application) -> None:
 
 
 async def get_versions(request: web.Request) -> web.StreamResponse:
-    known_only(request, ("start", "end"))
-    start = utf8(request, "start", allow_empty=True) if "start" in request.query else b""
-    end = utf8(request, "end", allow_empty=True) if "end" in request.query else None
+    query = query_of(request, ("start", "end"))
+    try:
+        start = query.utf8("start", allow_empty=True) if "start" in query else b""
+        end = query.utf8("end", allow_empty=True) if "end" in query else None
+    except BadQuery as error:
+        raise bad_request(str(error)) from None
     storage = request.app[PARTS].storage
     response = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
     response.enable_chunked_encoding()
@@ -82,8 +86,10 @@ async def get_versions(request: web.Request) -> web.StreamResponse:
 
 
 async def post_versions(request: web.Request) -> web.Response:
-    known_only(request, ("check",))
-    mode = single(request, "check")
+    try:
+        mode = query_of(request, ("check",)).single("check")
+    except BadQuery as error:
+        raise bad_request(str(error)) from None
     if mode not in (None, "live"):
         return text(400, f"query parameter 'check' takes only 'live', not {mode!r}")
     parts = request.app[PARTS]

@@ -39,10 +39,7 @@ async def test_the_aiohttp_internals_the_connection_guard_relies_on_are_there() 
     server = web.Server(handler, keepalive_timeout=5)
     assert server._kwargs == {"keepalive_timeout": 5}
     protocol = RequestHandler(server, loop=asyncio.get_running_loop())
-    assert protocol._request_count == 0
-    assert list(inspect.signature(RequestHandler.finish_response).parameters) == [
-        "self", "request", "resp", "start_time",
-    ]  # fmt: skip
+    assert not protocol._messages and protocol._request_in_progress is False
     assert list(inspect.signature(RequestHandler.handle_error).parameters) == [
         "self", "request", "status", "exc", "message",
     ]  # fmt: skip
@@ -139,6 +136,23 @@ async def test_request_headers_not_all_in_within_the_timeout_close_the_connectio
         await eventually(lambda: guard.clients == 0, what="both connections released")
 
 
+async def test_a_keep_alive_connection_whose_next_request_headers_stall_is_closed_with_408() -> None:
+    guard = ConnectionGuard(100, 0, header_timeout=0.1)
+    async with guarded(guard) as port:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            writer.write(b"GET /direct HTTP/1.1\r\nHost: x\r\n\r\n")  # kept alive
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), ANSWER_S)
+            length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+            assert await asyncio.wait_for(reader.readexactly(length), ANSWER_S) == b"direct\n"
+            writer.write(b"GET /direct HTTP/1.1\r\nHo")
+            late = await asyncio.wait_for(reader.read(), ANSWER_S)
+        finally:
+            writer.close()
+    assert late.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
+    assert guard.header_timeouts == 1
+
+
 async def test_the_guard_counts_connections_and_answers_one_beyond_the_cap_503_at_once() -> None:
     guard = ConnectionGuard(max_connections=1, peer_reserve=0, header_timeout=10.0)
     async with guarded(guard) as port:
@@ -166,10 +180,11 @@ async def test_a_provisional_connection_may_only_shake_hands() -> None:
             refused = await exchange(port, get("/"))
             assert refused.startswith(b"HTTP/1.1 503 ")
             assert refused.endswith(b"too many connections (1 clients); retry\n")
+            assert (await exchange(port, get("/direct"))).startswith(b"HTTP/1.1 503 ")  # hot routes too
             handshake = await exchange(port, get(CHALLENGE_PATH))
             assert handshake.startswith(b"HTTP/1.1 200 ")
             assert handshake.endswith(f"routed {CHALLENGE_PATH}\n".encode())
-            assert guard.refused == 1
+            assert guard.refused == 2
         finally:
             writer.close()
 

@@ -2,7 +2,8 @@
 that goes away during the WebSocket upgrade is one quiet line in the log, not an aiohttp ERROR with a
 traceback; a peer that shares no protocol version with the node is refused, a failed replica, and both ends
 log one line naming both ranges, as does a node beside an older one that says no range; a call of a later
-version than the channel speaks is refused as an unknown op."""
+version than the channel speaks is refused as an unknown op; a frame's replies go out in frames of about
+wire.FRAME_TARGET bytes."""
 
 from __future__ import annotations
 
@@ -15,9 +16,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import cast
 
+import aiohttp
 import pytest
 from aiohttp import web
 
+from kvnode.clocks.hybrid import HybridClock, wall_clock_us
+from kvnode.healing.upkeep import SummaryUpkeep
 from kvnode.node.peer_api import ANSWERERS, CallAnswers, PeerGate, serve_peer
 from kvnode.replica import wire
 from kvnode.replica.auth import Introduction
@@ -26,10 +30,12 @@ from kvnode.replica.errors import ReplicaError
 from kvnode.replica.identities import Identities
 from kvnode.replica.peer import PeerReplica
 from kvnode.replica.protocol import PROTOCOL, Versions
+from kvnode.replica.readiness import NodeState
 from kvnode.storage.keyspace import Storage
-from kvnode.storage.records import Record
+from kvnode.storage.records import Record, encode
 from kvnode.storage.system_db import SystemDb
 from kvnode.topology.membership import Membership
+from tests.replicas import unjudged_fence
 
 UPGRADE = (
     f"GET {PEER_PATH} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
@@ -91,6 +97,45 @@ async def test_a_peer_gone_during_the_upgrade_is_one_quiet_line(
     quiet = [record for record in caplog.records if record.name == "kvnode.node.peer_api"]
     assert [record.levelno for record in quiet] == [logging.INFO], [r.getMessage() for r in quiet]
     assert "went away during the upgrade" in quiet[0].getMessage()
+
+
+async def test_a_frame_of_calls_is_answered_in_frames_of_about_the_target_size(tmp_path: Path) -> None:
+    """Replies to one frame travel in one frame while together under wire.FRAME_TARGET, else in frames
+    closed once they reach it; every call answered once, in order."""
+    storage = Storage.open(tmp_path / "records", fsync=False)
+    small, big = Record.put(1, b"s"), Record.put(1, b"b" * (wire.FRAME_TARGET // 2))
+    for key, record in ((b"small", small), (b"big-1", big), (b"big-2", big), (b"big-3", big)):
+        storage.apply(key, record)
+    answers = CallAnswers(
+        HybridClock(wall_clock_us(), 5_000_000),
+        unjudged_fence(),
+        cast(SummaryUpkeep, None),  # no repair call is sent
+        lambda: NodeState.SERVING,
+        lambda: Membership.seeded((CLIENT_URL,)),
+        lambda membership: None,
+    )
+    gate = PeerGate(None, wire.Limits.for_body(1 << 20))
+
+    async def channel(request: web.Request) -> web.StreamResponse:
+        return await serve_peer(request, gate, storage, answers, set())
+
+    try:
+        async with (
+            serving(channel) as url,
+            aiohttp.ClientSession() as session,
+            session.ws_connect(url + PEER_PATH) as ws,
+        ):
+            await ws.send_bytes(
+                wire.encode_call(1, wire.Op.READ, b"small") + wire.encode_call(2, wire.Op.READ, b"none")
+            )
+            one = wire.decode_replies(await ws.receive_bytes(timeout=10))
+            await ws.send_bytes(b"".join(wire.encode_call(n, wire.Op.READ, b"big-%d" % n) for n in (1, 2, 3)))
+            frames = [wire.decode_replies(await ws.receive_bytes(timeout=10)) for _ in range(2)]
+    finally:
+        storage.close()
+    assert one == [(1, wire.Status.FOUND, encode(small)), (2, wire.Status.ABSENT, b"")]
+    assert [[reply.call_id for reply in frame] for frame in frames] == [[1, 2], [3]]
+    assert all(reply.payload == encode(big) for frame in frames for reply in frame)
 
 
 def test_the_server_answers_every_call_of_the_protocol_and_no_other() -> None:
