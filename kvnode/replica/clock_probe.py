@@ -33,11 +33,14 @@ class ClockProbe:
         self.node_state = ""
         self._beats = 0
 
-    def beat(self, call: Callable[[], asyncio.Future[object]]) -> None:
-        """A heartbeat: measure the clock at every BEATS_PER_MEASUREMENT-th."""
+    def beat(self, call: Callable[[], asyncio.Future[object]]) -> bool:
+        """A heartbeat: measure the clock at every BEATS_PER_MEASUREMENT-th; whether it did (the call's
+        answer is then the beat's sign of life: no ping is needed beside it)."""
         self._beats += 1
-        if self._beats % BEATS_PER_MEASUREMENT == 0:
-            self.measure(call)
+        if self._beats % BEATS_PER_MEASUREMENT:
+            return False
+        self.measure(call)
+        return True
 
     def measure(self, call: Callable[[], asyncio.Future[object]]) -> asyncio.Future[object]:
         """Make the CLOCK call (``call`` starts it) and sample its answer when it comes; a failed call
