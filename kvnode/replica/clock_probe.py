@@ -13,9 +13,10 @@ from kvnode.clocks.offsets import Offset, measure
 
 __all__ = ["BEATS_PER_MEASUREMENT", "ClockProbe", "ClockSampler"]
 
-# Once per timeout, not at every beat: an offset moves slowly, and an idle cluster's clock calls grow with
-# the square of its members (docs/replica-channel.md).
-BEATS_PER_MEASUREMENT = 4
+# Every second timeout (2 s by default), not at every beat: an offset moves slowly, a measurement counts
+# for 10 s (kvnode.clocks.fence), so five of them, and an idle cluster's clock calls grow with the square
+# of its members (docs/replica-channel.md).
+BEATS_PER_MEASUREMENT = 8
 
 # Where a peer's clock measurements go: (peer URL, offset), and the wall clock they are taken with.
 ClockSampler = tuple[Callable[[str, Offset], None], Callable[[], int]]

@@ -11,7 +11,7 @@ is out. Calls in flight are bounded in number and bytes: beyond either bound a n
 with ReplicaOverloaded (a write becomes a hint). A heartbeat pings a quiet connection and asks the failure
 detector, for which every reply and pong is an arrival, whether the silence convicts the peer: a
 convicted peer's connection is replaced; one merely quieter than its pace stays connected, ``suspected``
-(a speculative read asks it last). With a clock sampler, every fourth beat and every new connection also
+(a speculative read asks it last). With a clock sampler, every eighth beat and every new connection also
 make one CLOCK call, which measures the peer's clock offset. With an SSL context the connection speaks TLS
 (kvnode.access.tls); a TLS handshake that fails is a refusal ("tls"), as a refused HMAC handshake is. A
 write travels as the protocol version the channel speaks has it (kvnode.replica.protocol.write_call).
