@@ -284,13 +284,17 @@ class LoopLagMonitor:
     A timer is always pending (a tick every ``interval``); how late it runs is how long the loop was held
     past its due time, so a 300 ms callback is seen as about 300 ms. (A probe sent with ``call_soon``
     after a sleep, as this monitor did before, saw only the queue behind it: the sleep's own late wake-up
-    hid a long step.) ``histogram`` is a window that ``reset`` restarts (the profiler's runs), with
+    hid a long step.) A step at least an interval long always spans a tick's due time, and is seen as its
+    length less at most an interval; a shorter one is seen when a tick falls due within it, in proportion
+    to its length, so a job of many such steps is seen at about their length. 50 ms, not 10: each tick
+    wakes an idle node, and at 100 a second they were a third of an idle cluster's CPU (docs/overload.md).
+    ``histogram`` is a window that ``reset`` restarts (the profiler's runs), with
     ``window_ran_s``: of the window's lags, the longest spent running on the loop's own thread (its CPU
     time), a long step, not the process waiting for a core on a shared machine. ``since_start`` never
     resets (Prometheus); ``starvation`` judges each tick.
     """
 
-    def __init__(self, interval: float = 0.01, starvation: Starvation | None = None) -> None:
+    def __init__(self, interval: float = 0.05, starvation: Starvation | None = None) -> None:
         self.interval = interval
         self.starvation = starvation if starvation is not None else Starvation()
         self.histogram = LatencyHistogram()

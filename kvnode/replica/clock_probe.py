@@ -13,9 +13,10 @@ from kvnode.clocks.offsets import Offset, measure
 
 __all__ = ["BEATS_PER_MEASUREMENT", "ClockProbe", "ClockSampler"]
 
-# Once per timeout, not at every beat: an offset moves slowly, and an idle cluster's clock calls grow with
-# the square of its members (docs/replica-channel.md).
-BEATS_PER_MEASUREMENT = 4
+# Every second timeout (2 s by default), not at every beat: an offset moves slowly, a measurement counts
+# for 10 s (kvnode.clocks.fence), so five of them, and an idle cluster's clock calls grow with the square
+# of its members (docs/replica-channel.md).
+BEATS_PER_MEASUREMENT = 8
 
 # Where a peer's clock measurements go: (peer URL, offset), and the wall clock they are taken with.
 ClockSampler = tuple[Callable[[str, Offset], None], Callable[[], int]]
@@ -33,11 +34,14 @@ class ClockProbe:
         self.node_state = ""
         self._beats = 0
 
-    def beat(self, call: Callable[[], asyncio.Future[object]]) -> None:
-        """A heartbeat: measure the clock at every BEATS_PER_MEASUREMENT-th."""
+    def beat(self, call: Callable[[], asyncio.Future[object]]) -> bool:
+        """A heartbeat: measure the clock at every BEATS_PER_MEASUREMENT-th; whether it did (the call's
+        answer is then the beat's sign of life: no ping is needed beside it)."""
         self._beats += 1
-        if self._beats % BEATS_PER_MEASUREMENT == 0:
-            self.measure(call)
+        if self._beats % BEATS_PER_MEASUREMENT:
+            return False
+        self.measure(call)
+        return True
 
     def measure(self, call: Callable[[], asyncio.Future[object]]) -> asyncio.Future[object]:
         """Make the CLOCK call (``call`` starts it) and sample its answer when it comes; a failed call

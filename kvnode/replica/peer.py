@@ -11,7 +11,7 @@ is out. Calls in flight are bounded in number and bytes: beyond either bound a n
 with ReplicaOverloaded (a write becomes a hint). A heartbeat pings a quiet connection and asks the failure
 detector, for which every reply and pong is an arrival, whether the silence convicts the peer: a
 convicted peer's connection is replaced; one merely quieter than its pace stays connected, ``suspected``
-(a speculative read asks it last). With a clock sampler, every fourth beat and every new connection also
+(a speculative read asks it last). With a clock sampler, every eighth beat and every new connection also
 make one CLOCK call, which measures the peer's clock offset. With an SSL context the connection speaks TLS
 (kvnode.access.tls); a TLS handshake that fails is a refusal ("tls"), as a refused HMAC handshake is. A
 write travels as the protocol version the channel speaks has it (kvnode.replica.protocol.write_call).
@@ -39,7 +39,7 @@ from kvnode.replica.failure_detector import DetectorSettings, FailureDetector
 from kvnode.replica.identities import Identities
 from kvnode.replica.inflight import CallsInFlight
 from kvnode.replica.outbox import Outbox
-from kvnode.replica.peer_state import AttemptFailure, PeerLife, PeerState
+from kvnode.replica.peer_state import AttemptFailure, PeerLife, PeerState, next_beat
 from kvnode.replica.protocol import write_call
 from kvnode.storage.records import Record
 
@@ -259,7 +259,7 @@ class PeerReplica:
             channel.transport.close()
             return
         self._channel = channel
-        self._heartbeat = self._loop.call_later(self._timeout / _BEATS_PER_TIMEOUT, self._beat)
+        self._next_beat()
         self.became_connected.set()
         self._outbox.attach(channel)
         if self._clock is not None:
@@ -286,12 +286,15 @@ class PeerReplica:
             self._give_up(channel, silent)
             self.probe()
             return
-        interval = self._timeout / _BEATS_PER_TIMEOUT
-        if self._clock is not None:
-            self._clock.beat(self._clock_call)
-        if quiet >= interval / 2:
+        # Any arrival is a sign of life: the clock call's answer, or whatever came within half a beat.
+        measured = self._clock is not None and self._clock.beat(self._clock_call)
+        if not measured and quiet >= self._timeout / _BEATS_PER_TIMEOUT / 2:
             channel.ping()
-        self._heartbeat = self._loop.call_later(interval, self._beat)
+        self._next_beat()
+
+    def _next_beat(self) -> None:
+        due = next_beat(self._loop.time(), self._timeout / _BEATS_PER_TIMEOUT)
+        self._heartbeat = self._loop.call_at(due, self._beat)
 
     # --- what the channel tells (kvnode.replica.channel.ChannelListener) ---------------------------------
 

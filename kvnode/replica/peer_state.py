@@ -38,7 +38,19 @@ import enum
 
 from kvnode.replica.failure_detector import SUSPECT_PHI, DetectorSettings, FailureDetector
 
-__all__ = ["AttemptFailure", "CallAction", "InvalidTransition", "PeerLife", "PeerState"]
+__all__ = ["AttemptFailure", "CallAction", "InvalidTransition", "PeerLife", "PeerState", "next_beat"]
+
+
+def next_beat(now: float, interval: float) -> float:
+    """When the heartbeat after one at ``now`` is due: the next multiple of ``interval`` on the node's
+    clock, so that a node's beats to all its peers fall due together and wake its loop once, not once a
+    peer. ``now`` is rounded to the nearest multiple first: a beat run a little early or late (timers run
+    on a clock read once per loop iteration) is still followed by the next one.
+
+    >>> next_beat(10.001, 0.25), next_beat(9.999, 0.25), next_beat(10.1, 0.25)
+    (10.25, 10.25, 10.25)
+    """
+    return (round(now / interval) + 1) * interval
 
 
 class PeerState(enum.Enum):

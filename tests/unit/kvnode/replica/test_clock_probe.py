@@ -60,6 +60,9 @@ async def test_a_heartbeat_measures_the_clock_only_every_few_beats() -> None:
         calls.append(asyncio.get_running_loop().create_future())
         return calls[-1]
 
-    for _ in range(3 * BEATS_PER_MEASUREMENT):
-        probe.beat(call)
+    measured = [probe.beat(call) for _ in range(3 * BEATS_PER_MEASUREMENT)]
     assert len(calls) == 3
+    # The beats that measured say so: the call's answer is their sign of life, with no ping beside it.
+    assert [beat for beat, did in enumerate(measured, 1) if did] == [
+        BEATS_PER_MEASUREMENT * n for n in (1, 2, 3)
+    ]
