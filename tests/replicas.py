@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TypeVar
+from typing import Any
 
 from kvnode.clocks.fence import ClockFence
 from kvnode.clocks.hybrid import HybridClock, wall_clock_us
@@ -18,7 +18,7 @@ from kvnode.clocks.offsets import ClockOffsets
 from kvnode.config import FanoutMode
 from kvnode.coordinator.coordinator import Coordinator
 from kvnode.coordinator.fanout import FANOUTS
-from kvnode.replica import Replica
+from kvnode.replica import Answered, Replica, answer_future
 from kvnode.replica.errors import ReplicaError
 from kvnode.replica.hints import HintStore
 from kvnode.replica.local import LocalReplica
@@ -27,8 +27,6 @@ from kvnode.storage.records import Record
 from kvnode.storage.system_db import SystemDb
 from kvnode.topology.epoch import Epoch
 from kvnode.topology.membership import Membership
-
-T = TypeVar("T")
 
 
 def unjudged_fence() -> ClockFence:
@@ -58,12 +56,18 @@ class ScriptedReplica:
     def down_for(self) -> float:
         return 0.0 if self.connected else 1.0
 
+    def read_then(self, key: bytes, answered: Answered[Record | None]) -> None:
+        self._answer(partial(self._store.read_then, key), answered)
+
+    def write_then(self, key: bytes, record: Record, answered: Answered[int | None]) -> None:
+        self.writes.append((key, record))
+        self._answer(partial(self._store.write_then, key, record), answered)
+
     def read(self, key: bytes) -> asyncio.Future[Record | None]:
-        return self._answer(partial(self._store.read, key))
+        return answer_future(asyncio.get_running_loop(), partial(self.read_then, key))
 
     def write(self, key: bytes, record: Record) -> asyncio.Future[int | None]:
-        self.writes.append((key, record))
-        return self._answer(partial(self._store.write, key, record))
+        return answer_future(asyncio.get_running_loop(), partial(self.write_then, key, record))
 
     def release(self, error: ReplicaError | None = None) -> None:
         """Answer every held call, in call order (or fail each with ``error``)."""
@@ -71,32 +75,22 @@ class ScriptedReplica:
         for answer in held:
             answer(error)
 
-    def _answer(self, run: Callable[[], asyncio.Future[T]]) -> asyncio.Future[T]:
-        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+    def _answer(self, run: Callable[[Answered[Any]], None], answered: Answered[Any]) -> None:
         if self.fail_with is not None:
-            future.set_exception(self.fail_with)
+            answered(self.fail_with, None)
         elif self.holding:
-            self._held.append(partial(_answer_held, run, future))
+            self._held.append(partial(_answer_held, run, answered))
         else:
-            _copy(run(), future)
-        return future
+            run(answered)
 
 
 def _answer_held(
-    run: Callable[[], asyncio.Future[T]], future: asyncio.Future[T], error: ReplicaError | None
+    run: Callable[[Answered[Any]], None], answered: Answered[Any], error: ReplicaError | None
 ) -> None:
     if error is None:
-        _copy(run(), future)
+        run(answered)
     else:
-        future.set_exception(error)
-
-
-def _copy(source: asyncio.Future[T], target: asyncio.Future[T]) -> None:
-    error = source.exception()
-    if error is None:
-        target.set_result(source.result())
-    else:
-        target.set_exception(error)
+        answered(error, None)
 
 
 async def run_callbacks() -> None:

@@ -28,7 +28,7 @@ import ssl
 from functools import partial
 
 from kvnode.metrics import CallMeter, RecentLatency
-from kvnode.replica import wire
+from kvnode.replica import Answered, answer_future, wire
 from kvnode.replica.answers import answer_of
 from kvnode.replica.attempt import AttemptFailed, connector
 from kvnode.replica.auth import ClusterAuth, RateLimitedLog
@@ -109,6 +109,12 @@ class PeerReplica:
     def suspected(self) -> bool:
         """Connected, but quieter than its pace explains (phi at least 1): a speculative read asks it last."""
         return self._life.suspected(self._loop.time())
+
+    def read_then(self, key: bytes, answered: Answered[Record | None]) -> None:
+        self._call_then(wire.Op.READ, key, b"", "read", answered)  # type: ignore[arg-type]
+
+    def write_then(self, key: bytes, record: Record, answered: Answered[int | None]) -> None:
+        self._call_then(*write_call(key, record, self.protocol), "write", answered)  # type: ignore[arg-type]
 
     def read(self, key: bytes) -> asyncio.Future[Record | None]:
         return self._call(wire.Op.READ, key, b"", "read")  # type: ignore[return-value]
@@ -217,20 +223,27 @@ class PeerReplica:
     # --- calls ----------------------------------------------------------------------------------------
 
     def _call(self, op: wire.Op, key: bytes, record: bytes, label: str) -> asyncio.Future[object]:
-        """Start a call; ``label`` names it in the call counts (read, write, hint)."""
+        """``_call_then``, awaitable."""
+        return answer_future(self._loop, partial(self._call_then, op, key, record, label))
+
+    def _call_then(
+        self, op: wire.Op, key: bytes, record: bytes, label: str, answered: Answered[object]
+    ) -> None:
+        """Start a call; ``label`` names it in the call counts (read, write, hint), ``answered`` is told
+        its outcome (at once when it is refused)."""
         calls = self._calls
         if self._channel is None:
             action = self._life.call()
             if action.connects:
                 self._start_attempt()
             if action.fails:
-                return calls.refuse(label, self._refusal_error())
-        started = calls.start(op, label, wire.call_size(key, record))
-        if started is None:
-            return calls.refuse(label, calls.overloaded())
-        call_id, future = started
+                calls.refuse(label, self._refusal_error(), answered)
+                return
+        call_id = calls.start(op, label, wire.call_size(key, record), answered)
+        if call_id is None:
+            calls.refuse(label, calls.overloaded(), answered)
+            return
         self._outbox.put(call_id, wire.encode_call(call_id, op, key, record))
-        return future
 
     def _refusal_error(self) -> ReplicaUnavailable:
         if self._life.state is PeerState.CLOSED:
@@ -343,5 +356,6 @@ class PeerReplica:
             self._heartbeat.cancel()
             self._heartbeat = None
         self._outbox.detach()
-        if self._calls.fail_all(error):
+        if len(self._calls):  # before their callbacks run, which may call again
             self._life.failed(self._loop.time())
+            self._calls.fail_all(error)
