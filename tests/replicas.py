@@ -18,7 +18,7 @@ from kvnode.clocks.offsets import ClockOffsets
 from kvnode.config import FanoutMode
 from kvnode.coordinator.coordinator import Coordinator
 from kvnode.coordinator.fanout import FANOUTS
-from kvnode.replica import Answered, Replica, answer_future
+from kvnode.replica import Answered, AwaitableCalls, Replica
 from kvnode.replica.errors import ReplicaError
 from kvnode.replica.hints import HintStore
 from kvnode.replica.local import LocalReplica
@@ -34,7 +34,7 @@ def unjudged_fence() -> ClockFence:
     return ClockFence(wall_clock_us(), 5_000_000, ClockOffsets(max_age_s=10.0), peers=0)
 
 
-class ScriptedReplica:
+class ScriptedReplica(AwaitableCalls):
     """A peer as the coordinator sees it, answering from its own real storage unless told otherwise:
     ``fail_with`` fails every call at once, ``holding`` keeps calls unanswered until ``release``, and
     ``connected`` is what the coordinator reads before a write (False: hinted at dispatch)."""
@@ -42,6 +42,7 @@ class ScriptedReplica:
     def __init__(self, url: str, storage: Storage) -> None:
         self.url = url
         self.storage = storage
+        self._loop = asyncio.get_running_loop()
         self._store = LocalReplica(url, storage, unjudged_fence())
         self.connected = True
         self.suspected = False
@@ -62,12 +63,6 @@ class ScriptedReplica:
     def write_then(self, key: bytes, record: Record, answered: Answered[int | None]) -> None:
         self.writes.append((key, record))
         self._answer(partial(self._store.write_then, key, record), answered)
-
-    def read(self, key: bytes) -> asyncio.Future[Record | None]:
-        return answer_future(asyncio.get_running_loop(), partial(self.read_then, key))
-
-    def write(self, key: bytes, record: Record) -> asyncio.Future[int | None]:
-        return answer_future(asyncio.get_running_loop(), partial(self.write_then, key, record))
 
     def release(self, error: ReplicaError | None = None) -> None:
         """Answer every held call, in call order (or fail each with ``error``)."""

@@ -31,6 +31,7 @@ the node awaits ``read`` and ``write``, which return an ``asyncio.Future`` built
 from __future__ import annotations
 
 import asyncio
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from functools import partial
 from typing import Protocol, TypeAlias, TypeVar
@@ -38,7 +39,7 @@ from typing import Protocol, TypeAlias, TypeVar
 from kvnode.replica.errors import ReplicaError
 from kvnode.storage.records import Record
 
-__all__ = ["Answered", "Replica", "answer_future"]
+__all__ = ["Answered", "AwaitableCalls", "Replica", "answer_future"]
 
 T = TypeVar("T")
 
@@ -79,12 +80,31 @@ class Replica(Protocol):
         ...
 
     def read(self, key: bytes) -> asyncio.Future[Record | None]:
-        """``read_then``, awaitable."""
+        """``read_then``, awaitable (:class:`AwaitableCalls`)."""
         ...
 
     def write(self, key: bytes, record: Record) -> asyncio.Future[int | None]:
-        """``write_then``, awaitable."""
+        """``write_then``, awaitable (:class:`AwaitableCalls`)."""
         ...
+
+
+class AwaitableCalls(ABC):
+    """A replica's ``read`` and ``write``: its ``read_then`` and ``write_then``, each call wrapped in a
+    Future (:func:`answer_future`), so the two forms are one implementation."""
+
+    _loop: asyncio.AbstractEventLoop
+
+    @abstractmethod
+    def read_then(self, key: bytes, answered: Answered[Record | None]) -> None: ...
+
+    @abstractmethod
+    def write_then(self, key: bytes, record: Record, answered: Answered[int | None]) -> None: ...
+
+    def read(self, key: bytes) -> asyncio.Future[Record | None]:
+        return answer_future(self._loop, partial(self.read_then, key))
+
+    def write(self, key: bytes, record: Record) -> asyncio.Future[int | None]:
+        return answer_future(self._loop, partial(self.write_then, key, record))
 
 
 def answer_future(loop: asyncio.AbstractEventLoop, start: Callable[[Answered[T]], None]) -> asyncio.Future[T]:

@@ -9,11 +9,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from functools import partial
 
 from kvnode.clocks.fence import ClockFence
 from kvnode.metrics import CallMeter
-from kvnode.replica import Answered, answer_future
+from kvnode.replica import Answered, AwaitableCalls
 from kvnode.replica.apply import apply_record
 from kvnode.replica.errors import (
     ReplicaDiskFull,
@@ -30,7 +29,7 @@ from kvnode.storage.records import CorruptRecord, Record
 __all__ = ["LocalReplica"]
 
 
-class LocalReplica:
+class LocalReplica(AwaitableCalls):
     """Create it inside the running event loop."""
 
     connected = True
@@ -88,9 +87,3 @@ class LocalReplica:
             error = ReplicaRejected(f"{self.url}: {failed}")
         self.meter.ended("write", outcome(error), time.perf_counter() - start)
         answered(error, newer)
-
-    def read(self, key: bytes) -> asyncio.Future[Record | None]:
-        return answer_future(self._loop, partial(self.read_then, key))
-
-    def write(self, key: bytes, record: Record) -> asyncio.Future[int | None]:
-        return answer_future(self._loop, partial(self.write_then, key, record))

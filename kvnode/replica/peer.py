@@ -28,7 +28,7 @@ import ssl
 from functools import partial
 
 from kvnode.metrics import CallMeter, RecentLatency
-from kvnode.replica import Answered, answer_future, wire
+from kvnode.replica import Answered, AwaitableCalls, answer_future, wire
 from kvnode.replica.answers import answer_of
 from kvnode.replica.attempt import AttemptFailed, connector
 from kvnode.replica.auth import ClusterAuth, RateLimitedLog
@@ -54,7 +54,7 @@ _MIN_BYTES_IN_FLIGHT = 16 * 1024 * 1024
 _BEATS_PER_TIMEOUT = 4
 
 
-class PeerReplica:
+class PeerReplica(AwaitableCalls):
     def __init__(
         self,
         url: str,
@@ -115,12 +115,6 @@ class PeerReplica:
 
     def write_then(self, key: bytes, record: Record, answered: Answered[int | None]) -> None:
         self._call_then(*write_call(key, record, self.protocol), "write", answered)  # type: ignore[arg-type]
-
-    def read(self, key: bytes) -> asyncio.Future[Record | None]:
-        return self._call(wire.Op.READ, key, b"", "read")  # type: ignore[return-value]
-
-    def write(self, key: bytes, record: Record) -> asyncio.Future[int | None]:
-        return self._call(*write_call(key, record, self.protocol), "write")  # type: ignore[return-value]
 
     def deliver_hint(self, key: bytes, record: Record) -> asyncio.Future[int | None]:
         """A write, counted apart from the coordinator's (op="hint" in kvnode_replica_calls_total)."""
