@@ -15,7 +15,6 @@ convicted peer's connection is replaced; one merely quieter than its pace stays 
 make one CLOCK call, which measures the peer's clock offset. With an SSL context the connection speaks TLS
 (kvnode.access.tls); a TLS handshake that fails is a refusal ("tls"), as a refused HMAC handshake is. A
 write travels as the protocol version the channel speaks has it (kvnode.replica.protocol.write_call).
-
 Create it inside the running event loop.
 """
 
@@ -217,25 +216,21 @@ class PeerReplica(AwaitableCalls):
     # --- calls ----------------------------------------------------------------------------------------
 
     def _call(self, op: wire.Op, key: bytes, record: bytes, label: str) -> asyncio.Future[object]:
-        """``_call_then``, awaitable."""
         return answer_future(self._loop, partial(self._call_then, op, key, record, label))
 
-    def _call_then(
-        self, op: wire.Op, key: bytes, record: bytes, label: str, answered: Answered[object]
-    ) -> None:
-        """Start a call; ``label`` names it in the call counts (read, write, hint), ``answered`` is told
-        its outcome (at once when it is refused)."""
+    def _call_then(self, op: wire.Op, key: bytes, record: bytes, label: str, then: Answered[object]) -> None:
+        """Start a call counted as ``label`` (read, write, hint, ...); ``then`` is told its outcome."""
         calls = self._calls
         if self._channel is None:
             action = self._life.call()
             if action.connects:
                 self._start_attempt()
             if action.fails:
-                calls.refuse(label, self._refusal_error(), answered)
+                calls.refuse(label, self._refusal_error(), then)
                 return
-        call_id = calls.start(op, label, wire.call_size(key, record), answered)
+        call_id = calls.start(op, label, wire.call_size(key, record), then)
         if call_id is None:
-            calls.refuse(label, calls.overloaded(), answered)
+            calls.refuse(label, calls.overloaded(), then)
             return
         self._outbox.put(call_id, wire.encode_call(call_id, op, key, record))
 
@@ -350,6 +345,6 @@ class PeerReplica(AwaitableCalls):
             self._heartbeat.cancel()
             self._heartbeat = None
         self._outbox.detach()
-        if len(self._calls):  # before their callbacks run, which may call again
+        if len(self._calls):  # the failure counted before their callbacks run, which may call again
             self._life.failed(self._loop.time())
             self._calls.fail_all(error)
