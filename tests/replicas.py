@@ -89,7 +89,7 @@ def _answer_held(
 
 
 async def run_callbacks() -> None:
-    """Let the callbacks made ready so far run (futures' done-callbacks run on the loop's next turns)."""
+    """Let the callbacks and task steps made ready so far run (an awaiter resumes on a later turn)."""
     for _ in range(5):
         await asyncio.sleep(0)
 
