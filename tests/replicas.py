@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TypeVar
+from typing import Any
 
 from kvnode.clocks.fence import ClockFence
 from kvnode.clocks.hybrid import HybridClock, wall_clock_us
@@ -18,7 +18,7 @@ from kvnode.clocks.offsets import ClockOffsets
 from kvnode.config import FanoutMode
 from kvnode.coordinator.coordinator import Coordinator
 from kvnode.coordinator.fanout import FANOUTS
-from kvnode.replica import Replica
+from kvnode.replica import Answered, AwaitableCalls, Replica
 from kvnode.replica.errors import ReplicaError
 from kvnode.replica.hints import HintStore
 from kvnode.replica.local import LocalReplica
@@ -28,15 +28,13 @@ from kvnode.storage.system_db import SystemDb
 from kvnode.topology.epoch import Epoch
 from kvnode.topology.membership import Membership
 
-T = TypeVar("T")
-
 
 def unjudged_fence() -> ClockFence:
     """A fence with no peers to measure: never fenced, and it judges records by the local wall clock."""
     return ClockFence(wall_clock_us(), 5_000_000, ClockOffsets(max_age_s=10.0), peers=0)
 
 
-class ScriptedReplica:
+class ScriptedReplica(AwaitableCalls):
     """A peer as the coordinator sees it, answering from its own real storage unless told otherwise:
     ``fail_with`` fails every call at once, ``holding`` keeps calls unanswered until ``release``, and
     ``connected`` is what the coordinator reads before a write (False: hinted at dispatch)."""
@@ -44,6 +42,7 @@ class ScriptedReplica:
     def __init__(self, url: str, storage: Storage) -> None:
         self.url = url
         self.storage = storage
+        self._loop = asyncio.get_running_loop()
         self._store = LocalReplica(url, storage, unjudged_fence())
         self.connected = True
         self.suspected = False
@@ -58,12 +57,12 @@ class ScriptedReplica:
     def down_for(self) -> float:
         return 0.0 if self.connected else 1.0
 
-    def read(self, key: bytes) -> asyncio.Future[Record | None]:
-        return self._answer(partial(self._store.read, key))
+    def read_then(self, key: bytes, answered: Answered[Record | None]) -> None:
+        self._answer(partial(self._store.read_then, key), answered)
 
-    def write(self, key: bytes, record: Record) -> asyncio.Future[int | None]:
+    def write_then(self, key: bytes, record: Record, answered: Answered[int | None]) -> None:
         self.writes.append((key, record))
-        return self._answer(partial(self._store.write, key, record))
+        self._answer(partial(self._store.write_then, key, record), answered)
 
     def release(self, error: ReplicaError | None = None) -> None:
         """Answer every held call, in call order (or fail each with ``error``)."""
@@ -71,36 +70,26 @@ class ScriptedReplica:
         for answer in held:
             answer(error)
 
-    def _answer(self, run: Callable[[], asyncio.Future[T]]) -> asyncio.Future[T]:
-        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+    def _answer(self, run: Callable[[Answered[Any]], None], answered: Answered[Any]) -> None:
         if self.fail_with is not None:
-            future.set_exception(self.fail_with)
+            answered(self.fail_with, None)
         elif self.holding:
-            self._held.append(partial(_answer_held, run, future))
+            self._held.append(partial(_answer_held, run, answered))
         else:
-            _copy(run(), future)
-        return future
+            run(answered)
 
 
 def _answer_held(
-    run: Callable[[], asyncio.Future[T]], future: asyncio.Future[T], error: ReplicaError | None
+    run: Callable[[Answered[Any]], None], answered: Answered[Any], error: ReplicaError | None
 ) -> None:
     if error is None:
-        _copy(run(), future)
+        run(answered)
     else:
-        future.set_exception(error)
-
-
-def _copy(source: asyncio.Future[T], target: asyncio.Future[T]) -> None:
-    error = source.exception()
-    if error is None:
-        target.set_result(source.result())
-    else:
-        target.set_exception(error)
+        answered(error, None)
 
 
 async def run_callbacks() -> None:
-    """Let the callbacks made ready so far run (futures' done-callbacks run on the loop's next turns)."""
+    """Let the callbacks and task steps made ready so far run (an awaiter resumes on a later turn)."""
     for _ in range(5):
         await asyncio.sleep(0)
 

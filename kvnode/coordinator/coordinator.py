@@ -10,7 +10,6 @@ clock is fenced (kvnode.clocks.fence) refuses to coordinate writes: ClockFenced.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Mapping
@@ -24,8 +23,8 @@ from kvnode.coordinator.fanout import CallStarter, Fanout, Patient
 from kvnode.coordinator.quorum import Quorum
 from kvnode.coordinator.read_repair import ReadRound
 from kvnode.figures import Figure, Figures, Kind
-from kvnode.replica import Replica
-from kvnode.replica.errors import ReplicaSkewRefused, keeps_hint
+from kvnode.replica import Answered, Replica
+from kvnode.replica.errors import ReplicaError, ReplicaSkewRefused, keeps_hint
 from kvnode.replica.hints import HintStore
 from kvnode.storage.records import Record, newest
 from kvnode.topology.epoch import Epoch
@@ -184,34 +183,37 @@ class Coordinator:
         return await self._fanout.write([CallStarter(send, r, ended) for r in replicas], quorum)
 
     def _send_write(
-        self, replica: Replica, *, key: bytes, record: Record, hinted: dict[str, _DispatchHint]
-    ) -> asyncio.Future[int | None]:
+        self,
+        replica: Replica,
+        answered: Answered[int | None],
+        *,
+        key: bytes,
+        record: Record,
+        hinted: dict[str, _DispatchHint],
+    ) -> None:
         """Start one replica's write. A replica not connected now gets its hint before the client is
         answered (so it survives a crash of this node); one that fails later is hinted then."""
         if not replica.connected:
             seq = self._hints.add(replica.url, key, record, down_for=replica.down_for())
             # HintStore.add answers 0 for a hint it did not keep.
             hinted[replica.url] = _DispatchHint(asked=True, kept_seq=seq or None)
-        return replica.write(key, record)
+        replica.write_then(key, record, answered)
 
     def _write_done(
         self,
         replica: Replica,
-        future: asyncio.Future[int | None],
+        error: ReplicaError | None,
+        held: int | None,
         *,
         key: bytes,
         record: Record,
         hinted: dict[str, _DispatchHint],
     ) -> None:
-        """One replica's write has ended (the fan-out's completion callback calls this)."""
-        if future.cancelled():
-            return
+        """One replica's write has ended (the fan-out tells this its outcome)."""
         hint = hinted.get(replica.url, _NOT_HINTED)
-        error = future.exception()
         if error is None:
             if hint.kept_seq is not None:  # delivered after all
                 self._hints.remove(replica.url, (hint.kept_seq,))
-            held = future.result()
             if held is not None:
                 self._clock.observe(held)
         elif isinstance(error, ReplicaSkewRefused):

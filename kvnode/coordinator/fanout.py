@@ -1,21 +1,23 @@
 """Fan-out strategies: how a coordinator asks a key's replicas, side by side behind one signature.
 
-Each takes the replica calls in order (each a :class:`CallStarter`, which starts one call) and the quorum, and
-returns the answers of the first ``ack`` replicas that succeeded, or raises :class:`QuorumFailed` once
-``ack`` is out of reach. They differ only in how many calls are in flight. A :class:`Fanout` (one per
-``--fanout`` mode) pairs a strategy for reads with one for writes; every mode's write asks all ``from``
-replicas, and only reads may stop early.
+Each takes the replica calls in order (each a :class:`CallStarter`, which starts one call with a callback
+told its outcome) and the quorum, and returns the answers of the first ``ack`` replicas that succeeded, or
+raises :class:`QuorumFailed` once ``ack`` is out of reach. They differ only in how many calls are in flight.
+A :class:`Fanout` (one per ``--fanout`` mode) pairs a strategy for reads with one for writes; every mode's
+write asks all ``from`` replicas, and only reads may stop early.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Generic, Protocol, TypeVar
 
 from kvnode.coordinator.quorum import Quorum, QuorumTally
+from kvnode.replica import Answered, answer_future
 from kvnode.replica.errors import ReplicaDiskFull, ReplicaError
 
 __all__ = [
@@ -30,6 +32,8 @@ __all__ = [
     "speculative",
 ]
 
+log = logging.getLogger(__name__)
+
 T = TypeVar("T")
 
 
@@ -43,33 +47,37 @@ R = TypeVar("R", bound=Patient)
 
 
 class CallStarter(Generic[R, T]):
-    """Starts one replica call for a fan-out: the future ends in the answer or a ReplicaError (see
+    """Starts one replica call for a fan-out, whose outcome it tells the callback it is given (see
     kvnode.replica), and knows the replica's patience. ``start`` and ``ended`` take the replica, so one
     function of each serves a whole fan-out.
 
-    ``ended(replica, future)``, when given, is told every started call's outcome, late ones included. The
-    strategy calls it from its own completion callback for the call, so what the coordinator does around
-    the verdict (hints, read repair) costs no callback of its own: asyncio schedules each one apart."""
+    ``ended(replica, error, answer)``, when given, is told every started call's outcome, late ones
+    included, just before the verdict counts it: what the coordinator does around the verdict (hints,
+    read repair) costs no callback of its own."""
 
     __slots__ = ("_ended", "_replica", "_start")
 
     def __init__(
         self,
-        start: Callable[[R], asyncio.Future[T]],
+        start: Callable[[R, Answered[T]], None],
         replica: R,
-        ended: Callable[[R, asyncio.Future[T]], None] | None = None,
+        ended: Callable[[R, ReplicaError | None, T], None] | None = None,
     ) -> None:
         self._start = start
         self._replica = replica
         self._ended = ended
 
-    def __call__(self) -> asyncio.Future[T]:
-        return self._start(self._replica)
+    def __call__(self, answered: Answered[T]) -> None:
+        self._start(self._replica, answered)
 
-    def ended(self, future: asyncio.Future[T]) -> None:
-        """The call's future is done (its outcome, for ``ended``)."""
+    def ended(self, error: ReplicaError | None, answer: T) -> None:
+        """The call's outcome, for ``ended``. A bug there is logged, and the verdict still counts the
+        call, so the request never hangs on it."""
         if self._ended is not None:
-            self._ended(self._replica, future)
+            try:
+                self._ended(self._replica, error, answer)
+            except Exception:
+                log.exception("after a call to a replica")
 
     @property
     def patience(self) -> float:
@@ -106,22 +114,14 @@ async def parallel(calls: Sequence[CallStarter[Any, T]], quorum: Quorum) -> list
     and fail on the failure that puts ack out of reach. Calls still running are left to finish (a write
     goes on reaching more replicas) and their outcomes are consumed.
 
-    This is ``asyncio.as_completed`` with the verdict taken inside the completion callbacks: the same
-    behaviour without as_completed's queue and per-call coroutines, which are the costly part of it on
-    the request path (docs/replica-channel.md).
+    This is ``asyncio.as_completed`` with the verdict taken as each outcome is told: the same behaviour
+    without a Future, a done-callback and a turn of the loop per call (nor as_completed's queue and
+    per-call coroutines), which are the costly part of it on the request path (docs/replica-channel.md).
     """
-    verdict: _Verdict[T] | None = None
+    assert calls, "a fan-out needs at least one call"
+    verdict: _Verdict[T] = _Verdict(quorum, asyncio.get_running_loop())
     for call in calls:
-        future = call()
-        if verdict is None:
-            # The loop from a call's future: asyncio.get_running_loop() makes a getpid() system call on
-            # Python 3.11.
-            verdict = _Verdict(quorum, future.get_loop())
-        if future.done():
-            _settle(call, verdict.take, future)
-        else:
-            future.add_done_callback(partial(_settle, call, verdict.take))
-    assert verdict is not None, "a fan-out needs at least one call"
+        call(partial(_settle, call, verdict))
     return await verdict.future
 
 
@@ -130,19 +130,18 @@ async def sequential(
 ) -> list[T]:
     """sync: one replica after another, each awaited before the next is asked. The baseline. A read
     stops at the ack-th success; with ``ask_all`` (writes) every replica is asked, then the verdict."""
+    loop = asyncio.get_running_loop()
     tally = QuorumTally(quorum)
     answers: list[T] = []
     errors: list[ReplicaError] = []
     for call in calls:
-        future = call()
+        future: asyncio.Future[T] = answer_future(loop, partial(_start_told, call))
         try:
             answers.append(await future)
             tally.succeed()
         except ReplicaError as error:
             errors.append(error)
             tally.fail()
-        finally:
-            call.ended(future)
         if not ask_all and (tally.reached or tally.impossible):
             break
     if tally.reached:
@@ -155,40 +154,10 @@ async def speculative(calls: Sequence[CallStarter[Any, T]], quorum: Quorum) -> l
     within its patience (a per-peer latency percentile, see PeerReplica.speculative_delay), brings in
     the next replica, once. Otherwise as ``parallel``: the ack-th success answers, and the failure that
     puts ack out of reach fails at once. Cassandra's speculative retry, per call."""
-    loop = asyncio.get_running_loop()
-    verdict: _Verdict[T] = _Verdict(quorum, loop)
-    upcoming = iter(calls)
-
-    def start_next() -> None:
-        call = next(upcoming, None)
-        if call is None:
-            return
-        future = call()
-        replaced = [False]  # whether this call already brought in another replica
-        timer = None if future.done() else loop.call_later(call.patience, late, future, replaced)
-        future.add_done_callback(partial(settle, call, timer, replaced))
-
-    def late(future: asyncio.Future[T], replaced: list[bool]) -> None:
-        if not verdict.future.done() and not future.done():
-            replaced[0] = True
-            start_next()
-
-    def settle(
-        call: CallStarter[Any, T],
-        timer: asyncio.TimerHandle | None,
-        replaced: list[bool],
-        future: asyncio.Future[T],
-    ) -> None:
-        if timer is not None:
-            timer.cancel()
-        call.ended(future)
-        if verdict.take(future) and not replaced[0] and not verdict.future.done():
-            replaced[0] = True
-            start_next()
-
+    speculation: _Speculation[T] = _Speculation(calls, quorum, asyncio.get_running_loop())
     for _ in range(quorum.ack):
-        start_next()
-    return await verdict.future
+        speculation.start_next()
+    return await speculation.verdict.future
 
 
 class _Verdict(Generic[T]):
@@ -202,42 +171,94 @@ class _Verdict(Generic[T]):
         self.errors: list[ReplicaError] = []
         self.future: asyncio.Future[list[T]] = loop.create_future()
 
-    def take(self, call: asyncio.Future[T]) -> bool:
-        """Count one call's outcome (a completion callback); whether it was a failed replica. Settles
-        the outcome at the ack-th success, or at the failure that puts ack out of reach."""
-        if self.future.done():
-            _retrieve(call)
+    def take(self, error: ReplicaError | None, answer: T) -> bool:
+        """Count one call's outcome; whether it was a failed replica. Settles the outcome at the ack-th
+        success, or at the failure that puts ack out of reach; one told after that is only dropped."""
+        future, tally = self.future, self.tally
+        if future.done():
             return False
-        failed = False
-        try:
-            self.answers.append(call.result())
-            self.tally.succeed()
-        except ReplicaError as error:
-            self.errors.append(error)
-            self.tally.fail()
-            failed = True
-        except Exception as error:  # a bug, not a failed replica: the request fails (500), never hangs
-            self.future.set_exception(error)
+        if error is None:
+            self.answers.append(answer)
+            tally.succeed()
+            if tally.reached:
+                future.set_result(self.answers)
             return False
-        if self.tally.reached:
-            self.future.set_result(self.answers)
-        elif self.tally.impossible:
-            self.future.set_exception(QuorumFailed(self.tally, self.errors))
-        return failed
+        self.errors.append(error)
+        tally.fail()
+        if tally.impossible:
+            future.set_exception(QuorumFailed(tally, self.errors))
+        return True
 
 
-def _settle(
-    call: CallStarter[Any, T], take: Callable[[asyncio.Future[T]], bool], future: asyncio.Future[T]
+def _settle(call: CallStarter[Any, T], verdict: _Verdict[T], error: ReplicaError | None, answer: T) -> None:
+    """A call's outcome (its callback in ``parallel``): to the call's ``ended``, then to the verdict."""
+    call.ended(error, answer)
+    verdict.take(error, answer)
+
+
+def _start_told(call: CallStarter[Any, T], answered: Answered[T]) -> None:
+    """Start a call of ``sequential``, whose outcome goes to the call's ``ended``, then to ``answered``
+    (its awaiter). ``ended`` is told even after the request was cancelled, so that a read round closes."""
+    call(partial(_ended_then, call, answered))
+
+
+def _ended_then(
+    call: CallStarter[Any, T], answered: Answered[T], error: ReplicaError | None, answer: T
 ) -> None:
-    """A call's one completion callback: its outcome to the call's ``ended``, then to the verdict."""
-    call.ended(future)
-    take(future)
+    call.ended(error, answer)
+    answered(error, answer)
 
 
-def _retrieve(future: asyncio.Future[T]) -> None:
-    """Mark an abandoned call's outcome as seen, so asyncio does not warn that it was never retrieved."""
-    if not future.cancelled():
-        future.exception()
+class _Speculation(Generic[T]):
+    """One speculative read: its verdict, the calls not yet started, and the starting of the next one."""
+
+    __slots__ = ("_loop", "_upcoming", "verdict")
+
+    def __init__(
+        self, calls: Sequence[CallStarter[Any, T]], quorum: Quorum, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        self._loop = loop
+        self._upcoming = iter(calls)
+        self.verdict: _Verdict[T] = _Verdict(quorum, loop)
+
+    def start_next(self) -> None:
+        call = next(self._upcoming, None)
+        if call is None:
+            return
+        attempt = _Attempt(self, call)
+        call(attempt.answered)
+        if not attempt.over:  # a local replica has answered already: no patience to keep
+            attempt.timer = self._loop.call_later(call.patience, attempt.late)
+
+
+class _Attempt(Generic[T]):
+    """One call of a speculative read: whether it has ended, its patience timer, and whether it has
+    brought in another replica (each call does at most once: late, or failed)."""
+
+    __slots__ = ("call", "over", "replaced", "speculation", "timer")
+
+    def __init__(self, speculation: _Speculation[T], call: CallStarter[Any, T]) -> None:
+        self.speculation = speculation
+        self.call = call
+        self.over = False
+        self.replaced = False
+        self.timer: asyncio.TimerHandle | None = None
+
+    def answered(self, error: ReplicaError | None, answer: T) -> None:
+        self.over = True
+        if self.timer is not None:
+            self.timer.cancel()
+        self.call.ended(error, answer)
+        verdict = self.speculation.verdict
+        if verdict.take(error, answer) and not self.replaced and not verdict.future.done():
+            self.replaced = True
+            self.speculation.start_next()
+
+    def late(self) -> None:
+        """Its patience ran out before its answer came."""
+        if not self.speculation.verdict.future.done():
+            self.replaced = True
+            self.speculation.start_next()
 
 
 FANOUTS: dict[str, Fanout] = {

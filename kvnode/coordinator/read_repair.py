@@ -3,17 +3,17 @@
 One :class:`ReadRound` per client read. It starts each replica's read, keeps every answer (late ones too:
 an async read asks all ``from`` replicas and answers at the ``ack``-th), and once the fan-out is over and
 every call it started has ended, sends the newest version to each replica that answered with something
-older, tombstones included. That happens in the calls' completion callbacks (the fan-out's own,
-kvnode.coordinator.fanout.CallStarter), after the client's answer is decided, so it never delays the client.
+older, tombstones included. That happens as the fan-out tells the last call's outcome
+(kvnode.coordinator.fanout.CallStarter), after the client's answer is decided, so it never delays the client.
 Every version seen moves the clock past it.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 
-from kvnode.replica import Replica
+from kvnode.replica import Answered, Replica
+from kvnode.replica.errors import ReplicaError
 from kvnode.storage.records import Record
 
 __all__ = ["ReadRound"]
@@ -32,10 +32,11 @@ class ReadRound:
         self._running = 0
         self._closed = False
 
-    def ask(self, replica: Replica) -> asyncio.Future[Record | None]:
-        """Start one replica's read (a fan-out call); ``answered`` is to be told its outcome."""
+    def ask(self, replica: Replica, answered: Answered[Record | None]) -> None:
+        """Start one replica's read (a fan-out call), which tells ``answered`` its outcome; this round's
+        own ``answered`` is to be told it too."""
         self._running += 1
-        return replica.read(self._key)
+        replica.read_then(self._key, answered)
 
     def close(self) -> None:
         """The fan-out is over: no more calls will start."""
@@ -43,11 +44,10 @@ class ReadRound:
         if not self._running:
             self._repair()
 
-    def answered(self, replica: Replica, future: asyncio.Future[Record | None]) -> None:
-        """A read that ``ask`` started has ended (the fan-out's completion callback calls this)."""
+    def answered(self, replica: Replica, error: ReplicaError | None, record: Record | None) -> None:
+        """A read that ``ask`` started has ended (the fan-out tells this its outcome)."""
         self._running -= 1
-        if not future.cancelled() and future.exception() is None:
-            record = future.result()
+        if error is None:
             if record is not None:
                 self._observe(record.timestamp)
             self._answers.append((replica, record))
@@ -63,12 +63,9 @@ class ReadRound:
             return
         for replica, record in answers:
             if record != newest:
-                replica.write(self._key, newest).add_done_callback(_outcome_seen)
+                replica.write_then(self._key, newest, _outcome_ignored)
                 self._count_repair()
 
 
-def _outcome_seen(future: asyncio.Future[int | None]) -> None:
-    """A repair's outcome does not matter (a failed one is retried by the next read); mark it seen so
-    asyncio does not warn that it was never retrieved."""
-    if not future.cancelled():
-        future.exception()
+def _outcome_ignored(error: ReplicaError | None, held: int | None) -> None:
+    """A repair's outcome does not matter: a failed one is retried by the next read."""

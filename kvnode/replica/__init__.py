@@ -1,8 +1,11 @@
 """The replica layer: how a coordinator reaches the replicas of a key (the other end, a peer's calls
 answered, is kvnode.node.peer_api).
 
-A replica call returns an ``asyncio.Future`` at once (no task per call) that ends in the replica's answer
-or in one of the :mod:`~kvnode.replica.errors`; nothing else reaches the coordinator.
+A replica call is started with a callback, :data:`Answered`, told its outcome once: the replica's answer or
+one of the :mod:`~kvnode.replica.errors`; nothing else reaches the coordinator. The request path takes the
+outcome so, straight from the reply's decoding (no Future and no scheduled callback per call); the rest of
+the node awaits ``read`` and ``write``, which return an ``asyncio.Future`` built on the same call
+(:func:`answer_future`).
 
     errors      the named ways a call fails
     local       this node's own storage as a replica
@@ -28,11 +31,21 @@ or in one of the :mod:`~kvnode.replica.errors`; nothing else reaches the coordin
 from __future__ import annotations
 
 import asyncio
-from typing import Protocol
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from functools import partial
+from typing import Protocol, TypeAlias, TypeVar
 
+from kvnode.replica.errors import ReplicaError
 from kvnode.storage.records import Record
 
-__all__ = ["Replica"]
+__all__ = ["Answered", "AwaitableCalls", "Replica", "answer_future"]
+
+T = TypeVar("T")
+
+# A call's outcome, told once: (None, the answer), or (the error, None). It may be told before the call
+# that started it returns (a local read), or later (a peer's reply, a local write's group commit).
+Answered: TypeAlias = Callable[[ReplicaError | None, T], None]
 
 
 class Replica(Protocol):
@@ -56,11 +69,56 @@ class Replica(Protocol):
         """Seconds since the replica last failed with no answer in between (0 while it answers)."""
         ...
 
+    def read_then(self, key: bytes, answered: Answered[Record | None]) -> None:
+        """Read ``key``; ``answered`` is told the version the replica holds (a tombstone included) or None."""
+        ...
+
+    def write_then(self, key: bytes, record: Record, answered: Answered[int | None]) -> None:
+        """Write ``record``; ``answered`` is told None when the replica took it (or already held that
+        version), else the timestamp of the newer version it holds, so the coordinator learns its write
+        lost."""
+        ...
+
     def read(self, key: bytes) -> asyncio.Future[Record | None]:
-        """Resolves to the version the replica holds (a tombstone included), or None."""
+        """``read_then``, awaitable (:class:`AwaitableCalls`)."""
         ...
 
     def write(self, key: bytes, record: Record) -> asyncio.Future[int | None]:
-        """Resolves to None when the replica took the record (or already held that version), else to the
-        timestamp of the newer version it holds, so the coordinator learns its write lost."""
+        """``write_then``, awaitable (:class:`AwaitableCalls`)."""
         ...
+
+
+class AwaitableCalls(ABC):
+    """A replica's ``read`` and ``write``: its ``read_then`` and ``write_then``, each call wrapped in a
+    Future (:func:`answer_future`), so the two forms are one implementation."""
+
+    _loop: asyncio.AbstractEventLoop
+
+    @abstractmethod
+    def read_then(self, key: bytes, answered: Answered[Record | None]) -> None: ...
+
+    @abstractmethod
+    def write_then(self, key: bytes, record: Record, answered: Answered[int | None]) -> None: ...
+
+    def read(self, key: bytes) -> asyncio.Future[Record | None]:
+        return answer_future(self._loop, partial(self.read_then, key))
+
+    def write(self, key: bytes, record: Record) -> asyncio.Future[int | None]:
+        return answer_future(self._loop, partial(self.write_then, key, record))
+
+
+def answer_future(loop: asyncio.AbstractEventLoop, start: Callable[[Answered[T]], None]) -> asyncio.Future[T]:
+    """A call started with a callback, awaitable: ``start`` starts it with the callback that resolves the
+    future returned. An outcome told after the future was cancelled (its awaiter gave up) is dropped."""
+    future: asyncio.Future[T] = loop.create_future()
+    start(partial(_resolve, future))
+    return future
+
+
+def _resolve(future: asyncio.Future[T], error: ReplicaError | None, answer: T) -> None:
+    if future.done():
+        return
+    if error is None:
+        future.set_result(answer)
+    else:
+        future.set_exception(error)

@@ -1,10 +1,10 @@
-"""The calls to one peer in flight (waiting in the outbox, or sent and unanswered): their ids and futures,
+"""The calls to one peer in flight (waiting in the outbox, or sent and unanswered): their ids and callbacks,
 their deadlines, and the bounds on their number and bytes.
 
 Every call has the same timeout, so deadlines arrive in call order: one queue and one timer per peer
 replace a timer per call, and the entries of calls already answered are skipped when their deadline comes;
 the timer wakes at most 64 times per timeout, however many calls. Each call's outcome is counted in the
-peer's :class:`~kvnode.metrics.CallMeter` where it ends.
+peer's :class:`~kvnode.metrics.CallMeter` where it ends, then told to its callback there and then.
 
 Create it inside the running event loop.
 """
@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from kvnode.metrics import CallMeter
-from kvnode.replica import wire
+from kvnode.replica import Answered, wire
 from kvnode.replica.errors import ReplicaError, ReplicaOverloaded, ReplicaTimeout, outcome
 
 __all__ = ["CallsInFlight", "InFlightCall"]
@@ -29,7 +29,7 @@ _SWEEP_SLACK = 1 / 64
 
 
 class InFlightCall(NamedTuple):
-    future: asyncio.Future[object]
+    answered: Answered[object]
     op: wire.Op
     label: str  # names it in the call counts: read, write, hint
     size: int  # its encoded bytes
@@ -70,33 +70,31 @@ class CallsInFlight:
     def bytes(self) -> int:
         return self._bytes
 
-    def start(self, op: wire.Op, label: str, size: int) -> tuple[int, asyncio.Future[object]] | None:
-        """Take a call of ``size`` bytes into flight: its id and future, or None when it would break a
-        bound (a lone call is always taken, however large, so no call is refused forever)."""
+    def start(self, op: wire.Op, label: str, size: int, answered: Answered[object]) -> int | None:
+        """Take a call of ``size`` bytes into flight, ``answered`` to be told its outcome: its id, or None
+        when it would break a bound (a lone call is always taken, however large, so no call is refused
+        forever)."""
         calls = self._calls
         if calls and (len(calls) >= self.max_calls or self._bytes + size > self.max_bytes):
             return None
         self._next_id = call_id = (self._next_id + 1) & 0xFFFFFFFF
-        future: asyncio.Future[object] = self._loop.create_future()
         now = self._loop.time()
-        calls[call_id] = InFlightCall(future, op, label, size, now)
+        calls[call_id] = InFlightCall(answered, op, label, size, now)
         self._bytes += size
         self._deadlines.append((now + self._timeout, call_id))
         if self._sweep_timer is None:
             self._sweep_timer = self._loop.call_at(self._deadlines[0][0], self._sweep)
-        return call_id, future
+        return call_id
 
     def overloaded(self) -> ReplicaOverloaded:
         """The error of a call refused for the bounds."""
         calls, size = len(self._calls), self._bytes
         return ReplicaOverloaded(f"{self._url}: {calls} calls, {size} bytes already in flight")
 
-    def refuse(self, label: str, error: ReplicaError) -> asyncio.Future[object]:
-        """A call failed before it was taken into flight: its future, already failed, and counted."""
-        future: asyncio.Future[object] = self._loop.create_future()
-        future.set_exception(error)
+    def refuse(self, label: str, error: ReplicaError, answered: Answered[object]) -> None:
+        """A call failed before it was taken into flight: counted, and ``answered`` told at once."""
         self._meter.ended(label, outcome(error), 0.0)
-        return future
+        answered(error, None)
 
     def take(self, call_id: int) -> InFlightCall | None:
         """Take a call out of flight (answered); None when it is gone (timed out, or failed)."""
@@ -105,22 +103,13 @@ class CallsInFlight:
             self._bytes -= call.size
         return call
 
-    def settle(self, call: InFlightCall, error: BaseException | None, answer: object = None) -> None:
-        """End a call taken out of flight with its answer or ``error``, and count it."""
-        future = call.future
-        if future.cancelled():
-            self._meter.ended(call.label, "cancelled", self._loop.time() - call.sent)
-            return
-        if future.done():
-            return
+    def settle(self, call: InFlightCall, error: ReplicaError | None, answer: object = None) -> None:
+        """End a call taken out of flight with its answer or ``error``: count it, and tell its callback."""
         self._meter.ended(call.label, outcome(error), self._loop.time() - call.sent)
-        if error is None:
-            future.set_result(answer)
-        else:
-            future.set_exception(error)
+        call.answered(error, answer)
 
-    def fail_all(self, error: ReplicaError) -> bool:
-        """Fail every call in flight with ``error`` (the channel is gone); whether there were any."""
+    def fail_all(self, error: ReplicaError) -> None:
+        """Fail every call in flight with ``error`` (the channel is gone)."""
         calls, self._calls = self._calls, {}
         self._bytes = 0
         self._deadlines.clear()
@@ -129,7 +118,6 @@ class CallsInFlight:
             self._sweep_timer = None
         for call in calls.values():
             self.settle(call, error)
-        return bool(calls)
 
     def _sweep(self) -> None:
         """Fail the calls whose deadline has passed, then wait for the next deadline."""
@@ -143,7 +131,7 @@ class CallsInFlight:
                 continue  # answered in time
             self._on_timeout(call_id)
             self.settle(call, ReplicaTimeout(f"{self._url} did not answer within {self._timeout:g}s"))
-        if deadlines:
+        if deadlines and self._sweep_timer is None:  # a call its callbacks made may have armed it
             # Deadlines are as far apart as the calls: armed at each, the timer would be one per call.
             wake = max(deadlines[0][0], now + self._timeout * _SWEEP_SLACK)
             self._sweep_timer = self._loop.call_at(wake, self._sweep)

@@ -1,4 +1,4 @@
-"""This node's own storage as a replica: the same interface as a peer, answered synchronously.
+"""This node's own storage as a replica: the same interface as a peer, answered before the call returns.
 
 Like a peer, it refuses a record stamped beyond the maximum skew ahead of the cluster's time
 (kvnode.clocks.fence), whether this node's own write as coordinator or a read repair from a peer. While its
@@ -12,8 +12,16 @@ from collections.abc import Callable
 
 from kvnode.clocks.fence import ClockFence
 from kvnode.metrics import CallMeter
+from kvnode.replica import Answered, AwaitableCalls
 from kvnode.replica.apply import apply_record
-from kvnode.replica.errors import ReplicaDiskFull, ReplicaNotReady, ReplicaRejected, ReplicaSkewRefused
+from kvnode.replica.errors import (
+    ReplicaDiskFull,
+    ReplicaError,
+    ReplicaNotReady,
+    ReplicaRejected,
+    ReplicaSkewRefused,
+    outcome,
+)
 from kvnode.replica.readiness import NodeState
 from kvnode.storage.keyspace import Storage, StorageError, StorageFull
 from kvnode.storage.records import CorruptRecord, Record
@@ -21,7 +29,7 @@ from kvnode.storage.records import CorruptRecord, Record
 __all__ = ["LocalReplica"]
 
 
-class LocalReplica:
+class LocalReplica(AwaitableCalls):
     """Create it inside the running event loop."""
 
     connected = True
@@ -45,42 +53,37 @@ class LocalReplica:
         return 0.0
 
     def speculative_delay(self) -> float:
-        return 0.0  # answers synchronously: its future is done when the call returns
+        return 0.0  # answers before the call returns
 
-    def read(self, key: bytes) -> asyncio.Future[Record | None]:
-        future: asyncio.Future[Record | None] = self._loop.create_future()
+    def read_then(self, key: bytes, answered: Answered[Record | None]) -> None:
         start = time.perf_counter()
         state = self._node_state()
         if state is not NodeState.SERVING:
-            future.set_exception(ReplicaNotReady(f"{self.url} is {state}: its data is not whole yet"))
             self.meter.ended("read", "not_ready", time.perf_counter() - start)
-            return future
+            answered(ReplicaNotReady(f"{self.url} is {state}: its data is not whole yet"), None)
+            return
         try:
-            future.set_result(self._storage.read(key))
-            outcome = "ok"
+            record = self._storage.read(key)
         except (StorageError, CorruptRecord) as error:
-            future.set_exception(ReplicaRejected(f"{self.url}: {error}"))
-            outcome = "rejected"
-        self.meter.ended("read", outcome, time.perf_counter() - start)
-        return future
+            self.meter.ended("read", "rejected", time.perf_counter() - start)
+            answered(ReplicaRejected(f"{self.url}: {error}"), None)
+            return
+        self.meter.ended("read", "ok", time.perf_counter() - start)
+        answered(None, record)
 
-    def write(self, key: bytes, record: Record) -> asyncio.Future[int | None]:
-        future: asyncio.Future[int | None] = self._loop.create_future()
+    def write_then(self, key: bytes, record: Record, answered: Answered[int | None]) -> None:
         start = time.perf_counter()
+        error: ReplicaError | None = None
+        newer: int | None = None
         try:
             applied = apply_record(self._storage, self._fence, key, record)
-        except StorageFull as error:
-            future.set_exception(ReplicaDiskFull(f"{self.url}: {error}"))
-            outcome = "disk_full"
-        except StorageError as error:
-            future.set_exception(ReplicaRejected(f"{self.url}: {error}"))
-            outcome = "rejected"
-        else:
             if applied.refused:
-                future.set_exception(ReplicaSkewRefused(f"{self.url}: {applied.refused}"))
-                outcome = "skew_refused"
+                error = ReplicaSkewRefused(f"{self.url}: {applied.refused}")
             else:
-                future.set_result(applied.newer)
-                outcome = "ok"
-        self.meter.ended("write", outcome, time.perf_counter() - start)
-        return future
+                newer = applied.newer
+        except StorageFull as full:
+            error = ReplicaDiskFull(f"{self.url}: {full}")
+        except StorageError as failed:
+            error = ReplicaRejected(f"{self.url}: {failed}")
+        self.meter.ended("write", outcome(error), time.perf_counter() - start)
+        answered(error, newer)

@@ -15,7 +15,6 @@ convicted peer's connection is replaced; one merely quieter than its pace stays 
 make one CLOCK call, which measures the peer's clock offset. With an SSL context the connection speaks TLS
 (kvnode.access.tls); a TLS handshake that fails is a refusal ("tls"), as a refused HMAC handshake is. A
 write travels as the protocol version the channel speaks has it (kvnode.replica.protocol.write_call).
-
 Create it inside the running event loop.
 """
 
@@ -28,7 +27,7 @@ import ssl
 from functools import partial
 
 from kvnode.metrics import CallMeter, RecentLatency
-from kvnode.replica import wire
+from kvnode.replica import Answered, AwaitableCalls, answer_future, wire
 from kvnode.replica.answers import answer_of
 from kvnode.replica.attempt import AttemptFailed, connector
 from kvnode.replica.auth import ClusterAuth, RateLimitedLog
@@ -54,7 +53,7 @@ _MIN_BYTES_IN_FLIGHT = 16 * 1024 * 1024
 _BEATS_PER_TIMEOUT = 4
 
 
-class PeerReplica:
+class PeerReplica(AwaitableCalls):
     def __init__(
         self,
         url: str,
@@ -110,11 +109,11 @@ class PeerReplica:
         """Connected, but quieter than its pace explains (phi at least 1): a speculative read asks it last."""
         return self._life.suspected(self._loop.time())
 
-    def read(self, key: bytes) -> asyncio.Future[Record | None]:
-        return self._call(wire.Op.READ, key, b"", "read")  # type: ignore[return-value]
+    def read_then(self, key: bytes, answered: Answered[Record | None]) -> None:
+        self._call_then(wire.Op.READ, key, b"", "read", answered)  # type: ignore[arg-type]
 
-    def write(self, key: bytes, record: Record) -> asyncio.Future[int | None]:
-        return self._call(*write_call(key, record, self.protocol), "write")  # type: ignore[return-value]
+    def write_then(self, key: bytes, record: Record, answered: Answered[int | None]) -> None:
+        self._call_then(*write_call(key, record, self.protocol), "write", answered)  # type: ignore[arg-type]
 
     def deliver_hint(self, key: bytes, record: Record) -> asyncio.Future[int | None]:
         """A write, counted apart from the coordinator's (op="hint" in kvnode_replica_calls_total)."""
@@ -217,20 +216,23 @@ class PeerReplica:
     # --- calls ----------------------------------------------------------------------------------------
 
     def _call(self, op: wire.Op, key: bytes, record: bytes, label: str) -> asyncio.Future[object]:
-        """Start a call; ``label`` names it in the call counts (read, write, hint)."""
+        return answer_future(self._loop, partial(self._call_then, op, key, record, label))
+
+    def _call_then(self, op: wire.Op, key: bytes, record: bytes, label: str, then: Answered[object]) -> None:
+        """Start a call counted as ``label`` (read, write, hint, ...); ``then`` is told its outcome."""
         calls = self._calls
         if self._channel is None:
             action = self._life.call()
             if action.connects:
                 self._start_attempt()
             if action.fails:
-                return calls.refuse(label, self._refusal_error())
-        started = calls.start(op, label, wire.call_size(key, record))
-        if started is None:
-            return calls.refuse(label, calls.overloaded())
-        call_id, future = started
+                calls.refuse(label, self._refusal_error(), then)
+                return
+        call_id = calls.start(op, label, wire.call_size(key, record), then)
+        if call_id is None:
+            calls.refuse(label, calls.overloaded(), then)
+            return
         self._outbox.put(call_id, wire.encode_call(call_id, op, key, record))
-        return future
 
     def _refusal_error(self) -> ReplicaUnavailable:
         if self._life.state is PeerState.CLOSED:
@@ -346,5 +348,6 @@ class PeerReplica:
             self._heartbeat.cancel()
             self._heartbeat = None
         self._outbox.detach()
-        if self._calls.fail_all(error):
+        if len(self._calls):  # the failure counted before their callbacks run, which may call again
             self._life.failed(self._loop.time())
+            self._calls.fail_all(error)

@@ -1,6 +1,5 @@
-"""kvnode.coordinator.fanout's strategies (parallel, sequential, speculative) and modes, driven with
-hand-resolved
-futures."""
+"""kvnode.coordinator.fanout's strategies (parallel, sequential, speculative) and modes, driven with calls
+whose outcomes the test tells by hand, as a replica's reply (or a local replica's answer) tells them."""
 
 from __future__ import annotations
 
@@ -13,15 +12,17 @@ import pytest
 
 from kvnode.coordinator.fanout import FANOUTS, CallStarter, QuorumFailed, parallel, sequential, speculative
 from kvnode.coordinator.quorum import Quorum
+from kvnode.replica import Answered
 from kvnode.replica.errors import ReplicaError, ReplicaTimeout, ReplicaUnavailable
 
 NEVER_RETRIEVED = "exception was never retrieved"
 
 
 class PatientReplica:
-    """A replica as a fan-out sees it: only its patience, which the test sets."""
+    """A replica as a fan-out sees it: its index among the calls, and its patience, which the test sets."""
 
-    def __init__(self, patience: float) -> None:
+    def __init__(self, index: int, patience: float) -> None:
+        self.index = index
         self.patience = patience
 
     def speculative_delay(self) -> float:
@@ -29,51 +30,62 @@ class PatientReplica:
 
 
 HandCall = CallStarter[PatientReplica, str]
-
-
-def hand_call(start: Callable[[], asyncio.Future[str]], patience: float = 3600.0) -> HandCall:
-    """One replica call: starts (creates) its future through ``start``."""
-    return CallStarter(lambda _: start(), PatientReplica(patience))
-
-
-def returning(future: asyncio.Future[str]) -> HandCall:
-    return hand_call(lambda: future)
+Outcome = tuple[int, str | None, str | None]  # a call's index, and its error's text or its answer
 
 
 class HandCalls:
-    """Replica calls whose futures the test resolves itself; records which calls were started."""
+    """Replica calls whose outcomes the test tells itself; records which calls were started, and what
+    each call's ``ended`` was told (``ended``, in order). ``patience``: every call's, or each one's;
+    ``at_once``: the calls that answer before their start returns, as a local replica does; ``bug``: each
+    ``ended`` raises once it has recorded the outcome."""
 
-    def __init__(self, count: int, patience: float = 3600.0) -> None:
-        self.futures: list[asyncio.Future[str] | None] = [None] * count
-        self.patience = patience
+    def __init__(
+        self, count: int, patience: float | tuple[float, ...] = 3600.0, at_once: tuple[int, ...] = ()
+    ) -> None:
+        self.answered: list[Answered[str] | None] = [None] * count
+        self.patience = patience if isinstance(patience, tuple) else (patience,) * count
+        self.at_once = at_once
+        self.ended: list[Outcome] = []
+        self.bug = False
 
     @property
     def calls(self) -> list[HandCall]:
-        return [self._starter(index) for index in range(len(self.futures))]
+        return [
+            CallStarter(self._start, PatientReplica(i, self.patience[i]), self._ended)
+            for i in range(len(self.answered))
+        ]
 
     @property
     def started(self) -> list[int]:
-        return [index for index, future in enumerate(self.futures) if future is not None]
-
-    def future(self, index: int) -> asyncio.Future[str]:
-        future = self.futures[index]
-        assert future is not None, f"call {index} was not started"
-        return future
+        return [index for index, answered in enumerate(self.answered) if answered is not None]
 
     def succeed(self, index: int) -> None:
-        self.future(index).set_result(f"answer-{index}")
+        self._tell(index)(None, f"answer-{index}")
 
     def fail(self, index: int, error: ReplicaError | None = None) -> None:
-        self.future(index).set_exception(error or ReplicaUnavailable(f"replica {index} is down"))
+        self._tell(index)(error or ReplicaUnavailable(f"replica {index} is down"), "")
 
-    def _starter(self, index: int) -> HandCall:
-        def start() -> asyncio.Future[str]:
-            assert self.futures[index] is None, f"call {index} started twice"
-            future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-            self.futures[index] = future
-            return future
+    def _tell(self, index: int) -> Answered[str]:
+        answered = self.answered[index]
+        assert answered is not None, f"call {index} was not started"
+        return answered
 
-        return hand_call(start, self.patience)
+    def _start(self, replica: PatientReplica, answered: Answered[str]) -> None:
+        assert self.answered[replica.index] is None, f"call {replica.index} started twice"
+        self.answered[replica.index] = answered
+        if replica.index in self.at_once:
+            self.succeed(replica.index)
+
+    def _ended(self, replica: PatientReplica, error: ReplicaError | None, answer: str) -> None:
+        self.ended.append(
+            (replica.index, None, answer) if error is None else (replica.index, str(error), None)
+        )
+        if self.bug:
+            raise BuggyEnded(f"a bug after call {replica.index}")
+
+
+class BuggyEnded(Exception):
+    pass
 
 
 async def settle(rounds: int = 10) -> None:
@@ -115,8 +127,9 @@ async def test_parallel_returns_on_the_ack_th_success_without_waiting_for_the_re
     await settle()
     assert task.done()
     assert task.result() == ["answer-2", "answer-0"]  # in the order they finished
-    assert not hand.future(1).done()
-    hand.succeed(1)
+    assert hand.ended == [(2, None, "answer-2"), (0, None, "answer-0")]
+    hand.succeed(1)  # late: its outcome still reaches ``ended`` (hints, read repair), not the verdict
+    assert hand.ended[-1] == (1, None, "answer-1")
 
 
 async def test_parallel_counts_failures_and_still_reaches_ack() -> None:
@@ -143,13 +156,13 @@ async def test_parallel_fails_as_soon_as_ack_is_out_of_reach() -> None:
     hand.fail(0)
     await settle()
     assert task.done()  # 3 - 2 failures = 1 < ack, though call 2 is still running
-    assert not hand.future(2).done()
     with pytest.raises(QuorumFailed) as raised:
         task.result()
     message = str(raised.value)
     assert "0 of 3 replicas answered, 2 needed" in message
     assert "replica 1 did not answer" in message and "replica 0 is down" in message
     hand.succeed(2)
+    assert [index for index, _, _ in hand.ended] == [1, 0, 2]
 
 
 async def test_parallel_with_ack_equal_from_fails_on_the_first_failure() -> None:
@@ -167,20 +180,27 @@ async def test_parallel_with_ack_equal_from_fails_on_the_first_failure() -> None
 
 
 async def test_parallel_handles_calls_that_finish_at_once() -> None:
-    """A local replica's future is already done when the call returns."""
-    loop = asyncio.get_running_loop()
-    done: asyncio.Future[str] = loop.create_future()
-    done.set_result("local")
-    pending: asyncio.Future[str] = loop.create_future()
-    pending_two: asyncio.Future[str] = loop.create_future()
-    task = spawn(
-        parallel([returning(done), returning(pending), returning(pending_two)], Quorum(ack=2, replicas=3))
-    )
+    """A local replica answers before its start returns."""
+    hand = HandCalls(3, at_once=(0,))
+    task = spawn(parallel(hand.calls, Quorum(ack=2, replicas=3)))
     await settle()
-    assert not task.done()
-    pending_two.set_result("peer")
-    assert await task == ["local", "peer"]
-    pending.set_result("late")
+    assert hand.started == [0, 1, 2] and not task.done()
+    hand.succeed(2)
+    assert await task == ["answer-0", "answer-2"]
+    hand.succeed(1)
+
+
+async def test_parallel_tells_ended_each_outcome_as_it_is_told_without_a_turn_of_the_loop() -> None:
+    """No Future or scheduled callback per call: an outcome reaches ``ended`` (and the verdict) within
+    the reply's own decoding, before anything else runs."""
+    hand = HandCalls(2)
+    task = spawn(parallel(hand.calls, Quorum(ack=1, replicas=2)))
+    await settle()
+    hand.fail(1)
+    assert hand.ended == [(1, "replica 1 is down", None)]
+    hand.succeed(0)
+    assert hand.ended[-1] == (0, None, "answer-0")
+    assert await task == ["answer-0"]
 
 
 async def test_sequential_starts_each_call_after_the_previous_finished_and_stops_at_ack() -> None:
@@ -240,31 +260,33 @@ async def test_sequential_with_all_replicas_failing_reports_every_error() -> Non
     assert "replica 0 is down" in str(raised.value) and "replica 1 is down" in str(raised.value)
 
 
-class NotAReplicaError(Exception):
-    pass
-
-
-async def test_parallel_fails_on_an_unexpected_error_instead_of_hanging() -> None:
-    hand = HandCalls(3)
-    task = spawn(parallel(hand.calls, Quorum(ack=2, replicas=3)))
+@pytest.mark.parametrize("strategy", [parallel, sequential, speculative])
+async def test_a_bug_in_ended_is_logged_and_the_verdict_still_counts_the_call(
+    strategy: Callable[[list[HandCall], Quorum], Awaitable[list[str]]], caplog: pytest.LogCaptureFixture
+) -> None:
+    hand = HandCalls(2)
+    hand.bug = True  # around the verdict: hints, read repair
+    task = spawn(strategy(hand.calls, Quorum(ack=2, replicas=2)))
     await settle()
-    hand.future(0).set_exception(NotAReplicaError("a bug"))
+    hand.succeed(0)
     await settle()
-    assert task.done()
-    with pytest.raises(NotAReplicaError):
-        task.result()
     hand.succeed(1)
-    hand.succeed(2)
+    assert await task == ["answer-0", "answer-1"]
+    assert [record.exc_info[0] for record in caplog.records if record.exc_info] == [BuggyEnded, BuggyEnded]
 
 
-async def test_sequential_fails_on_an_unexpected_error_instead_of_hanging() -> None:
+async def test_sequential_tells_ended_every_outcome_even_after_the_request_was_cancelled() -> None:
+    """A read round closes only once every call it started has ended."""
     hand = HandCalls(3)
     task = spawn(sequential(hand.calls, Quorum(ack=2, replicas=3)))
     await settle()
-    hand.future(0).set_exception(NotAReplicaError("a bug"))
-    with pytest.raises(NotAReplicaError):
-        await task
-    assert hand.started == [0]
+    hand.fail(0)
+    await settle()
+    task.cancel()
+    await settle()
+    assert task.cancelled() and hand.started == [0, 1]
+    hand.succeed(1)
+    assert hand.ended == [(0, "replica 0 is down", None), (1, None, "answer-1")]
 
 
 async def test_sync_writes_ask_every_replica_in_turn_even_after_ack() -> None:
@@ -346,13 +368,14 @@ async def test_abandoned_calls_that_fail_later_log_nothing(
     task = spawn(parallel(hand.calls, Quorum(ack=2, replicas=3)))
     await settle()
     await scenario(hand, task)
-    for index, future in enumerate(hand.futures):
-        assert future is not None
-        if not future.done():
-            future.set_exception(ReplicaTimeout(f"replica {index} answered too late"))
+    told = {index for index, _, _ in hand.ended}
+    for index in hand.started:
+        if index not in told:
+            hand.fail(index, ReplicaTimeout(f"replica {index} answered too late"))
+    assert len(hand.ended) == 3
     await settle()
-    del task, future
-    hand.futures.clear()
+    del task
+    hand.answered.clear()
     gc.collect()
     await settle()
     gc.collect()
@@ -416,3 +439,39 @@ async def test_speculative_writes_go_to_every_replica_at_once() -> None:
     for index in range(3):
         hand.succeed(index)
     await task
+
+
+async def test_speculative_counts_a_local_answer_at_once_and_brings_in_no_one_for_it() -> None:
+    hand = HandCalls(3, at_once=(0,))
+    task = spawn(speculative(hand.calls, Quorum(ack=2, replicas=3)))
+    await settle()
+    assert hand.started == [0, 1]
+    hand.succeed(1)
+    assert await task == ["answer-0", "answer-1"]
+    assert hand.started == [0, 1]
+
+
+async def test_speculative_a_late_call_that_then_fails_brings_in_no_second_replica() -> None:
+    hand = HandCalls(4, patience=(0.0, 3600.0, 3600.0, 3600.0))
+    task = spawn(speculative(hand.calls, Quorum(ack=1, replicas=4)))
+    await settle()
+    assert hand.started == [0, 1]  # call 0 was late: it brought in call 1
+    hand.fail(0)
+    await settle()
+    assert hand.started == [0, 1]  # it already brought one in
+    hand.fail(1)
+    await settle()
+    assert hand.started == [0, 1, 2]
+    hand.succeed(2)
+    assert await task == ["answer-2"]
+
+
+async def test_speculative_a_late_answer_after_the_verdict_still_reaches_ended() -> None:
+    hand = HandCalls(3, patience=(0.0, 3600.0, 3600.0))
+    task = spawn(speculative(hand.calls, Quorum(ack=1, replicas=3)))
+    await settle()
+    hand.succeed(1)
+    assert await task == ["answer-1"]
+    hand.succeed(0)  # for read repair
+    assert hand.ended == [(1, None, "answer-1"), (0, None, "answer-0")]
+    assert hand.started == [0, 1]

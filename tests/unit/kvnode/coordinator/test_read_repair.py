@@ -11,8 +11,8 @@ from pathlib import Path
 
 from kvnode.coordinator.quorum import Quorum
 from kvnode.coordinator.read_repair import ReadRound
-from kvnode.replica import Replica
-from kvnode.replica.errors import ReplicaUnavailable
+from kvnode.replica import Answered, Replica, answer_future
+from kvnode.replica.errors import ReplicaError, ReplicaUnavailable
 from kvnode.replica.local import LocalReplica
 from kvnode.storage.keyspace import Storage
 from kvnode.storage.records import Record
@@ -26,10 +26,17 @@ def scripted(stores: list[Storage]) -> list[ScriptedReplica]:
 
 
 def ask(round_: ReadRound, replica: Replica) -> asyncio.Future[Record | None]:
-    """Start one replica's read of the round and tell the round its outcome, as a fan-out does."""
-    future = round_.ask(replica)
-    future.add_done_callback(partial(round_.answered, replica))
-    return future
+    """Start one replica's read of the round and tell the round its outcome, as a fan-out does; the
+    outcome, awaitable."""
+
+    def start(resolve: Answered[Record | None]) -> None:
+        round_.ask(replica, partial(told, resolve))
+
+    def told(resolve: Answered[Record | None], error: ReplicaError | None, record: Record | None) -> None:
+        round_.answered(replica, error, record)
+        resolve(error, record)
+
+    return answer_future(asyncio.get_running_loop(), start)
 
 
 class Counts:

@@ -1,5 +1,6 @@
 """The calls to one peer in flight (kvnode.replica.inflight), in-process on a real event loop: ids and
-answers, the deadline sweep, the bounds on calls and bytes, and failing them all."""
+answers told to each call's callback, the deadline sweep, the bounds on calls and bytes, and failing them
+all."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import asyncio
 import pytest
 
 from kvnode.metrics import CallMeter
-from kvnode.replica import wire
-from kvnode.replica.errors import ReplicaOverloaded, ReplicaTimeout, ReplicaUnavailable
+from kvnode.replica import Answered, answer_future, wire
+from kvnode.replica.errors import ReplicaError, ReplicaOverloaded, ReplicaTimeout, ReplicaUnavailable
 from kvnode.replica.inflight import CallsInFlight
 from tests.harness import eventually
 
@@ -26,84 +27,127 @@ def calls_in_flight(
     return calls, meter, timed_out
 
 
-async def test_an_answered_call_resolves_its_future_and_is_counted() -> None:
+class Told:
+    """The outcomes told to the calls' callbacks, in order: (the call's name, its error, its answer)."""
+
+    def __init__(self) -> None:
+        self.outcomes: list[tuple[str, ReplicaError | None, object]] = []
+
+    def to(self, name: str) -> Answered[object]:
+        def answered(error: ReplicaError | None, answer: object) -> None:
+            self.outcomes.append((name, error, answer))
+
+        return answered
+
+
+async def test_an_answered_call_is_told_its_answer_at_once_and_is_counted() -> None:
     calls, meter, _ = calls_in_flight()
-    started = calls.start(wire.Op.READ, "read", 40)
-    assert started is not None
-    call_id, future = started
+    told = Told()
+    call_id = calls.start(wire.Op.READ, "read", 40, told.to("one"))
+    assert call_id is not None
     assert (len(calls), calls.bytes) == (1, 40)
     call = calls.take(call_id)
     assert call is not None and call.op is wire.Op.READ and call.size == 40
     assert (len(calls), calls.bytes) == (0, 0)
     calls.settle(call, None, "answer")
-    assert await future == "answer"
+    assert told.outcomes == [("one", None, "answer")]  # no Future: told before settle returns
     assert meter.calls == {("read", "ok"): 1}
     assert calls.take(call_id) is None  # a second reply for it is ignored
 
 
 async def test_ids_are_distinct_and_wrap_at_32_bits() -> None:
     calls, _, _ = calls_in_flight()
-    ids = set()
-    for _ in range(5):
-        started = calls.start(wire.Op.READ, "read", 1)
-        assert started is not None
-        ids.add(started[0])
-    assert len(ids) == 5
+    told = Told()
+    ids = {calls.start(wire.Op.READ, "read", 1, told.to("any")) for _ in range(5)}
+    assert len(ids) == 5 and None not in ids
     calls._next_id = 0xFFFFFFFF
-    started = calls.start(wire.Op.READ, "read", 1)
-    assert started is not None and started[0] == 0
+    assert calls.start(wire.Op.READ, "read", 1, told.to("any")) == 0
 
 
 async def test_calls_past_their_deadline_fail_with_a_timeout_in_call_order() -> None:
     calls, meter, timed_out = calls_in_flight(timeout=0.05)
-    first, second, answered = (calls.start(wire.Op.WRITE, "write", 10) for _ in range(3))
-    assert first and second and answered
-    answer = calls.take(answered[0])
+    told = Told()
+    first, second, answered = (
+        calls.start(wire.Op.WRITE, "write", 10, told.to(name)) for name in ("first", "second", "answered")
+    )
+    assert first is not None and second is not None and answered is not None
+    answer = calls.take(answered)
     assert answer is not None
     calls.settle(answer, None, None)
     await eventually(lambda: len(timed_out) >= 2, 10, "the sweep")
-    assert timed_out == [first[0], second[0]]
-    for _, future in (first, second):
-        with pytest.raises(ReplicaTimeout, match=f"{URL} did not answer within 0.05s"):
-            await future
+    assert timed_out == [first, second]
+    assert [name for name, _, _ in told.outcomes] == ["answered", "first", "second"]
+    for _, error, _ in told.outcomes[1:]:
+        assert isinstance(error, ReplicaTimeout) and str(error) == f"{URL} did not answer within 0.05s"
     assert meter.calls == {("write", "timeout"): 2, ("write", "ok"): 1}
     assert (len(calls), calls.bytes) == (0, 0)
 
 
+async def test_a_call_its_timed_out_callback_makes_is_swept_by_one_timer() -> None:
+    """A callback told a timeout may call the peer again at once (a speculative read, a hint): the new
+    call gets its own deadline, and the sweep goes on with one timer."""
+    calls, meter, timed_out = calls_in_flight(timeout=0.05)
+    told = Told()
+    again = told.to("again")
+
+    def retry(error: ReplicaError | None, answer: object) -> None:
+        calls.start(wire.Op.READ, "read", 1, again)
+
+    calls.start(wire.Op.READ, "read", 1, retry)
+    await eventually(lambda: len(timed_out) >= 2, 10, "the sweep of both calls")
+    assert [name for name, _, _ in told.outcomes] == ["again"]
+    assert meter.calls == {("read", "timeout"): 2}
+    assert len(calls) == 0
+
+
 async def test_a_call_beyond_either_bound_is_refused_but_a_lone_call_is_always_taken() -> None:
     calls, meter, _ = calls_in_flight(max_calls=2, max_bytes=100)
-    assert calls.start(wire.Op.WRITE, "write", 500) is not None  # alone: taken, however large
-    assert calls.start(wire.Op.READ, "read", 1) is None  # over the bytes
+    told = Told()
+    answered = told.to("any")
+    assert calls.start(wire.Op.WRITE, "write", 500, answered) is not None
+    assert calls.start(wire.Op.READ, "read", 1, answered) is None
     fresh, _, _ = calls_in_flight(max_calls=2, max_bytes=100)
-    assert fresh.start(wire.Op.READ, "read", 10) and fresh.start(wire.Op.READ, "read", 10)
-    assert fresh.start(wire.Op.READ, "read", 10) is None  # over the count
+    for _ in range(2):
+        assert fresh.start(wire.Op.READ, "read", 10, answered) is not None
+    assert fresh.start(wire.Op.READ, "read", 10, answered) is None
     error = fresh.overloaded()
     assert isinstance(error, ReplicaOverloaded) and "2 calls, 20 bytes already in flight" in str(error)
-    refused = calls.refuse("hint", error)
-    with pytest.raises(ReplicaOverloaded):
-        await refused
+    calls.refuse("hint", error, told.to("refused"))
+    assert told.outcomes == [("refused", error, None)]
     assert meter.calls == {("hint", "overloaded"): 1}
 
 
 async def test_fail_all_fails_every_call_and_stops_the_sweep() -> None:
     calls, meter, timed_out = calls_in_flight(timeout=0.05)
-    futures = [started[1] for started in (calls.start(wire.Op.READ, "read", 5) for _ in range(3)) if started]
-    assert calls.fail_all(ReplicaUnavailable("gone"))
-    assert not calls.fail_all(ReplicaUnavailable("gone"))  # nothing left
-    for future in futures:
-        with pytest.raises(ReplicaUnavailable, match="gone"):
-            await future
+    told = Told()
+    for name in ("a", "b", "c"):
+        calls.start(wire.Op.READ, "read", 5, told.to(name))
+    calls.fail_all(ReplicaUnavailable("gone"))
+    calls.fail_all(ReplicaUnavailable("gone again"))  # nothing left
+    assert [(name, str(error)) for name, error, _ in told.outcomes] == [
+        ("a", "gone"),
+        ("b", "gone"),
+        ("c", "gone"),
+    ]
     await asyncio.sleep(0.1)
     assert timed_out == []
     assert meter.calls == {("read", "unavailable"): 3}
 
 
-async def test_a_cancelled_call_is_counted_as_cancelled() -> None:
+@pytest.mark.parametrize("cancel", [False, True], ids=["awaited", "cancelled"])
+async def test_a_call_awaited_through_answer_future_resolves_or_is_dropped_once_cancelled(
+    cancel: bool,
+) -> None:
     calls, meter, _ = calls_in_flight()
-    started = calls.start(wire.Op.READ, "read", 5)
-    assert started is not None
-    started[1].cancel()
-    call = calls.take(started[0])
+    started: list[int | None] = []
+    future: asyncio.Future[object] = answer_future(
+        asyncio.get_running_loop(),
+        lambda answered: started.append(calls.start(wire.Op.READ, "read", 5, answered)),
+    )
+    if cancel:
+        future.cancel()
+    call = calls.take(started[0] or 0)
     assert call is not None
-    calls.settle(call, None, "late")
-    assert meter.calls == {("read", "cancelled"): 1}
+    calls.settle(call, None, "answer")
+    assert future.cancelled() if cancel else future.result() == "answer"
+    assert meter.calls == {("read", "ok"): 1}  # the peer answered either way

@@ -1,7 +1,7 @@
 """kvnode.replica.peer on real nodes: what a peer's state says when it is not connected (stopped: down,
 and for how long; refused for the secret: refused, with both ends saying which side lacks or differs in
 the secret and how to pass it), and that a fresh cluster connects its peers at start, so its first write
-keeps no hint."""
+keeps no hint; and that a call's callback may call the peer again at once."""
 
 from __future__ import annotations
 
@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from kvnode.replica.auth import ClusterAuth
+from kvnode.replica.errors import ReplicaError, ReplicaUnavailable
 from kvnode.replica.peer import PeerReplica
+from kvnode.storage.records import Record
 from kvnode.topology.membership import cluster_identity
-from tests.harness import ClusterFactory, Node, request, wait_for, wait_for_log
+from tests.harness import ClusterFactory, Node, eventually, request, wait_for, wait_for_log
 
 SECRET = "the-cluster-secret-" * 2
 
@@ -155,3 +157,25 @@ def test_a_refused_handshake_names_what_it_was_about(start_cluster: ClusterFacto
     state, cause, error = asyncio.run(refusal_of(without_secret, auth))
     assert (state, cause) == ("refused", "secret")
     assert "runs without a cluster secret, and this node has one" in error
+
+
+async def test_a_call_told_its_failure_may_call_the_peer_again_at_once() -> None:
+    """A call's callback runs as the call fails (no Future, no later turn of the loop): one that calls the
+    same peer again there, as a speculative read or a hint may, gets an outcome of its own."""
+    peer = PeerReplica("http://127.0.0.1:1", timeout=1.0)  # nothing listens on port 1
+    told: list[tuple[str, ReplicaError | None]] = []
+
+    def again(error: ReplicaError | None, answer: Record | None) -> None:
+        told.append(("again", error))
+
+    def first(error: ReplicaError | None, answer: Record | None) -> None:
+        told.append(("first", error))
+        peer.read_then(b"k", again)
+
+    try:
+        peer.read_then(b"k", first)
+        await eventually(lambda: len(told) == 2, 10, "both calls' outcomes")
+    finally:
+        await peer.close()
+    assert [name for name, _ in told] == ["first", "again"]
+    assert all(isinstance(error, ReplicaUnavailable) for _, error in told)
