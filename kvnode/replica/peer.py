@@ -5,16 +5,14 @@ modules of their own (``peer_state`` and ``failure_detector``, pure; ``inflight`
 ``attempt``, ``channel``, ``answers``, ``clock_probe``).
 
 A call to a peer not connected starts one connect attempt at once (calls made meanwhile join it) and
-waits for it within its own deadline; after a refusal the next call tries again at once, so a restarted
-peer is served by the very next request. A suspect peer (no answer) fails calls at once while one probe
-is out. Calls in flight are bounded in number and bytes: beyond either bound a new call fails at once
-with ReplicaOverloaded (a write becomes a hint). A heartbeat pings a quiet connection and asks the failure
-detector, for which every reply and pong is an arrival, whether the silence convicts the peer: a
-convicted peer's connection is replaced; one merely quieter than its pace stays connected, ``suspected``
-(a speculative read asks it last). With a clock sampler, every eighth beat and every new connection also
-make one CLOCK call, which measures the peer's clock offset. With an SSL context the connection speaks TLS
-(kvnode.access.tls); a TLS handshake that fails is a refusal ("tls"), as a refused HMAC handshake is. A
-write travels as the protocol version the channel speaks has it (kvnode.replica.protocol.write_call).
+waits for it within its own deadline; after a refusal the next call tries again at once. A suspect peer
+fails calls at once while one probe is out. Calls in flight are bounded in number and bytes: beyond either
+a call fails at once with ReplicaOverloaded (a write becomes a hint). A heartbeat pings a quiet connection
+and asks the failure detector (every reply and pong is an arrival) whether the silence convicts the
+peer: a convicted peer's connection is replaced; one merely quieter than its pace stays, ``suspected``.
+With a clock sampler, every eighth beat and every new connection make one CLOCK call (the peer's clock
+offset). With an SSL context it speaks TLS; a failed TLS handshake is a refusal ("tls"), as a refused HMAC
+handshake is. Writes travel as the channel's protocol version has them (kvnode.replica.protocol).
 Create it inside the running event loop.
 """
 
