@@ -4,9 +4,9 @@
 modules of their own (``peer_state`` and ``failure_detector``, pure; ``inflight``, ``outbox``,
 ``attempt``, ``channel``, ``answers``, ``clock_probe``).
 
-A call to a peer not connected starts one connect attempt at once (calls made meanwhile join it) and
-waits for it within its own deadline; after a refusal the next call tries again at once. A suspect peer
-fails calls at once while one probe is out. Calls in flight are bounded in number and bytes: beyond either
+A call to a peer not connected starts one connect attempt (calls made meanwhile join it) and waits for
+it within its own deadline; after a refusal the next call tries again. A suspect peer fails calls at once
+while one probe is out. Calls in flight are bounded in number and bytes: beyond either
 a call fails at once with ReplicaOverloaded (a write becomes a hint). A heartbeat pings a quiet connection
 and asks the failure detector (every reply and pong is an arrival) whether the silence convicts the
 peer: a convicted peer's connection is replaced; one merely quieter than its pace stays, ``suspected``.
@@ -46,8 +46,7 @@ log = logging.getLogger(__name__)
 
 MAX_CALLS_IN_FLIGHT = 4096
 _MIN_BYTES_IN_FLIGHT = 16 * 1024 * 1024
-# A quiet connection is pinged several times per timeout, so that the failure detector learns an idle
-# peer's pace, which a stall stands out from (docs/replica-channel.md).
+# Quiet connections are pinged several times a timeout: the failure detector learns an idle peer's pace.
 _BEATS_PER_TIMEOUT = 4
 
 
