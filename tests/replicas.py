@@ -92,6 +92,10 @@ def _answer_held(
 
 
 def _copy(source: asyncio.Future[T], target: asyncio.Future[T]) -> None:
+    """target resolved as source is, now or once it is (a write waits for its group commit)."""
+    if not source.done():
+        source.add_done_callback(partial(_copy, target=target))
+        return
     error = source.exception()
     if error is None:
         target.set_result(source.result())

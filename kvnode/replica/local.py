@@ -1,4 +1,6 @@
-"""This node's own storage as a replica: the same interface as a peer, answered synchronously.
+"""This node's own storage as a replica: the same interface as a peer, answered within the event loop's
+iteration: a write (and a read of it) once the iteration's group commit has stored it
+(kvnode.storage.group_commit).
 
 Like a peer, it refuses a record stamped beyond the maximum skew ahead of the cluster's time
 (kvnode.clocks.fence), whether this node's own write as coordinator or a read repair from a peer. While its
@@ -9,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from functools import partial
+from typing import TypeVar
 
 from kvnode.clocks.fence import ClockFence
 from kvnode.metrics import CallMeter
@@ -19,6 +23,8 @@ from kvnode.storage.keyspace import Storage, StorageError, StorageFull
 from kvnode.storage.records import CorruptRecord, Record
 
 __all__ = ["LocalReplica"]
+
+T = TypeVar("T")
 
 
 class LocalReplica:
@@ -45,7 +51,7 @@ class LocalReplica:
         return 0.0
 
     def speculative_delay(self) -> float:
-        return 0.0  # answers synchronously: its future is done when the call returns
+        return 0.0  # answers within the loop iteration: no peer's round trip to wait for
 
     def read(self, key: bytes) -> asyncio.Future[Record | None]:
         future: asyncio.Future[Record | None] = self._loop.create_future()
@@ -56,31 +62,47 @@ class LocalReplica:
             self.meter.ended("read", "not_ready", time.perf_counter() - start)
             return future
         try:
-            future.set_result(self._storage.read(key))
-            outcome = "ok"
+            record = self._storage.read(key)
         except (StorageError, CorruptRecord) as error:
             future.set_exception(ReplicaRejected(f"{self.url}: {error}"))
-            outcome = "rejected"
-        self.meter.ended("read", outcome, time.perf_counter() - start)
+            self.meter.ended("read", "rejected", time.perf_counter() - start)
+            return future
+        if self._storage.is_pending(key):  # never answer a version that may yet fail to be stored
+            self._storage.when_written(partial(self._answer, "read", future, record, start))
+        else:
+            self._answer("read", future, record, start, None)
         return future
 
     def write(self, key: bytes, record: Record) -> asyncio.Future[int | None]:
         future: asyncio.Future[int | None] = self._loop.create_future()
         start = time.perf_counter()
         try:
-            applied = apply_record(self._storage, self._fence, key, record)
-        except StorageFull as error:
-            future.set_exception(ReplicaDiskFull(f"{self.url}: {error}"))
-            outcome = "disk_full"
-        except StorageError as error:
-            future.set_exception(ReplicaRejected(f"{self.url}: {error}"))
-            outcome = "rejected"
-        else:
-            if applied.refused:
-                future.set_exception(ReplicaSkewRefused(f"{self.url}: {applied.refused}"))
-                outcome = "skew_refused"
-            else:
-                future.set_result(applied.newer)
-                outcome = "ok"
-        self.meter.ended("write", outcome, time.perf_counter() - start)
+            applied = apply_record(self._storage.batch(), self._fence, key, record)
+        except StorageError as error:  # the version held could not be read
+            self._answer("write", future, None, start, error)
+            return future
+        if applied.refused:
+            future.set_exception(ReplicaSkewRefused(f"{self.url}: {applied.refused}"))
+            self.meter.ended("write", "skew_refused", time.perf_counter() - start)
+        elif self._storage.is_pending(key):  # acknowledged once the group commit has stored it
+            self._storage.when_written(partial(self._answer, "write", future, applied.newer, start))
+        else:  # an older version, lost to the stored one
+            self._answer("write", future, applied.newer, start, None)
         return future
+
+    def _answer(
+        self, op: str, future: asyncio.Future[T], answer: T, start: float, failure: Exception | None
+    ) -> None:
+        """Resolve a call's future with its answer, or with the replica error a failed storage is."""
+        if future.done():  # its caller gave up on it
+            return
+        if failure is None:
+            future.set_result(answer)
+            outcome = "ok"
+        elif isinstance(failure, StorageFull):
+            future.set_exception(ReplicaDiskFull(f"{self.url}: {failure}"))
+            outcome = "disk_full"
+        else:
+            future.set_exception(ReplicaRejected(f"{self.url}: {failure}"))
+            outcome = "rejected"
+        self.meter.ended(op, outcome, time.perf_counter() - start)
