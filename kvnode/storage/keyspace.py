@@ -16,6 +16,7 @@ b'v1'
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import itertools
 import logging
@@ -94,6 +95,9 @@ class Storage:
         return cls(path, fsync=fsync)
 
     def close(self) -> None:
+        """Store the pending writes first (a failure is logged, and told to their waiters)."""
+        with contextlib.suppress(StorageError):
+            self._group.commit()
         self._db.close()
 
     def read(self, key: bytes) -> Record | None:
@@ -106,9 +110,8 @@ class Storage:
         return None if raw is None else decode(raw)
 
     def read_encoded(self, key: bytes) -> bytes | None:
-        """The version of key, pending or stored, as its record bytes (records.encode's), checked but not
-        decoded: a replica answers a read with them as they are. Raises CorruptRecord for unreadable
-        bytes."""
+        """The version of key, pending or stored, as its record bytes (records.encode's), checked, not
+        decoded: a replica answers a read with them. Raises CorruptRecord for unreadable bytes."""
         pending = self._group.writes.get(key)
         if pending is not None:
             return pending.encoded
@@ -116,9 +119,8 @@ class Storage:
         return None if raw is None else check(raw)
 
     def apply(self, key: bytes, record: Record) -> Record:
-        """Store record unless the version held (pending or stored) wins over it; return the version held
-        afterwards. Stored before it returns, with any writes pending: for the code that needs its write
-        done at once (tests, tooling); a replica's writes go through ``batch()``.
+        """Store record unless the version held (pending or stored) wins over it, with any pending writes,
+        before it returns; the version held afterwards. A replica's writes go through ``batch()``.
 
         Read and write run with no await between them, so on the node's single event loop the pair is
         atomic. A corrupt stored record loses to any write: the new version heals it.
@@ -211,10 +213,9 @@ class Storage:
             raise StorageError(_reason(error)) from error
 
     def drop(self, versions: Iterable[tuple[bytes, bytes]]) -> list[bytes]:
-        """Delete each key of (key, encoded record) ``versions`` whose stored version is still that one,
-        in one LevelDB write; the keys deleted. The checks and the write run with no await between them,
-        so a version stored since it was read is never lost, and neither is a pending one (its key is kept);
-        on_change is told (key, old, None)."""
+        """Delete each key of (key, encoded record) ``versions`` whose version is still that one, in one
+        LevelDB write; the keys deleted. The checks and the write run with no await between them, so a
+        version stored (or pending) since it was read is never lost; on_change is told (key, old, None)."""
         pending = self._group.writes
         dropped = [(key, raw) for key, raw in versions if key not in pending and self._get(key) == raw]
         if not dropped:
