@@ -6,6 +6,7 @@ in (nearest_first)."""
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import get_args
 
@@ -125,7 +126,9 @@ async def test_a_write_refused_for_the_replicas_own_state_is_hinted(
     tmp_path: Path, refusal: ReplicaError, kept: int
 ) -> None:
     with coordinator_node(tmp_path) as node:
-        node.c.fail_with = refusal
+        # A copy: raised, the shared parameter would keep this test's storages (in its traceback's frames)
+        # until the interpreter exits, and LevelDB objects freed that late report errors.
+        node.c.fail_with = copy.copy(refusal)
         await node.coordinator.put(b"k", b"v", ALL)
         await run_callbacks()
         assert node.hints.pending(URLS[2]) == kept
