@@ -7,7 +7,7 @@ version; every waiter is told once, after the group's write, of its failure (the
 stored) or of None.
 
 >>> stored = {b"k": Record.put(5, b"stored")}
->>> group = GroupCommit(lambda writes: print("one write of", sorted(writes)))
+>>> group = GroupCommit(lambda writes: print("one write of", sorted(writes)), OSError)
 >>> group.offer(b"k", Record.put(6, b"new"), lambda key: (stored.get(key), None)).value
 b'new'
 >>> group.offer(b"k", Record.put(4, b"old"), lambda key: (stored.get(key), None)).value  # loses to pending
@@ -53,9 +53,7 @@ class GroupCommit:
 
     __slots__ = ("_logged", "_loop", "_scheduled", "_waiters", "_write", "writes")
 
-    def __init__(
-        self, write: Callable[[dict[bytes, Pending]], None], logged: type[Exception] = Exception
-    ) -> None:
+    def __init__(self, write: Callable[[dict[bytes, Pending]], None], logged: type[Exception]) -> None:
         self._write = write
         self._logged = logged
         self.writes: dict[bytes, Pending] = {}
