@@ -1,4 +1,6 @@
-"""This node's own storage as a replica: the same interface as a peer, answered before the call returns.
+"""This node's own storage as a replica: the same interface as a peer, answered within the event loop's
+iteration: a write (and a read of it) once the iteration's group commit has stored it
+(kvnode.storage.group_commit).
 
 Like a peer, it refuses a record stamped beyond the maximum skew ahead of the cluster's time
 (kvnode.clocks.fence), whether this node's own write as coordinator or a read repair from a peer. While its
@@ -9,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from functools import partial
+from typing import TypeVar
 
 from kvnode.clocks.fence import ClockFence
 from kvnode.metrics import CallMeter
@@ -27,6 +31,8 @@ from kvnode.storage.keyspace import Storage, StorageError, StorageFull
 from kvnode.storage.records import CorruptRecord, Record
 
 __all__ = ["LocalReplica"]
+
+T = TypeVar("T")
 
 
 class LocalReplica(AwaitableCalls):
@@ -53,7 +59,7 @@ class LocalReplica(AwaitableCalls):
         return 0.0
 
     def speculative_delay(self) -> float:
-        return 0.0  # answers before the call returns
+        return 0.0  # answers within the loop iteration: no peer's round trip to wait for
 
     def read_then(self, key: bytes, answered: Answered[Record | None]) -> None:
         start = time.perf_counter()
@@ -68,22 +74,34 @@ class LocalReplica(AwaitableCalls):
             self.meter.ended("read", "rejected", time.perf_counter() - start)
             answered(ReplicaRejected(f"{self.url}: {error}"), None)
             return
-        self.meter.ended("read", "ok", time.perf_counter() - start)
-        answered(None, record)
+        if self._storage.is_pending(key):  # never answer a version that may yet fail to be stored
+            self._storage.when_written(partial(self._answer, "read", answered, record, start))
+        else:
+            self._answer("read", answered, record, start, None)
 
     def write_then(self, key: bytes, record: Record, answered: Answered[int | None]) -> None:
         start = time.perf_counter()
-        error: ReplicaError | None = None
-        newer: int | None = None
         try:
-            applied = apply_record(self._storage, self._fence, key, record)
-            if applied.refused:
-                error = ReplicaSkewRefused(f"{self.url}: {applied.refused}")
-            else:
-                newer = applied.newer
-        except StorageFull as full:
-            error = ReplicaDiskFull(f"{self.url}: {full}")
-        except StorageError as failed:
-            error = ReplicaRejected(f"{self.url}: {failed}")
-        self.meter.ended("write", outcome(error), time.perf_counter() - start)
-        answered(error, newer)
+            applied = apply_record(self._storage.batch(), self._fence, key, record)
+        except StorageError as failed:  # the version held could not be read
+            self._answer("write", answered, None, start, failed)
+            return
+        if applied.refused:
+            self.meter.ended("write", "skew_refused", time.perf_counter() - start)
+            answered(ReplicaSkewRefused(f"{self.url}: {applied.refused}"), None)
+        elif self._storage.is_pending(key):  # acknowledged once the group commit has stored it
+            self._storage.when_written(partial(self._answer, "write", answered, applied.newer, start))
+        else:  # an older version, lost to the stored one
+            self._answer("write", answered, applied.newer, start, None)
+
+    def _answer(
+        self, op: str, answered: Answered[T], answer: T, start: float, failure: Exception | None
+    ) -> None:
+        """Tell a call its answer, or the replica error a failed storage is."""
+        error: ReplicaError | None = None
+        if isinstance(failure, StorageFull):
+            error = ReplicaDiskFull(f"{self.url}: {failure}")
+        elif failure is not None:
+            error = ReplicaRejected(f"{self.url}: {failure}")
+        self.meter.ended(op, outcome(error), time.perf_counter() - start)
+        answered(error, answer)

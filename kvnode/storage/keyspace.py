@@ -15,6 +15,8 @@ b'v1'
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import errno
 import itertools
 import logging
@@ -26,7 +28,8 @@ from typing import Any
 
 import plyvel
 
-from kvnode.storage.records import CorruptRecord, Record, check, decode, encode
+from kvnode.storage.group_commit import GroupCommit, Pending, Waiter
+from kvnode.storage.records import CorruptRecord, Record, check, decode
 
 __all__ = [
     "DISK_FULL",
@@ -84,48 +87,68 @@ class Storage:
         self.on_change: ChangeListener = _ignore_change
         self._failed: StorageError | None = None  # the write failure the database must be reopened after
         self._next_reopen = 0.0
+        self._group = GroupCommit(self._write_all, StorageError)  # writes not yet stored
+        self._batch = WriteBatch(self)
 
     @classmethod
     def open(cls, path: Path, *, fsync: bool) -> Storage:
         return cls(path, fsync=fsync)
 
     def close(self) -> None:
+        """Store the pending writes first (a failure is logged, and told to their waiters)."""
+        with contextlib.suppress(StorageError):
+            self._group.commit()
         self._db.close()
 
     def read(self, key: bytes) -> Record | None:
-        """The stored version of key, tombstones included; raises CorruptRecord for unreadable bytes."""
+        """The version of key, pending or stored, tombstones included; raises CorruptRecord for unreadable
+        bytes. A pending version is acknowledged only once written (``is_pending``, ``when_written``)."""
+        pending = self._group.writes.get(key)
+        if pending is not None:
+            return pending.record
         raw = self._get(key)
         return None if raw is None else decode(raw)
 
     def read_encoded(self, key: bytes) -> bytes | None:
-        """The stored version of key as its record bytes (records.encode's), checked but not decoded: a
-        replica answers a read with them as they are. Raises CorruptRecord for unreadable bytes."""
+        """The version of key, pending or stored, as its record bytes (records.encode's), checked, not
+        decoded: a replica answers a read with them. Raises CorruptRecord for unreadable bytes."""
+        pending = self._group.writes.get(key)
+        if pending is not None:
+            return pending.encoded
         raw = self._get(key)
         return None if raw is None else check(raw)
 
     def apply(self, key: bytes, record: Record) -> Record:
-        """Store record unless the stored version wins over it; return the version stored afterwards.
+        """Store record unless the version held (pending or stored) wins over it, with any pending writes,
+        before it returns; the version held afterwards. A replica's writes go through ``batch()``.
 
         Read and write run with no await between them, so on the node's single event loop the pair is
         atomic. A corrupt stored record loses to any write: the new version heals it.
         """
-        current, raw = self._current(key)
-        if current is not None and current >= record:
-            return current
-        self._writable()
-        encoded = encode(record)
-        try:
-            # sync=False still hands the write to the OS before returning (LevelDB's log is written with
-            # write(2) per write), so an acknowledged write survives kill -9; sync=True also fsyncs.
-            self._db.put(key, encoded, sync=self.fsync)
-        except plyvel.Error as error:
-            raise self._write_failed(error) from error
-        self.on_change(key, raw, encoded)
-        return record
+        held = self._group.offer(key, record, self._current)
+        self._group.commit()
+        return held
 
     def batch(self) -> WriteBatch:
-        """Many reads and applies, their writes stored together by one LevelDB write (see WriteBatch)."""
-        return WriteBatch(self)
+        """Reads and applies whose writes join this loop iteration's group commit (see WriteBatch)."""
+        return self._batch
+
+    def is_pending(self, key: bytes) -> bool:
+        """Whether a version of key waits for its group's commit (nothing may acknowledge it yet)."""
+        return key in self._group.writes
+
+    @property
+    def writes_pending(self) -> bool:
+        return bool(self._group.writes)
+
+    def when_written(self, waiter: Waiter) -> None:
+        """Tell waiter once the pending writes are stored (None) or failed (their StorageError, and then
+        none of them is stored); at once when none is pending."""
+        self._group.wait(waiter)
+
+    def written(self) -> asyncio.Future[None]:
+        """Done once the pending writes are stored, or failed with their StorageError."""
+        return self._group.written()
 
     def _get(self, key: bytes) -> bytes | None:
         try:
@@ -146,18 +169,19 @@ class Storage:
             log.warning("overwriting corrupt record for key %r", key)
             return None, raw
 
-    def _write_all(self, changes: dict[bytes, tuple[Record, bytes | None]]) -> None:
-        """Store every (new record, bytes it replaces) of ``changes`` in one LevelDB write."""
-        encoded = {key: encode(record) for key, (record, _) in changes.items()}
+    def _write_all(self, writes: dict[bytes, Pending]) -> None:
+        """Store every pending write of ``writes`` in one LevelDB write, then tell on_change."""
         self._writable()
         try:
+            # sync=False still hands the write to the OS before returning (LevelDB's log is written with
+            # one write(2) per write), so an acknowledged write survives kill -9; sync=True also fsyncs.
             with self._db.write_batch(sync=self.fsync) as batch:
-                for key, data in encoded.items():
-                    batch.put(key, data)
+                for key, pending in writes.items():
+                    batch.put(key, pending.encoded)
         except plyvel.Error as error:
             raise self._write_failed(error) from error
-        for key, (_, old) in changes.items():
-            self.on_change(key, old, encoded[key])
+        for key, pending in writes.items():
+            self.on_change(key, pending.replaced, pending.encoded)
 
     def raw(self, key: bytes) -> bytes | None:
         """Key's stored bytes as they are, unchecked: what anti-entropy's summary digested."""
@@ -189,10 +213,11 @@ class Storage:
             raise StorageError(_reason(error)) from error
 
     def drop(self, versions: Iterable[tuple[bytes, bytes]]) -> list[bytes]:
-        """Delete each key of (key, encoded record) ``versions`` whose stored version is still that one,
-        in one LevelDB write; the keys deleted. The checks and the write run with no await between them,
-        so a version stored since it was read is never lost; on_change is told (key, old, None)."""
-        dropped = [(key, raw) for key, raw in versions if self._get(key) == raw]
+        """Delete each key of (key, encoded record) ``versions`` whose version is still that one, in one
+        LevelDB write; the keys deleted. The checks and the write run with no await between them, so a
+        version stored (or pending) since it was read is never lost; on_change is told (key, old, None)."""
+        pending = self._group.writes
+        dropped = [(key, raw) for key, raw in versions if key not in pending and self._get(key) == raw]
         if not dropped:
             return []
         self._writable()
@@ -308,34 +333,18 @@ def _reason(error: plyvel.Error) -> str:
 
 
 class WriteBatch:
-    """Reads and applies like Storage's, whose writes reach LevelDB together at ``commit``: one log write
-    (one write(2)) for the lot instead of one per record, so a replica answering a frame of calls makes
-    one syscall, not one per call (docs/node-internals.md). Its reads see its own pending writes. Nothing
-    is stored, and nothing may be acknowledged, before ``commit`` returns; if it raises, none of the
-    writes was stored.
-    """
+    """Reads and applies like Storage's, whose writes join the event-loop iteration's group commit
+    (kvnode.storage.group_commit): an iteration's writes, a coordinator's own and its peers' calls, reach
+    LevelDB by one write (one write(2)) at its end (docs/node-internals.md). Reads see pending writes;
+    nothing is acknowledged before Storage.when_written says so; if the write fails, none was stored."""
 
-    __slots__ = ("_pending", "_storage")
+    __slots__ = ("_storage",)
 
     def __init__(self, storage: Storage) -> None:
         self._storage = storage
-        self._pending: dict[bytes, tuple[Record, bytes | None]] = {}  # new record, the bytes it replaces
 
     def read_encoded(self, key: bytes) -> bytes | None:
-        pending = self._pending.get(key)
-        return encode(pending[0]) if pending is not None else self._storage.read_encoded(key)
+        return self._storage.read_encoded(key)
 
     def apply(self, key: bytes, record: Record) -> Record:
-        pending = self._pending.get(key)
-        if pending is None:
-            current, replaced = self._storage._current(key)
-        else:
-            current, replaced = pending
-        if current is not None and current >= record:
-            return current
-        self._pending[key] = (record, replaced)
-        return record
-
-    def commit(self) -> None:
-        if self._pending:
-            self._storage._write_all(self._pending)
+        return self._storage._group.offer_soon(key, record, self._storage._current)

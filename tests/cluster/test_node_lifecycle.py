@@ -6,14 +6,17 @@ from __future__ import annotations
 import os
 import signal
 import socket
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import plyvel
+import pytest
 
 from kvnode.ops.ports import free_ports
 from kvnode.storage.system_db import DATA_FORMAT, FORMAT_PREFIX
 from tests.harness import (
     DEADLINE,
+    ClusterFactory,
     Node,
     assert_exit_2_with_one_line,
     refuses_connections,
@@ -42,22 +45,34 @@ def test_restart_after_sigterm_keeps_data(node: Node) -> None:
     assert len(node.scan("key-")) == 49
 
 
-def test_restart_after_sigkill_keeps_acknowledged_writes(node: Node) -> None:
+@pytest.mark.parametrize("size", [1, 3])
+def test_restart_after_sigkill_of_every_node_keeps_acknowledged_writes(
+    start_cluster: ClusterFactory, size: int
+) -> None:
+    """Writes sent at once through every node (so that group commits gather several, the local
+    replica's and the peers' calls alike), each acknowledged by every replica (ack = from = size); then
+    every node killed: each node still holds each write."""
+    cluster = start_cluster(size)
     values = {f"key-{number:03d}": os.urandom(number * 10) for number in range(200)}
-    for key, value in values.items():
-        assert node.put(key, value).status == 201
-    assert node.delete("key-100").status == 202
-    assert node.put("key-101", b"overwritten").status == 201
-    node.kill()
-    assert node.process is not None and node.process.returncode == -signal.SIGKILL
-    node.start()
+
+    def put(index: int, key: str) -> int:
+        return cluster[index % size].put(key, values[key], ack=size).status
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        assert set(pool.map(put, range(len(values)), values)) == {201}
+    assert cluster[0].delete("key-100", ack=size).status == 202
+    assert cluster[-1].put("key-101", b"overwritten", ack=size).status == 201
+    for node in cluster:
+        node.kill()
+        assert node.process is not None and node.process.returncode == -signal.SIGKILL
+    for node in cluster:
+        node.start()
     values.pop("key-100")
     values["key-101"] = b"overwritten"
-    for key, value in values.items():
-        response = node.get(key)
-        assert (response.status, response.body) == (200, value), key
-    assert node.get("key-100").status == 404
-    assert node.scan("key-") == sorted((key.encode(), value) for key, value in values.items())
+    expected = sorted((key.encode(), value) for key, value in values.items())
+    for node in cluster:
+        assert node.scan("key-") == expected, node.url  # its own records: every replica kept them
+    assert cluster[0].get("key-100").status == 404
 
 
 def test_sigint_stops_the_node_with_exit_status_0(node: Node) -> None:

@@ -6,6 +6,7 @@ in (nearest_first)."""
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import get_args
 
@@ -58,7 +59,9 @@ async def test_one_failed_replica_still_makes_a_quorum_and_two_do_not(
         await node.coordinator.put(b"k", b"v", ALL)
         assert (await node.coordinator.get(b"k", ALL)) is not None
         node.b.fail_with = ReplicaTimeout("http://b:1 did not answer within 1s")
-        with pytest.raises(QuorumFailed, match="1 of 3 replicas answered, 2 needed") as failed:
+        # A parallel write fails once ack is out of reach: before this node's group commit answers.
+        answered = 1 if fanout == "sync" else 0
+        with pytest.raises(QuorumFailed, match=f"{answered} of 3 replicas answered, 2 needed") as failed:
             await node.coordinator.put(b"k", b"v2", ALL)
         assert "http://b:1 did not answer" in str(failed.value) and "http://c:1" in str(failed.value)
         with pytest.raises(QuorumFailed):
@@ -123,7 +126,9 @@ async def test_a_write_refused_for_the_replicas_own_state_is_hinted(
     tmp_path: Path, refusal: ReplicaError, kept: int
 ) -> None:
     with coordinator_node(tmp_path) as node:
-        node.c.fail_with = refusal
+        # A copy: raised, the shared parameter would keep this test's storages (in its traceback's frames)
+        # until the interpreter exits, and LevelDB objects freed that late report errors.
+        node.c.fail_with = copy.copy(refusal)
         await node.coordinator.put(b"k", b"v", ALL)
         await run_callbacks()
         assert node.hints.pending(URLS[2]) == kept
@@ -182,7 +187,8 @@ async def test_a_version_written_as_it_is_needs_every_owner_and_hints_the_one_th
 ) -> None:
     with coordinator_node(tmp_path) as node:
         node.c.fail_with = ReplicaUnavailable("http://c:1 is unreachable: refused")
-        with pytest.raises(QuorumFailed, match="2 of 3 replicas answered, 3 needed"):
+        # Failed as soon as c fails, before the other two's group commits answer.
+        with pytest.raises(QuorumFailed, match="0 of 3 replicas answered, 3 needed"):
             await node.coordinator.write_version(b"k", Record.delete(node.clock.now() - 1))
         await run_callbacks()
         assert node.hints.pending(URLS[2]) == 1

@@ -27,8 +27,8 @@ def _scratch(storage: Storage) -> Summaries:
     return summaries
 
 
-def _write_randomly(storage: Storage, rng: random.Random, count: int, start: int) -> None:
-    batch = storage.batch() if rng.random() < 0.5 else None  # as a replica answers a frame, or one by one
+async def _write_randomly(storage: Storage, rng: random.Random, count: int, start: int) -> None:
+    batch = storage.batch() if rng.random() < 0.5 else None  # in one group commit, or one by one
     for i in range(count):
         key = b"k%d" % rng.randrange(300)
         timestamp = start + i
@@ -40,8 +40,7 @@ def _write_randomly(storage: Storage, rng: random.Random, count: int, start: int
         else:
             record = Record.put(timestamp, rng.randbytes(8))
         (batch or storage).apply(key, record)
-    if batch is not None:
-        batch.commit()
+    await storage.written()
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -53,10 +52,10 @@ async def test_summaries_match_a_rebuild_across_clean_stops_and_crashes(tmp_path
         system = SystemDb.open(tmp_path)
         upkeep = SummaryUpkeep(storage, system.summaries, MEMBERS[0], PLACEMENT)
         upkeep.start()
-        _write_randomly(storage, rng, 200, clock)  # while the rebuild, if any, has not run yet
+        await _write_randomly(storage, rng, 200, clock)  # while the rebuild, if any, has not run yet
         clock += 200
         await asyncio.wait_for(upkeep.ready.wait(), 10)
-        _write_randomly(storage, rng, 200, clock)
+        await _write_randomly(storage, rng, 200, clock)
         clock += 200
         scratch = _scratch(storage)
         for peer in scratch.peers:

@@ -3,7 +3,8 @@ that goes away during the WebSocket upgrade is one quiet line in the log, not an
 traceback; a peer that shares no protocol version with the node is refused, a failed replica, and both ends
 log one line naming both ranges, as does a node beside an older one that says no range; a call of a later
 version than the channel speaks is refused as an unknown op; a frame's replies go out in frames of about
-wire.FRAME_TARGET bytes."""
+wire.FRAME_TARGET bytes. Frames answered in one loop iteration are stored by one group commit and answered
+after it, or every call FAILED when it fails."""
 
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ from kvnode.replica.identities import Identities
 from kvnode.replica.peer import PeerReplica
 from kvnode.replica.protocol import PROTOCOL, Versions
 from kvnode.replica.readiness import NodeState
-from kvnode.storage.keyspace import Storage
+from kvnode.storage.group_commit import Pending
+from kvnode.storage.keyspace import Storage, StorageFull
 from kvnode.storage.records import Record, encode
 from kvnode.storage.system_db import SystemDb
 from kvnode.topology.membership import Membership
@@ -251,3 +253,73 @@ async def test_a_call_of_a_later_version_than_the_channel_speaks_drops_the_chann
     finally:
         storage.close()
     assert any("unknown op 11" in record.getMessage() for record in caplog.records)
+
+
+def _call_answers() -> CallAnswers:
+    """Answers to READ and WRITE calls; the parts other calls need are never asked for."""
+    return CallAnswers(
+        HybridClock(wall_clock_us(), max_skew_us=5_000_000),
+        unjudged_fence(),
+        cast(SummaryUpkeep, None),
+        lambda: NodeState.SERVING,
+        cast(Callable[[], Membership], None),
+        cast(Callable[[Membership], None], None),
+    )
+
+
+async def test_frames_of_one_iteration_are_stored_by_one_write_and_answered_after_it(
+    tmp_path: Path,
+) -> None:
+    storage = Storage.open(tmp_path, fsync=False)
+    answers, record = _call_answers(), encode(Record.put(wall_clock_us()() - 1, b"v"))
+    writes: list[list[bytes]] = []
+    write = storage._group._write
+
+    def counted(pending: dict[bytes, Pending]) -> None:
+        writes.append(sorted(pending))
+        write(pending)
+
+    storage._group._write = counted
+    first = asyncio.ensure_future(
+        answers.answer_calls(
+            storage,
+            [wire.CallRequest(1, wire.Op.WRITE, b"a", record), wire.CallRequest(2, wire.Op.READ, b"a", b"")],
+        )
+    )
+    second = asyncio.ensure_future(
+        answers.answer_calls(storage, [wire.CallRequest(3, wire.Op.WRITE, b"b", record)])
+    )
+    replies = [wire.decode_replies(b"".join(frame)) for frame in await asyncio.gather(first, second)]
+    assert writes == [[b"a", b"b"]]
+    assert [[(reply.call_id, reply.status, reply.payload) for reply in frame] for frame in replies] == [
+        [(1, wire.Status.STORED, b""), (2, wire.Status.FOUND, record)],
+        [(3, wire.Status.STORED, b"")],
+    ]
+    storage.close()
+
+
+async def test_a_failed_group_commit_answers_every_call_of_its_frames_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    storage = Storage.open(tmp_path, fsync=False)
+    answers, record = _call_answers(), encode(Record.put(wall_clock_us()() - 1, b"v"))
+
+    def full() -> None:
+        raise StorageFull("disk full: No space left on device")
+
+    monkeypatch.setattr(storage, "_writable", full)
+    frames = [
+        answers.answer_calls(
+            storage,
+            [wire.CallRequest(1, wire.Op.WRITE, b"a", record), wire.CallRequest(2, wire.Op.READ, b"a", b"")],
+        ),
+        answers.answer_calls(storage, [wire.CallRequest(3, wire.Op.WRITE, b"b", record)]),
+    ]
+    for frame in await asyncio.gather(*frames):
+        for reply in wire.decode_replies(b"".join(frame)):
+            assert (reply.status, reply.payload) == (
+                wire.Status.FAILED,
+                b"disk full: No space left on device",
+            )
+    assert storage.read(b"a") is None and storage.read(b"b") is None
+    storage.close()

@@ -32,10 +32,10 @@ def test_a_version_beyond_the_skew_is_refused_and_not_stored(tmp_path: Path) -> 
     storage.close()
 
 
-def test_a_write_batch_stores_through_the_same_path(tmp_path: Path) -> None:
+async def test_a_write_batch_stores_through_the_same_path(tmp_path: Path) -> None:
     storage = Storage.open(tmp_path, fsync=False)
     batch = storage.batch()
     assert apply_record(batch, unjudged_fence(), b"k", Record(1, True, b"")) == Applied()
-    batch.commit()
+    await storage.written()
     assert storage.read(b"k") == Record(1, True, b"")
     storage.close()

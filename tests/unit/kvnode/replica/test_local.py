@@ -30,10 +30,10 @@ def storage(tmp_path: Path) -> Iterator[Storage]:
 
 async def test_a_write_stores_a_newer_version_and_names_a_newer_one_held(storage: Storage) -> None:
     local = LocalReplica(URL, storage, unjudged_fence())
-    assert local.write(b"k", Record(10, False, b"new")).result() is None
-    assert local.write(b"k", Record(9, False, b"old")).result() == 10
-    assert local.read(b"k").result() == Record(10, False, b"new")
-    assert local.read(b"absent").result() is None
+    assert await local.write(b"k", Record(10, False, b"new")) is None
+    assert await local.write(b"k", Record(9, False, b"old")) == 10
+    assert await local.read(b"k") == Record(10, False, b"new")
+    assert await local.read(b"absent") is None
     assert local.meter.calls == {("write", "ok"): 2, ("read", "ok"): 2}
 
 
@@ -41,7 +41,7 @@ async def test_a_write_beyond_the_skew_is_refused_and_not_stored(storage: Storag
     local = LocalReplica(URL, storage, unjudged_fence())
     ahead = wall_clock_us()() + 3_600_000_000
     with pytest.raises(ReplicaSkewRefused, match=f"^{URL}: record stamped {ahead} is beyond"):
-        local.write(b"k", Record(ahead, False, b"from the future")).result()
+        await local.write(b"k", Record(ahead, False, b"from the future"))
     assert storage.read(b"k") is None
     assert local.meter.calls == {("write", "skew_refused"): 1}
 
@@ -49,11 +49,11 @@ async def test_a_write_beyond_the_skew_is_refused_and_not_stored(storage: Storag
 async def test_reads_are_refused_while_the_data_is_not_whole_but_writes_are_taken(storage: Storage) -> None:
     state = NodeState.REBUILDING
     local = LocalReplica(URL, storage, unjudged_fence(), lambda: state)
-    assert local.write(b"k", Record(1, False, b"v")).result() is None
+    assert await local.write(b"k", Record(1, False, b"v")) is None
     with pytest.raises(ReplicaNotReady, match=f"^{URL} is rebuilding"):
-        local.read(b"k").result()
+        await local.read(b"k")
     state = NodeState.SERVING
-    assert local.read(b"k").result() == Record(1, False, b"v")
+    assert await local.read(b"k") == Record(1, False, b"v")
     assert local.meter.calls == {("write", "ok"): 1, ("read", "not_ready"): 1, ("read", "ok"): 1}
 
 
@@ -66,15 +66,31 @@ async def test_a_full_disk_and_a_storage_failure_are_the_replica_errors_a_peer_s
         (StorageError("IO error"), ReplicaRejected, "rejected"),
     ]:
 
-        def fail(key: bytes, record: Record, raised: StorageError = raised) -> Record:
+        def fail(raised: StorageError = raised) -> None:
             raise raised
 
-        monkeypatch.setattr(storage, "apply", fail)
+        monkeypatch.setattr(storage, "_writable", fail)  # how a group commit's write first fails
         future = local.write(b"k", Record(1, False, b"v"))
         with pytest.raises(error) as failed:
-            future.result()
+            await future
         assert type(failed.value) is error and str(failed.value) == f"{URL}: {raised}"
         assert local.meter.calls["write", outcome] == 1
+    assert storage.read(b"k") is None
+
+
+async def test_a_write_and_a_read_of_it_are_answered_only_once_its_group_commit_stored_it(
+    storage: Storage,
+) -> None:
+    local = LocalReplica(URL, storage, unjudged_fence())
+    storage.apply(b"stored", Record(1, False, b"s"))
+    writes = [local.write(b"k", Record(2, False, b"v")), local.write(b"k", Record(1, False, b"older"))]
+    read = local.read(b"k")
+    assert not (writes[0].done() or writes[1].done() or read.done())
+    assert local.read(b"stored").done()  # nothing of it pending: answered at once
+    assert local.write(b"stored", Record(0, False, b"lost")).done()  # lost to the stored version
+    await storage.written()
+    assert [writes[0].result(), writes[1].result(), read.result()] == [None, 2, Record(2, False, b"v")]
+    assert storage.raw(b"k") is not None
 
 
 async def test_a_corrupt_stored_record_is_a_rejected_read(tmp_path: Path) -> None:
@@ -86,7 +102,7 @@ async def test_a_corrupt_stored_record_is_a_rejected_read(tmp_path: Path) -> Non
     try:
         local = LocalReplica(URL, storage, unjudged_fence())
         with pytest.raises(ReplicaRejected, match=f"^{URL}: "):
-            local.read(b"k").result()
+            await local.read(b"k")
         assert local.meter.calls == {("read", "rejected"): 1}
     finally:
         storage.close()

@@ -9,7 +9,7 @@ from pathlib import Path
 import plyvel
 import pytest
 
-from kvnode.storage.keyspace import Storage, StorageUnavailable
+from kvnode.storage.keyspace import Storage, StorageFull, StorageUnavailable
 from kvnode.storage.records import CorruptRecord, Record, encode
 
 
@@ -272,19 +272,73 @@ def test_a_data_dir_open_in_another_storage_is_unavailable(tmp_path: Path) -> No
         second.close()
 
 
-def test_a_batch_stores_nothing_before_commit_and_its_reads_see_its_own_writes(store: Storage) -> None:
+async def test_a_batch_stores_nothing_before_its_group_commit_and_reads_see_its_writes(
+    store: Storage,
+) -> None:
+    changes: list[tuple[bytes, bytes | None, bytes | None]] = []
     store.apply(b"old", Record.put(5, b"stored"))
+    store.on_change = lambda key, old, new: changes.append((key, old, new))
     batch = store.batch()
     assert batch.apply(b"new", Record.put(1, b"a")) == Record.put(1, b"a")
-    assert batch.apply(b"new", Record.put(2, b"b")) == Record.put(2, b"b")  # a later version in the batch
-    assert batch.apply(b"new", Record.put(1, b"c")) == Record.put(2, b"b")  # loses to the batch's own
+    assert batch.apply(b"new", Record.put(2, b"b")) == Record.put(2, b"b")  # a later version in the group
+    assert batch.apply(b"new", Record.put(1, b"c")) == Record.put(2, b"b")  # loses to the pending one
     assert batch.apply(b"old", Record.put(4, b"older")) == Record.put(5, b"stored")  # loses to the store
     assert batch.read_encoded(b"new") == encode(Record.put(2, b"b"))
-    assert batch.read_encoded(b"old") == encode(Record.put(5, b"stored"))
-    assert store.read(b"new") is None
-    batch.commit()
-    assert store.read(b"new") == Record.put(2, b"b")
-    assert store.read(b"old") == Record.put(5, b"stored")
+    assert store.read(b"new") == Record.put(2, b"b") and store.is_pending(b"new")
+    assert store.read_encoded(b"old") == encode(Record.put(5, b"stored")) and not store.is_pending(b"old")
+    assert store.raw(b"new") is None and changes == []  # not stored, and no listener told, yet
+    await store.written()
+    assert not store.writes_pending
+    assert store.raw(b"new") == encode(Record.put(2, b"b"))
+    assert changes == [(b"new", None, encode(Record.put(2, b"b")))]
+
+
+class FailingWrites:
+    """A LevelDB whose writes fail with ``reason`` (its reads go on)."""
+
+    def __init__(self, db: plyvel.DB, reason: bytes) -> None:
+        self._db, self._reason = db, reason
+
+    def write_batch(self, **_: object) -> None:
+        raise plyvel.IOError(self._reason)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._db, name)
+
+
+async def test_a_failed_group_commit_fails_every_waiter_and_stores_none_of_it(store: Storage) -> None:
+    store.apply(b"held", Record.put(1, b"stored"))
+    store._db = FailingWrites(store._db, b"IO error: No space left on device")
+    told: list[Exception | None] = []
+    batch = store.batch()
+    batch.apply(b"held", Record.put(2, b"new"))
+    store.when_written(told.append)
+    batch.apply(b"other", Record.put(2, b"new"))
+    store.when_written(told.append)
+    with pytest.raises(StorageFull, match=r"^disk full: "):
+        await store.written()
+    assert len(told) == 2 and all(isinstance(failure, StorageFull) for failure in told)
+    assert store.read(b"held") == Record.put(1, b"stored") and store.read(b"other") is None
+
+
+async def test_a_write_made_at_once_stores_the_pending_ones_with_it(store: Storage) -> None:
+    told: list[Exception | None] = []
+    store.batch().apply(b"pending", Record.put(1, b"p"))
+    store.when_written(told.append)
+    store.apply(b"at once", Record.put(1, b"now"))
+    assert told == [None]
+    assert store.raw(b"pending") == encode(Record.put(1, b"p"))
+    assert store.raw(b"at once") == encode(Record.put(1, b"now"))
+    await store.written()  # the scheduled commit finds nothing left to write
+
+
+async def test_drop_keeps_a_key_whose_newer_version_is_pending(store: Storage) -> None:
+    store.apply(b"k", Record.delete(1))
+    seen = store.read_chunk(b"", 10)
+    store.batch().apply(b"k", Record.put(2, b"pending"))
+    assert store.drop(seen) == []
+    await store.written()
+    assert store.read(b"k") == Record.put(2, b"pending")
 
 
 def test_drop_deletes_only_keys_still_holding_that_version_and_tells_on_change(store: Storage) -> None:
