@@ -49,8 +49,12 @@ lint: $(DEV_STAMP)
 typecheck: $(DEV_STAMP)
 	$(VENV)/bin/mypy
 
-# Two workers, a test file each at a time (pytest-xdist): most tests wait on real nodes, so two halve the time.
-PYTEST_ARGS ?= -n 2 --dist loadfile
+# Two workers (pytest-xdist): most tests wait on real nodes, so two halve the time. Work stealing rather
+# than a file per worker (--dist loadfile hands out the files with the fewest tests last, the one-test
+# soaks among them, so one can end the run alone): a worker that runs out takes the back half of the
+# other's queue. tests/conftest.py puts the modules sharing a module-scoped fixture first, where no steal
+# reaches.
+PYTEST_ARGS ?= -n 2 --dist worksteal
 pytest: $(DEV_STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 

@@ -8,8 +8,9 @@ import dataclasses
 import subprocess
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -19,9 +20,12 @@ from kvnode.ops.local_cluster import start_local_cluster
 from kvnode.ops.ports import free_ports
 from kvnode.ops.processes import NodeStartError
 from kvnode.topology.placement import Placement
-from tests.harness import Cluster, Node, clean_env, wait_for, write_secret_file
+from tests.harness import Cluster, Node, Response, clean_env, poll, wait_for, write_secret_file, written
+
+T = TypeVar("T")
 
 SECRET = "replace-test-secret-" * 2
+FILL_KEYS = 100  # fill's keys on every member; half as many again on two: enough for every member to own some
 
 
 def on_machines(tmp_path: Path, machines: int, per_machine: int, replication: int) -> Cluster:
@@ -131,22 +135,36 @@ def run_node(node: Node) -> subprocess.CompletedProcess[str]:
 
 
 def fill(cluster: Cluster) -> tuple[list[str], list[str]]:
-    """Keys on every member (written with ack=3 and the default from), and keys on two (from = 2)."""
-    everywhere = [f"all-{i}" for i in range(200)]
-    two = [f"two-{i}" for i in range(300)]
-    for key in everywhere:
-        assert cluster[0].put(key, key.encode(), ack=3).status == 201
-    for key in two:
-        assert cluster[0].put(key, key.encode(), ack=2, from_=2).status == 201
+    """Keys on every member (written with ack=3 and the default from), and keys on two (from = 2); a
+    write that timed out (504 on a busy machine) is written again until acknowledged."""
+    everywhere = [f"all-{i}" for i in range(FILL_KEYS)]
+    two = [f"two-{i}" for i in range(FILL_KEYS * 3 // 2)]
+    coordinator = cluster[0]
+    _each(everywhere, lambda key: poll(lambda: coordinator.put(key, key.encode(), ack=3), written))
+    _each(two, lambda key: poll(lambda: coordinator.put(key, key.encode(), ack=2, from_=2), written))
     return everywhere, two
 
 
 def assert_readable(nodes: list[Node], everywhere: list[str], two: Sequence[str] = ()) -> None:
-    """Every key reads through every node: ``everywhere`` with the default quorum, ``two`` with from = 2."""
+    """Every key reads through every node: ``everywhere`` with the default quorum, ``two`` with from = 2. A
+    read that timed out (504: too few replicas answered in time, on a busy machine) is asked again; any
+    other answer is the one judged."""
     for node in nodes:
-        unread = [key for key in everywhere if node.get(key).body != key.encode()]
-        unread += [key for key in two if node.get(key, ack=2, from_=2).body != key.encode()]
+
+        def read(key: str, through: Node = node) -> Response:
+            quorum = {"ack": 2, "from_": 2} if key in two else {}
+            return poll(lambda: through.get(key, **quorum), lambda got: got.status != 504, what=f"{key} read")
+
+        keys = [*everywhere, *two]
+        answers = zip(keys, _each(keys, read), strict=True)
+        unread = [(key, answer.status) for key, answer in answers if answer.body != key.encode()]
         assert not unread, f"{len(unread)} acknowledged keys do not read through {node.url}: {unread[:5]}"
+
+
+def _each(keys: Sequence[str], request: Callable[[str], T]) -> list[T]:
+    """``request`` for every key, a few at a time (the nodes serve them in parallel); the answers in order."""
+    with ThreadPoolExecutor(4) as pool:
+        return list(pool.map(request, keys))
 
 
 def owned_by(

@@ -1,4 +1,5 @@
-"""Fixtures: real kvnode processes on loopback, LevelDB in pytest's temporary directories."""
+"""Fixtures: real kvnode processes on loopback, LevelDB in pytest's temporary directories; and the order
+of the tests that keeps make test's two workers from setting a module's shared fixture up twice."""
 
 from __future__ import annotations
 
@@ -10,6 +11,22 @@ import pytest
 from kvnode.ops.processes import stop_together
 from kvnode.storage.system_db import SystemDb
 from tests.harness import Cluster, ClusterFactory, Node, launch_cluster
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The modules whose tests share a module-scoped fixture (a cluster, a smoke run) first, each in its
+    own order. make test's work stealing (-n 2 --dist worksteal) hands each worker a contiguous half of
+    the tests and later moves tests only from the back of a worker's queue, so each of these modules runs
+    whole on the first worker and sets its fixture up once (they are among the longest, too)."""
+    shared = {item.nodeid.split("::", 1)[0] for item in items if _uses_a_module_fixture(item)}
+    items.sort(key=lambda item: item.nodeid.split("::", 1)[0] not in shared)  # stable: the order kept
+
+
+def _uses_a_module_fixture(item: pytest.Item) -> bool:
+    fixtures = getattr(item, "_fixtureinfo", None)  # doctests and other non-function items may lack it
+    return fixtures is not None and any(
+        defs[-1].scope == "module" for defs in fixtures.name2fixturedefs.values()
+    )
 
 
 @pytest.fixture(autouse=True)
