@@ -143,18 +143,18 @@ class CallAnswers:
     membership: Callable[[], Membership]  # the one the node runs with
     adopt: Callable[[Membership], None]  # run with a newer one (kvnode.cluster.members.Members.adopt)
 
-    async def answer_calls(self, storage: Storage, calls: list[wire.CallRequest]) -> list[bytes]:
-        """The replies to one frame's calls, in order, once their writes are stored: with the others of
-        this loop iteration (every frame's and this node's own), in one LevelDB write (a group commit).
-        If that write fails, every call of the frame is answered FAILED."""
+    def answer_calls(self, storage: Storage, calls: list[wire.CallRequest]) -> list[bytes]:
+        """The replies to one frame's calls, in order, once their writes are stored: with the others
+        pending in this loop iteration (this node's own as coordinator), in one LevelDB write (a group
+        commit), before the frame is answered, so that its replies wait for no other loop turn. If that
+        write fails, every call of the frame is answered FAILED."""
         batch = storage.batch()
         replies = [self._reply(storage, batch, call) for call in calls]
-        if storage.writes_pending:  # this frame's, or another's that a read here may have seen
-            try:
-                await storage.written()
-            except StorageError as error:
-                reason = str(error).encode()
-                return [wire.encode_reply(call.call_id, wire.Status.FAILED, reason) for call in calls]
+        try:
+            storage.commit()  # this frame's writes, or another's that a read here may have seen
+        except StorageError as error:
+            reason = str(error).encode()
+            return [wire.encode_reply(call.call_id, wire.Status.FAILED, reason) for call in calls]
         return replies
 
     def _reply(self, storage: Storage, batch: WriteBatch, call: wire.CallRequest) -> bytes:
@@ -317,7 +317,7 @@ async def _answer_frames(
             log.warning("dropped the replica channel from %s: %s", request.remote, error)
             await ws.close(code=aiohttp.WSCloseCode.PROTOCOL_ERROR, message=str(error).encode()[:120])
             return
-        await _reply(ws, await answers.answer_calls(storage, calls))
+        await _reply(ws, answers.answer_calls(storage, calls))
 
 
 async def _reply(ws: web.WebSocketResponse, replies: list[bytes]) -> None:

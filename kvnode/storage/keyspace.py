@@ -129,6 +129,10 @@ class Storage:
         self._group.commit()
         return held
 
+    def commit(self) -> None:
+        """Store the pending writes now, by one write, and tell their waiters; raises its StorageError."""
+        self._group.commit()
+
     def batch(self) -> WriteBatch:
         """Reads and applies whose writes join this loop iteration's group commit (see WriteBatch)."""
         return self._batch
@@ -136,10 +140,6 @@ class Storage:
     def is_pending(self, key: bytes) -> bool:
         """Whether a version of key waits for its group's commit (nothing may acknowledge it yet)."""
         return key in self._group.writes
-
-    @property
-    def writes_pending(self) -> bool:
-        return bool(self._group.writes)
 
     def when_written(self, waiter: Waiter) -> None:
         """Tell waiter once the pending writes are stored (None) or failed (their StorageError, and then

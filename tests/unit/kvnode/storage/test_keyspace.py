@@ -288,7 +288,7 @@ async def test_a_batch_stores_nothing_before_its_group_commit_and_reads_see_its_
     assert store.read_encoded(b"old") == encode(Record.put(5, b"stored")) and not store.is_pending(b"old")
     assert store.raw(b"new") is None and changes == []  # not stored, and no listener told, yet
     await store.written()
-    assert not store.writes_pending
+    assert not store.is_pending(b"new")
     assert store.raw(b"new") == encode(Record.put(2, b"b"))
     assert changes == [(b"new", None, encode(Record.put(2, b"b")))]
 
