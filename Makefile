@@ -36,7 +36,7 @@ reset:
 	@$(PYTHON) -m kvnode.ops.data_dir data
 	rm -rf data
 
-## test: ruff, mypy, the whole pytest suite on 2 workers and the doctests (11 minutes; 18 beside two CPU hogs)
+## test: ruff, mypy, the whole pytest suite on 2 workers and the doctests (11 minutes; 15 beside two CPU hogs)
 test: test-duration lint typecheck pytest
 
 test-duration:
