@@ -315,6 +315,14 @@ async def eventually(
         await asyncio.sleep(0.01)
 
 
+async def group_written(wait: Callable[[Callable[[Exception | None], None]], None]) -> None:
+    """Return once a group commit's pending writes are stored, as a waiter of ``wait`` (GroupCommit.wait,
+    Storage.when_written): at once when none is pending; raises their write's failure."""
+    future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    wait(lambda failure: future.set_result(None) if failure is None else future.set_exception(failure))
+    await future
+
+
 def written(answer: Response) -> bool:
     """For ``poll``: a write answered 201; until then only 504 (a replica still coming back) is fine."""
     assert answer.status in (201, 504), answer

@@ -51,7 +51,7 @@ class GroupCommit:
     failure of the one write they make, or stores them all). ``logged``: the exception ``write`` raises
     for a failure it has logged already, which a scheduled commit need not report again."""
 
-    __slots__ = ("_logged", "_loop", "_scheduled", "_waiters", "_write", "writes")
+    __slots__ = ("_logged", "_scheduled", "_waiters", "_write", "writes")
 
     def __init__(self, write: Callable[[dict[bytes, Pending]], None], logged: type[Exception]) -> None:
         self._write = write
@@ -59,9 +59,6 @@ class GroupCommit:
         self.writes: dict[bytes, Pending] = {}
         self._waiters: list[Waiter] = []
         self._scheduled = False
-        # The loop of the last scheduled commit: asyncio.get_running_loop() makes a getpid() system call
-        # on Python 3.11, so it is asked once per commit, not once per waiting frame.
-        self._loop: asyncio.AbstractEventLoop | None = None
 
     def offer(self, key: bytes, record: Record, stored: Stored) -> Record:
         """Add record to the group unless the version held, pending or else ``stored``, wins over it;
@@ -79,8 +76,7 @@ class GroupCommit:
         held = self.offer(key, record, stored)
         if self.writes and not self._scheduled:
             self._scheduled = True
-            self._loop = asyncio.get_running_loop()
-            self._loop.call_soon(self._commit_soon)
+            asyncio.get_running_loop().call_soon(self._commit_soon)
         return held
 
     def wait(self, waiter: Waiter) -> None:
@@ -89,13 +85,6 @@ class GroupCommit:
             self._waiters.append(waiter)
         else:
             waiter(None)
-
-    def written(self) -> asyncio.Future[None]:
-        """Done once the pending writes are written, or failed with their write's exception."""
-        loop = self._loop if self._scheduled and self._loop is not None else asyncio.get_running_loop()
-        future: asyncio.Future[None] = loop.create_future()
-        self.wait(lambda failure: _settle(future, failure))
-        return future
 
     def commit(self) -> None:
         """Write the pending writes (one write), then tell their waiters; raise the write's failure."""
@@ -117,12 +106,3 @@ class GroupCommit:
         # Every waiter is told of a failure, and storage logged it; anything else reaches the loop's handler.
         with contextlib.suppress(self._logged):
             self.commit()
-
-
-def _settle(future: asyncio.Future[None], failure: Exception | None) -> None:
-    if future.done():  # its awaiter gave up (cancelled)
-        return
-    if failure is None:
-        future.set_result(None)
-    else:
-        future.set_exception(failure)

@@ -15,7 +15,6 @@ b'v1'
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import errno
 import itertools
@@ -145,10 +144,6 @@ class Storage:
         """Tell waiter once the pending writes are stored (None) or failed (their StorageError, and then
         none of them is stored); at once when none is pending."""
         self._group.wait(waiter)
-
-    def written(self) -> asyncio.Future[None]:
-        """Done once the pending writes are stored, or failed with their StorageError."""
-        return self._group.written()
 
     def _get(self, key: bytes) -> bytes | None:
         try:

@@ -15,6 +15,7 @@ from kvnode.storage.keyspace import Storage
 from kvnode.storage.records import Record
 from kvnode.storage.system_db import SystemDb
 from kvnode.topology.placement import Placement
+from tests.harness import group_written
 
 MEMBERS = ["http://a:1", "http://b:1", "http://c:1"]
 PLACEMENT = Placement(MEMBERS)
@@ -40,7 +41,7 @@ async def _write_randomly(storage: Storage, rng: random.Random, count: int, star
         else:
             record = Record.put(timestamp, rng.randbytes(8))
         (batch or storage).apply(key, record)
-    await storage.written()
+    await group_written(storage.when_written)
 
 
 @pytest.mark.parametrize("seed", range(5))

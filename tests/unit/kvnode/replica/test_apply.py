@@ -9,6 +9,7 @@ from kvnode.clocks.hybrid import wall_clock_us
 from kvnode.replica.apply import Applied, apply_record
 from kvnode.storage.keyspace import Storage
 from kvnode.storage.records import Record
+from tests.harness import group_written
 from tests.replicas import unjudged_fence
 
 
@@ -36,6 +37,6 @@ async def test_a_write_batch_stores_through_the_same_path(tmp_path: Path) -> Non
     storage = Storage.open(tmp_path, fsync=False)
     batch = storage.batch()
     assert apply_record(batch, unjudged_fence(), b"k", Record(1, True, b"")) == Applied()
-    await storage.written()
+    await group_written(storage.when_written)
     assert storage.read(b"k") == Record(1, True, b"")
     storage.close()

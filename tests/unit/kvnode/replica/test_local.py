@@ -16,6 +16,7 @@ from kvnode.replica.local import LocalReplica
 from kvnode.replica.readiness import NodeState
 from kvnode.storage.keyspace import Storage, StorageError, StorageFull
 from kvnode.storage.records import Record
+from tests.harness import group_written
 from tests.replicas import unjudged_fence
 
 URL = "http://a:1"
@@ -88,7 +89,7 @@ async def test_a_write_and_a_read_of_it_are_answered_only_once_its_group_commit_
     assert not (writes[0].done() or writes[1].done() or read.done())
     assert local.read(b"stored").done()  # nothing of it pending: answered at once
     assert local.write(b"stored", Record(0, False, b"lost")).done()  # lost to the stored version
-    await storage.written()
+    await group_written(storage.when_written)
     assert [writes[0].result(), writes[1].result(), read.result()] == [None, 2, Record(2, False, b"v")]
     assert storage.raw(b"k") is not None
 

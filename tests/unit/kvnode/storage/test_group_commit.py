@@ -8,6 +8,7 @@ import pytest
 
 from kvnode.storage.group_commit import GroupCommit, Pending, Waiter
 from kvnode.storage.records import Record, encode
+from tests.harness import group_written
 
 
 class Disk:
@@ -50,7 +51,7 @@ async def test_the_writes_of_one_iteration_are_one_write_told_to_waiters_after_i
     group.offer_soon(b"a", Record.put(2, b"a2"), disk.current)
     group.wait(disk.waiter("second"))
     assert disk.log == [] and disk.stored == {}  # nothing written, nobody told, within the iteration
-    await group.written()
+    await group_written(group.wait)
     assert disk.log == [[b"a", b"b"], ("first", None), ("second", None)]
     assert disk.stored == {b"a": Record.put(2, b"a2"), b"b": Record.put(1, b"b")}
     assert group.writes == {}
@@ -59,9 +60,9 @@ async def test_the_writes_of_one_iteration_are_one_write_told_to_waiters_after_i
 async def test_the_next_iteration_is_the_next_write(disk: Disk) -> None:
     group = GroupCommit(disk.write, Full)
     group.offer_soon(b"a", Record.put(1, b"a"), disk.current)
-    await group.written()
+    await group_written(group.wait)
     group.offer_soon(b"b", Record.put(1, b"b"), disk.current)
-    await group.written()
+    await group_written(group.wait)
     assert disk.log == [[b"a"], [b"b"]]
 
 
@@ -95,7 +96,7 @@ async def test_a_failed_write_fails_every_waiter_and_leaves_nothing_pending(disk
     group.wait(disk.waiter("first"))
     group.wait(disk.waiter("second"))
     with pytest.raises(Full, match="disk full"):
-        await group.written()
+        await group_written(group.wait)
     assert disk.log == [("first", disk.failure), ("second", disk.failure)]
     assert group.writes == {} and disk.stored == {b"k": Record.put(1, b"stored")}
     # What failed is gone: the next write competes with the stored version again.

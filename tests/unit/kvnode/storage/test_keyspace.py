@@ -11,6 +11,7 @@ import pytest
 
 from kvnode.storage.keyspace import Storage, StorageFull, StorageUnavailable
 from kvnode.storage.records import CorruptRecord, Record, encode
+from tests.harness import group_written
 
 
 @pytest.fixture
@@ -287,7 +288,7 @@ async def test_a_batch_stores_nothing_before_its_group_commit_and_reads_see_its_
     assert store.read(b"new") == Record.put(2, b"b") and store.is_pending(b"new")
     assert store.read_encoded(b"old") == encode(Record.put(5, b"stored")) and not store.is_pending(b"old")
     assert store.raw(b"new") is None and changes == []  # not stored, and no listener told, yet
-    await store.written()
+    await group_written(store.when_written)
     assert not store.is_pending(b"new")
     assert store.raw(b"new") == encode(Record.put(2, b"b"))
     assert changes == [(b"new", None, encode(Record.put(2, b"b")))]
@@ -316,7 +317,7 @@ async def test_a_failed_group_commit_fails_every_waiter_and_stores_none_of_it(st
     batch.apply(b"other", Record.put(2, b"new"))
     store.when_written(told.append)
     with pytest.raises(StorageFull, match=r"^disk full: "):
-        await store.written()
+        await group_written(store.when_written)
     assert len(told) == 2 and all(isinstance(failure, StorageFull) for failure in told)
     assert store.read(b"held") == Record.put(1, b"stored") and store.read(b"other") is None
 
@@ -329,7 +330,7 @@ async def test_a_write_made_at_once_stores_the_pending_ones_with_it(store: Stora
     assert told == [None]
     assert store.raw(b"pending") == encode(Record.put(1, b"p"))
     assert store.raw(b"at once") == encode(Record.put(1, b"now"))
-    await store.written()  # the scheduled commit finds nothing left to write
+    await group_written(store.when_written)  # the scheduled commit finds nothing left to write
 
 
 async def test_drop_keeps_a_key_whose_newer_version_is_pending(store: Storage) -> None:
@@ -337,7 +338,7 @@ async def test_drop_keeps_a_key_whose_newer_version_is_pending(store: Storage) -
     seen = store.read_chunk(b"", 10)
     store.batch().apply(b"k", Record.put(2, b"pending"))
     assert store.drop(seen) == []
-    await store.written()
+    await group_written(store.when_written)
     assert store.read(b"k") == Record.put(2, b"pending")
 
 
