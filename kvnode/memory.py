@@ -89,13 +89,22 @@ class Settler:
 
     async def _run(self) -> None:
         checked = 0  # bytes passed at the last check
+        # A settle during a stream runs while the last values' replica calls and writes may still hold
+        # them (they count once answered), so one more is owed when the stream ends.
+        owed = False
         while True:
             await self._sleep(self._interval)
-            # Settle during a long stream of large values, and once more when it ends.
-            if self._passed >= self._threshold or (self._passed and self._passed == checked):
-                self._passed = 0
-                self.settled += 1
-                gc.collect()
-                if _LIBC is not None:
-                    _LIBC.malloc_trim(0)
+            if self._passed >= self._threshold:
+                owed = True
+                self._settle()
+            elif self._passed == checked and (self._passed or owed):
+                owed = False
+                self._settle()
             checked = self._passed
+
+    def _settle(self) -> None:
+        self._passed = 0
+        self.settled += 1
+        gc.collect()
+        if _LIBC is not None:
+            _LIBC.malloc_trim(0)

@@ -3,8 +3,8 @@ to hear that it is done. Pure but for ``offer_soon``, which schedules the commit
 the write itself is the caller's (kvnode.storage.keyspace's), so a test can hand in its own.
 
 A write joins the group only if it wins over the version held, pending or stored; a read sees a pending
-version; every waiter is told once, after the group's write, of its failure (then none of the group was
-stored) or of None.
+version; every waiter is told once, after the group's write, of its failure (then the whole group is
+told it failed, whatever of it was stored) or of None.
 
 >>> stored = {b"k": Record.put(5, b"stored")}
 >>> group = GroupCommit(lambda writes: print("one write of", sorted(writes)), OSError)

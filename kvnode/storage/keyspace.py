@@ -141,8 +141,8 @@ class Storage:
         return key in self._group.writes
 
     def when_written(self, waiter: Waiter) -> None:
-        """Tell waiter once the pending writes are stored (None) or failed (their StorageError, and then
-        none of them is stored); at once when none is pending."""
+        """Tell waiter once the pending writes are stored (None) or failed (their StorageError: then not
+        all of them were stored); at once when none is pending."""
         self._group.wait(waiter)
 
     def _get(self, key: bytes) -> bytes | None:
@@ -165,14 +165,18 @@ class Storage:
             return None, raw
 
     def _write_all(self, writes: dict[bytes, Pending]) -> None:
-        """Store every pending write of ``writes`` in one LevelDB write, then tell on_change."""
+        """Store every pending write of ``writes``, in one LevelDB write per _GROUP_BYTES, then tell
+        on_change. A failed write fails them all, though the groups before it were stored (as after a lost
+        acknowledgement, a write told it failed may yet be held)."""
         self._writable()
         try:
-            # sync=False still hands the write to the OS before returning (LevelDB's log is written with
-            # one write(2) per write), so an acknowledged write survives kill -9; sync=True also fsyncs.
-            with self._db.write_batch(sync=self.fsync) as batch:
-                for key, pending in writes.items():
-                    batch.put(key, pending.encoded)
+            for group in _groups(writes):
+                # sync=False still hands the write to the OS before returning (LevelDB's log is written
+                # with one write(2) per write), so an acknowledged write survives kill -9; sync=True also
+                # fsyncs.
+                with self._db.write_batch(sync=self.fsync) as batch:
+                    for key, pending in group:
+                        batch.put(key, pending.encoded)
         except plyvel.Error as error:
             raise self._write_failed(error) from error
         for key, pending in writes.items():
@@ -291,6 +295,27 @@ def _ignore_change(key: bytes, old: bytes | None, new: bytes | None) -> None:
     """Storage's on_change until anti-entropy listens."""
 
 
+# LevelDB's own bound on the writes it groups into one (DBImpl::BuildBatchGroup): its memtable keeps the
+# last write's values until the next write, so one write of many large values would hold them all after
+# a burst (docs/limits.md); larger values go one to a write.
+_GROUP_BYTES = 1024 * 1024
+
+
+def _groups(writes: dict[bytes, Pending]) -> Iterator[list[tuple[bytes, Pending]]]:
+    """The writes in order, as runs of at most _GROUP_BYTES, or of one larger write."""
+    group: list[tuple[bytes, Pending]] = []
+    size = 0
+    for key, pending in writes.items():
+        length = len(key) + len(pending.encoded)
+        if group and size + length > _GROUP_BYTES:
+            yield group
+            group, size = [], 0
+        group.append((key, pending))
+        size += length
+    if group:
+        yield group
+
+
 _NAME = "records"
 
 
@@ -331,7 +356,7 @@ class WriteBatch:
     """Reads and applies like Storage's, whose writes join the event-loop iteration's group commit
     (kvnode.storage.group_commit): an iteration's writes, a coordinator's own and its peers' calls, reach
     LevelDB by one write (one write(2)) at its end (docs/node-internals.md). Reads see pending writes;
-    nothing is acknowledged before Storage.when_written says so; if the write fails, none was stored."""
+    nothing is acknowledged before Storage.when_written says so, and none if the write fails."""
 
     __slots__ = ("_storage",)
 

@@ -42,7 +42,7 @@ class Checks:
         raise AssertionError("the settler never paused")
 
 
-async def test_it_settles_once_the_threshold_passed_during_a_stream() -> None:
+async def test_it_settles_once_the_threshold_passed_during_a_stream_and_once_more_when_it_ends() -> None:
     checks = Checks()
     settler = Settler(threshold=4 * LARGE, sleep=checks)
     await checks.started(settler)
@@ -53,6 +53,14 @@ async def test_it_settles_once_the_threshold_passed_during_a_stream() -> None:
         settler.passed(2 * LARGE)
         await checks.next()
         assert settler.settled == 1
+        settler.passed(4 * LARGE)
+        await checks.next()
+        assert settler.settled == 2  # the stream goes on past the threshold again
+        await checks.next()
+        assert settler.settled == 3  # it ended: what its last values' calls held is freed by now
+        await checks.next()
+        await checks.next()
+        assert settler.settled == 3  # and then it rests
     finally:
         await settler.stop()
 

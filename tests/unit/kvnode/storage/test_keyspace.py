@@ -322,6 +322,53 @@ async def test_a_failed_group_commit_fails_every_waiter_and_stores_none_of_it(st
     assert store.read(b"held") == Record.put(1, b"stored") and store.read(b"other") is None
 
 
+class CountedWrites:
+    """A LevelDB that counts its writes, and fails those after the first ``good`` (None: none fails)."""
+
+    def __init__(self, db: plyvel.DB, good: int | None = None) -> None:
+        self._db, self._good = db, good
+        self.writes = 0
+
+    def write_batch(self, **options: object) -> object:
+        self.writes += 1
+        if self._good is not None and self.writes > self._good:
+            raise plyvel.IOError(b"IO error: No space left on device")
+        return self._db.write_batch(**options)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._db, name)
+
+
+async def test_large_values_are_stored_one_to_a_write_and_small_ones_together(store: Storage) -> None:
+    """LevelDB's memtable keeps the last write's values until the next write, so no write carries more
+    than a MiB but for a single larger value (the memory a burst leaves: tests/cluster/test_limits.py)."""
+    counted = CountedWrites(store._db)
+    store._db = counted
+    batch = store.batch()
+    for index in range(3):
+        batch.apply(b"large-%d" % index, Record.put(1, b"x" * (1 << 20)))
+    for index in range(100):
+        batch.apply(b"small-%d" % index, Record.put(1, b"x" * 100))
+    await group_written(store.when_written)
+    assert counted.writes == 4  # one per large value; the small ones fill the last
+    assert all(store.raw(b"large-%d" % index) is not None for index in range(3))
+    assert all(store.raw(b"small-%d" % index) is not None for index in range(100))
+
+
+async def test_a_failed_write_of_a_large_group_fails_every_waiter_of_it(store: Storage) -> None:
+    store._db = CountedWrites(store._db, good=1)
+    told: list[Exception | None] = []
+    batch = store.batch()
+    for index in range(2):
+        batch.apply(b"large-%d" % index, Record.put(1, b"x" * (1 << 20)))
+        store.when_written(told.append)
+    with pytest.raises(StorageFull):
+        await group_written(store.when_written)
+    assert len(told) == 2 and all(isinstance(failure, StorageFull) for failure in told)
+    # The first was stored (as after a lost acknowledgement); the second was not.
+    assert store.raw(b"large-0") is not None and store.raw(b"large-1") is None
+
+
 async def test_a_write_made_at_once_stores_the_pending_ones_with_it(store: Storage) -> None:
     told: list[Exception | None] = []
     store.batch().apply(b"pending", Record.put(1, b"p"))
