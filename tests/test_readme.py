@@ -17,11 +17,9 @@ must print those lines. Other comments are explanations.
 from __future__ import annotations
 
 import json
-import random
 import re
 import selectors
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -31,6 +29,7 @@ from pathlib import Path
 
 import pytest
 
+from kvnode.ops.ports import free_ports
 from kvnode.topology.placement import Placement
 from tests.harness import ClusterFactory, clean_env, stats, wait_for
 
@@ -255,25 +254,6 @@ def test_split_comment(line: str, expected: tuple[str, str]) -> None:
     assert split_comment(line) == expected
 
 
-def consecutive_free_ports(count: int) -> int:
-    """The first of ``count`` consecutive loopback ports free now (``cluster`` takes them in a row)."""
-    for _ in range(100):
-        base = random.randrange(20_000, 60_000)
-        sockets = []
-        try:
-            for port in range(base, base + count):
-                sock = socket.socket()
-                sockets.append(sock)
-                sock.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        finally:
-            for sock in sockets:
-                sock.close()
-        return base
-    raise AssertionError("no free ports")
-
-
 def wait_until_ready(cluster: subprocess.Popen[str], seconds: float = 60) -> None:
     """Read the cluster command's output until it says it is ready; fail if it exits or takes too long."""
     assert cluster.stdout is not None
@@ -296,7 +276,7 @@ def wait_until_ready(cluster: subprocess.Popen[str], seconds: float = 60) -> Non
 )
 def test_security_section_runs_as_written(tmp_path: Path) -> None:
     setup, commands, python = tour_blocks(SECURITY_DOC.read_text(), (SECURITY,))
-    base = consecutive_free_ports(3)
+    base = free_ports(3)[0]  # consecutive, below the ephemeral range our own connections take ports from
 
     def rewrite(text: str) -> str:
         text = re.sub(r"\b844([3-5])\b", lambda found: str(base + int(found.group(1)) - 3), text)

@@ -26,7 +26,18 @@ def test_time_left_only_shrinks() -> None:
 
 def test_compare_quick_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "report"
-    argv = ["compare", "--quick", "--scenarios", "healthy,replica-down", "--search-budget", "2"]
+    # Low rates and short runs: the pipeline end to end, at a fraction of the CPU the --quick rates take.
+    argv = [
+        "compare",
+        "--quick",
+        "--scenarios",
+        "healthy,replica-down",
+        "--search-budget",
+        "2",
+        "--rates",
+        "50,100",
+    ]
+    argv += ["--duration", "0.5", "--search-duration", "0.3"]
     finished = subprocess.run(
         [sys.executable, "-m", "loadtest", *argv, "--out", str(out)],
         capture_output=True,
