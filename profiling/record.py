@@ -114,7 +114,7 @@ def record_run(
                  f"{spec.memray_duration:g} s")  # fmt: skip
         try:
             traced.start_and_wait(plain.ports)  # the same URLs: the members stored them with their data
-            phase_record = _load_phase("memray", spec, traced, out, children, lambda: None)
+            phase_record = _load_phase("memray", spec, traced, out, children, lambda halt: None)
         finally:
             traced.stop()
         progress(f"{spec.name}: phase memray: reading the captures")
@@ -158,7 +158,7 @@ def _pyspy_phase(
             cluster,
             out,
             children,
-            lambda: _dump_midway(spec, cluster, out, py_spy, dumps),
+            lambda halt: _dump_midway(spec, cluster, out, py_spy, dumps, halt),
             start,
             stop,
         )
@@ -215,10 +215,17 @@ def _flamegraph(stacks: Stacks, path: Path, title: str, unit: str, counts: str, 
 
 
 def _dump_midway(
-    spec: RunSpec, cluster: ProfiledCluster, out: Path, py_spy: str, dumps: list[dict[str, Any]]
+    spec: RunSpec,
+    cluster: ProfiledCluster,
+    out: Path,
+    py_spy: str,
+    dumps: list[dict[str, Any]],
+    halt: threading.Event,
 ) -> None:
-    """Halfway through the load, ``py-spy dump`` every node (the look a person takes at a stuck node)."""
-    time.sleep(spec.duration / 2)
+    """Halfway through the load, ``py-spy dump`` every node (the look a person takes at a stuck node);
+    nothing if the load is halted first."""
+    if halt.wait(spec.duration / 2):
+        return
     for node in cluster.nodes:
         path = out / node.name / "dump.txt"
         ok = pyspy.dump(py_spy, cluster.pids_by_name()[node.name], path)
@@ -239,13 +246,14 @@ def _load_phase(
     cluster: ProfiledCluster,
     out: Path,
     children: Children,
-    during_load: Callable[[], None],
+    during_load: Callable[[threading.Event], None],
     start_sampling: Callable[[], None] = lambda: None,
     stop_sampling: Callable[[], None] = lambda: None,
 ) -> dict[str, Any]:
-    """Reset loop lag, run the load (``during_load`` runs beside it), read loop lag and each node's CPU
-    time over the load window (from /proc): the phase record. Sampling starts after the reset and stops
-    as the load ends: the profiler's own /v0/stats calls are no part of the profiles."""
+    """Reset loop lag, run the load (``during_load`` runs beside it, and its event halts it if the load is
+    interrupted), read loop lag and each node's CPU time over the load window (from /proc): the phase
+    record. Sampling starts after the reset and stops as the load ends: the profiler's own /v0/stats
+    calls are no part of the profiles."""
     for node in cluster.nodes:
         loop_lag(node.url, reset=True)
     result_path = out / f"load-{phase}.json"
@@ -254,10 +262,14 @@ def _load_phase(
     started = time.time()
     cpu_before = cluster.cpu_seconds()
     process = start_rate(cluster.coordinator.url, spec.load(phase), result_path, children, log)
-    beside = threading.Thread(target=during_load, name=f"{phase}-beside-load", daemon=True)
+    halt = threading.Event()
+    beside = threading.Thread(target=during_load, args=(halt,), name=f"{phase}-beside-load", daemon=True)
     beside.start()
     try:
         load = wait_rate(process, spec.load(phase), result_path, children, log)
+    except BaseException:
+        halt.set()  # Ctrl-C or a failed load: what runs beside it stops at once, not after its sleep
+        raise
     finally:
         beside.join(timeout=60.0)
     cpu_after = cluster.cpu_seconds()
