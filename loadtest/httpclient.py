@@ -75,8 +75,8 @@ class HttpConnection(asyncio.Protocol):
     """
 
     __slots__ = (
-        "_buffer", "_close_after", "_expected", "_on_done", "_status", "_timed_out", "_transport",
-        "busy", "host", "intended", "method", "port", "sent_at", "target",
+        "_buffer", "_close_after", "_closing", "_expected", "_on_done", "_status", "_timed_out",
+        "_transport", "busy", "host", "intended", "method", "port", "sent_at", "target",
     )  # fmt: skip
 
     def __init__(
@@ -97,6 +97,7 @@ class HttpConnection(asyncio.Protocol):
         self._status = b""
         self._expected = -1  # length of the whole answer (head + body) once the head is parsed
         self._close_after = False
+        self._closing = 0  # transports this closed after an answer, whose connection_lost is still to come
 
     @property
     def connected(self) -> bool:
@@ -142,7 +143,12 @@ class HttpConnection(asyncio.Protocol):
         self._reset()
         self.busy = False
         if self._close_after and self._transport is not None:
-            self._transport.close()  # connection_lost follows, with nothing in flight
+            # Let go of it before on_done: a caller with requests waiting sends the next one at once,
+            # and must see it closed and reconnect (on a busy machine it wrote to the closing one, and
+            # that request failed). Its connection_lost comes later, and is ignored.
+            closing, self._transport = self._transport, None
+            self._closing += 1
+            closing.close()
         self._on_done(self, status)
 
     def _parse_head(self, data: bytes) -> bool:
@@ -192,6 +198,9 @@ class HttpConnection(asyncio.Protocol):
             self._on_done(self, outcome)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._closing:  # one this closed after its answer (the callbacks run in order: the oldest)
+            self._closing -= 1
+            return
         self._transport = None
         outcome = TIMEOUT if self._timed_out else CONNECTION_ERROR
         self._timed_out = False

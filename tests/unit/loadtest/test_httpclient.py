@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
-from loadtest.httpclient import RequestEncoder
+from loadtest.httpclient import HttpConnection, RequestEncoder
 from loadtest.openloop import run_rate
 from loadtest.workload import Workload
 
@@ -87,6 +87,41 @@ async def test_a_server_that_closes_after_each_answer_is_reconnected(
     url = await raw_server(then_close)
     result = await run_rate([url], Workload("get", keys=10), 100, 0.5, connections=2)
     assert result.requests == 50 and not result.errors
+
+
+class Transport:
+    """What HttpConnection uses of an asyncio transport: it records writes and whether it was closed."""
+
+    def __init__(self) -> None:
+        self.written: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.written.append(data)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_connection_closed_after_its_answer_is_let_go_before_the_next_request_is_sent() -> None:
+    """A generator behind its schedule sends the next request from on_done: the connection must read as
+    closed by then, so that it reconnects, and the first transport's late connection_lost changes
+    nothing for the second."""
+    seen: list[tuple[str, bool]] = []
+    connection = HttpConnection(
+        "127.0.0.1", 9, 0, lambda done, outcome: seen.append((outcome, done.connected))
+    )
+    first, second = Transport(), Transport()
+    connection.connection_made(first)  # type: ignore[arg-type]
+    connection.send(b"GET / HTTP/1.1\r\n\r\n")
+    connection.data_received(OK.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n", 1))
+    assert seen == [("200", False)] and first.closed
+    connection.connection_made(second)  # type: ignore[arg-type]
+    connection.send(b"GET / HTTP/1.1\r\n\r\n")
+    connection.connection_lost(None)  # the first one's, late
+    assert connection.connected and connection.busy and seen == [("200", False)]
+    connection.data_received(OK)
+    assert seen == [("200", False), ("200", True)] and second.written and not second.closed
 
 
 @pytest.mark.parametrize(
