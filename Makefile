@@ -36,7 +36,7 @@ reset:
 	@$(PYTHON) -m kvnode.ops.data_dir data
 	rm -rf data
 
-## test: ruff, mypy, the whole pytest suite on 2 workers and the doctests (11 minutes; 15 beside two CPU hogs)
+## test: ruff, mypy, the whole pytest suite on 4 workers and the doctests (8 minutes; 12 beside two CPU hogs)
 test: test-duration lint typecheck pytest
 
 test-duration:
@@ -49,8 +49,9 @@ lint: $(DEV_STAMP)
 typecheck: $(DEV_STAMP)
 	$(VENV)/bin/mypy
 
-# Four workers (pytest-xdist): most tests wait on real nodes, so on 2 cores four keep them busy (8.2
-# minutes against 10.5 with two, measured idle). Work stealing rather than a file per worker
+# Four workers (pytest-xdist): most tests wait on real nodes, so on 2 cores four keep both busy (with
+# the compile step below and a lighter compare smoke test, pytest took 7.5 minutes on a fresh clone,
+# idle, where it took 10.5 with two workers). Work stealing rather than a file per worker
 # (--dist loadfile hands out the files with the fewest tests last, the one-test soaks among them, so one
 # can end the run alone): a worker that runs out takes the back half of another's queue.
 # tests/conftest.py puts the modules sharing a module-scoped fixture first, where no steal reaches.
