@@ -165,22 +165,22 @@ class Storage:
             return None, raw
 
     def _write_all(self, writes: dict[bytes, Pending]) -> None:
-        """Store every pending write of ``writes``, in one LevelDB write per _GROUP_BYTES, then tell
-        on_change. A failed write fails them all, though the groups before it were stored (as after a lost
-        acknowledgement, a write told it failed may yet be held)."""
+        """Store every pending write of ``writes``, in one LevelDB write per _GROUP_BYTES, telling
+        on_change of each write's once it is stored. A failed write fails them all, though those before it
+        were stored (as after a lost acknowledgement, a write told it failed may yet be held)."""
         self._writable()
-        try:
-            for group in _groups(writes):
+        for group in _groups(writes):
+            try:
                 # sync=False still hands the write to the OS before returning (LevelDB's log is written
                 # with one write(2) per write), so an acknowledged write survives kill -9; sync=True also
                 # fsyncs.
                 with self._db.write_batch(sync=self.fsync) as batch:
                     for key, pending in group:
                         batch.put(key, pending.encoded)
-        except plyvel.Error as error:
-            raise self._write_failed(error) from error
-        for key, pending in writes.items():
-            self.on_change(key, pending.replaced, pending.encoded)
+            except plyvel.Error as error:
+                raise self._write_failed(error) from error
+            for key, pending in group:
+                self.on_change(key, pending.replaced, pending.encoded)
 
     def raw(self, key: bytes) -> bytes | None:
         """Key's stored bytes as they are, unchecked: what anti-entropy's summary digested."""

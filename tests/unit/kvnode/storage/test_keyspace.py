@@ -357,6 +357,8 @@ async def test_large_values_are_stored_one_to_a_write_and_small_ones_together(st
 
 async def test_a_failed_write_of_a_large_group_fails_every_waiter_of_it(store: Storage) -> None:
     store._db = CountedWrites(store._db, good=1)
+    changes: list[bytes] = []
+    store.on_change = lambda key, old, new: changes.append(key)
     told: list[Exception | None] = []
     batch = store.batch()
     for index in range(2):
@@ -365,8 +367,10 @@ async def test_a_failed_write_of_a_large_group_fails_every_waiter_of_it(store: S
     with pytest.raises(StorageFull):
         await group_written(store.when_written)
     assert len(told) == 2 and all(isinstance(failure, StorageFull) for failure in told)
-    # The first was stored (as after a lost acknowledgement); the second was not.
+    # The first was stored (as after a lost acknowledgement), and anti-entropy's summaries told of it;
+    # the second was not.
     assert store.raw(b"large-0") is not None and store.raw(b"large-1") is None
+    assert changes == [b"large-0"]
 
 
 async def test_a_write_made_at_once_stores_the_pending_ones_with_it(store: Storage) -> None:
