@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from kvnode.storage.records import Record, encode
 
-__all__ = ["GroupCommit", "Pending", "Stored", "Waiter"]
+__all__ = ["GroupCommit", "Pending", "Stored", "Waiter", "runs"]
 
 # Told once the group's write is done: None, or the exception it failed with (a StorageError).
 Waiter = Callable[[Exception | None], None]
@@ -106,3 +106,25 @@ class GroupCommit:
         # Every waiter is told of a failure, and storage logged it; anything else reaches the loop's handler.
         with contextlib.suppress(self._logged):
             self.commit()
+
+
+def runs(writes: dict[bytes, Pending], max_bytes: int) -> Iterator[list[tuple[bytes, Pending]]]:
+    """The writes in order, in runs of at most ``max_bytes`` (keys and records), or of one larger write:
+    a group is stored by one write per run.
+
+    >>> writes = {key: Pending(Record.put(1, b"v" * size), b"x" * size, None) for key, size in
+    ...           ((b"a", 40), (b"b", 40), (b"c", 200), (b"d", 10))}
+    >>> [[key for key, _ in run] for run in runs(writes, 100)]
+    [[b'a', b'b'], [b'c'], [b'd']]
+    """
+    run: list[tuple[bytes, Pending]] = []
+    size = 0
+    for key, pending in writes.items():
+        length = len(key) + len(pending.encoded)
+        if run and size + length > max_bytes:
+            yield run
+            run, size = [], 0
+        run.append((key, pending))
+        size += length
+    if run:
+        yield run

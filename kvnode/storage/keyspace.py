@@ -27,7 +27,7 @@ from typing import Any
 
 import plyvel
 
-from kvnode.storage.group_commit import GroupCommit, Pending, Waiter
+from kvnode.storage.group_commit import GroupCommit, Pending, Waiter, runs
 from kvnode.storage.records import CorruptRecord, Record, check, decode
 
 __all__ = [
@@ -68,6 +68,9 @@ _NO_SPACE = "No space left on device"  # LevelDB's message for ENOSPC (strerror)
 # disk has this much free: LevelDB's recovery writes a table of the log's records (its write buffer, 4
 # MiB by default) and a new log. Tried at most every _RETRY_S.
 _REOPEN_FREE_BYTES = 8 * 1024 * 1024
+# LevelDB's own bound on the writes it groups (DBImpl::BuildBatchGroup): its memtable keeps the last
+# write's values until the next one, so a write of many large values would hold them all (docs/limits.md).
+_WRITE_BYTES = 1024 * 1024
 _RETRY_S = 1.0
 
 
@@ -165,15 +168,14 @@ class Storage:
             return None, raw
 
     def _write_all(self, writes: dict[bytes, Pending]) -> None:
-        """Store every pending write of ``writes``, in one LevelDB write per _GROUP_BYTES, telling
-        on_change of each write's once it is stored. A failed write fails them all, though those before it
-        were stored (as after a lost acknowledgement, a write told it failed may yet be held)."""
+        """Store ``writes``, a LevelDB write per run of _WRITE_BYTES, telling on_change of each run once
+        it is stored. A failed write fails them all, though the runs before it were stored (as after a
+        lost acknowledgement, a write told it failed may yet be held)."""
         self._writable()
-        for group in _groups(writes):
+        for group in runs(writes, _WRITE_BYTES):
             try:
                 # sync=False still hands the write to the OS before returning (LevelDB's log is written
-                # with one write(2) per write), so an acknowledged write survives kill -9; sync=True also
-                # fsyncs.
+                # with one write(2) per write): an acknowledged write survives kill -9. sync=True fsyncs.
                 with self._db.write_batch(sync=self.fsync) as batch:
                     for key, pending in group:
                         batch.put(key, pending.encoded)
@@ -293,27 +295,6 @@ def _iterate(snapshot: Any) -> Iterator[tuple[bytes, bytes]]:
 
 def _ignore_change(key: bytes, old: bytes | None, new: bytes | None) -> None:
     """Storage's on_change until anti-entropy listens."""
-
-
-# LevelDB's own bound on the writes it groups into one (DBImpl::BuildBatchGroup): its memtable keeps the
-# last write's values until the next write, so one write of many large values would hold them all after
-# a burst (docs/limits.md); larger values go one to a write.
-_GROUP_BYTES = 1024 * 1024
-
-
-def _groups(writes: dict[bytes, Pending]) -> Iterator[list[tuple[bytes, Pending]]]:
-    """The writes in order, as runs of at most _GROUP_BYTES, or of one larger write."""
-    group: list[tuple[bytes, Pending]] = []
-    size = 0
-    for key, pending in writes.items():
-        length = len(key) + len(pending.encoded)
-        if group and size + length > _GROUP_BYTES:
-            yield group
-            group, size = [], 0
-        group.append((key, pending))
-        size += length
-    if group:
-        yield group
 
 
 _NAME = "records"
