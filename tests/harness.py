@@ -23,15 +23,16 @@ import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar, get_args
+from typing import IO, Any, ClassVar, TypeVar, get_args
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from kvnode.config import FanoutMode, NodeConfig
 from kvnode.ops.local_cluster import LocalCluster, start_local_cluster
-from kvnode.ops.processes import NodeProcess, ServerProcess
+from kvnode.ops.processes import Child, NodeProcess, ServerProcess
 from kvnode.topology.placement import Placement
+from tests import forkserver
 
 
 @dataclass
@@ -85,6 +86,14 @@ class Node(NodeProcess):
         super().__init__(config, log_path)
         self.log_path: Path = log_path
         Node.loose.append(self)
+
+    def _launch(self, stdout: int | IO[bytes]) -> Child:
+        """Forked from the fork server, warm: it has imported what a node imports (tests.forkserver).
+        A node run inside another command (unshare, say) starts as that command."""
+        if isinstance(stdout, int) or not forkserver.forks(self.argv):
+            return super()._launch(stdout)
+        env = {**os.environ, **self.extra_env}
+        return forkserver.spawn(self.argv, env, stdout.fileno(), new_session=self.new_session)
 
     def get(self, key: str, **quorum: int) -> Response:
         return request(self.url, "GET", "/v0/entity", {"id": key, **_quorum(quorum)})

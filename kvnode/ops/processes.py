@@ -22,13 +22,14 @@ import time
 import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from kvnode.access.tls import client_context
 from kvnode.config import NodeConfig
 from kvnode.ops.flags import node_argv, node_env
 
 __all__ = [
+    "Child",
     "NodeProcess",
     "NodeStartError",
     "ServerProcess",
@@ -62,6 +63,28 @@ def cpu_seconds(pid: int) -> float:
         return 0.0
     fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) "; comm may hold spaces
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
+class Child(Protocol):
+    """What this module uses of a started process: ``subprocess.Popen`` has it, and so does the child of
+    a fork server that a subclass of ServerProcess launches it with (``_launch``)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    @property
+    def stdout(self) -> IO[bytes] | None: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def send_signal(self, sig: int) -> None: ...
+
+    def kill(self) -> None: ...
 
 
 class NodeStartError(RuntimeError):
@@ -135,7 +158,7 @@ class ServerProcess:
         self.new_session = new_session
         self.extra_env: dict[str, str] = {}  # added to this process's environment for the child
         self.ssl_context: ssl.SSLContext | None = None  # how to reach an https:// URL
-        self.process: subprocess.Popen[bytes] | None = None
+        self.process: Child | None = None
         self._relay: _Relay | None = None
         self._log_start = 0  # where this run's output begins in log_path
 
@@ -151,16 +174,17 @@ class ServerProcess:
     def spawn(self) -> None:
         """Start the process; start() also waits until it serves."""
         if self.log_path is None:
-            self.process = self._popen(subprocess.PIPE)
+            self.process = self._launch(subprocess.PIPE)
             assert self.process.stdout is not None
             self._relay = _Relay(self.process.stdout)
             return
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
             self._log_start = log.tell()
-            self.process = self._popen(log)
+            self.process = self._launch(log)
 
-    def _popen(self, stdout: int | IO[bytes]) -> subprocess.Popen[bytes]:
+    def _launch(self, stdout: int | IO[bytes]) -> Child:
+        """Start ``argv`` with its output to ``stdout`` (a file, or PIPE), stdin from /dev/null."""
         return subprocess.Popen(
             self.argv,
             env={**os.environ, **self.extra_env},
@@ -332,7 +356,7 @@ def stop_together(servers: Sequence[ServerProcess], timeout: float = STOP_TIMEOU
     stop_processes([server.process for server in servers if server.process is not None], timeout)
 
 
-def stop_processes(processes: Sequence[subprocess.Popen[bytes]], timeout: float = STOP_TIMEOUT) -> None:
+def stop_processes(processes: Sequence[Child], timeout: float = STOP_TIMEOUT) -> None:
     """SIGTERM each process still running, by its PID; SIGKILL those still there after ``timeout``."""
     for process in processes:
         if process.poll() is None:
