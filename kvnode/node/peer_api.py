@@ -16,7 +16,8 @@ the highest both do (kvnode.replica.protocol): a call of a later version is refu
 a peer that shares no version with this node gets a 403 naming both ranges. Frames are bounded (aiohttp
 refuses an oversize frame from its header, before buffering it) and so are the calls in a frame; a peer
 that breaks a bound loses its connection. Replies to one frame go out in frames of about
-``wire.FRAME_TARGET`` bytes.
+``wire.FRAME_TARGET`` bytes. A peer's ping is answered here, not by aiohttp's autoping, and told to the gate:
+the node counts it as a sign of that peer's life (kvnode.replica.peer.PeerReplica.pinged).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import aiohttp
 from aiohttp import WSMsgType, web
@@ -61,13 +63,14 @@ log = logging.getLogger(__name__)
 @dataclass(slots=True)
 class PeerGate:
     """Who may open a replica channel to this node (None: anyone), what a peer may send on it, and who
-    hears of the peers that open one (None: nobody)."""
+    hears of the peers that open one and of their pings (None: nobody)."""
 
     auth: ClusterAuth | None
     limits: wire.Limits
     identities: Identities | None = None
     tls: bool = False  # served over TLS: a peer must present a certificate the CA signed
     refusals: RateLimitedLog = field(default_factory=lambda: RateLimitedLog(log))
+    pinged: Callable[[str], None] | None = None  # told a peer's URL at each ping on its channel
 
 
 class ReplicaServer:
@@ -257,7 +260,7 @@ async def serve_peer(
     sockets: set[web.WebSocketResponse],
 ) -> web.StreamResponse:
     """Answer each request frame's calls, until the peer closes the channel."""
-    ws = web.WebSocketResponse(max_msg_size=gate.limits.max_frame, compress=False)
+    ws = web.WebSocketResponse(max_msg_size=gate.limits.max_frame, compress=False, autoping=False)
     if gate.auth is None:
         client, introduction = request.headers.get(CLIENT_HEADER, ""), Introduction.of(request.headers)
     else:
@@ -289,7 +292,8 @@ async def serve_peer(
     sockets.add(ws)
     try:
         limits = dataclasses.replace(gate.limits, ops=ops_of(version))
-        await _answer_frames(request, ws, limits, storage, answers)
+        pinged = None if gate.pinged is None else partial(gate.pinged, client)
+        await _answer_frames(request, ws, limits, storage, answers, pinged)
     except ConnectionError:  # the peer went away mid-reply or mid-pong; its calls fail on its side
         log.info("the replica channel from %s closed while this node answered", request.remote)
     finally:
@@ -303,12 +307,20 @@ async def _answer_frames(
     limits: wire.Limits,  # the channel's: its frames' bounds, and its protocol version's ops
     storage: Storage,
     answers: CallAnswers,
+    pinged: Callable[[], None] | None,  # told of each ping: the peer is alive (PeerReplica.pinged)
 ) -> None:
     async for message in ws:
         if message.type is WSMsgType.ERROR:  # an oversize frame, or broken framing: already closed
             log.warning("dropped the replica channel from %s: %s", request.remote, message.data)
             return
         if message.type is not WSMsgType.BINARY:
+            if message.type is WSMsgType.PING:  # the peer's heartbeat (no autoping: answered here)
+                await ws.pong(message.data)
+                if pinged is not None:
+                    pinged()
+                continue
+            if message.type is WSMsgType.PONG:  # unasked for: this end never pings
+                continue
             await ws.close(code=aiohttp.WSCloseCode.UNSUPPORTED_DATA, message=b"binary frames only")
             return
         try:

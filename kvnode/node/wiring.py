@@ -106,6 +106,14 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             rebuild.peer_met(peer_url, theirs)
             members.heard_version(peer_url, theirs.membership)
 
+        # A ping on a peer's channel to this node is a sign of its life to this node's channel to it (one ping
+        # a pair a beat, not two: kvnode.replica.peer); the peers change with the membership, so each ping
+        # looks its peer up, and one that is not a member is ignored.
+        def peer_pinged(peer_url: str) -> None:
+            peer = members.epoch.peers.get(peer_url)
+            if peer is not None:
+                peer.pinged()
+
         identities = Identities(
             config.url,
             membership,
@@ -119,6 +127,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             limits,
             identities=identities,
             tls=config.tls,
+            pinged=peer_pinged,
         )
 
         detector = DetectorSettings(config.phi_threshold, config.acceptable_pause_ms / 1000)
@@ -134,6 +143,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
                 ssl_context=peer_ssl,
                 identities=identities,
                 detector=detector,
+                own_url=config.url,
             )
 
         settler = Settler()

@@ -13,7 +13,8 @@ the node awaits ``read`` and ``write``, which return an ``asyncio.Future`` built
     readiness   whether a replica's data is whole
     pages       pages of stored versions over a key range (the cluster-wide scan's op)
     peer        another node, over one persistent multiplexed channel: connect attempts, heartbeat, answers
-    peer_state  the peer's connection state and its named transitions (pure)
+    peer_state  the peer's connection state and its named transitions, and whether a beat pings (pure)
+    heartbeat   the peer's heartbeat timer: four beats a timeout, due together on the node's grid
     failure_detector  whether a peer is alive, as a level of suspicion: phi accrual (pure)
     attempt     one connect attempt, and how it failed
     answers     what a call resolves to, from its reply (pure)

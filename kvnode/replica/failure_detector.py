@@ -1,8 +1,8 @@
 """Whether a peer is alive, as a level of suspicion: the phi accrual failure detector (Hayashibara et al.,
 2004), as Akka's ``PhiAccrualFailureDetector`` computes it. Pure: no I/O, no clock of its own.
 
-Every sign of life from a peer (a reply, a pong) is an arrival. The detector keeps a bounded window of
-the intervals between arrivals, and says how unlikely the present silence is for this peer:
+Every sign of life from a peer (a reply, a pong, its ping) is an arrival. The detector keeps a bounded
+window of the intervals between arrivals, and says how unlikely the present silence is for this peer:
 ``phi = -log10(P(an interval at least this long))``, the intervals taken as normally distributed with
 the window's mean (plus the acceptable pause) and standard deviation (at least a floor). phi 1 is a one
 in ten chance that a live peer is this quiet, phi 8 one in a hundred million: the peer is convicted.

@@ -1,19 +1,20 @@
 """Another node as a replica: calls multiplexed by id over one persistent channel, and when to connect.
 
 :class:`PeerReplica` is what the rest of the node uses of a peer: the connection's life. Its parts are
-modules of their own (``peer_state`` and ``failure_detector``, pure; ``inflight``, ``outbox``,
-``attempt``, ``channel``, ``answers``, ``clock_probe``).
+modules of their own (``peer_state`` and ``failure_detector``, pure; ``heartbeat``, ``inflight``,
+``outbox``, ``attempt``, ``channel``, ``answers``, ``clock_probe``).
 
-A call to a peer not connected starts one connect attempt (calls made meanwhile join it) and waits for
-it within its own deadline; after a refusal the next call tries again. A suspect peer fails calls at once
-while one probe is out. Calls in flight are bounded in number and bytes: beyond either
-a call fails at once with ReplicaOverloaded (a write becomes a hint). A heartbeat pings a quiet connection
-and asks the failure detector (every reply and pong is an arrival) whether the silence convicts the
-peer: a convicted peer's connection is replaced; one merely quieter than its pace stays, ``suspected``.
-With a clock sampler, every eighth beat and every new connection make one CLOCK call (the peer's clock
-offset). With an SSL context it speaks TLS; a failed TLS handshake is a refusal ("tls"), as a refused HMAC
-handshake is. Writes travel as the channel's protocol version has them (kvnode.replica.protocol).
-Create it inside the running event loop.
+A call to a peer not connected starts one connect attempt (calls made meanwhile join it) and waits for it
+within its own deadline; after a refusal the next call tries again. A suspect peer fails calls at once while
+one probe is out. Calls in flight are bounded in number and bytes: beyond either a call fails at once with
+ReplicaOverloaded (a write becomes a hint). A heartbeat asks the failure detector whether the silence convicts
+the peer: a convicted peer's connection is replaced; one merely quieter than its pace stays, ``suspected``.
+Every reply and pong is an arrival, and so is the peer's ping to this node while no call is in flight, so one
+ping a beat serves a pair: the member with the lower URL pings a quiet connection, the other only once the
+leader's pings stop coming (kvnode.replica.peer_state). With a clock sampler, every eighth beat and every new
+connection make one CLOCK call (the peer's clock offset). With an SSL context it speaks TLS; a failed TLS
+handshake is a refusal ("tls"), as a refused HMAC handshake is. Writes travel as the channel's protocol
+version has them (kvnode.replica.protocol). Create it inside the running event loop.
 """
 
 from __future__ import annotations
@@ -33,10 +34,11 @@ from kvnode.replica.channel import ClientChannel
 from kvnode.replica.clock_probe import ClockProbe, ClockSampler
 from kvnode.replica.errors import ReplicaError, ReplicaProtocolError, ReplicaUnavailable
 from kvnode.replica.failure_detector import DetectorSettings, FailureDetector
+from kvnode.replica.heartbeat import Heartbeat
 from kvnode.replica.identities import Identities
 from kvnode.replica.inflight import CallsInFlight
 from kvnode.replica.outbox import Outbox
-from kvnode.replica.peer_state import AttemptFailure, PeerLife, PeerState, next_beat
+from kvnode.replica.peer_state import AttemptFailure, PeerLife, PeerState
 from kvnode.replica.protocol import write_call
 from kvnode.storage.records import Record
 
@@ -46,8 +48,6 @@ log = logging.getLogger(__name__)
 
 MAX_CALLS_IN_FLIGHT = 4096
 _MIN_BYTES_IN_FLIGHT = 16 * 1024 * 1024
-# Quiet connections are pinged several times a timeout: the failure detector learns an idle peer's pace.
-_BEATS_PER_TIMEOUT = 4
 
 
 class PeerReplica(AwaitableCalls):
@@ -63,8 +63,10 @@ class PeerReplica(AwaitableCalls):
         ssl_context: ssl.SSLContext | None = None,  # TLS (kvnode.access.tls.client_context)
         identities: Identities | None = None,
         detector: DetectorSettings | None = None,  # the failure detector's (defaults: DetectorSettings())
+        own_url: str | None = None,  # this node's: the lower URL of a pair pings for both (None: this end)
     ) -> None:
         self.url = url
+        self._leads = own_url is None or own_url < url
         self._clock = None if clock_sampler is None else ClockProbe(url, clock_sampler)
         self._limits = limits or wire.Limits.for_body(16 * 1024 * 1024)
         self._refusals = RateLimitedLog(log)
@@ -76,8 +78,9 @@ class PeerReplica(AwaitableCalls):
         self._speculative_ceiling = timeout if speculative_ceiling is None else speculative_ceiling
         self._latency = RecentLatency(99.0)  # Cassandra's speculative_retry = 99PERCENTILE
         self.meter = CallMeter()  # every call's outcome and duration, counted where it is settled
+        self._heartbeat = Heartbeat(timeout, self._beat)
         self._life = PeerLife(
-            FailureDetector(detector or DetectorSettings(), first_interval=timeout / _BEATS_PER_TIMEOUT)
+            FailureDetector(detector or DetectorSettings(), first_interval=self._heartbeat.interval)
         )
         self._calls = CallsInFlight(
             url,
@@ -91,7 +94,6 @@ class PeerReplica(AwaitableCalls):
         self._outbox = Outbox(self._limits.max_calls)
         self._channel: ClientChannel | None = None
         self._connecting: asyncio.Task[None] | None = None
-        self._heartbeat: asyncio.TimerHandle | None = None
         self.became_connected = asyncio.Event()
         self._clock_call = partial(self._call, wire.Op.CLOCK, b"", b"", "clock")
 
@@ -258,7 +260,7 @@ class PeerReplica(AwaitableCalls):
             channel.transport.close()
             return
         self._channel = channel
-        self._next_beat()
+        self._heartbeat.start()
         self.became_connected.set()
         self._outbox.attach(channel)
         if self._clock is not None:
@@ -278,22 +280,22 @@ class PeerReplica(AwaitableCalls):
         channel = self._channel
         if channel is None:
             return
-        now, detector = self._loop.time(), self._life.detector
-        quiet, phi = detector.quiet_for(now), detector.phi(now)
-        if self._life.tick(now=now) is PeerState.SUSPECT:
+        now, life = self._loop.time(), self._life
+        if life.tick(now=now) is PeerState.SUSPECT:
+            quiet, phi = life.detector.quiet_for(now), life.detector.phi(now)
             silent = ReplicaUnavailable(f"{self.url} is silent: no answer for {quiet:.1f}s (phi {phi:.1f})")
             self._give_up(channel, silent)
             self.probe()
             return
-        # Any arrival is a sign of life: the clock call's answer, or whatever came within half a beat.
-        measured = self._clock is not None and self._clock.beat(self._clock_call)
-        if not measured and quiet >= self._timeout / _BEATS_PER_TIMEOUT / 2:
+        measured = self._clock is not None and self._clock.beat(self._clock_call)  # a CLOCK call: no ping
+        busy, interval = bool(self._calls), self._heartbeat.interval
+        if not measured and life.pings(now=now, interval=interval, leads=self._leads, busy=busy):
             channel.ping()
-        self._next_beat()
+        self._heartbeat.start()
 
-    def _next_beat(self) -> None:
-        due = next_beat(self._loop.time(), self._timeout / _BEATS_PER_TIMEOUT)
-        self._heartbeat = self._loop.call_at(due, self._beat)
+    def pinged(self) -> None:
+        """The peer pinged this node's server (kvnode.node.peer_api): PeerLife.pinged says what it tells."""
+        self._life.pinged(now=self._loop.time(), busy=bool(self._calls))
 
     # --- what the channel tells (kvnode.replica.channel.ChannelListener) ---------------------------------
 
@@ -341,9 +343,7 @@ class PeerReplica(AwaitableCalls):
         """Forget the channel and fail every call still waiting on it."""
         self._channel = None
         self.became_connected.clear()
-        if self._heartbeat is not None:
-            self._heartbeat.cancel()
-            self._heartbeat = None
+        self._heartbeat.stop()
         self._outbox.detach()
         if len(self._calls):  # the failure counted before their callbacks run, which may call again
             self._life.failed(self._loop.time())

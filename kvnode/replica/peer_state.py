@@ -30,11 +30,32 @@ heartbeat's timer calls :meth:`PeerLife.tick`, which asks the peer's failure det
     (True, <PeerState.CONNECTED: 'connected'>)
     >>> life.tick(now=11.8)  # 2.55 s: convicted
     <PeerState.SUSPECT: 'suspect'>
+
+A beat also asks :meth:`PeerLife.pings` whether to ping the peer. Each member of a pair has a channel to the
+other, and a ping on either is a sign of life at both ends: the pinging end hears the pong, the pinged one
+counts the ping as an arrival (:meth:`PeerLife.pinged`, while its own channel has no call in flight). A beat
+pings only after half a beat with no arrival, yet that alone does not settle a pair on one ping a beat:
+two pings sent less than a trip apart cross, neither end having heard the other's, and a node's beats fall
+on the grid of its loop's clock (:func:`next_beat`), which the nodes of one host share: there every pair's
+beats coincide, and both ends would ping at every beat. So the member with the lower URL leads: it pings
+as before, and the other, while its channel has no call in flight, only once the leader's pings stop
+coming (none for 2.5 beats: the leader's channel is down, or the leader is frozen).
+
+    >>> other = PeerLife(); other.probe() and other.connected(now=0.0)
+    True
+    >>> other.pinged(now=0.25, busy=False)  # the leader's ping: an arrival
+    >>> other.pings(now=0.5, interval=0.25, leads=False, busy=False)  # quiet for a beat: the leader pings
+    False
+    >>> other.pings(now=0.5, interval=0.25, leads=True, busy=False)  # as it does, quiet for half a beat
+    True
+    >>> other.pings(now=0.875, interval=0.25, leads=False, busy=False)  # 2.5 beats without: it pings
+    True
 """
 
 from __future__ import annotations
 
 import enum
+import math
 
 from kvnode.replica.failure_detector import SUSPECT_PHI, DetectorSettings, FailureDetector
 
@@ -94,13 +115,16 @@ class InvalidTransition(RuntimeError):
 
 
 _NOT_CONNECTED_RETRIED = frozenset((PeerState.IDLE, PeerState.DOWN, PeerState.REFUSED))
+# Beats without a ping from the leading peer after which the other pings for itself: the leader pings every
+# beat, or skips one for its CLOCK call (two beats apart then), and may be a little late.
+_PEER_PINGS_LAPSE = 2.5
 
 
 class PeerLife:
     """One peer's state, whether a connect attempt is out, since when it has failed without an answer,
     and its failure detector (by default, default settings and a heartbeat every 250 ms)."""
 
-    __slots__ = ("_down_since", "attempting", "detector", "refusal", "state")
+    __slots__ = ("_down_since", "_pinged_at", "attempting", "detector", "refusal", "state")
 
     def __init__(self, detector: FailureDetector | None = None) -> None:
         self.detector = detector or FailureDetector(DetectorSettings(), first_interval=0.25)
@@ -108,6 +132,7 @@ class PeerLife:
         self.attempting = False  # a connect attempt is under way (connecting, or suspect with its probe out)
         self.refusal = ""  # while refused: what the handshake's refusal was about
         self._down_since: float | None = None  # loop time of the first failure since the peer last answered
+        self._pinged_at = -math.inf  # loop time of the peer's last ping to this node's server
 
     # --- events from calls and operators ------------------------------------------------------------------
 
@@ -163,9 +188,27 @@ class PeerLife:
     # --- events on the connection ------------------------------------------------------------------------
 
     def heard(self, *, now: float) -> None:
-        """The connection brought something (a reply, a pong): an arrival, and the peer is not down."""
+        """The connection brought something (a reply, a pong), or the peer's ping counted: an arrival, and
+        the peer is not down."""
         self.detector.heartbeat(now)
         self._down_since = None
+
+    def pinged(self, *, now: float, busy: bool) -> None:
+        """The peer pinged this node's server (on its own channel to this node): an arrival while connected
+        and not ``busy`` (no call in flight to the peer). With calls in flight only their replies count: a
+        peer that pings this node but leaves its calls unanswered is still convicted by its silence."""
+        self._pinged_at = now
+        if self.state is PeerState.CONNECTED and not busy:
+            self.heard(now=now)
+
+    def pings(self, *, now: float, interval: float, leads: bool, busy: bool) -> bool:
+        """Whether the heartbeat's beat at ``now`` (beats ``interval`` apart) pings the peer: once nothing
+        arrived for half a beat; then, unless this end ``leads`` (it pings for the pair: the module's
+        docstring says why) or is ``busy`` (calls in flight: pings do not count), not while the peer's
+        pings come."""
+        if self.detector.quiet_for(now) < interval / 2:
+            return False  # an arrival within half a beat (a reply, a pong, the peer's ping) tells enough
+        return leads or busy or now - self._pinged_at >= _PEER_PINGS_LAPSE * interval
 
     def tick(self, *, now: float) -> PeerState | None:
         """The heartbeat's timer: while connected, the failure detector judges the silence; a convicted

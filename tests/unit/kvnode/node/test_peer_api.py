@@ -4,7 +4,7 @@ traceback; a peer that shares no protocol version with the node is refused, a fa
 log one line naming both ranges, as does a node beside an older one that says no range; a call of a later
 version than the channel speaks is refused as an unknown op; a frame's replies go out in frames of about
 wire.FRAME_TARGET bytes. A frame's writes are stored with the loop iteration's pending ones by one write
-before it is answered, or every call FAILED when it fails."""
+before it is answered, or every call FAILED when it fails. A peer's ping is answered, and told to the gate."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from kvnode.clocks.hybrid import HybridClock, wall_clock_us
 from kvnode.healing.upkeep import SummaryUpkeep
 from kvnode.node.peer_api import ANSWERERS, CallAnswers, PeerGate, serve_peer
 from kvnode.replica import wire
-from kvnode.replica.auth import Introduction
+from kvnode.replica.auth import CLIENT_HEADER, Introduction
 from kvnode.replica.channel import PEER_PATH
 from kvnode.replica.errors import ReplicaError
 from kvnode.replica.identities import Identities
@@ -138,6 +138,38 @@ async def test_a_frame_of_calls_is_answered_in_frames_of_about_the_target_size(t
     assert one == [(1, wire.Status.FOUND, encode(small)), (2, wire.Status.ABSENT, b"")]
     assert [[reply.call_id for reply in frame] for frame in frames] == [[1, 2], [3]]
     assert all(reply.payload == encode(big) for frame in frames for reply in frame)
+
+
+async def test_a_ping_is_answered_with_its_pong_and_tells_the_gate_which_peer_pinged(tmp_path: Path) -> None:
+    """No autoping: the server answers a ping itself and tells the gate the URL of the peer that pinged (the
+    node counts it as that peer's sign of life); a pong nobody asked for is ignored; binary frames are
+    answered as ever, and tell the gate nothing."""
+    storage = Storage.open(tmp_path / "records", fsync=False)
+    told: list[str] = []
+    gate = PeerGate(None, wire.Limits.for_body(1 << 20), pinged=told.append)
+
+    async def channel(request: web.Request) -> web.StreamResponse:
+        return await serve_peer(request, gate, storage, _call_answers(), set())
+
+    try:
+        async with (
+            serving(channel) as url,
+            aiohttp.ClientSession() as session,
+            session.ws_connect(url + PEER_PATH, autoping=False, headers={CLIENT_HEADER: CLIENT_URL}) as ws,
+        ):
+            await ws.ping(b"beat")
+            pong = await ws.receive(timeout=10)
+            await ws.pong(b"unasked")
+            await ws.send_bytes(wire.encode_call(1, wire.Op.READ, b"k"))
+            replies = wire.decode_replies(await ws.receive_bytes(timeout=10))
+            assert told == [CLIENT_URL]
+            await ws.ping()
+            second = await ws.receive(timeout=10)
+    finally:
+        storage.close()
+    assert (pong.type, pong.data, second.type) == (aiohttp.WSMsgType.PONG, b"beat", aiohttp.WSMsgType.PONG)
+    assert replies == [(1, wire.Status.ABSENT, b"")]
+    assert told == [CLIENT_URL, CLIENT_URL]
 
 
 def test_the_server_answers_every_call_of_the_protocol_and_no_other() -> None:

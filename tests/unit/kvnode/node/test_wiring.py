@@ -1,10 +1,13 @@
 """A node's parts opened and closed (kvnode.node.wiring) in this process: the membership it runs with
 stored at the first start and kept over --cluster after it, everything closed at the end (the data dir
-opens again), and a start that cannot be made refused before it opened anything."""
+opens again), and a start that cannot be made refused before it opened anything; a ping on a member's
+channel to this node told to this node's channel to that member, so that an idle pair pings once a beat."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -13,7 +16,10 @@ from kvnode.access.client_auth import BadTokensFile
 from kvnode.access.tls import TlsUnusable
 from kvnode.config import NodeConfig
 from kvnode.node.wiring import open_parts
+from kvnode.ops.ports import free_ports
+from kvnode.replica.channel import ClientChannel
 from kvnode.storage.keyspace import StorageUnavailable
+from tests.drivers import Serve, ServedNode
 
 A, B, C = "http://127.0.0.1:7001", "http://127.0.0.1:7002", "http://127.0.0.1:7003"
 
@@ -58,3 +64,52 @@ async def test_unusable_tls_or_tokens_files_are_refused_before_the_data_dir_is_m
         async with open_parts(NodeConfig(data_dir=data_dir, auth_tokens_file=missing)):
             pass
     assert not data_dir.exists()
+
+
+async def test_a_ping_on_a_member_s_channel_is_told_to_this_node_s_channel_to_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gate looks the pinging member up at each ping, so a member that joined since is found; a URL
+    that names no peer (a stranger, this node's own) is ignored."""
+    async with open_parts(member(tmp_path, (A, B))) as parts:
+        parts.members.adopt(parts.membership.joined(C))  # C's channel is made after the gate
+        told: list[str] = []
+        for peer in parts.peers:
+            monkeypatch.setattr(peer, "pinged", partial(told.append, peer.url))
+        pinged = parts.replica_server.gate.pinged
+        assert pinged is not None
+        for url in (B, C, "http://stranger:1", A):
+            pinged(url)
+        assert told == [B, C]
+
+
+async def test_an_idle_pair_of_members_sends_one_ping_a_beat(
+    serve: Serve, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two members served in this process (one loop, so their beats fall due together, as those of two
+    nodes on one host do): the member with the lower URL pings its channel, the other counts those pings
+    and sends none, and neither suspects the other. Before a node counted a peer's pings, both pinged."""
+    sent: list[str] = []
+    ping = ClientChannel.ping
+
+    def counted(channel: ClientChannel) -> None:
+        sent.append(channel._url)
+        ping(channel)
+
+    monkeypatch.setattr(ClientChannel, "ping", counted)
+    urls = tuple(sorted(f"http://127.0.0.1:{port}" for port in free_ports(2)))
+    nodes = [await serve(port=int(url.rsplit(":", 1)[1]), cluster=urls) for url in urls]
+    await until_connected(nodes)
+    await asyncio.sleep(0.5)  # the first beats: each end may ping before it hears the other's
+    sent.clear()
+    await asyncio.sleep(2.0)  # 8 beats, one of them the CLOCK call's
+    # The lower URL's channel (to the higher) pings; the other's once at most, should the loop stall.
+    assert 5 <= sent.count(urls[1]) <= 9 and sent.count(urls[0]) <= 1, sent
+    for node in nodes:
+        assert all(peer.connected and not peer.suspected for peer in node.parts.peers)
+
+
+async def until_connected(nodes: list[ServedNode]) -> None:
+    async with asyncio.timeout(15):
+        while not all(peer.connected for node in nodes for peer in node.parts.peers):
+            await asyncio.sleep(0.05)

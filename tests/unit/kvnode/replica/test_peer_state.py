@@ -4,7 +4,11 @@ heartbeat's ticks included (its failure detector has the default settings and a 
 
 from __future__ import annotations
 
+import heapq
+import itertools
+import math
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import pytest
 
@@ -253,3 +257,168 @@ def test_beats_fall_due_together_whatever_their_phase_half_to_one_and_a_half_bea
     assert len(dues) == 9  # two seconds of beats at any phase: the grid's points, no more
     for late in (-0.001, 0.0, 0.001, 0.1):  # a beat due at 10.0 run a little early, on time, late
         assert next_beat(10.0 + late, interval) == 10.25
+
+
+# --- the heartbeat's pings: a peer's ping as an arrival, and one ping a pair a beat ----------------------
+
+INTERVAL = 0.25  # the heartbeat's, at the default replica timeout of one second
+
+
+@pytest.mark.parametrize("start", [*NOT_CONNECTED, PeerState.CONNECTING, PeerState.CLOSED])
+def test_a_ping_received_while_not_connected_is_no_arrival(start: PeerState) -> None:
+    life = life_in(start)
+    life.pinged(now=5.0, busy=False)
+    assert life.detector.quiet_for(6.0) == 0.0  # 0 before the first arrival: the ping was none
+    assert life.down_for(now=6.0) == (5.0 if start in NOT_CONNECTED[1:] else 0.0)  # nor ended the down time
+
+
+def test_a_ping_received_is_an_arrival_only_while_no_call_is_in_flight() -> None:
+    life = life_in(PeerState.CONNECTED)
+    last = heard_steadily(life, 20.0)
+    life.failed(last + 0.5)  # a call timed out
+    life.pinged(now=last + 1.0, busy=True)  # a call is in flight: its reply, not the ping, must come
+    assert life.detector.quiet_for(last + 1.0) == 1.0 and life.down_for(now=last + 1.0) == 0.5
+    life.pinged(now=last + 1.25, busy=False)
+    assert life.detector.quiet_for(last + 1.25) == 0.0 and life.down_for(now=last + 1.25) == 0.0
+
+
+def test_a_peer_that_pings_but_leaves_the_calls_unanswered_is_convicted_by_its_silence() -> None:
+    life = life_in(PeerState.CONNECTED)
+    last = heard_steadily(life, 20.0)
+    now = last
+    while life.tick(now=now) is None:
+        now += INTERVAL
+        life.pinged(now=now - 0.1, busy=True)  # its own channel's heartbeat, while this end's calls wait
+    assert life.state is PeerState.SUSPECT and 2.0 <= now - last <= 2.5
+
+
+def test_a_busy_or_leading_end_pings_after_half_a_beat_the_other_while_the_leader_is_silent() -> None:
+    life = life_in(PeerState.CONNECTED)  # connected at 1.0: an arrival
+    life.pinged(now=1.1, busy=False)
+    for quiet in (0.1, 0.125, 0.5, 0.725):  # the leader's last ping 2.5 beats ago at 0.725
+        now = 1.1 + quiet
+        pings = {
+            (leads, busy): life.pings(now=now, interval=INTERVAL, leads=leads, busy=busy)
+            for leads in (False, True)
+            for busy in (False, True)
+        }
+        half_a_beat = quiet >= INTERVAL / 2
+        assert pings == {
+            (False, False): quiet >= 2.5 * INTERVAL,
+            (False, True): half_a_beat,
+            (True, False): half_a_beat,
+            (True, True): half_a_beat,
+        }, quiet
+
+
+@dataclass
+class End:
+    """One member's end of a pair, as PeerReplica drives its PeerLife: a beat every INTERVAL from
+    ``phase`` that ticks, then makes the CLOCK call every eighth beat, else asks whether to ping."""
+
+    phase: float
+    leads: bool
+    life: PeerLife = field(default_factory=PeerLife)
+    busy_until: float = -math.inf  # its CLOCK call is in flight until then
+    pings: list[float] = field(default_factory=list)  # when it pinged
+    convicted: float | None = None
+    frozen: float = math.inf  # from then on it neither beats nor answers
+    counts_pings: bool = True  # False: as before, the other end's pings answered and nothing more
+
+    def busy(self, now: float) -> bool:
+        return now < self.busy_until
+
+
+def simulate(first: End, second: End, *, seconds: float = 60.0, trip: float = 0.002) -> None:
+    """Both ends connected at 0, then beating for ``seconds``: a ping reaches the other end a ``trip``
+    after it is sent (an arrival there, if its channel is idle), its pong comes back a trip later (an
+    arrival here), and a CLOCK call's reply likewise; a frozen end answers nothing. Events at one instant
+    run beats first: a ping sent at the instant another end beats has not reached it."""
+    events: list[tuple[float, int, int, str, int, End]] = []  # (when, beats first, order, what, beat, whose)
+    order = itertools.count()
+
+    def arrives(when: float, what: str, end: End) -> None:
+        heapq.heappush(events, (when, 1, next(order), what, 0, end))
+
+    for end in (first, second):
+        assert end.life.probe() and end.life.connected(now=0.0)
+        for beat in range(1, int(seconds / INTERVAL) + 1):
+            heapq.heappush(events, (end.phase + beat * INTERVAL, 0, next(order), "beat", beat, end))
+    while events:
+        now, _, _, what, beat, end = heapq.heappop(events)
+        other = second if end is first else first
+        if now >= end.frozen or end.convicted is not None:
+            continue
+        if what == "heard":
+            end.life.heard(now=now)
+        elif what == "pinged":
+            if end.counts_pings:
+                end.life.pinged(now=now, busy=end.busy(now))
+            arrives(now + trip, "heard", other)  # the pong
+        elif end.life.tick(now=now) is PeerState.SUSPECT:
+            end.convicted = now
+        elif beat % 8 == 0:  # the CLOCK call, in place of the ping
+            end.busy_until = now + 2 * trip
+            if now + trip < other.frozen:
+                arrives(now + 2 * trip, "heard", end)
+        elif end.life.pings(now=now, interval=INTERVAL, leads=end.leads, busy=end.busy(now)):
+            end.pings.append(now)
+            arrives(now + trip, "pinged", other)
+
+
+def pings_a_beat(*ends: End, after: float = 2.0, seconds: float = 60.0) -> float:
+    """The pings the ends sent a beat, together, once the first two seconds settled them."""
+    sent = sum(1 for end in ends for at in end.pings if at >= after)
+    return sent / ((seconds - after) / INTERVAL)
+
+
+# Where the second end's beats fall after the first's, within a beat: together (as on one host, whose
+# nodes share the loop's clock), less than a trip after, just either side of half a beat, just before.
+PHASES = [0.0, 0.001, 0.05, 0.124, 0.126, 0.2, 0.249]
+
+
+@pytest.mark.parametrize("lag", PHASES)
+@pytest.mark.parametrize("leader_first", [True, False])
+def test_an_idle_pair_settles_on_one_ping_a_beat_whichever_end_beats_first(
+    lag: float, leader_first: bool
+) -> None:
+    """Whichever end pings, the other hears it and sends none: where the other's beat comes just before
+    the leader's, its first pings keep the leader quiet, and it goes on pinging for the pair."""
+    leader, other = End(0.0 if leader_first else lag, True), End(lag if leader_first else 0.0, False)
+    simulate(leader, other)
+    assert leader.convicted is None and other.convicted is None
+    assert pings_a_beat(leader, other) == 7 / 8  # one a beat, but at the CLOCK call's (both make it)
+    for end in (leader, other):  # each end hears the other every beat, as when each pinged for itself
+        assert end.life.detector.quiet_for(60.0) < INTERVAL + 0.01
+
+
+@pytest.mark.parametrize("lag", PHASES)
+def test_half_a_beat_of_quiet_alone_settles_a_pair_only_where_its_beats_do_not_coincide(lag: float) -> None:
+    """Both ends leading, pings counted but no lower URL leading: the second to beat hears the first's
+    ping and keeps its own, unless the two leave within a trip of each other, as on one host: then they
+    cross, and each end pings at every beat (why the lower URL leads)."""
+    first, second = End(0.0, True), End(lag, True)
+    simulate(first, second)
+    if min(lag, INTERVAL - lag) < 0.002:  # within a trip of each other, either way round
+        assert pings_a_beat(first, second) == 2 * 7 / 8
+    else:  # the first end pings again after the CLOCK call's beat: at most one a beat
+        assert 7 / 8 <= pings_a_beat(first, second) <= 1
+
+
+@pytest.mark.parametrize("lag", [0.0, 0.1, 0.2])
+@pytest.mark.parametrize("frozen_leads", [True, False])
+def test_a_frozen_end_is_convicted_as_before_pings_counted(lag: float, frozen_leads: bool) -> None:
+    """An end frozen at 30 s (SIGSTOP: no beat, no answer, no ping) is convicted by the other about 2.3 s
+    after it was last heard from, plus up to a beat until the tick that finds it (docs/replica-channel.md),
+    whether it led the pair or not: within a beat of when each end pinged for itself and counted no ping."""
+    convicted: list[float] = []
+    for before in (False, True):
+        frozen, watching = End(0.0, frozen_leads, frozen=30.0), End(lag, not frozen_leads)
+        if before:
+            frozen.leads = watching.leads = True
+            frozen.counts_pings = watching.counts_pings = False
+        simulate(frozen, watching)
+        assert watching.convicted is not None and frozen.convicted is None
+        assert 2.0 <= watching.convicted - 30.0 <= 2.6, before
+        convicted.append(watching.convicted)
+    assert abs(convicted[0] - convicted[1]) <= INTERVAL
