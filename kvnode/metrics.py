@@ -1,21 +1,17 @@
-"""Latency histograms shared by the node's stats, the load generator and the reports, and the event
-loop's lag.
+"""Latency histograms shared by the node's stats, the load generator and the reports.
 
 :class:`LatencyHistogram` (HdrHistogram) records microseconds and reports milliseconds;
 :class:`FixedBuckets` counts seconds in the fixed buckets a Prometheus histogram exports;
 :class:`CallMeter` is a replica's calls counted by outcome and timed in such buckets;
-:class:`LoopLagMonitor` measures the loop's lag, and :class:`Starvation` judges from it when the node
-sheds client requests and when its background work waits (docs/overload.md).
+:class:`RecentLatency` is a recent percentile. The event loop's lag is kvnode.loop_lag's.
 """
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 import collections
 import itertools
 import math
-import time
 from collections.abc import Iterable
 
 from hdrh.histogram import HdrHistogram
@@ -26,9 +22,7 @@ __all__ = [
     "CallMeter",
     "FixedBuckets",
     "LatencyHistogram",
-    "LoopLagMonitor",
     "RecentLatency",
-    "Starvation",
 ]
 
 PERCENTILES = (50.0, 75.0, 90.0, 99.0, 99.9, 99.99, 100.0)
@@ -222,115 +216,3 @@ class CallMeter:
     def ended(self, op: str, outcome: str, seconds: float) -> None:
         self.calls[op, outcome] += 1
         self.latency.observe(seconds)
-
-
-class Starvation:
-    """Whether the event loop is starved (admission sheds new client requests then, while they queue:
-    kvnode.access.admission), judged from its lag with hysteresis, so that it does not flap:
-    ``shedding`` turns on once every tick has been at least ``enter_s`` late for ``window_s`` (one long
-    step does not: only a loop that stays behind), and off once every tick has been under ``exit_s`` for
-    ``window_s``. ``busy`` (shedding, or the last tick late by ``exit_s``) is when background work
-    (hints, repair) waits for a calm tick: it yields the loop to client traffic. Pure but for ``calm``.
-
-    >>> s = Starvation(enter_s=0.1, exit_s=0.02, window_s=1.0)
-    >>> for t in (0.0, 0.5, 1.0): s.observe(0.3, now=t)
-    >>> s.shedding, s.busy
-    (True, True)
-    >>> for t in (1.1, 1.6): s.observe(0.001, now=t)
-    >>> s.shedding   # calm for less than the window
-    True
-    >>> s.observe(0.001, now=2.1); s.shedding, s.busy
-    (False, False)
-    """
-
-    def __init__(self, enter_s: float = 0.1, exit_s: float = 0.02, window_s: float = 1.0) -> None:
-        self.enter_s, self.exit_s, self.window_s = enter_s, exit_s, window_s
-        self.shedding = False
-        self.last_s = 0.0  # the last tick's lag
-        self._late_since: float | None = None  # since when every tick was enter_s late
-        self._calm_since: float | None = None  # since when every tick was under exit_s
-        self._calm = asyncio.Event()  # set on a calm tick: what ``calm`` waits for
-
-    @property
-    def busy(self) -> bool:
-        return self.shedding or self.last_s >= self.exit_s
-
-    def observe(self, lag_s: float, now: float) -> None:
-        """A tick ``lag_s`` late at ``now`` (a monotonic time)."""
-        self.last_s = lag_s
-        late, calm = lag_s >= self.enter_s, lag_s < self.exit_s
-        self._late_since = (now if self._late_since is None else self._late_since) if late else None
-        self._calm_since = (now if self._calm_since is None else self._calm_since) if calm else None
-        if self._late_since is not None and now - self._late_since >= self.window_s:
-            self.shedding = True
-        elif self._calm_since is not None and now - self._calm_since >= self.window_s:
-            self.shedding = False
-        if self.busy:
-            self._calm.clear()
-        else:
-            self._calm.set()
-
-    async def calm(self) -> None:
-        """Return at once unless the loop is busy; else once it is not (background work calls this
-        before each batch)."""
-        while self.busy:
-            await self._calm.wait()
-
-
-class LoopLagMonitor:
-    """How late the event loop runs what is due: the wait behind queued callbacks and behind one long
-    step alike.
-
-    A timer is always pending (a tick every ``interval``); how late it runs is how long the loop was held
-    past its due time, so a 300 ms callback is seen as about 300 ms. (A probe sent with ``call_soon``
-    after a sleep, as this monitor did before, saw only the queue behind it: the sleep's own late wake-up
-    hid a long step.) A step at least an interval long always spans a tick's due time, and is seen as its
-    length less at most an interval; a shorter one is seen when a tick falls due within it, in proportion
-    to its length, so a job of many such steps is seen at about their length. 50 ms, not 10: each tick
-    wakes an idle node, and at 100 a second they were a third of an idle cluster's CPU (docs/overload.md).
-    ``histogram`` is a window that ``reset`` restarts (the profiler's runs), with
-    ``window_ran_s``: of the window's lags, the longest spent running on the loop's own thread (its CPU
-    time), a long step, not the process waiting for a core on a shared machine. ``since_start`` never
-    resets (Prometheus); ``starvation`` judges each tick.
-    """
-
-    def __init__(self, interval: float = 0.05, starvation: Starvation | None = None) -> None:
-        self.interval = interval
-        self.starvation = starvation if starvation is not None else Starvation()
-        self.histogram = LatencyHistogram()
-        self.since_start = FixedBuckets()
-        self.worst_s = 0.0  # the worst lag since start
-        self.window_ran_s = 0.0
-        self._due = 0.0
-        self._cpu_at = 0.0  # the loop thread's CPU time when the pending tick was scheduled
-        self._timer: asyncio.TimerHandle | None = None
-
-    def start(self) -> None:
-        self._schedule(asyncio.get_running_loop())
-
-    async def stop(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-
-    def reset(self) -> None:
-        self.histogram = LatencyHistogram()
-        self.window_ran_s = 0.0
-
-    def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._due = time.perf_counter() + self.interval
-        self._cpu_at = time.thread_time()
-        self._timer = loop.call_later(self.interval, self._tick, loop)
-
-    def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
-        now = time.perf_counter()
-        # uvloop's timers run on a clock cached per loop iteration, in whole milliseconds: one may run a
-        # little early, which is no lag.
-        lag = max(0.0, now - self._due)
-        self.histogram.record_us(lag * 1e6)
-        self.since_start.observe(lag)
-        self.worst_s = max(self.worst_s, lag)
-        ran = time.thread_time() - self._cpu_at - self.interval  # CPU beyond the interval: a step running
-        self.window_ran_s = max(self.window_ran_s, min(ran, lag))
-        self.starvation.observe(lag, now)
-        self._schedule(loop)

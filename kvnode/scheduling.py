@@ -25,7 +25,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
-__all__ = ["SLICE_S", "Sleep", "Slice", "Tasks"]
+__all__ = ["SLICE_S", "Sleep", "Slice", "Tasks", "next_beat"]
 
 T = TypeVar("T")
 Sleep = Callable[[float], Awaitable[None]]
@@ -98,3 +98,16 @@ class Tasks:
     async def finish(self) -> None:
         """Wait until every task of this driver has ended by itself (none is cancelled)."""
         await asyncio.gather(*self._all, return_exceptions=True)
+
+
+def next_beat(now: float, interval: float) -> float:
+    """When the beat after one at ``now`` is due: the next multiple of ``interval`` on the node's loop
+    clock, so that what beats on one grid falls due together and wakes the loop once: the heartbeats to all
+    its peers (kvnode.replica.heartbeat), and the loop-lag monitor's ticks while the loop is quiet
+    (kvnode.loop_lag). ``now`` is rounded to the nearest multiple first: a beat run a little early or late
+    (timers run on a clock read once per loop iteration) is still followed by the next one.
+
+    >>> next_beat(10.001, 0.25), next_beat(9.999, 0.25), next_beat(10.1, 0.25)
+    (10.25, 10.25, 10.25)
+    """
+    return (round(now / interval) + 1) * interval

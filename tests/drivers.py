@@ -24,7 +24,7 @@ from kvnode.config import NodeConfig
 from kvnode.healing.answers import REPAIR_OPS, answer
 from kvnode.healing.anti_entropy import AntiEntropy
 from kvnode.healing.upkeep import SummaryUpkeep
-from kvnode.metrics import Starvation
+from kvnode.loop_lag import Starvation
 from kvnode.node.app import create_app
 from kvnode.node.parts import NodeParts
 from kvnode.node.wiring import open_parts

@@ -7,7 +7,7 @@ its body is read, so a shed request writes nothing (Cassandra's native-transport
 on bytes, are the model). A body's size is its Content-Length; a chunked body has none until it has
 arrived, so it counts as the largest body allowed (``--max-body-bytes``). A request is admitted whatever
 its size when nothing else is in progress, so a limit below one body cannot starve it. A node whose event
-loop is starved (kvnode.metrics.Starvation: it has stayed far behind for a while) while clients queue
+loop is starved (kvnode.loop_lag.Starvation: it has stayed far behind for a while) while clients queue
 (``STARVED_QUEUE`` requests in progress) sheds every new one too, before it is so late that its peers take
 it for dead: only client entity requests pass here, never a peer's replica calls or heartbeats
 (docs/overload.md). A loop behind with few requests in progress (one large body, a machine short of CPU)
@@ -25,7 +25,7 @@ from aiohttp import web
 
 from kvnode.figures import Figure, Figures, Kind
 from kvnode.memory import Settler
-from kvnode.metrics import Starvation
+from kvnode.loop_lag import Starvation
 
 __all__ = ["REQUEST_FIGURES", "STARVED_QUEUE", "Admission", "default_max_inflight_bytes"]
 
@@ -85,7 +85,7 @@ class Admission:
 
     @property
     def starved(self) -> bool:
-        """Whether the loop is starved now (kvnode.metrics.Starvation): new requests may be shed."""
+        """Whether the loop is starved now (kvnode.loop_lag.Starvation): new requests may be shed."""
         return self._starvation.shedding
 
     def admit(self, request: web.BaseRequest) -> int | web.Response:

@@ -6,7 +6,7 @@ time. Records move at ``--repair-rate`` per second at most (sent and received to
 them at a time through the same replica channel and the same checks as any write (the clock fence's on
 both ends, newest version wins), and a node's own listing yields to the event loop after every page, so
 client traffic keeps its share of the loop and of the channel's bounds; while the loop is busy, each page
-and each window waits for a calm tick (kvnode.metrics.Starvation): repair yields to client traffic.
+and each window waits for a calm tick (kvnode.loop_lag.Starvation): repair yields to client traffic.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from kvnode.healing.exchange import Exchange, Moves, Step
 from kvnode.healing.listing import list_page, segment_bitmap
 from kvnode.healing.outcomes import PeerOutcome, RepairRun, RepairTotals
 from kvnode.healing.upkeep import SummaryUpkeep
-from kvnode.metrics import Starvation
+from kvnode.loop_lag import Starvation
 from kvnode.replica import wire
 from kvnode.replica.errors import ReplicaError, ReplicaSkewRefused
 from kvnode.replica.local import LocalReplica

@@ -22,7 +22,7 @@ from kvnode.healing.outcomes import REPAIR_FIGURES
 from kvnode.healing.rebuild import REBUILD_FIGURES, Rebuild
 from kvnode.healing.tombstone_gc import GC_FIGURES, TombstoneGc
 from kvnode.healing.upkeep import SUMMARY_FIGURES, SummaryUpkeep
-from kvnode.metrics import LoopLagMonitor
+from kvnode.loop_lag import LoopLagMonitor
 from kvnode.node.exporter import NodeMetrics
 from kvnode.node.peer_api import ReplicaServer
 from kvnode.node.snapshot import NodeSnapshot

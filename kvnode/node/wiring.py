@@ -34,13 +34,14 @@ from kvnode.healing.rebuild import Rebuild
 from kvnode.healing.tombstone_gc import TombstoneGc, pass_interval_s
 from kvnode.healing.upkeep import SummaryUpkeep
 from kvnode.memory import Settler
-from kvnode.metrics import LoopLagMonitor
+from kvnode.loop_lag import LoopLagMonitor
 from kvnode.node.exporter import NodeMetrics
 from kvnode.node.parts import NodeParts
 from kvnode.node.peer_api import PeerGate, ReplicaServer
 from kvnode.replica import wire
 from kvnode.replica.auth import ClusterAuth, Introduction
 from kvnode.replica.failure_detector import DetectorSettings
+from kvnode.replica.heartbeat import BEATS_PER_TIMEOUT
 from kvnode.replica.hints import HintDelivery, HintStore
 from kvnode.replica.identities import Identities
 from kvnode.replica.local import LocalReplica
@@ -147,7 +148,8 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             )
 
         settler = Settler()
-        loop_lag = LoopLagMonitor()  # its starvation: client requests shed, hints and repair yield
+        # Its starvation: client requests shed, hints and repair yield. Quiet, it ticks with the heartbeats.
+        loop_lag = LoopLagMonitor(quiet_interval=config.timeout_ms / 1000 / BEATS_PER_TIMEOUT)
 
         def follow(peer: PeerReplica) -> Callable[[], Awaitable[None]]:
             delivery = HintDelivery(hints, peer, config.hint_rate, settler, loop_lag.starvation)

@@ -1,6 +1,6 @@
 """A peer's heartbeat timer: four beats a replica timeout, each due at the next point of the node's beat
-grid (``peer_state.next_beat``), so that a node's beats to all its peers wake its loop once. What a beat
-does (ask the failure detector, ping or measure the clock) is the peer replica's (kvnode.replica.peer);
+grid (``kvnode.scheduling.next_beat``), so that a node's beats to all its peers wake its loop once. What a
+beat does (ask the failure detector, ping or measure the clock) is the peer replica's (kvnode.replica.peer);
 whether it pings, its ``PeerLife.pings``. Create it inside the running event loop.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from kvnode.replica.peer_state import next_beat
+from kvnode.scheduling import next_beat
 
 __all__ = ["BEATS_PER_TIMEOUT", "Heartbeat"]
 

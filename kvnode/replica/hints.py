@@ -34,7 +34,7 @@ import plyvel
 
 from kvnode.figures import Figure, Figures, Kind
 from kvnode.memory import Settler
-from kvnode.metrics import Starvation
+from kvnode.loop_lag import Starvation
 from kvnode.replica.errors import ReplicaError, ReplicaSkewRefused
 from kvnode.storage.records import Record, decode, encode
 

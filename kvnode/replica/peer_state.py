@@ -34,11 +34,11 @@ heartbeat's timer calls :meth:`PeerLife.tick`, which asks the peer's failure det
 A beat also asks :meth:`PeerLife.pings` whether to ping the peer. Each member of a pair has a channel to the
 other, and a ping on either is a sign of life at both ends: the pinging end hears the pong, the pinged one
 counts the ping as an arrival (:meth:`PeerLife.pinged`, while its own channel has no call in flight). A beat
-pings only after half a beat with no arrival, yet that alone does not settle a pair on one ping a beat:
-two pings sent less than a trip apart cross, neither end having heard the other's, and a node's beats fall
-on the grid of its loop's clock (:func:`next_beat`), which the nodes of one host share: there every pair's
-beats coincide, and both ends would ping at every beat. So the member with the lower URL leads: it pings
-as before, and the other, while its channel has no call in flight, only once the leader's pings stop
+pings only after half a beat with no arrival, yet that alone does not settle a pair on one ping a beat: two
+pings sent less than a trip apart cross, neither end having heard the other's, and a node's beats fall on
+the grid of its loop's clock (kvnode.scheduling.next_beat), which the nodes of one host share: there every
+pair's beats coincide, and both ends would ping at every beat. So the member with the lower URL leads: it
+pings as before, and the other, while its channel has no call in flight, only once the leader's pings stop
 coming (none for 2.5 beats: the leader's channel is down, or the leader is frozen).
 
     >>> other = PeerLife(); other.probe() and other.connected(now=0.0)
@@ -59,19 +59,7 @@ import math
 
 from kvnode.replica.failure_detector import SUSPECT_PHI, DetectorSettings, FailureDetector
 
-__all__ = ["AttemptFailure", "CallAction", "InvalidTransition", "PeerLife", "PeerState", "next_beat"]
-
-
-def next_beat(now: float, interval: float) -> float:
-    """When the heartbeat after one at ``now`` is due: the next multiple of ``interval`` on the node's
-    clock, so that a node's beats to all its peers fall due together and wake its loop once, not once a
-    peer. ``now`` is rounded to the nearest multiple first: a beat run a little early or late (timers run
-    on a clock read once per loop iteration) is still followed by the next one.
-
-    >>> next_beat(10.001, 0.25), next_beat(9.999, 0.25), next_beat(10.1, 0.25)
-    (10.25, 10.25, 10.25)
-    """
-    return (round(now / interval) + 1) * interval
+__all__ = ["AttemptFailure", "CallAction", "InvalidTransition", "PeerLife", "PeerState"]
 
 
 class PeerState(enum.Enum):

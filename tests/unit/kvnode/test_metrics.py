@@ -1,17 +1,13 @@
-"""kvnode.metrics' buckets, recent latency, the loop-lag monitor and starvation, and GET /metrics on real
+"""kvnode.metrics' buckets and recent latency, and GET /metrics on real
 nodes: Prometheus text that
 prometheus_client's own parser reads, requests by operation and status (the known ones at 0 from the
 start), every replica call a coordinator makes, hints pending for a stopped peer until it is back."""
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Callable
-
 import pytest
 
-from kvnode.metrics import FixedBuckets, LoopLagMonitor, RecentLatency, Starvation
+from kvnode.metrics import FixedBuckets, RecentLatency
 from tests.harness import ClusterFactory, Node, Samples, request, scrape, total, wait_for
 
 
@@ -30,85 +26,6 @@ def test_fixed_buckets_are_cumulative_with_a_bound_in_its_own_bucket() -> None:
     assert buckets.cumulative() == [1, 3, 4]
     assert buckets.count == 4
     assert abs(buckets.sum - 0.036) < 1e-12
-
-
-async def _after_one_long_step(monitor: LoopLagMonitor, step: Callable[[], None]) -> None:
-    """Run ``step`` as one callback, and return once the monitor's tick it delayed has run."""
-    await asyncio.sleep(0.05)  # a few ticks first: the timer is pending when the step starts
-    ticked: list[int] = []
-
-    def long_step() -> None:
-        step()
-        ticked.append(monitor.histogram.count)
-
-    asyncio.get_running_loop().call_soon(long_step)
-    while not ticked or monitor.histogram.count == ticked[0]:
-        await asyncio.sleep(0.001)
-
-
-def _hold_cpu() -> None:
-    """Run on the CPU until this thread has used 0.3 s of it (however long that takes beside CPU hogs)."""
-    until = time.thread_time() + 0.3
-    while time.thread_time() < until:
-        pass
-
-
-def test_one_long_callback_is_seen_as_about_its_length_and_as_running_if_it_ran() -> None:
-    async def run() -> tuple[float, float, float]:
-        monitor = LoopLagMonitor()
-        monitor.start()
-        await _after_one_long_step(monitor, lambda: time.sleep(0.3))  # holds the loop, runs on no CPU
-        waited = (monitor.worst_s, monitor.window_ran_s)
-        monitor.reset()
-        await _after_one_long_step(monitor, _hold_cpu)
-        await monitor.stop()
-        assert not monitor.starvation.shedding  # one long step is not a starved loop
-        return *waited, monitor.window_ran_s
-
-    worst, ran_while_sleeping, ran_while_running = asyncio.run(run())
-    # At least the step's length less one tick interval (it may have been due anywhere within the step);
-    # more on a loaded machine, never less.
-    assert worst >= 0.3 - LoopLagMonitor().interval
-    assert ran_while_sleeping < 0.1  # a wait, not a step running on the loop's thread
-    assert ran_while_running >= 0.3 - LoopLagMonitor().interval
-
-
-def test_starvation_sheds_only_a_loop_that_stays_behind_and_stops_once_calm_for_a_window() -> None:
-    starvation = Starvation(enter_s=0.1, exit_s=0.02, window_s=1.0)
-
-    def shedding_after(*ticks: tuple[float, float]) -> bool:
-        for lag, now in ticks:
-            starvation.observe(lag, now)
-        return starvation.shedding
-
-    assert not shedding_after((0.8, 10.0), (0.001, 10.01))  # one long step: late once, then on time
-    assert not starvation.busy
-    assert shedding_after(*((0.15, 20.0 + tick * 0.16) for tick in range(12)))  # behind for over a second
-    assert shedding_after((0.05, 22.0), (0.001, 22.1))  # better, not calm for a window yet
-    assert shedding_after((0.03, 22.6), (0.001, 22.7), (0.001, 23.5))  # calm broken: the window restarts
-    assert not shedding_after((0.001, 23.7))
-
-
-def test_calm_returns_at_once_unless_busy_and_then_at_the_first_calm_tick() -> None:
-    async def run() -> list[str]:
-        starvation = Starvation(enter_s=0.1, exit_s=0.02, window_s=1.0)
-        events: list[str] = []
-        await starvation.calm()
-        events.append("idle: at once")
-        starvation.observe(0.05, now=1.0)
-
-        async def background() -> None:
-            await starvation.calm()
-            events.append("resumed")
-
-        task = asyncio.create_task(background())
-        await asyncio.sleep(0)
-        events.append("busy: waiting")
-        starvation.observe(0.001, now=1.1)
-        await task
-        return events
-
-    assert asyncio.run(run()) == ["idle: at once", "busy: waiting", "resumed"]
 
 
 def test_recent_latency_forgets_a_burst_once_its_time_window_has_passed() -> None:

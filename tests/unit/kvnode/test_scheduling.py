@@ -1,11 +1,11 @@
 """kvnode.scheduling's Tasks: a driver's tasks named and found again, stopped together (cancelled) or
-waited for (not cancelled), and its pauses through the sleep a test gives it."""
+waited for (not cancelled), and its pauses through the sleep a test gives it; the beats' grid."""
 
 from __future__ import annotations
 
 import asyncio
 
-from kvnode.scheduling import Tasks
+from kvnode.scheduling import Tasks, next_beat
 
 
 async def test_a_named_task_is_found_by_its_name_until_it_ends() -> None:
@@ -67,3 +67,19 @@ async def test_a_drivers_pauses_go_through_its_sleep() -> None:
     await tasks.sleep(0.5)
     assert asked == [30.0, 0.5]
     assert Tasks("driver").sleep is asyncio.sleep
+
+
+def test_beats_fall_due_together_whatever_their_phase_half_to_one_and_a_half_beats_ahead() -> None:
+    """Every peer's heartbeat is due on one grid of the node's clock, so one wake-up beats them all; a beat
+    run early or late (as far as half a beat) is followed by the next grid point, never by itself."""
+    interval = 0.25
+    dues = set()
+    for step in range(1000):  # beats run anywhere within two seconds
+        now = 100.0 + step * 0.002
+        due = next_beat(now, interval)
+        assert now + interval / 2 < due <= now + 1.5 * interval + 1e-9
+        assert abs(due / interval - round(due / interval)) < 1e-9  # on the grid
+        dues.add(round(due, 9))
+    assert len(dues) == 9  # two seconds of beats at any phase: the grid's points, no more
+    for late in (-0.001, 0.0, 0.001, 0.1):  # a beat due at 10.0 run a little early, on time, late
+        assert next_beat(10.0 + late, interval) == 10.25

@@ -13,7 +13,7 @@ from aiohttp.test_utils import make_mocked_request
 
 from kvnode.access.admission import STARVED_QUEUE, Admission
 from kvnode.memory import Settler
-from kvnode.metrics import Starvation
+from kvnode.loop_lag import Starvation
 
 MAX_BODY = 1000
 

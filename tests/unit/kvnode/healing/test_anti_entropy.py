@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from kvnode.metrics import Starvation
+from kvnode.loop_lag import Starvation
 from tests.drivers import in_process_nodes, until
 
 

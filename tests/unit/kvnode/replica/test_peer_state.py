@@ -18,7 +18,6 @@ from kvnode.replica.peer_state import (
     InvalidTransition,
     PeerLife,
     PeerState,
-    next_beat,
 )
 
 
@@ -241,22 +240,6 @@ def test_an_event_that_cannot_happen_is_refused_and_changes_nothing(
     with pytest.raises(InvalidTransition, match=reason):
         event(life)
     assert life.state is start
-
-
-def test_beats_fall_due_together_whatever_their_phase_half_to_one_and_a_half_beats_ahead() -> None:
-    """Every peer's heartbeat is due on one grid of the node's clock, so one wake-up beats them all; a beat
-    run early or late (as far as half a beat) is followed by the next grid point, never by itself."""
-    interval = 0.25
-    dues = set()
-    for step in range(1000):  # beats run anywhere within two seconds
-        now = 100.0 + step * 0.002
-        due = next_beat(now, interval)
-        assert now + interval / 2 < due <= now + 1.5 * interval + 1e-9
-        assert abs(due / interval - round(due / interval)) < 1e-9  # on the grid
-        dues.add(round(due, 9))
-    assert len(dues) == 9  # two seconds of beats at any phase: the grid's points, no more
-    for late in (-0.001, 0.0, 0.001, 0.1):  # a beat due at 10.0 run a little early, on time, late
-        assert next_beat(10.0 + late, interval) == 10.25
 
 
 # --- the heartbeat's pings: a peer's ping as an arrival, and one ping a pair a beat ----------------------
