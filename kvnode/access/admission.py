@@ -24,8 +24,8 @@ import collections
 from aiohttp import web
 
 from kvnode.figures import Figure, Figures, Kind
-from kvnode.memory import Settler
 from kvnode.loop_lag import Starvation
+from kvnode.memory import Settler
 
 __all__ = ["REQUEST_FIGURES", "STARVED_QUEUE", "Admission", "default_max_inflight_bytes"]
 

@@ -33,8 +33,8 @@ from kvnode.healing.gc_rule import GcRule
 from kvnode.healing.rebuild import Rebuild
 from kvnode.healing.tombstone_gc import TombstoneGc, pass_interval_s
 from kvnode.healing.upkeep import SummaryUpkeep
-from kvnode.memory import Settler
 from kvnode.loop_lag import LoopLagMonitor
+from kvnode.memory import Settler
 from kvnode.node.exporter import NodeMetrics
 from kvnode.node.parts import NodeParts
 from kvnode.node.peer_api import PeerGate, ReplicaServer

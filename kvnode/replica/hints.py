@@ -33,8 +33,8 @@ from typing import NamedTuple, Protocol
 import plyvel
 
 from kvnode.figures import Figure, Figures, Kind
-from kvnode.memory import Settler
 from kvnode.loop_lag import Starvation
+from kvnode.memory import Settler
 from kvnode.replica.errors import ReplicaError, ReplicaSkewRefused
 from kvnode.storage.records import Record, decode, encode
 

@@ -12,8 +12,8 @@ from aiohttp.streams import StreamReader
 from aiohttp.test_utils import make_mocked_request
 
 from kvnode.access.admission import STARVED_QUEUE, Admission
-from kvnode.memory import Settler
 from kvnode.loop_lag import Starvation
+from kvnode.memory import Settler
 
 MAX_BODY = 1000
 

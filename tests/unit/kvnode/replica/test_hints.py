@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from kvnode.memory import Settler
 from kvnode.loop_lag import Starvation
+from kvnode.memory import Settler
 from kvnode.replica.hints import Hint, HintDelivery, HintStore
 from kvnode.storage.records import Record, encode
 from kvnode.storage.system_db import SystemDb
