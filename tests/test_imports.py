@@ -90,6 +90,7 @@ def test_a_circle_is_found() -> None:
 # layers below, never from a layer above, nor from another package of its own layer (they sit side by side).
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("kvnode.config", "kvnode.figures", "kvnode.metrics", "kvnode.memory", "kvnode.scheduling"),
+    ("kvnode.loop_lag",),
     ("kvnode.topology",),
     ("kvnode.clocks",),
     ("kvnode.storage",),
