@@ -36,7 +36,7 @@ reset:
 	@$(PYTHON) -m kvnode.ops.data_dir data
 	rm -rf data
 
-## test: ruff, mypy, the whole pytest suite on 4 workers and the doctests (6 minutes; 9 beside two CPU hogs)
+## test: ruff, mypy, the whole pytest suite on 4 workers and the doctests (6 minutes; 8 beside two CPU hogs)
 test: test-duration lint typecheck pytest
 
 test-duration:

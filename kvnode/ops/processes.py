@@ -69,14 +69,9 @@ class Child(Protocol):
     """What this module uses of a started process: ``subprocess.Popen`` has it, and so does the child of
     a fork server that a subclass of ServerProcess launches it with (``_launch``)."""
 
-    @property
-    def pid(self) -> int: ...
-
-    @property
-    def returncode(self) -> int | None: ...
-
-    @property
-    def stdout(self) -> IO[bytes] | None: ...
+    pid: int
+    returncode: int | None
+    stdout: IO[bytes] | None
 
     def poll(self) -> int | None: ...
 
