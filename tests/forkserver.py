@@ -65,9 +65,6 @@ class ForkedChild:
         if self.poll() is None:
             os.kill(self.pid, sig)
 
-    def terminate(self) -> None:
-        self.send_signal(signal.SIGTERM)
-
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
 

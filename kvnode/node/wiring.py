@@ -41,7 +41,7 @@ from kvnode.node.peer_api import PeerGate, ReplicaServer
 from kvnode.replica import wire
 from kvnode.replica.auth import ClusterAuth, Introduction
 from kvnode.replica.failure_detector import DetectorSettings
-from kvnode.replica.heartbeat import BEATS_PER_TIMEOUT
+from kvnode.replica.heartbeat import beat_interval
 from kvnode.replica.hints import HintDelivery, HintStore
 from kvnode.replica.identities import Identities
 from kvnode.replica.local import LocalReplica
@@ -149,7 +149,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
 
         settler = Settler()
         # Its starvation: client requests shed, hints and repair yield. Quiet, it ticks with the heartbeats.
-        loop_lag = LoopLagMonitor(quiet_interval=config.timeout_ms / 1000 / BEATS_PER_TIMEOUT)
+        loop_lag = LoopLagMonitor(quiet_interval=beat_interval(config.timeout))
 
         def follow(peer: PeerReplica) -> Callable[[], Awaitable[None]]:
             delivery = HintDelivery(hints, peer, config.hint_rate, settler, loop_lag.starvation)

@@ -16,7 +16,6 @@ import os
 import signal
 import ssl
 import subprocess
-import sys
 import threading
 import time
 import urllib.parse
@@ -27,6 +26,7 @@ from typing import IO, Any, Protocol
 from kvnode.access.tls import client_context
 from kvnode.config import NodeConfig
 from kvnode.ops.flags import node_argv, node_env
+from kvnode.ops.output_relay import OutputRelay
 
 __all__ = [
     "Child",
@@ -44,7 +44,6 @@ READY_TIMEOUT = 30.0  # seconds for a server to answer /v0/status
 STOP_TIMEOUT = 15.0  # seconds between SIGTERM and SIGKILL
 _POLL_INTERVAL = 0.05
 _PROBE_TIMEOUT = 1.0
-_DRAIN_TIMEOUT = 2.0  # seconds to read what an exited child wrote last
 
 
 def die_with_parent() -> None:
@@ -98,41 +97,6 @@ class NodeStartError(RuntimeError):
         return "address already in use" in self.reason.lower()
 
 
-class _Relay:
-    """A child's output, read line by line by a thread: held while the child starts, so that a start
-    that fails shows only the failing child's line, then passed on to this process's stderr."""
-
-    def __init__(self, stream: IO[bytes]) -> None:
-        self.last_line = ""
-        self._held: list[str] | None = []
-        self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
-        self._thread.start()
-
-    def _pump(self, stream: IO[bytes]) -> None:
-        with stream:
-            for raw in stream:
-                line = raw.decode(errors="replace")
-                with self._lock:
-                    if line.strip():
-                        self.last_line = line.strip()
-                    if self._held is None:
-                        sys.stderr.write(line)
-                        sys.stderr.flush()
-                    else:
-                        self._held.append(line)
-
-    def release(self) -> None:
-        with self._lock:
-            held, self._held = self._held or [], None
-            sys.stderr.write("".join(held))
-            sys.stderr.flush()
-
-    def drain(self) -> None:
-        """Wait (briefly) until everything the exited child wrote has been read."""
-        self._thread.join(_DRAIN_TIMEOUT)
-
-
 class ServerProcess:
     """One local server process, by PID. It is ready once ``URL/v0/status`` answers 200 (for a kvnode
     node, naming this very process: see NodeProcess). Stopped with SIGTERM, then SIGKILL.
@@ -154,7 +118,7 @@ class ServerProcess:
         self.extra_env: dict[str, str] = {}  # added to this process's environment for the child
         self.ssl_context: ssl.SSLContext | None = None  # how to reach an https:// URL
         self.process: Child | None = None
-        self._relay: _Relay | None = None
+        self._relay: OutputRelay | None = None
         self._log_start = 0  # where this run's output begins in log_path
 
     @property
@@ -171,7 +135,7 @@ class ServerProcess:
         if self.log_path is None:
             self.process = self._launch(subprocess.PIPE)
             assert self.process.stdout is not None
-            self._relay = _Relay(self.process.stdout)
+            self._relay = OutputRelay(self.process.stdout)
             return
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:

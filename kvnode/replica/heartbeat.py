@@ -11,10 +11,16 @@ from collections.abc import Callable
 
 from kvnode.scheduling import next_beat
 
-__all__ = ["BEATS_PER_TIMEOUT", "Heartbeat"]
+__all__ = ["BEATS_PER_TIMEOUT", "Heartbeat", "beat_interval"]
 
 # Quiet connections are pinged several times a timeout: the failure detector learns an idle peer's pace.
 BEATS_PER_TIMEOUT = 4
+
+
+def beat_interval(timeout: float) -> float:
+    """Seconds between beats for a replica ``timeout`` in seconds: the loop-lag monitor's quiet ticks fall
+    on the same grid (kvnode.loop_lag)."""
+    return timeout / BEATS_PER_TIMEOUT
 
 
 class Heartbeat:
@@ -24,7 +30,7 @@ class Heartbeat:
     __slots__ = ("_beat", "_loop", "_timer", "interval")
 
     def __init__(self, timeout: float, beat: Callable[[], None]) -> None:
-        self.interval = timeout / BEATS_PER_TIMEOUT
+        self.interval = beat_interval(timeout)
         self._beat = beat
         self._loop = asyncio.get_running_loop()
         self._timer: asyncio.TimerHandle | None = None
