@@ -16,8 +16,9 @@ the highest both do (kvnode.replica.protocol): a call of a later version is refu
 a peer that shares no version with this node gets a 403 naming both ranges. Frames are bounded (aiohttp
 refuses an oversize frame from its header, before buffering it) and so are the calls in a frame; a peer
 that breaks a bound loses its connection. Replies to one frame go out in frames of about
-``wire.FRAME_TARGET`` bytes. A peer's ping is answered here, not by aiohttp's autoping, and told to the gate:
-the node counts it as a sign of that peer's life (kvnode.replica.peer.PeerReplica.pinged).
+``wire.FRAME_TARGET`` bytes. A peer's ping is answered here, not by aiohttp's autoping (a clock ping with
+this node's clock: kvnode.replica.clock_probe), and told to the gate: the node counts it as a sign of that
+peer's life (kvnode.replica.peer.PeerReplica.pinged).
 """
 
 from __future__ import annotations
@@ -48,8 +49,9 @@ from kvnode.replica.auth import (
     RateLimitedLog,
 )
 from kvnode.replica.channel import PEER_PATH
+from kvnode.replica.clock_probe import clock_pong
 from kvnode.replica.identities import Identities
-from kvnode.replica.protocol import LEGACY, negotiate, ops_of
+from kvnode.replica.protocol import CLOCK_PINGS, LEGACY, negotiate, ops_of
 from kvnode.replica.readiness import NodeState
 from kvnode.storage.keyspace import Storage, StorageError, WriteBatch
 from kvnode.storage.records import Record, decode
@@ -146,6 +148,10 @@ class CallAnswers:
     membership: Callable[[], Membership]  # the one the node runs with
     adopt: Callable[[Membership], None]  # run with a newer one (kvnode.cluster.members.Members.adopt)
 
+    def clock_now(self) -> bytes:
+        """A CLOCK reply's payload: this node's wall clock now, and the state of its data."""
+        return wire.encode_clock(self.fence.wall_us(), self.node_state())
+
     def answer_calls(self, storage: Storage, calls: list[wire.CallRequest]) -> list[bytes]:
         """The replies to one frame's calls, in order, once their writes are stored: with the others
         pending in this loop iteration (this node's own as coordinator), in one LevelDB write (a group
@@ -209,7 +215,7 @@ def _store(answers: CallAnswers, batch: WriteBatch, key: bytes, record: Record) 
 
 
 def _clock(answers: CallAnswers, storage: Storage, batch: WriteBatch, call: wire.CallRequest) -> Answer:
-    return wire.Status.CLOCK, wire.encode_clock(answers.fence.wall_us(), answers.node_state())
+    return wire.Status.CLOCK, answers.clock_now()
 
 
 def _membership(answers: CallAnswers, storage: Storage, batch: WriteBatch, call: wire.CallRequest) -> Answer:
@@ -293,7 +299,7 @@ async def serve_peer(
     try:
         limits = dataclasses.replace(gate.limits, ops=ops_of(version))
         pinged = None if gate.pinged is None else partial(gate.pinged, client)
-        await _answer_frames(request, ws, limits, storage, answers, pinged)
+        await _answer_frames(request, ws, limits, storage, answers, pinged, version >= CLOCK_PINGS)
     except ConnectionError:  # the peer went away mid-reply or mid-pong; its calls fail on its side
         log.info("the replica channel from %s closed while this node answered", request.remote)
     finally:
@@ -308,6 +314,7 @@ async def _answer_frames(
     storage: Storage,
     answers: CallAnswers,
     pinged: Callable[[], None] | None,  # told of each ping: the peer is alive (PeerReplica.pinged)
+    clock_pings: bool,  # the channel speaks them: a clock ping's pong carries this node's clock
 ) -> None:
     async for message in ws:
         if message.type is WSMsgType.ERROR:  # an oversize frame, or broken framing: already closed
@@ -315,7 +322,7 @@ async def _answer_frames(
             return
         if message.type is not WSMsgType.BINARY:
             if message.type is WSMsgType.PING:  # the peer's heartbeat (no autoping: answered here)
-                await ws.pong(message.data)
+                await ws.pong(clock_pong(message.data, answers.clock_now) if clock_pings else message.data)
                 if pinged is not None:
                     pinged()
                 continue

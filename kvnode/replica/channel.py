@@ -62,6 +62,9 @@ class ChannelListener(Protocol):
     def received(self, channel: ClientChannel, frame: bytes) -> None:
         """A binary frame of replies arrived."""
 
+    def ponged(self, channel: ClientChannel, payload: bytes) -> None:
+        """A pong with a payload arrived: a clock ping's answer (kvnode.replica.clock_probe)."""
+
     def writable(self, channel: ClientChannel) -> None:
         """The transport's write buffer drained below its low-water mark."""
 
@@ -118,8 +121,8 @@ class ClientChannel(asyncio.Protocol):
     def send(self, payload: bytes) -> None:
         self.transport.write(websocket.encode_frame(websocket.OP_BINARY, payload))
 
-    def ping(self) -> None:
-        self.transport.write(websocket.encode_frame(websocket.OP_PING, b""))
+    def ping(self, payload: bytes = b"") -> None:
+        self.transport.write(websocket.encode_frame(websocket.OP_PING, payload))
 
     def pause_writing(self) -> None:
         self.paused = True
@@ -149,7 +152,10 @@ class ClientChannel(asyncio.Protocol):
                     self, ReplicaUnavailable(f"{self._url} closed the replica channel"), logging.INFO
                 )
                 return
-            elif opcode != websocket.OP_PONG:
+            elif opcode == websocket.OP_PONG:
+                if payload:
+                    self._listener.ponged(self, payload)
+            else:
                 self._fail(ReplicaProtocolError(f"{self._url}: unexpected WebSocket opcode {opcode}"))
                 return
 

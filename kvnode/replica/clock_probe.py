@@ -1,30 +1,59 @@
-"""Measuring a peer's clock over its replica channel: a CLOCK call's round trip gives the peer's clock
-offset (kvnode.clocks.offsets) for the clock fence, and its answer says the state of the peer's data.
-The peer replica makes one on each new connection and every few heartbeats, off the request path."""
+"""Measuring a peer's clock over its replica channel: a round trip gives the peer's clock offset
+(kvnode.clocks.offsets) for the clock fence, and its answer says the state of the peer's data.
+
+The peer replica makes a CLOCK call on each new connection (and when the fence asks), and measures again
+every few heartbeats, off the request path. On a channel that speaks protocol 3 that beat's ping is a
+*clock ping*: it carries this node's wall clock, and the peer's server answers with a pong that carries it
+back followed by a CLOCK reply's payload, so measuring costs no more than the ping the beat might send
+anyway, as CockroachDB's heartbeats carry the clock. Older channels make a CLOCK call instead."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
 from functools import partial
-from typing import cast
+from typing import Protocol, cast
 
 from kvnode.clocks.offsets import Offset, measure
+from kvnode.replica import wire
+from kvnode.replica.protocol import CLOCK_PINGS
 
-__all__ = ["BEATS_PER_MEASUREMENT", "ClockProbe", "ClockSampler"]
+__all__ = ["BEATS_PER_MEASUREMENT", "CLOCK_PING_SIZE", "ClockProbe", "ClockSampler", "Pinger", "clock_pong"]
 
 # Every second timeout (2 s by default), not at every beat: an offset moves slowly, a measurement counts
-# for 10 s (kvnode.clocks.fence), so five of them, and an idle cluster's clock calls grow with the square
+# for 10 s (kvnode.clocks.fence), so five of them, and an idle cluster's measurements grow with the square
 # of its members (docs/replica-channel.md).
 BEATS_PER_MEASUREMENT = 8
+
+CLOCK_PING_SIZE = 8  # a clock ping's payload: the pinger's wall clock (wire.encode_timestamp)
 
 # Where a peer's clock measurements go: (peer URL, offset), and the wall clock they are taken with.
 ClockSampler = tuple[Callable[[str, Offset], None], Callable[[], int]]
 
 
+class Pinger(Protocol):
+    """A channel as a heartbeat sees it (kvnode.replica.channel.ClientChannel)."""
+
+    protocol: int  # the version it speaks
+
+    def ping(self, payload: bytes = b"") -> None: ...
+
+
+def clock_pong(ping: bytes, clock: Callable[[], bytes]) -> bytes:
+    """The pong that answers ``ping`` on a channel with clock pings: a clock ping's payload followed by
+    ``clock()`` (a CLOCK reply's payload); any other ping's payload as it came.
+
+    >>> wire.decode_clock(clock_pong(wire.encode_timestamp(5), lambda: wire.encode_clock(9, "serving"))[8:])
+    (9, 'serving')
+    >>> clock_pong(b"beat", lambda: b"never asked")
+    b'beat'
+    """
+    return ping + clock() if len(ping) == CLOCK_PING_SIZE else ping
+
+
 class ClockProbe:
-    """One peer's clock measurements, handed to the sampler; ``node_state`` is what its last CLOCK
-    answer said of its data ("" before one)."""
+    """One peer's clock measurements, handed to the sampler; ``node_state`` is what its last measurement
+    said of its data ("" before one)."""
 
     __slots__ = ("_beats", "_sample", "_url", "_wall_us", "node_state")
 
@@ -34,13 +63,17 @@ class ClockProbe:
         self.node_state = ""
         self._beats = 0
 
-    def beat(self, call: Callable[[], asyncio.Future[object]]) -> bool:
-        """A heartbeat: measure the clock at every BEATS_PER_MEASUREMENT-th; whether it did (the call's
-        answer is then the beat's sign of life: no ping is needed beside it)."""
+    def beat(self, call: Callable[[], asyncio.Future[object]], channel: Pinger) -> bool:
+        """A heartbeat: measure the clock at every BEATS_PER_MEASUREMENT-th, with a clock ping on
+        ``channel`` where it speaks them, else with a CLOCK call (``call`` starts it); whether it did (its
+        answer is then the beat's sign of life: no other ping is needed beside it)."""
         self._beats += 1
         if self._beats % BEATS_PER_MEASUREMENT:
             return False
-        self.measure(call)
+        if channel.protocol >= CLOCK_PINGS:
+            channel.ping(wire.encode_timestamp(self._wall_us()))
+        else:
+            self.measure(call)
         return True
 
     def measure(self, call: Callable[[], asyncio.Future[object]]) -> asyncio.Future[object]:
@@ -50,8 +83,20 @@ class ClockProbe:
         future.add_done_callback(partial(self._measured, self._wall_us()))
         return future
 
+    def ponged(self, payload: bytes) -> None:
+        """A pong with a payload came: a clock ping's answer is sampled; anything else is no measurement."""
+        try:
+            sent_us = wire.decode_timestamp(payload[:CLOCK_PING_SIZE])
+            remote_us, node_state = wire.decode_clock(payload[CLOCK_PING_SIZE:])
+        except wire.WireError:
+            return
+        self._took(sent_us, remote_us, node_state)
+
     def _measured(self, sent_us: int, future: asyncio.Future[object]) -> None:
         if future.cancelled() or future.exception() is not None:
             return
-        remote_us, self.node_state = cast(tuple[int, str], future.result())
+        self._took(sent_us, *cast(tuple[int, str], future.result()))
+
+    def _took(self, sent_us: int, remote_us: int, node_state: str) -> None:
+        self.node_state = node_state
         self._sample(self._url, measure(sent_us=sent_us, remote_us=remote_us, received_us=self._wall_us()))

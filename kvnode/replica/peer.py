@@ -11,10 +11,10 @@ ReplicaOverloaded (a write becomes a hint). A heartbeat asks the failure detecto
 the peer: a convicted peer's connection is replaced; one merely quieter than its pace stays, ``suspected``.
 Every reply and pong is an arrival, and so is the peer's ping to this node while no call is in flight, so one
 ping a beat serves a pair: the member with the lower URL pings a quiet connection, the other only once the
-leader's pings stop coming (kvnode.replica.peer_state). With a clock sampler, every eighth beat and every new
-connection make one CLOCK call (the peer's clock offset). With an SSL context it speaks TLS; a failed TLS
-handshake is a refusal ("tls"), as a refused HMAC handshake is. Writes travel as the channel's protocol
-version has them (kvnode.replica.protocol). Create it inside the running event loop.
+leader's pings stop coming (kvnode.replica.peer_state). With a clock sampler, a new connection and every
+eighth beat measure the peer's clock offset (kvnode.replica.clock_probe). With an SSL context it speaks TLS;
+a failed TLS handshake is a refusal ("tls"), as a refused HMAC handshake is. Writes travel as the channel's
+protocol version has them (kvnode.replica.protocol). Create it inside the running event loop.
 """
 
 from __future__ import annotations
@@ -163,7 +163,7 @@ class PeerReplica(AwaitableCalls):
 
     @property
     def node_state(self) -> str:
-        """The state of the peer's data, as its last CLOCK answer said ("" before one)."""
+        """The state of the peer's data, as its last clock measurement said ("" before one)."""
         return "" if self._clock is None else self._clock.node_state
 
     @property
@@ -287,7 +287,7 @@ class PeerReplica(AwaitableCalls):
             self._give_up(channel, silent)
             self.probe()
             return
-        measured = self._clock is not None and self._clock.beat(self._clock_call)  # a CLOCK call: no ping
+        measured = self._clock is not None and self._clock.beat(self._clock_call, channel)  # no other ping
         busy, interval = bool(self._calls), self._heartbeat.interval
         if not measured and life.pings(now=now, interval=interval, leads=self._leads, busy=busy):
             channel.ping()
@@ -311,6 +311,10 @@ class PeerReplica(AwaitableCalls):
             return
         for reply in replies:
             self._resolve(reply)
+
+    def ponged(self, channel: ClientChannel, payload: bytes) -> None:
+        if channel is self._channel and self._clock is not None:
+            self._clock.ponged(payload)
 
     def writable(self, channel: ClientChannel) -> None:
         if channel is self._channel:

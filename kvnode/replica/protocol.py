@@ -15,7 +15,10 @@ kvnode from before versions were negotiated: it speaks version 1 only.
 
 Versions: 1, every op but DELETE; 2 adds DELETE (a delete as its timestamp and replica count:
 kvnode.replica.wire.encode_delete), which a peer sends in place of a tombstone's WRITE once the channel
-speaks 2, and a server refuses on a channel that speaks 1 as an unknown op.
+speaks 2, and a server refuses on a channel that speaks 1 as an unknown op. 3 adds clock pings: a ping that
+carries the pinger's wall clock (8 bytes) is answered by a pong that carries them back followed by a CLOCK
+reply's payload, so the heartbeat measures the peer's clock (kvnode.replica.clock_probe) where a channel
+that speaks 2 or 1 makes a CLOCK call.
 
 For each call the table holds the reply statuses that answer it, each with what its payload resolves to
 (FAILED, REFUSED and NOT_READY fail any call: kvnode.replica.answers says with which error). A peer
@@ -33,6 +36,7 @@ from kvnode.storage.records import Record, decode, encode
 
 __all__ = [
     "ADDED_IN",
+    "CLOCK_PINGS",
     "CURRENT_VERSION",
     "LEGACY",
     "MIN_VERSION",
@@ -46,8 +50,9 @@ __all__ = [
 ]
 
 MIN_VERSION = 1  # the oldest version this kvnode still speaks
-CURRENT_VERSION = 2  # the newest; a node pinned with --max-protocol speaks up to less
+CURRENT_VERSION = 3  # the newest; a node pinned with --max-protocol speaks up to less
 ADDED_IN: dict[wire.Op, int] = {wire.Op.DELETE: 2}  # the version each later op came in; the rest are 1's
+CLOCK_PINGS = 3  # the version clock pings came in
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +89,7 @@ def spoken(max_version: int = 0) -> Versions:
     """What this node speaks: MIN_VERSION up to ``max_version`` (0: CURRENT_VERSION).
 
     >>> str(spoken()), str(spoken(1))
-    ('1-2', '1-1')
+    ('1-3', '1-1')
     """
     if not (max_version == 0 or MIN_VERSION <= max_version <= CURRENT_VERSION):
         raise ValueError(

@@ -1,8 +1,8 @@
 """A rolling upgrade, on real nodes: a cluster of three with one node pinned to the previous replica
 protocol (``--max-protocol 1``, as a node not yet upgraded speaks) serves reads, writes and deletes with
 every fan-out mode, whichever node coordinates; hints, read repair and anti-entropy reach across it; each
-node says which version it speaks with each peer (1 with the pinned one, 2 between the others); restarted
-unpinned, the node's channels move to 2."""
+node says which version it speaks with each peer (1 with the pinned one, the newest between the others);
+restarted unpinned, the node's channels move to the newest."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from kvnode.config import FanoutMode
+from kvnode.replica.protocol import CURRENT_VERSION
 from tests.harness import (
     CONVERGE_S,
     FANOUTS,
@@ -75,7 +76,7 @@ def pinned_cluster(start_cluster: ClusterFactory, tmp_path: Path, **options: obj
     wait_for_versions(
         [first, second, pinned],
         {
-            (first.url, second.url): 2, (second.url, first.url): 2,
+            (first.url, second.url): CURRENT_VERSION, (second.url, first.url): CURRENT_VERSION,
             (first.url, pinned.url): 1, (second.url, pinned.url): 1,
             (pinned.url, first.url): 1, (pinned.url, second.url): 1,
         },
@@ -125,8 +126,8 @@ def seen_gone(node: Node, by: Node) -> None:
 
 
 def test_hints_reach_a_node_pinned_to_version_1(start_cluster: ClusterFactory, tmp_path: Path) -> None:
-    """Writes and deletes it missed while down, hinted and delivered by a coordinator that speaks 2 with
-    the other peer and 1 with it."""
+    """Writes and deletes it missed while down, hinted and delivered by a coordinator that speaks the newest
+    version with the other peer and 1 with it."""
     cluster, pinned = pinned_cluster(start_cluster, tmp_path)
     first = cluster[0]
     doomed = fresh_key("hinted-delete")
@@ -144,11 +145,11 @@ def test_hints_reach_a_node_pinned_to_version_1(start_cluster: ClusterFactory, t
     no_call_refused([first, cluster[1], pinned])
 
 
-def test_anti_entropy_reaches_a_pinned_node_and_unpinned_it_speaks_2(
+def test_anti_entropy_reaches_a_pinned_node_and_unpinned_it_speaks_the_newest(
     start_cluster: ClusterFactory, tmp_path: Path
 ) -> None:
     """Writes it missed beyond the hint window (no hint kept), brought by a repair it runs with both
-    peers over version 1 channels; then the upgrade: restarted unpinned, every channel speaks 2."""
+    peers over version 1 channels; then the upgrade: restarted unpinned, every channel speaks the newest."""
     cluster, pinned = pinned_cluster(start_cluster, tmp_path, hint_window_s=1)
     first, second = cluster[0], cluster[1]
     deleted = fresh_key("repaired-delete")
@@ -171,6 +172,7 @@ def test_anti_entropy_reaches_a_pinned_node_and_unpinned_it_speaks_2(
     no_call_refused([first, second, pinned])
     upgraded = restarted(pinned, tmp_path / "upgraded.log", max_protocol=0)
     nodes = [first, second, upgraded]
-    wait_for_versions(nodes, {(a.url, b.url): 2 for a in nodes for b in nodes if a is not b})
-    assert stats(upgraded)["protocol"] == {"speaks": "1-2", "peers": {first.url: 2, second.url: 2}}
-    assert total(scrape(first), "kvnode_peer_protocol_version", peer=upgraded.url) == 2
+    wait_for_versions(nodes, {(a.url, b.url): CURRENT_VERSION for a in nodes for b in nodes if a is not b})
+    newest = {first.url: CURRENT_VERSION, second.url: CURRENT_VERSION}
+    assert stats(upgraded)["protocol"] == {"speaks": f"1-{CURRENT_VERSION}", "peers": newest}
+    assert total(scrape(first), "kvnode_peer_protocol_version", peer=upgraded.url) == CURRENT_VERSION

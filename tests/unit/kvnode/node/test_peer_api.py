@@ -4,7 +4,8 @@ traceback; a peer that shares no protocol version with the node is refused, a fa
 log one line naming both ranges, as does a node beside an older one that says no range; a call of a later
 version than the channel speaks is refused as an unknown op; a frame's replies go out in frames of about
 wire.FRAME_TARGET bytes. A frame's writes are stored with the loop iteration's pending ones by one write
-before it is answered, or every call FAILED when it fails. A peer's ping is answered, and told to the gate."""
+before it is answered, or every call FAILED when it fails. A peer's ping is answered (a clock ping with this
+node's clock), and told to the gate."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from kvnode.replica.channel import PEER_PATH
 from kvnode.replica.errors import ReplicaError
 from kvnode.replica.identities import Identities
 from kvnode.replica.peer import PeerReplica
-from kvnode.replica.protocol import PROTOCOL, Versions
+from kvnode.replica.protocol import CLOCK_PINGS, PROTOCOL, Versions, spoken
 from kvnode.replica.readiness import NodeState
 from kvnode.storage.group_commit import Pending
 from kvnode.storage.keyspace import Storage, StorageFull
@@ -170,6 +171,44 @@ async def test_a_ping_is_answered_with_its_pong_and_tells_the_gate_which_peer_pi
     assert (pong.type, pong.data, second.type) == (aiohttp.WSMsgType.PONG, b"beat", aiohttp.WSMsgType.PONG)
     assert replies == [(1, wire.Status.ABSENT, b"")]
     assert told == [CLIENT_URL, CLIENT_URL]
+
+
+@pytest.mark.parametrize("speaks", [Versions(1, CLOCK_PINGS - 1), Versions(1, CLOCK_PINGS)])
+async def test_a_clock_ping_is_answered_with_this_nodes_clock_where_the_channel_speaks_them(
+    tmp_path: Path, system_db: SystemDb, speaks: Versions
+) -> None:
+    """On a channel that speaks clock pings, a ping of 8 bytes (the pinger's wall clock) is answered with
+    them and a CLOCK reply's payload (kvnode.replica.clock_probe); another ping is echoed. On an older
+    channel every ping is echoed, as a server of that version does."""
+    storage = Storage.open(tmp_path / "records", fsync=False)
+    url: list[str] = []
+
+    async def channel(request: web.Request) -> web.StreamResponse:
+        gate = PeerGate(
+            None, wire.Limits.for_body(1 << 20), identities(system_db, url[0], CLIENT_URL, spoken())
+        )
+        return await serve_peer(request, gate, storage, _call_answers(), set())
+
+    headers = {CLIENT_HEADER: CLIENT_URL, **Introduction(protocols=speaks).headers()}
+    ping = wire.encode_timestamp(wall_clock_us()())
+    try:
+        async with serving(channel) as server, aiohttp.ClientSession() as session:
+            url.append(server)
+            async with session.ws_connect(server + PEER_PATH, autoping=False, headers=headers) as ws:
+                before = wall_clock_us()()
+                await ws.ping(ping)
+                clock_pong = (await ws.receive(timeout=10)).data
+                after = wall_clock_us()()
+                await ws.ping(b"beat")
+                plain = (await ws.receive(timeout=10)).data
+    finally:
+        storage.close()
+    assert plain == b"beat"
+    if speaks.high < CLOCK_PINGS:
+        assert clock_pong == ping
+    else:
+        remote_us, state = wire.decode_clock(clock_pong[len(ping) :])
+        assert clock_pong.startswith(ping) and before <= remote_us <= after and state == "serving"
 
 
 def test_the_server_answers_every_call_of_the_protocol_and_no_other() -> None:

@@ -47,7 +47,7 @@ def test_stats_cluster_and_metrics_agree_on_a_stopped_peers_hints(start_cluster:
     assert stats["hints"]["kept"][stopped.url] >= 2
     assert stats["peers"][running.url] == "connected"
     assert stats["peers"][stopped.url] != "connected"
-    assert stats["protocol"] == {"speaks": "1-2", "peers": {running.url: 2, stopped.url: 0}}
+    assert stats["protocol"] == {"speaks": "1-3", "peers": {running.url: 3, stopped.url: 0}}
 
     view = get_json(coordinator, "/v0/cluster")
     assert view["hints"]["pending"] == {running.url: 0, stopped.url: 2}  # every peer, 0 included

@@ -135,7 +135,7 @@ def test_a_secret_file_open_to_group_or_others_is_refused_naming_the_fix(tmp_pat
         ["node", "--port", "PORT", "--data-dir", "d", "--cluster", "SELF,SELF"],
         ["node", "--port", "PORT", "--data-dir", "d", "--cluster", "SELF", "--replication-factor", "2"],
         ["node", "--port", "PORT", "--data-dir", "d", "--replication-factor", "-1"],
-        ["node", "--port", "PORT", "--data-dir", "d", "--max-protocol", "3"],
+        ["node", "--port", "PORT", "--data-dir", "d", "--max-protocol", "4"],
         ["node", "--port", "PORT", "--data-dir", "d", "--max-protocol", "-1"],
         ["cluster", "--nodes", "0"],
         ["cluster", "--nodes", "three"],

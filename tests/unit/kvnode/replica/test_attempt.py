@@ -29,6 +29,9 @@ class Listener:
     def received(self, channel: ClientChannel, frame: bytes) -> None:
         pass
 
+    def ponged(self, channel: ClientChannel, payload: bytes) -> None:
+        pass
+
     def writable(self, channel: ClientChannel) -> None:
         pass
 

@@ -1,7 +1,7 @@
 """kvnode.replica.channel: the client end of a replica channel, fed bytes as a transport would: the
 challenge and the upgrade (with and without a cluster secret), a refusal named by what it was about, then
-frames handed to the listener, pings answered, and the channel given up on a close, a broken frame or a
-lost connection."""
+frames handed to the listener, pings answered, pongs with a payload told, and the channel given up on a
+close, a broken frame or a lost connection."""
 
 from __future__ import annotations
 
@@ -38,6 +38,7 @@ class Listener:
     def __init__(self) -> None:
         self.heard = 0
         self.frames: list[bytes] = []
+        self.pongs: list[bytes] = []
         self.writable_calls = 0
         self.drops: list[tuple[ReplicaError, int]] = []
 
@@ -46,6 +47,9 @@ class Listener:
 
     def received(self, channel: ClientChannel, frame: bytes) -> None:
         self.frames.append(frame)
+
+    def ponged(self, channel: ClientChannel, payload: bytes) -> None:
+        self.pongs.append(payload)
 
     def writable(self, channel: ClientChannel) -> None:
         self.writable_calls += 1
@@ -104,13 +108,20 @@ async def test_the_frames_after_an_accepted_upgrade_go_to_the_listener() -> None
     assert transport.written[-1] == websocket.encode_frame(websocket.OP_BINARY, b"calls")
 
 
-async def test_a_ping_is_answered_and_a_close_gives_the_channel_up_quietly() -> None:
+async def test_a_ping_is_answered_a_pong_with_a_payload_told_and_a_close_gives_the_channel_up_quietly() -> (
+    None
+):
     channel, transport, listener = upgraded()
     heard = listener.heard
     channel.data_received(frame(websocket.OP_PING, b"hi"))
     assert transport.written[-1] == websocket.encode_frame(websocket.OP_PONG, b"hi")
     channel.data_received(frame(websocket.OP_PONG, b""))
     assert listener.drops == [] and listener.heard == heard + 2  # a pong says the peer is alive too
+    assert listener.pongs == []  # an empty pong answers a plain ping: nothing more to tell
+    channel.ping(b"clock")
+    assert transport.written[-1] == websocket.encode_frame(websocket.OP_PING, b"clock")
+    channel.data_received(frame(websocket.OP_PONG, b"clock, and the peer's"))  # a clock ping's answer
+    assert listener.pongs == [b"clock, and the peer's"] and listener.heard == heard + 3
     channel.data_received(frame(websocket.OP_CLOSE, b""))
     [(error, level)] = listener.drops
     assert isinstance(error, ReplicaUnavailable) and level == logging.INFO

@@ -1,13 +1,18 @@
-"""kvnode.replica.clock_probe: a CLOCK call's answer becomes the peer's offset, measured from the wall clock
-when the call was sent and when it was answered, and says the state of the peer's data; a failed or
-cancelled call measures nothing."""
+"""kvnode.replica.clock_probe: a CLOCK call's answer, or a clock ping's pong, becomes the peer's offset,
+measured from the wall clock when the call or ping was sent and when it was answered, and says the state of
+the peer's data; a failed or cancelled call, or a pong that is not a clock ping's, measures nothing. Every
+few beats the heartbeat measures: with a clock ping on a channel that speaks them, else a CLOCK call."""
 
 from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from kvnode.clocks.offsets import Offset, measure
-from kvnode.replica.clock_probe import BEATS_PER_MEASUREMENT, ClockProbe
+from kvnode.replica import wire
+from kvnode.replica.clock_probe import BEATS_PER_MEASUREMENT, ClockProbe, clock_pong
+from kvnode.replica.protocol import CLOCK_PINGS
 
 URL = "http://b:1"
 
@@ -21,6 +26,17 @@ class Probed:
 
     def probe(self) -> ClockProbe:
         return ClockProbe(URL, (lambda url, offset: self.samples.append((url, offset)), lambda: self.now_us))
+
+
+class Channel:
+    """A channel speaking ``protocol``, keeping the payloads of its pings."""
+
+    def __init__(self, protocol: int) -> None:
+        self.protocol = protocol
+        self.pings: list[bytes] = []
+
+    def ping(self, payload: bytes = b"") -> None:
+        self.pings.append(payload)
 
 
 async def test_an_answer_is_sampled_as_the_offset_of_its_round_trip() -> None:
@@ -52,17 +68,45 @@ async def test_a_failed_or_cancelled_call_is_no_measurement() -> None:
     assert probed.samples == [] and probe.node_state == ""
 
 
-async def test_a_heartbeat_measures_the_clock_only_every_few_beats() -> None:
-    probe = Probed().probe()
+@pytest.mark.parametrize("protocol", [CLOCK_PINGS - 1, CLOCK_PINGS])
+async def test_a_heartbeat_measures_the_clock_only_every_few_beats(protocol: int) -> None:
+    """With a CLOCK call on a channel that speaks no clock pings, with a clock ping on one that does."""
+    probed = Probed()
+    probe, channel = probed.probe(), Channel(protocol)
     calls: list[asyncio.Future[object]] = []
 
     def call() -> asyncio.Future[object]:
         calls.append(asyncio.get_running_loop().create_future())
         return calls[-1]
 
-    measured = [probe.beat(call) for _ in range(3 * BEATS_PER_MEASUREMENT)]
-    assert len(calls) == 3
-    # The beats that measured say so: the call's answer is their sign of life, with no ping beside it.
+    measured = [probe.beat(call, channel) for _ in range(3 * BEATS_PER_MEASUREMENT)]
+    clock_pings = [wire.encode_timestamp(probed.now_us)] * 3
+    assert (len(calls), channel.pings) == ((0, clock_pings) if protocol >= CLOCK_PINGS else (3, []))
+    # The beats that measured say so: the answer is their sign of life, with no other ping beside it.
     assert [beat for beat, did in enumerate(measured, 1) if did] == [
         BEATS_PER_MEASUREMENT * n for n in (1, 2, 3)
     ]
+
+
+def test_a_clock_pings_pong_is_sampled_as_the_offset_of_its_round_trip() -> None:
+    """The pong the peer's server builds (clock_pong) carries the ping's wall clock back, so the probe keeps
+    no record of what it sent."""
+    probed = Probed()
+    probe, channel = probed.probe(), Channel(CLOCK_PINGS)
+    for _ in range(BEATS_PER_MEASUREMENT):
+        probe.beat(lambda: asyncio.Future(), channel)
+    (ping,) = channel.pings
+    pong = clock_pong(ping, lambda: wire.encode_clock(50_000, "serving"))
+    probed.now_us = 1_400
+    probe.ponged(pong)
+    assert probed.samples == [(URL, Offset(offset_us=50_000 - 1_200, uncertainty_us=200))]
+    assert probe.node_state == "serving"
+
+
+@pytest.mark.parametrize("payload", [b"beat", b"12345678", wire.encode_timestamp(1) + b"\x00" * 3])
+def test_a_pong_that_is_no_clock_pings_answer_measures_nothing(payload: bytes) -> None:
+    """A peer's echo of a ping that was not a clock ping, or a clock pong cut short: no measurement."""
+    probed = Probed()
+    probe = probed.probe()
+    probe.ponged(payload)
+    assert probed.samples == [] and probe.node_state == ""
