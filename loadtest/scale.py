@@ -7,12 +7,13 @@ costs in each: throughput, p99, replica calls per request, server CPU per reques
 Hosts are modelled on loopback (127.0.0.1, 127.0.0.2, ...: distinct hosts to placement), filled in order as
 ``cluster --machines`` fills them (:func:`kvnode.ops.cluster_config.machine_placement`); every shape has
 the same replication factor (3 by default), so every request asks from = 3 replicas however many members
-there are. For each shape, on a fresh cluster: fill the keys, read the idle cluster's CPU over a few
-seconds, send a warm-up run, then ``--repeats`` runs at ``--rate`` from the open-loop generator
-(:mod:`loadtest.workers`), token-aware (each request to its key's first owner, as kvnode.client routes),
-each with the node processes' CPU (``/proc/PID/stat``) and replica-call counters (``/metrics``) read
-before and after it. Writes results.json, scale.md and scale.png to ``--out`` (:mod:`loadtest.scale_figures`,
-:mod:`loadtest.scale_report`).
+there are. ``--repeats`` rounds, each shape in turn in each, so that a slow spell of the machine falls on
+every shape alike rather than on the one measured then; in a round, for each shape, on a fresh cluster:
+fill the keys, read the idle cluster's CPU over a few seconds, send a warm-up run, then one run at
+``--rate`` from the open-loop generator (:mod:`loadtest.workers`), token-aware (each request to its key's
+first owner, as kvnode.client routes), with the node processes' CPU (``/proc/PID/stat``) and replica-call
+counters (``/metrics``) read before and after it. Writes results.json, scale.md and scale.png to
+``--out`` (:mod:`loadtest.scale_figures`, :mod:`loadtest.scale_report`).
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ class ScaleSettings:
     op: Op
     rate: float  # requests per second, every shape alike
     duration: float  # seconds per run
-    repeats: int  # runs per shape
+    repeats: int  # rounds: runs per shape, each on a fresh cluster
     warmup: float  # seconds of an unrecorded run first
     idle: float  # seconds the idle cluster's CPU is read over
     keys: int
@@ -70,30 +71,31 @@ class ScaleSettings:
 
     @property
     def planned_seconds(self) -> float:
-        per_shape = self.idle + self.warmup + self.repeats * self.duration + _START_OVERHEAD_S
-        return sum(per_shape + _PER_MEMBER_S * shape.members for shape in self.shapes)
+        per_run = self.idle + self.warmup + self.duration + _START_OVERHEAD_S
+        return self.repeats * sum(per_run + _PER_MEMBER_S * shape.members for shape in self.shapes)
 
 
 def run_scale(settings: ScaleSettings) -> Path:
-    """Measure every shape, then write results.json and the report; the report's path."""
+    """Measure every shape in every round, then write results.json and the report; the report's path."""
     progress = Progress(settings.planned_seconds, "scale")
     runs: list[Run] = []
     idle: list[Run] = []
     with GeneratorPool(settings.workers) as pool, tempfile.TemporaryDirectory(prefix="kvnode-scale-") as data:
-        for shape in settings.shapes:
-            progress.say(f"{shape.label}: starting a fresh cluster")
-            base = NodeConfig(data_dir=Path(data) / f"{shape.members}x{shape.per_host}")
-            cluster = start_local_cluster(
-                base,
-                shape.members,
-                NodeProcess,
-                log_dir=base.data_dir / "logs",
-                configure=machine_placement(shape.per_host, settings.replication_factor),
-            )
-            try:
-                _Shape(shape, cluster, settings, pool, progress).measure(runs, idle)
-            finally:
-                cluster.stop()
+        for repeat in range(settings.repeats):
+            for shape in settings.shapes:
+                progress.say(f"{shape.label}: round {repeat + 1} of {settings.repeats}: a fresh cluster")
+                base = NodeConfig(data_dir=Path(data) / f"{shape.members}x{shape.per_host}-{repeat}")
+                cluster = start_local_cluster(
+                    base,
+                    shape.members,
+                    NodeProcess,
+                    log_dir=base.data_dir / "logs",
+                    configure=machine_placement(shape.per_host, settings.replication_factor),
+                )
+                try:
+                    _Shape(shape, cluster, settings, pool, progress).measure(repeat, runs, idle)
+                finally:
+                    cluster.stop()
     settings.out.mkdir(parents=True, exist_ok=True)
     results = {"settings": _settings_json(settings), "header": _header(settings), "runs": runs, "idle": idle}
     (settings.out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
@@ -103,7 +105,7 @@ def run_scale(settings: ScaleSettings) -> Path:
 
 
 class _Shape:
-    """One shape's cluster under measurement."""
+    """One shape's cluster under measurement, for one round."""
 
     def __init__(
         self,
@@ -118,7 +120,7 @@ class _Shape:
         self.members = list(cluster[0].config.cluster)  # as placement hashes them: token-aware routing
         self.workload = Workload(settings.op, settings.keys, settings.value_size)
 
-    def measure(self, runs: list[Run], idle: list[Run]) -> None:
+    def measure(self, repeat: int, runs: list[Run], idle: list[Run]) -> None:
         settings, say = self.settings, self.progress.say
         say(f"{self.shape.label}: filling {settings.keys} keys of {settings.value_size} bytes")
         _, failures = interruptible.run(
@@ -127,21 +129,20 @@ class _Shape:
         if failures:
             raise RuntimeError(f"{self.shape.label}: the fill failed: {describe_failures(failures)}")
         self.progress.advance(_START_OVERHEAD_S + _PER_MEMBER_S * self.shape.members)
-        idle.append(self._idle())
+        idle.append({**self._idle(), "repeat": repeat})
         self.progress.advance(settings.idle)
         say(f"{self.shape.label}: idle, {idle[-1]['idle_cpu_s'] / idle[-1]['idle_s']:.3f} s of CPU a second")
         pool, members, workload = self.pool, self.members, self.workload
         pool.run(members, workload, settings.rate, settings.warmup, settings.connections, token_aware=True)
         self.progress.advance(settings.warmup)
-        for repeat in range(settings.repeats):
-            run = self._run(repeat)
-            runs.append(run)
-            calls = run["replica_calls"]
-            say(
-                f"{self.shape.label}: run {repeat + 1} of {settings.repeats}: {run['achieved_rate']:,.0f}/s, "
-                f"p99 {run['latency_ms']['p99']:.2f} ms, {calls['per_request'] if calls else 'n/a'} replica "
-                f"calls and {run['server_cpu_us_per_request'] or 0:,.0f} µs of server CPU per request"
-            )
+        run = self._run(repeat)
+        runs.append(run)
+        calls = run["replica_calls"]
+        say(
+            f"{self.shape.label}: run {repeat + 1} of {settings.repeats}: {run['achieved_rate']:,.0f}/s, "
+            f"p99 {run['latency_ms']['p99']:.2f} ms, {calls['per_request'] if calls else 'n/a'} replica "
+            f"calls and {run['server_cpu_us_per_request'] or 0:,.0f} µs of server CPU per request"
+        )
 
     def _idle(self) -> Run:
         """The idle cluster's own CPU and replica calls (every op) over ``settings.idle`` seconds."""
@@ -197,21 +198,23 @@ def _header(settings: ScaleSettings) -> list[str]:
         "when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "kvnode": kvnode.__version__,
         "shapes": f"{shapes}; hosts modelled on loopback (127.0.0.1, 127.0.0.2, ...), filled in order; "
-        "a fresh cluster per shape",
+        f"{settings.repeats} rounds, each shape in turn on a fresh cluster in each, so that the machine's "
+        "slow spells fall on every shape alike",
         "cluster": f"replication factor {settings.replication_factor} in every shape, so every request asks "
         f"from = {settings.replication_factor} replicas (the default) and acks at the default quorum; async "
         "fan-out (the default)",
-        "load": f"open loop, {settings.op.upper()} at a constant {settings.rate:g}/s, {settings.repeats} "
-        f"runs of {settings.duration:g} s per shape after an uncounted {settings.warmup:g} s warm-up; "
-        f"{settings.keys} keys of {settings.value_size} bytes, filled first; token-aware: each request to "
-        f"its key's first owner, so one of its replica calls is local; request timeout {REQUEST_TIMEOUT:g} s",
+        "load": f"open loop, {settings.op.upper()} at a constant {settings.rate:g}/s, one run of "
+        f"{settings.duration:g} s a shape a round after an uncounted {settings.warmup:g} s warm-up; "
+        f"{settings.keys} keys of {settings.value_size} bytes, filled first on each cluster; token-aware: "
+        f"each request to its key's first owner, so one of its replica calls is local; request timeout "
+        f"{REQUEST_TIMEOUT:g} s",
         "generator": f"{settings.workers} worker process(es), {settings.connections} keep-alive connections "
         "(loadtest.openloop: a run is INVALID when the generator, not the server, set the pace, or when over "
         "1 % of its requests failed)",
         "server CPU": "user + system CPU of every node process (`/proc/PID/stat`, in clock ticks), read "
         "before and after each run, summed, per request that finished; idle: the same over "
         f"{settings.idle:g} s of the filled cluster with no load, before the warm-up; less idle: a run's "
-        "CPU less the idle CPU a second times the run's span, per request",
+        "CPU less its own cluster's idle CPU a second times the run's span, per request",
         "replica calls": f"`{REPLICA_CALLS}` of ops {' and '.join(sorted(REQUEST_OPS))} (read repair "
         "included; not the clock calls, hints and repairs every member makes whatever the load), summed "
         "over the nodes, each node's own storage counted as a replica, read before and after each run, per "
@@ -239,7 +242,7 @@ def _parser() -> OneLineParser:
     parser.add_argument("--op", choices=OPS, default="mixed", help="the workload (default: mixed)")
     parser.add_argument("--rate", type=positive_float, default=300.0, help="requests/s (default: 300)")
     parser.add_argument("--duration", type=positive_float, default=15.0, help="seconds a run (default: 15)")
-    parser.add_argument("--repeats", type=positive_int, default=3, help="runs a shape (default: 3)")
+    parser.add_argument("--repeats", type=positive_int, default=3, help="rounds: runs a shape (default: 3)")
     parser.add_argument(
         "--warmup", type=positive_float, default=3.0, help="seconds, not counted (default: 3)"
     )

@@ -18,7 +18,17 @@ from typing import Any
 
 from loadtest.report import MIN_RUN_REQUESTS, MIN_RUN_S
 
-__all__ = ["Figure", "Run", "Shape", "ShapeSummary", "shape_of", "summarise", "too_short", "work_us"]
+__all__ = [
+    "Figure",
+    "Run",
+    "Shape",
+    "ShapeSummary",
+    "pooled",
+    "shape_of",
+    "summarise",
+    "too_short",
+    "work_us",
+]
 
 Run = dict[str, Any]
 
@@ -87,7 +97,7 @@ class ShapeSummary:
     calls: Figure | None  # replica calls per request; None where no node exposed the counters
     cpu_us: Figure | None  # server CPU per request, every node process summed
     work_us: Figure | None  # the same, less what the idle cluster uses over as long
-    idle: Run | None  # the idle cluster's reading: idle_s, idle_cpu_s, idle_calls (every op)
+    idle: Run | None  # the idle readings pooled: idle_s, idle_cpu_s, idle_calls (every op), readings
 
 
 def work_us(run: Run, idle: Run | None) -> float | None:
@@ -99,15 +109,38 @@ def work_us(run: Run, idle: Run | None) -> float | None:
     return float((run["server_cpu_s"] - background) * 1e6 / run["requests"])
 
 
+def pooled(readings: Sequence[Run]) -> Run | None:
+    """Idle readings of one shape as one: their seconds, CPU and calls summed, and how many (None: none)."""
+    if not readings:
+        return None
+    calls = [row["idle_calls"] for row in readings]
+    return {
+        **readings[0],
+        "idle_s": sum(row["idle_s"] for row in readings),
+        "idle_cpu_s": sum(row["idle_cpu_s"] for row in readings),
+        "idle_calls": None if None in calls else sum(calls),
+        "readings": len(readings),
+    }
+
+
+def _of_round(readings: Sequence[Run], run: Run) -> Run | None:
+    """The idle reading of ``run``'s round, if the readings say their rounds."""
+    return next((row for row in readings if row.get("repeat", -1) == run["repeat"]), None)
+
+
 def summarise(runs: Sequence[Run], idle: Sequence[Run]) -> list[ShapeSummary]:
-    """Each shape's figures over its runs, smallest shape first; ``idle``: each shape's idle reading."""
+    """Each shape's figures over its runs, smallest shape first; ``idle``: the idle readings, one a shape
+    a round (``repeat``), each taken from its round's run; the summary's idle reading is them pooled."""
     summaries = []
     for shape in sorted({shape_of(run) for run in runs}):
         mine = [run for run in runs if shape_of(run) == shape]
-        idle_row = next((row for row in idle if shape_of(row) == shape), None)
+        readings = [row for row in idle if shape_of(row) == shape]
+        idle_row = pooled(readings)
         calls = [run["replica_calls"]["per_request"] for run in mine if run["replica_calls"]]
         cpu = [run["server_cpu_us_per_request"] for run in mine if run["server_cpu_us_per_request"]]
-        work = [value for run in mine if (value := work_us(run, idle_row)) is not None]
+        work = [
+            value for run in mine if (value := work_us(run, _of_round(readings, run) or idle_row)) is not None
+        ]
         summaries.append(
             ShapeSummary(
                 shape=shape,

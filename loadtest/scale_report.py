@@ -75,7 +75,10 @@ def _idle_line(first: ShapeSummary, last: ShapeSummary, rate: float) -> list[str
         assert row.idle is not None
         return float(row.idle[key] / row.idle["idle_s"])
 
-    seconds = _seconds([first.idle["idle_s"], last.idle["idle_s"]])
+    pools = (first.idle, last.idle)
+    counts = sorted({pool.get("readings", 1) for pool in pools})
+    seconds = _seconds([pool["idle_s"] / pool.get("readings", 1) for pool in pools])
+    readings = f"{'-'.join(map(str, counts))} reading(s) of {seconds} s each a shape"
     calls = ""
     if first.idle["idle_calls"] is not None and last.idle["idle_calls"] is not None:
         calls = (
@@ -85,7 +88,7 @@ def _idle_line(first: ShapeSummary, last: ShapeSummary, rate: float) -> list[str
     return [
         f"- **Idle background**: the idle cluster used {per_s(first, 'idle_cpu_s'):.3f} s of CPU a second at "
         f"{first.shape.members} members and {per_s(last, 'idle_cpu_s'):.3f} at {last.shape.members}{calls} "
-        f"(one reading of {seconds} s each). With it, server CPU per request is "
+        f"({readings}). With it, server CPU per request is "
         f"{last.cpu_us.median / first.cpu_us.median:.2f}x at {last.shape.members} members what it is at "
         f"{first.shape.members} ({last.cpu_us.text('{:,.0f}')} µs against {first.cpu_us.text('{:,.0f}')} "
         f"µs) at {rate:,.0f}/s; a higher rate spreads the background over more requests."
@@ -204,8 +207,8 @@ def report_text(results: dict[str, Any], plot: str) -> str:
         "## Figures",
         "",
         "Each cell: the median over the shape's runs, then the lowest-highest and the number of runs (n). "
-        "Less idle: server CPU per request less what the same cluster used idle over as long (one idle "
-        "reading a shape, its last column).",
+        "Less idle: server CPU per request less what the same cluster used idle over as long (an idle "
+        "reading before each run; the last column pools a shape's).",
         "",
         *_table(summaries),
         "",

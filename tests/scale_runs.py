@@ -45,13 +45,15 @@ def scale_run(
     }
 
 
-def idle_reading(members: int, cpu_per_s: float) -> Run:
+def idle_reading(members: int, cpu_per_s: float, repeat: int | None = None) -> Run:
+    """An idle reading of 5 s; with ``repeat``, of that round (before its run), as loadtest.scale takes it."""
     return {
         "members": members,
         "per_host": 2,
         "idle_s": 5.0,
         "idle_cpu_s": 5.0 * cpu_per_s,
         "idle_calls": 100,
+        **({} if repeat is None else {"repeat": repeat}),
     }
 
 

@@ -1,5 +1,6 @@
 """loadtest.scale_figures: each shape's figures over its runs, with their counts (test_scale_report checks
-the words drawn from them)."""
+the words drawn from them); a run less idle is judged by its own round's idle reading, and a shape's idle
+readings are pooled."""
 
 from __future__ import annotations
 
@@ -26,3 +27,17 @@ def test_each_figure_is_the_median_and_range_of_a_shapes_runs_with_its_count() -
     assert large.work_us is not None
     assert (large.work_us.median, large.work_us.low, large.work_us.high) == pytest.approx((150, 100, 200))
     assert work_us(runs[0], None) is None
+
+
+def test_a_run_less_idle_is_judged_by_its_own_rounds_idle_reading_and_the_readings_are_pooled() -> None:
+    """Rounds alternate the shapes, and each run has the idle reading taken just before it on its cluster: a
+    busier spell of the machine in one round moves that round's run and reading together."""
+    runs = [scale_run(12, repeat, cpu_us=600) for repeat in range(3)]
+    idle = [idle_reading(12, cpu, repeat) for repeat, cpu in enumerate([0.0, 0.15, 0.03])]
+    (large,) = summarise(runs, idle)
+    # 0.15 s of CPU a second over a 15 s run of 4,500 requests is 500 us a request; 0.03, 100 us.
+    assert large.work_us is not None
+    assert (large.work_us.median, large.work_us.low, large.work_us.high) == pytest.approx((500, 100, 600))
+    assert large.idle is not None
+    assert (large.idle["readings"], large.idle["idle_s"], large.idle["idle_calls"]) == (3, 15.0, 300)
+    assert large.idle["idle_cpu_s"] == pytest.approx(5.0 * 0.18)

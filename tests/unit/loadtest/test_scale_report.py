@@ -27,6 +27,7 @@ def test_work_per_request_is_judged_against_the_bound_less_the_idle_background(
     assert "n=3" in work
     idle = next(line for line in lines if "Idle background" in line)
     assert "0.000 s of CPU a second at 3 members and 0.150 at 12" in idle
+    assert "(1 reading(s) of 5.0 s each a shape)" in idle
     assert "Replica calls per request equal from = 3" in lines[2]
     assert "every run of every shape achieved at least 95%" in lines[3]
 
