@@ -24,6 +24,7 @@ __all__ = [
     "Shape",
     "ShapeSummary",
     "pooled",
+    "round_ratios",
     "shape_of",
     "summarise",
     "too_short",
@@ -157,6 +158,28 @@ def summarise(runs: Sequence[Run], idle: Sequence[Run]) -> list[ShapeSummary]:
             )
         )
     return summaries
+
+
+def round_ratios(
+    runs: Sequence[Run], idle: Sequence[Run], small: Shape, large: Shape
+) -> tuple[Figure, Figure] | None:
+    """Each round's ``large`` run against the same round's ``small`` one, minutes apart: server CPU per
+    request less idle (each run less its own round's reading), then with the idle background; None for
+    fewer than two rounds that measured both."""
+    rounds = {(shape_of(run), run["repeat"]): run for run in runs}
+    readings = {(shape_of(row), row["repeat"]): row for row in idle if "repeat" in row}
+    less_idle, total = [], []
+    for repeat in sorted({run["repeat"] for run in runs}):
+        little, big = rounds.get((small, repeat)), rounds.get((large, repeat))
+        if little is None or big is None or not (little["requests"] and big["requests"]):
+            continue
+        total.append(big["server_cpu_s"] / big["requests"] / (little["server_cpu_s"] / little["requests"]))
+        works = [work_us(run, readings.get((shape_of(run), repeat))) for run in (little, big)]
+        if works[0] and works[1] is not None:
+            less_idle.append(works[1] / works[0])
+    if len(less_idle) < 2:
+        return None
+    return Figure.of(less_idle), Figure.of(total)
 
 
 def too_short(summaries: Sequence[ShapeSummary]) -> bool:

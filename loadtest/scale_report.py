@@ -9,7 +9,16 @@ from typing import Any
 
 from loadtest.plots import plot_samples
 from loadtest.report import MIN_RUN_REQUESTS, MIN_RUN_S
-from loadtest.scale_figures import Run, ShapeSummary, shape_of, summarise, too_short, work_us
+from loadtest.scale_figures import (
+    Figure,
+    Run,
+    ShapeSummary,
+    round_ratios,
+    shape_of,
+    summarise,
+    too_short,
+    work_us,
+)
 
 __all__ = ["CALLS_TOLERANCE", "KEPT_UP", "WORK_BOUND", "conclusion", "report_text", "write_report"]
 
@@ -18,7 +27,12 @@ KEPT_UP = 0.95  # a run kept up with the asked rate when it achieved this much o
 CALLS_TOLERANCE = 0.02  # replica calls per request within 2 % of from: read repair and rewrites are rare
 
 
-def conclusion(summaries: Sequence[ShapeSummary], from_: int, rate: float) -> list[str]:
+def conclusion(
+    summaries: Sequence[ShapeSummary],
+    from_: int,
+    rate: float,
+    rounds: tuple[Figure, Figure] | None = None,  # round_ratios of the smallest shape and the largest
+) -> list[str]:
     """Bullets drawn from the figures alone, smallest shape against largest; none from runs under the
     minimums (a smoke check says so instead)."""
     if not summaries:
@@ -29,7 +43,12 @@ def conclusion(summaries: Sequence[ShapeSummary], from_: int, rate: float) -> li
             "requests: nothing is concluded; the tables show what ran."
         ]
     first, last = summaries[0], summaries[-1]
-    lines = [_work_line(first, last, rate), *_idle_line(first, last, rate), _calls_line(summaries, from_)]
+    lines = [
+        _work_line(first, last, rate),
+        *_rounds_line(first, last, rounds),
+        *_idle_line(first, last, rate),
+    ]
+    lines.append(_calls_line(summaries, from_))
     lines += [_throughput_line(summaries, rate), _p99_line(first, last)]
     invalid = sum(row.invalid for row in summaries)
     runs = sum(row.runs for row in summaries)
@@ -64,6 +83,18 @@ def _work_line(first: ShapeSummary, last: ShapeSummary, rate: float) -> str:
         f"{first.shape.label} ({last.work_us.text('{:,.0f}')} µs against {first.work_us.text('{:,.0f}')} "
         f"µs), {verdict} the {WORK_BOUND:g}x bound."
     )
+
+
+def _rounds_line(first: ShapeSummary, last: ShapeSummary, rounds: tuple[Figure, Figure] | None) -> list[str]:
+    """The same comparison round by round, where the runs of a round were minutes apart."""
+    if rounds is None:
+        return []
+    less_idle, total = rounds
+    return [
+        f"- **Round by round**, each round's {last.shape.members}-member run against the same round's "
+        f"{first.shape.members}-member one: {less_idle.text('{:.2f}x')} less idle, {total.text('{:.2f}x')} "
+        "with the idle background (the median, lowest-highest and number of rounds)."
+    ]
 
 
 def _idle_line(first: ShapeSummary, last: ShapeSummary, rate: float) -> list[str]:
@@ -201,7 +232,10 @@ def report_text(results: dict[str, Any], plot: str) -> str:
     if too_short(summaries):
         title = f"# Smoke check: kvnode scaling ran end to end on {labels}; too short to conclude"
     lines = [title, "", "## Conclusion", ""]
-    lines += conclusion(summaries, settings["replication_factor"], settings["rate"])
+    rounds = (
+        round_ratios(runs, results["idle"], summaries[0].shape, summaries[-1].shape) if summaries else None
+    )
+    lines += conclusion(summaries, settings["replication_factor"], settings["rate"], rounds)
     lines += [
         "",
         "## Figures",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from loadtest.scale_figures import Figure, Shape, summarise, work_us
+from loadtest.scale_figures import Figure, Shape, round_ratios, summarise, work_us
 from tests.scale_runs import idle_reading, scale_run
 
 
@@ -41,3 +41,24 @@ def test_a_run_less_idle_is_judged_by_its_own_rounds_idle_reading_and_the_readin
     assert large.idle is not None
     assert (large.idle["readings"], large.idle["idle_s"], large.idle["idle_calls"]) == (3, 15.0, 300)
     assert large.idle["idle_cpu_s"] == pytest.approx(5.0 * 0.18)
+
+
+def test_round_by_round_each_rounds_large_run_is_set_against_the_same_rounds_small_one() -> None:
+    """Less idle, each run less its own round's idle reading; with the background, the runs' CPU as it is.
+    A round that measured one shape only pairs nothing; under two pairs there is no figure."""
+    small, large = Shape(3, 2), Shape(12, 2)
+    runs = [scale_run(3, 0, cpu_us=400), scale_run(12, 0, cpu_us=800), scale_run(3, 1, cpu_us=500)]
+    runs += [scale_run(12, 1, cpu_us=500), scale_run(12, 2, cpu_us=900)]
+    idle = [
+        idle_reading(3, 0.0, 0),
+        idle_reading(12, 0.06, 0),
+        idle_reading(3, 0.0, 1),
+        idle_reading(12, 0.0, 1),
+    ]
+    ratios = round_ratios(runs, idle, small, large)
+    assert ratios is not None
+    less_idle, total = ratios
+    # Round 0: 800 us less 0.06 s a second over 15 s spread over 4,500 requests (200 us) against 400 us.
+    assert (less_idle.low, less_idle.high, less_idle.samples) == pytest.approx((1.0, 1.5, 2))
+    assert (total.low, total.high, total.samples) == pytest.approx((1.0, 2.0, 2))
+    assert round_ratios(runs[:2], idle, small, large) is None

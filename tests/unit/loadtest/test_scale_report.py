@@ -98,3 +98,14 @@ def test_an_idle_reading_above_a_runs_own_cpu_compares_no_work() -> None:
     lines = conclusion(summarise(runs, idle), from_=3, rate=RATE)
     assert lines[0].startswith("- Work per request: not compared: the idle cluster's CPU over a run's span")
     assert "replica calls a second" not in lines[1]  # no idle call counts: none said
+
+
+def test_the_report_sets_each_rounds_largest_shape_against_its_smallest() -> None:
+    """Rounds of 550, 600 and 650 us at 12 members against 500 at 3, with no idle background."""
+    runs = [scale_run(3, r, cpu_us=500) for r in range(3)] + [
+        scale_run(12, r, cpu_us=550 + 50 * r) for r in range(3)
+    ]
+    idle = [idle_reading(members, 0.0, r) for members in (3, 12) for r in range(3)]
+    report = report_text(scale_results(runs, idle), "scale.png")
+    line = next(line for line in report.splitlines() if "Round by round" in line)
+    assert "1.20x (1.10x-1.30x, n=3) less idle, 1.20x (1.10x-1.30x, n=3) with the idle background" in line
