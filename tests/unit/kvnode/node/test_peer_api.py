@@ -5,12 +5,14 @@ log one line naming both ranges, as does a node beside an older one that says no
 version than the channel speaks is refused as an unknown op; a frame's replies go out in frames of about
 wire.FRAME_TARGET bytes. A frame's writes are stored with the loop iteration's pending ones by one write
 before it is answered, or every call FAILED when it fails. A peer's ping is answered (a clock ping with this
-node's clock), and told to the gate."""
+node's clock), and told to the gate; a peer replica's heartbeat measures the clock with clock pings where
+the channel speaks them."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import socket
 import struct
@@ -22,7 +24,9 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from kvnode.clocks.fence import ClockFence
 from kvnode.clocks.hybrid import HybridClock, wall_clock_us
+from kvnode.clocks.offsets import ClockOffsets, Offset
 from kvnode.healing.upkeep import SummaryUpkeep
 from kvnode.node.peer_api import ANSWERERS, CallAnswers, PeerGate, serve_peer
 from kvnode.replica import wire
@@ -187,18 +191,19 @@ async def test_a_clock_ping_is_answered_with_this_nodes_clock_where_the_channel_
         gate = PeerGate(
             None, wire.Limits.for_body(1 << 20), identities(system_db, url[0], CLIENT_URL, spoken())
         )
-        return await serve_peer(request, gate, storage, _call_answers(), set())
+        return await serve_peer(request, gate, storage, answers, set())
 
+    wall_us = 1_700_000_000_123_456  # this node's wall clock, as its fence reads it
+    fence = ClockFence(lambda: wall_us, 5_000_000, ClockOffsets(max_age_s=10.0), peers=0)
+    answers = dataclasses.replace(_call_answers(), fence=fence)
     headers = {CLIENT_HEADER: CLIENT_URL, **Introduction(protocols=speaks).headers()}
-    ping = wire.encode_timestamp(wall_clock_us()())
+    ping = wire.encode_timestamp(wall_us - 500)  # the pinger's clock
     try:
         async with serving(channel) as server, aiohttp.ClientSession() as session:
             url.append(server)
             async with session.ws_connect(server + PEER_PATH, autoping=False, headers=headers) as ws:
-                before = wall_clock_us()()
                 await ws.ping(ping)
                 clock_pong = (await ws.receive(timeout=10)).data
-                after = wall_clock_us()()
                 await ws.ping(b"beat")
                 plain = (await ws.receive(timeout=10)).data
     finally:
@@ -207,8 +212,50 @@ async def test_a_clock_ping_is_answered_with_this_nodes_clock_where_the_channel_
     if speaks.high < CLOCK_PINGS:
         assert clock_pong == ping
     else:
-        remote_us, state = wire.decode_clock(clock_pong[len(ping) :])
-        assert clock_pong.startswith(ping) and before <= remote_us <= after and state == "serving"
+        assert clock_pong == ping + wire.encode_clock(wall_us, "serving")
+
+
+@pytest.mark.parametrize("speaks", [Versions(1, CLOCK_PINGS - 1), Versions(1, CLOCK_PINGS)])
+async def test_a_peer_measures_the_clock_at_its_heartbeat_with_a_clock_ping_where_the_channel_speaks_them(
+    tmp_path: Path, system_db: SystemDb, speaks: Versions
+) -> None:
+    """A peer replica with a clock sampler, against this server: one CLOCK call when its channel connects,
+    then a measurement every few beats, by a clock ping on a channel that speaks them (no other CLOCK call)
+    and by a CLOCK call on an older one."""
+    storage = Storage.open(tmp_path / "records", fsync=False)
+    url: list[str] = []
+    samples: list[tuple[str, Offset]] = []
+    measured_twice = asyncio.Event()
+
+    def sample(peer: str, offset: Offset) -> None:
+        samples.append((peer, offset))
+        if len(samples) == 2:
+            measured_twice.set()
+
+    async def channel(request: web.Request) -> web.StreamResponse:
+        gate = PeerGate(
+            None, wire.Limits.for_body(1 << 20), identities(system_db, url[0], CLIENT_URL, spoken())
+        )
+        return await serve_peer(request, gate, storage, _call_answers(), set())
+
+    try:
+        async with serving(channel) as server:
+            url.append(server)
+            client = identities(system_db, CLIENT_URL, server, speaks)
+            # A 0.2 s timeout beats every 50 ms, so the eighth beat measures 0.4 s after the connection.
+            peer = PeerReplica(server, 0.2, identities=client, clock_sampler=(sample, wall_clock_us()))
+            try:
+                assert await peer.reach(10.0)
+                async with asyncio.timeout(10):
+                    await measured_twice.wait()
+                clock_calls, spoke = peer.meter.calls["clock", "ok"], peer.protocol
+            finally:
+                await peer.close()
+    finally:
+        storage.close()
+    assert [peer for peer, _ in samples[:2]] == [server, server] and peer.node_state == "serving"
+    assert spoke == speaks.high
+    assert clock_calls == (1 if speaks.high >= CLOCK_PINGS else 2)
 
 
 def test_the_server_answers_every_call_of_the_protocol_and_no_other() -> None:
