@@ -1,6 +1,6 @@
 """In-process replicas for coordinator and read-repair tests: the real LocalReplica on real Storage, a
 scripted replica (same Replica protocol, same storage underneath) that fails or answers late on cue, and
-a Coordinator over them."""
+a Coordinator over them; and a node's answers to its peers' calls (kvnode.node.peer_answers)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from kvnode.clocks.fence import ClockFence
 from kvnode.clocks.hybrid import HybridClock, wall_clock_us
@@ -18,10 +18,13 @@ from kvnode.clocks.offsets import ClockOffsets
 from kvnode.config import FanoutMode
 from kvnode.coordinator.coordinator import Coordinator
 from kvnode.coordinator.fanout import FANOUTS
+from kvnode.healing.upkeep import SummaryUpkeep
+from kvnode.node.peer_answers import CallAnswers
 from kvnode.replica import Answered, AwaitableCalls, Replica
 from kvnode.replica.errors import ReplicaError
 from kvnode.replica.hints import HintStore
 from kvnode.replica.local import LocalReplica
+from kvnode.replica.readiness import NodeState
 from kvnode.storage.keyspace import Storage
 from kvnode.storage.records import Record
 from kvnode.storage.system_db import SystemDb
@@ -32,6 +35,19 @@ from kvnode.topology.membership import Membership
 def unjudged_fence() -> ClockFence:
     """A fence with no peers to measure: never fenced, and it judges records by the local wall clock."""
     return ClockFence(wall_clock_us(), 5_000_000, ClockOffsets(max_age_s=10.0), peers=0)
+
+
+def call_answers() -> CallAnswers:
+    """A node's answers to READ, WRITE and CLOCK calls (kvnode.node.peer_answers), its fence unjudged; the
+    parts other calls need are never asked for."""
+    return CallAnswers(
+        HybridClock(wall_clock_us(), max_skew_us=5_000_000),
+        unjudged_fence(),
+        cast(SummaryUpkeep, None),
+        lambda: NodeState.SERVING,
+        cast(Callable[[], Membership], None),
+        cast(Callable[[Membership], None], None),
+    )
 
 
 class ScriptedReplica(AwaitableCalls):

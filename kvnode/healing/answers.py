@@ -1,5 +1,5 @@
 """A replica's answers to anti-entropy's calls (wire ops BRANCHES, SEGMENTS, LIST): its summary tree for
-the caller, and pages of its keys. Called by the replica server (kvnode.node.peer_api) for those ops."""
+the caller, and pages of its keys. Called by the replica server (kvnode.node.peer_answers) for those ops."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The replica layer: how a coordinator reaches the replicas of a key (the other end, a peer's calls
-answered, is kvnode.node.peer_api).
+answered, is kvnode.node.peer_api and kvnode.node.peer_answers).
 
 A replica call is started with a callback, :data:`Answered`, told its outcome once: the replica's answer or
 one of the :mod:`~kvnode.replica.errors`; nothing else reaches the coordinator. The request path takes the

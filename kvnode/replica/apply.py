@@ -2,7 +2,7 @@
 repair, a hint, anti-entropy, a membership change's stream): judged against the clock fence (a version
 stamped beyond the maximum skew is refused, never stored), then written only if newer than the one held.
 This node's storage as a replica (kvnode.replica.local) and the answers to peers' calls
-(kvnode.node.peer_api) both store through :func:`apply_record`.
+(kvnode.node.peer_answers) both store through :func:`apply_record`.
 """
 
 from __future__ import annotations

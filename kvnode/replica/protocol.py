@@ -22,7 +22,7 @@ that speaks 2 or 1 makes a CLOCK call.
 
 For each call the table holds the reply statuses that answer it, each with what its payload resolves to
 (FAILED, REFUSED and NOT_READY fail any call: kvnode.replica.answers says with which error). A peer
-resolves every reply by it (kvnode.replica.answers); the server (kvnode.node.peer_api) has one answerer an
+resolves every reply by it (kvnode.replica.answers); the server (kvnode.node.peer_answers) has one answerer an
 entry and answers with one of its statuses. Pure.
 """
 
@@ -139,7 +139,7 @@ _READ = {wire.Status.FOUND: decode, wire.Status.ABSENT: _nothing}
 _WRITE = {wire.Status.STORED: _nothing, wire.Status.NEWER: wire.decode_timestamp}
 
 # The replica protocol, one entry a call: a peer resolves each reply by it (kvnode.replica.answers), and
-# the server (kvnode.node.peer_api) has one answerer an entry, answering with one of its statuses.
+# the server (kvnode.node.peer_answers) has one answerer an entry, answering with one of its statuses.
 PROTOCOL: dict[wire.Op, Answers] = {
     wire.Op.READ: _READ,
     wire.Op.FETCH: _READ,

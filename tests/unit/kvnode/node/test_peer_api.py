@@ -28,21 +28,21 @@ from kvnode.clocks.fence import ClockFence
 from kvnode.clocks.hybrid import HybridClock, wall_clock_us
 from kvnode.clocks.offsets import ClockOffsets, Offset
 from kvnode.healing.upkeep import SummaryUpkeep
-from kvnode.node.peer_api import ANSWERERS, CallAnswers, PeerGate, serve_peer
+from kvnode.node.peer_answers import CallAnswers
+from kvnode.node.peer_api import PeerGate, serve_peer
 from kvnode.replica import wire
 from kvnode.replica.auth import CLIENT_HEADER, Introduction
 from kvnode.replica.channel import PEER_PATH
 from kvnode.replica.errors import ReplicaError
 from kvnode.replica.identities import Identities
 from kvnode.replica.peer import PeerReplica
-from kvnode.replica.protocol import CLOCK_PINGS, PROTOCOL, Versions, spoken
+from kvnode.replica.protocol import CLOCK_PINGS, Versions, spoken
 from kvnode.replica.readiness import NodeState
-from kvnode.storage.group_commit import Pending
-from kvnode.storage.keyspace import Storage, StorageFull
+from kvnode.storage.keyspace import Storage
 from kvnode.storage.records import Record, encode
 from kvnode.storage.system_db import SystemDb
 from kvnode.topology.membership import Membership
-from tests.replicas import unjudged_fence
+from tests.replicas import call_answers, unjudged_fence
 
 UPGRADE = (
     f"GET {PEER_PATH} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
@@ -154,7 +154,7 @@ async def test_a_ping_is_answered_with_its_pong_and_tells_the_gate_which_peer_pi
     gate = PeerGate(None, wire.Limits.for_body(1 << 20), pinged=told.append)
 
     async def channel(request: web.Request) -> web.StreamResponse:
-        return await serve_peer(request, gate, storage, _call_answers(), set())
+        return await serve_peer(request, gate, storage, call_answers(), set())
 
     try:
         async with (
@@ -195,7 +195,7 @@ async def test_a_clock_ping_is_answered_with_this_nodes_clock_where_the_channel_
 
     wall_us = 1_700_000_000_123_456  # this node's wall clock, as its fence reads it
     fence = ClockFence(lambda: wall_us, 5_000_000, ClockOffsets(max_age_s=10.0), peers=0)
-    answers = dataclasses.replace(_call_answers(), fence=fence)
+    answers = dataclasses.replace(call_answers(), fence=fence)
     headers = {CLIENT_HEADER: CLIENT_URL, **Introduction(protocols=speaks).headers()}
     ping = wire.encode_timestamp(wall_us - 500)  # the pinger's clock
     try:
@@ -236,7 +236,7 @@ async def test_a_peer_measures_the_clock_at_its_heartbeat_with_a_clock_ping_wher
         gate = PeerGate(
             None, wire.Limits.for_body(1 << 20), identities(system_db, url[0], CLIENT_URL, spoken())
         )
-        return await serve_peer(request, gate, storage, _call_answers(), set())
+        return await serve_peer(request, gate, storage, call_answers(), set())
 
     try:
         async with serving(channel) as server:
@@ -256,12 +256,6 @@ async def test_a_peer_measures_the_clock_at_its_heartbeat_with_a_clock_ping_wher
     assert [peer for peer, _ in samples[:2]] == [server, server] and peer.node_state == "serving"
     assert spoke == speaks.high
     assert clock_calls == (1 if speaks.high >= CLOCK_PINGS else 2)
-
-
-def test_the_server_answers_every_call_of_the_protocol_and_no_other() -> None:
-    """One table of the replica calls: the peer resolves replies by PROTOCOL, the server answers by
-    ANSWERERS; every op of the wire is in both."""
-    assert set(ANSWERERS) == set(PROTOCOL) == set(wire.Op)
 
 
 CLIENT_URL = "http://127.0.0.1:1"
@@ -371,75 +365,3 @@ async def test_a_call_of_a_later_version_than_the_channel_speaks_drops_the_chann
     finally:
         storage.close()
     assert any("unknown op 11" in record.getMessage() for record in caplog.records)
-
-
-def _call_answers() -> CallAnswers:
-    """Answers to READ and WRITE calls; the parts other calls need are never asked for."""
-    return CallAnswers(
-        HybridClock(wall_clock_us(), max_skew_us=5_000_000),
-        unjudged_fence(),
-        cast(SummaryUpkeep, None),
-        lambda: NodeState.SERVING,
-        cast(Callable[[], Membership], None),
-        cast(Callable[[Membership], None], None),
-    )
-
-
-async def test_a_frame_is_stored_with_the_iteration_s_pending_writes_by_one_write_before_its_replies(
-    tmp_path: Path,
-) -> None:
-    """The node's own writes of the iteration (pending: its local replica's, as coordinator) join the
-    frame's in one write, made before the frame is answered, so no reply waits for another loop turn."""
-    storage = Storage.open(tmp_path, fsync=False)
-    answers, record = _call_answers(), encode(Record.put(wall_clock_us()() - 1, b"v"))
-    writes: list[list[bytes]] = []
-    write = storage._group._write
-
-    def counted(pending: dict[bytes, Pending]) -> None:
-        writes.append(sorted(pending))
-        write(pending)
-
-    storage._group._write = counted
-    told: list[Exception | None] = []
-    storage.batch().apply(b"own", Record.put(wall_clock_us()() - 1, b"mine"))
-    storage.when_written(told.append)
-    frame = answers.answer_calls(
-        storage,
-        [wire.CallRequest(1, wire.Op.WRITE, b"a", record), wire.CallRequest(2, wire.Op.READ, b"a", b"")],
-    )
-    assert writes == [[b"a", b"own"]] and told == [None]
-    replies = wire.decode_replies(b"".join(frame))
-    assert [(reply.call_id, reply.status, reply.payload) for reply in replies] == [
-        (1, wire.Status.STORED, b""),
-        (2, wire.Status.FOUND, record),
-    ]
-    await asyncio.sleep(0)  # the iteration's scheduled commit finds nothing left to write
-    assert writes == [[b"a", b"own"]]
-    storage.close()
-
-
-async def test_a_failed_group_commit_answers_every_call_of_its_frames_failed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    storage = Storage.open(tmp_path, fsync=False)
-    answers, record = _call_answers(), encode(Record.put(wall_clock_us()() - 1, b"v"))
-
-    def full() -> None:
-        raise StorageFull("disk full: No space left on device")
-
-    monkeypatch.setattr(storage, "_writable", full)
-    frames = [
-        answers.answer_calls(
-            storage,
-            [wire.CallRequest(1, wire.Op.WRITE, b"a", record), wire.CallRequest(2, wire.Op.READ, b"a", b"")],
-        ),
-        answers.answer_calls(storage, [wire.CallRequest(3, wire.Op.WRITE, b"b", record)]),
-    ]
-    for frame in frames:
-        for reply in wire.decode_replies(b"".join(frame)):
-            assert (reply.status, reply.payload) == (
-                wire.Status.FAILED,
-                b"disk full: No space left on device",
-            )
-    assert storage.read(b"a") is None and storage.read(b"b") is None
-    storage.close()
