@@ -80,8 +80,9 @@ compare: $(DEV_STAMP)
 
 ## scale: the same constant-rate load (300/s, token-aware) on fresh clusters of 3, 6 and 12 members, a member
 ##        per core on hosts modelled on loopback: throughput, p99, replica calls and server CPU per request;
-##        writes out/scale/scale.md (3 minutes: 3 runs of 15 s a shape, plus start, fill, idle reading and
-##        warm-up; SCALE_ARGS="--machines 3 --per-host 1,4" for machines x members)
+##        writes out/scale/scale.md (4 minutes: 3 rounds, each a run of 15 s of every shape in turn on a
+##        fresh cluster, after its fill, idle reading and warm-up; SCALE_ARGS="--machines 3 --per-host 1,4"
+##        for machines x members)
 scale: $(DEV_STAMP)
 	$(PY) -m loadtest scale --out out/scale $(SCALE_ARGS)
 
