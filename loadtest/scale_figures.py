@@ -124,9 +124,11 @@ def pooled(readings: Sequence[Run]) -> Run | None:
     }
 
 
-def _of_round(readings: Sequence[Run], run: Run) -> Run | None:
-    """The idle reading of ``run``'s round, if the readings say their rounds."""
-    return next((row for row in readings if row.get("repeat", -1) == run["repeat"]), None)
+def _round_reading(idle: Sequence[Run], run: Run) -> Run | None:
+    """The idle reading taken on ``run``'s cluster before it (its shape, its round), where the readings say
+    their rounds."""
+    shape, repeat = shape_of(run), run["repeat"]
+    return next((row for row in idle if shape_of(row) == shape and row.get("repeat") == repeat), None)
 
 
 def summarise(runs: Sequence[Run], idle: Sequence[Run]) -> list[ShapeSummary]:
@@ -140,7 +142,9 @@ def summarise(runs: Sequence[Run], idle: Sequence[Run]) -> list[ShapeSummary]:
         calls = [run["replica_calls"]["per_request"] for run in mine if run["replica_calls"]]
         cpu = [run["server_cpu_us_per_request"] for run in mine if run["server_cpu_us_per_request"]]
         work = [
-            value for run in mine if (value := work_us(run, _of_round(readings, run) or idle_row)) is not None
+            value
+            for run in mine
+            if (value := work_us(run, _round_reading(readings, run) or idle_row)) is not None
         ]
         summaries.append(
             ShapeSummary(
@@ -167,14 +171,13 @@ def round_ratios(
     request less idle (each run less its own round's reading), then with the idle background; None for
     fewer than two rounds that measured both."""
     rounds = {(shape_of(run), run["repeat"]): run for run in runs}
-    readings = {(shape_of(row), row["repeat"]): row for row in idle if "repeat" in row}
     less_idle, total = [], []
     for repeat in sorted({run["repeat"] for run in runs}):
         little, big = rounds.get((small, repeat)), rounds.get((large, repeat))
         if little is None or big is None or not (little["requests"] and big["requests"]):
             continue
-        total.append(big["server_cpu_s"] / big["requests"] / (little["server_cpu_s"] / little["requests"]))
-        works = [work_us(run, readings.get((shape_of(run), repeat))) for run in (little, big)]
+        total.append(big["server_cpu_us_per_request"] / little["server_cpu_us_per_request"])
+        works = [work_us(run, _round_reading(idle, run)) for run in (little, big)]
         if works[0] and works[1] is not None:
             less_idle.append(works[1] / works[0])
     if len(less_idle) < 2:
