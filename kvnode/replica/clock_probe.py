@@ -52,34 +52,34 @@ def clock_pong(ping: bytes, clock: Callable[[], bytes]) -> bytes:
 
 
 class ClockProbe:
-    """One peer's clock measurements, handed to the sampler; ``node_state`` is what its last measurement
-    said of its data ("" before one)."""
+    """One peer's clock measurements, handed to the sampler; ``call`` starts a CLOCK call to the peer.
+    ``node_state`` is what its last measurement said of its data ("" before one)."""
 
-    __slots__ = ("_beats", "_sample", "_url", "_wall_us", "node_state")
+    __slots__ = ("_beats", "_call", "_sample", "_url", "_wall_us", "node_state")
 
-    def __init__(self, url: str, sampler: ClockSampler) -> None:
+    def __init__(self, url: str, sampler: ClockSampler, call: Callable[[], asyncio.Future[object]]) -> None:
         self._url = url
         self._sample, self._wall_us = sampler
+        self._call = call
         self.node_state = ""
         self._beats = 0
 
-    def beat(self, call: Callable[[], asyncio.Future[object]], channel: Pinger) -> bool:
+    def beat(self, channel: Pinger) -> bool:
         """A heartbeat: measure the clock at every BEATS_PER_MEASUREMENT-th, with a clock ping on
-        ``channel`` where it speaks them, else with a CLOCK call (``call`` starts it); whether it did (its
-        answer is then the beat's sign of life: no other ping is needed beside it)."""
+        ``channel`` where it speaks them, else with a CLOCK call; whether it did (its answer is then the
+        beat's sign of life: no other ping is needed beside it)."""
         self._beats += 1
         if self._beats % BEATS_PER_MEASUREMENT:
             return False
         if channel.protocol >= CLOCK_PINGS:
             channel.ping(wire.encode_timestamp(self._wall_us()))
         else:
-            self.measure(call)
+            self.measure()
         return True
 
-    def measure(self, call: Callable[[], asyncio.Future[object]]) -> asyncio.Future[object]:
-        """Make the CLOCK call (``call`` starts it) and sample its answer when it comes; a failed call
-        is no measurement."""
-        future = call()
+    def measure(self) -> asyncio.Future[object]:
+        """Make a CLOCK call and sample its answer when it comes; a failed call is no measurement."""
+        future = self._call()
         future.add_done_callback(partial(self._measured, self._wall_us()))
         return future
 

@@ -67,7 +67,8 @@ class PeerReplica(AwaitableCalls):
     ) -> None:
         self.url = url
         self._leads = own_url is None or own_url < url
-        self._clock = None if clock_sampler is None else ClockProbe(url, clock_sampler)
+        clock_call = partial(self._call, wire.Op.CLOCK, b"", b"", "clock")
+        self._clock = None if clock_sampler is None else ClockProbe(url, clock_sampler, clock_call)
         self._limits = limits or wire.Limits.for_body(16 * 1024 * 1024)
         self._refusals = RateLimitedLog(log)
         self._loop = asyncio.get_running_loop()
@@ -95,7 +96,6 @@ class PeerReplica(AwaitableCalls):
         self._channel: ClientChannel | None = None
         self._connecting: asyncio.Task[None] | None = None
         self.became_connected = asyncio.Event()
-        self._clock_call = partial(self._call, wire.Op.CLOCK, b"", b"", "clock")
 
     # --- the Replica interface ----------------------------------------------------------------------
 
@@ -195,7 +195,7 @@ class PeerReplica(AwaitableCalls):
                 await asyncio.wait([self._connecting], timeout=self._timeout)
         if self._channel is not None and self._clock is not None:
             with contextlib.suppress(ReplicaError):
-                await self._clock.measure(self._clock_call)
+                await self._clock.measure()
 
     def probe(self) -> None:
         """Start a connect attempt unless connected or one is under way."""
@@ -264,7 +264,7 @@ class PeerReplica(AwaitableCalls):
         self.became_connected.set()
         self._outbox.attach(channel)
         if self._clock is not None:
-            self._clock.measure(self._clock_call)
+            self._clock.measure()
         log.info("replica channel to %s connected", self.url)
 
     def _attempt_failed(self, failed: AttemptFailed) -> None:
@@ -287,7 +287,7 @@ class PeerReplica(AwaitableCalls):
             self._give_up(channel, silent)
             self.probe()
             return
-        measured = self._clock is not None and self._clock.beat(self._clock_call, channel)  # no other ping
+        measured = self._clock is not None and self._clock.beat(channel)  # no other ping
         busy, interval = bool(self._calls), self._heartbeat.interval
         if not measured and life.pings(now=now, interval=interval, leads=self._leads, busy=busy):
             channel.ping()

@@ -18,14 +18,21 @@ URL = "http://b:1"
 
 
 class Probed:
-    """A wall clock the test moves, and the samples handed over."""
+    """A wall clock the test moves, the samples handed over, and the CLOCK calls started (each a future the
+    test settles)."""
 
     def __init__(self) -> None:
         self.now_us = 1_000
         self.samples: list[tuple[str, Offset]] = []
+        self.calls: list[asyncio.Future[object]] = []
+
+    def call(self) -> asyncio.Future[object]:
+        self.calls.append(asyncio.get_running_loop().create_future())
+        return self.calls[-1]
 
     def probe(self) -> ClockProbe:
-        return ClockProbe(URL, (lambda url, offset: self.samples.append((url, offset)), lambda: self.now_us))
+        sampler = (lambda url, offset: self.samples.append((url, offset)), lambda: self.now_us)
+        return ClockProbe(URL, sampler, self.call)
 
 
 class Channel:
@@ -43,8 +50,8 @@ async def test_an_answer_is_sampled_as_the_offset_of_its_round_trip() -> None:
     probed = Probed()
     probe = probed.probe()
     assert probe.node_state == ""
-    call: asyncio.Future[object] = asyncio.get_running_loop().create_future()
-    assert probe.measure(lambda: call) is call
+    call = probe.measure()
+    assert probed.calls == [call]
     probed.now_us = 1_400  # answered 400 us after it was sent
     call.set_result((50_000, "rebuilding"))
     await asyncio.sleep(0)  # the done-callback runs on the loop's next turn
@@ -56,11 +63,7 @@ async def test_an_answer_is_sampled_as_the_offset_of_its_round_trip() -> None:
 async def test_a_failed_or_cancelled_call_is_no_measurement() -> None:
     probed = Probed()
     probe = probed.probe()
-    loop = asyncio.get_running_loop()
-    failed: asyncio.Future[object] = loop.create_future()
-    cancelled: asyncio.Future[object] = loop.create_future()
-    probe.measure(lambda: failed)
-    probe.measure(lambda: cancelled)
+    failed, cancelled = probe.measure(), probe.measure()
     failed.set_exception(TimeoutError())
     cancelled.cancel()
     await asyncio.sleep(0)
@@ -73,15 +76,9 @@ async def test_a_heartbeat_measures_the_clock_only_every_few_beats(protocol: int
     """With a CLOCK call on a channel that speaks no clock pings, with a clock ping on one that does."""
     probed = Probed()
     probe, channel = probed.probe(), Channel(protocol)
-    calls: list[asyncio.Future[object]] = []
-
-    def call() -> asyncio.Future[object]:
-        calls.append(asyncio.get_running_loop().create_future())
-        return calls[-1]
-
-    measured = [probe.beat(call, channel) for _ in range(3 * BEATS_PER_MEASUREMENT)]
+    measured = [probe.beat(channel) for _ in range(3 * BEATS_PER_MEASUREMENT)]
     clock_pings = [wire.encode_timestamp(probed.now_us)] * 3
-    assert (len(calls), channel.pings) == ((0, clock_pings) if protocol >= CLOCK_PINGS else (3, []))
+    assert (len(probed.calls), channel.pings) == ((0, clock_pings) if protocol >= CLOCK_PINGS else (3, []))
     # The beats that measured say so: the answer is their sign of life, with no other ping beside it.
     assert [beat for beat, did in enumerate(measured, 1) if did] == [
         BEATS_PER_MEASUREMENT * n for n in (1, 2, 3)
@@ -94,7 +91,7 @@ def test_a_clock_pings_pong_is_sampled_as_the_offset_of_its_round_trip() -> None
     probed = Probed()
     probe, channel = probed.probe(), Channel(CLOCK_PINGS)
     for _ in range(BEATS_PER_MEASUREMENT):
-        probe.beat(lambda: asyncio.Future(), channel)
+        probe.beat(channel)
     (ping,) = channel.pings
     pong = clock_pong(ping, lambda: wire.encode_clock(50_000, "serving"))
     probed.now_us = 1_400
