@@ -104,7 +104,8 @@ class InvalidTransition(RuntimeError):
 
 _NOT_CONNECTED_RETRIED = frozenset((PeerState.IDLE, PeerState.DOWN, PeerState.REFUSED))
 # Beats without a ping from the leading peer after which the other pings for itself: the leader pings every
-# beat, or skips one for its CLOCK call (two beats apart then), and may be a little late.
+# beat (a clock ping counts), or on a channel that speaks protocol 2 or 1 skips one for its CLOCK call (two
+# beats apart then), and may be a little late.
 _PEER_PINGS_LAPSE = 2.5
 
 
