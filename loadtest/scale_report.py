@@ -47,9 +47,10 @@ def conclusion(
         _work_line(first, last, rate),
         *_rounds_line(first, last, rounds),
         *_idle_line(first, last, rate),
+        _calls_line(summaries, from_),
+        _throughput_line(summaries, rate),
+        _p99_line(first, last),
     ]
-    lines.append(_calls_line(summaries, from_))
-    lines += [_throughput_line(summaries, rate), _p99_line(first, last)]
     invalid = sum(row.invalid for row in summaries)
     runs = sum(row.runs for row in summaries)
     if invalid:
