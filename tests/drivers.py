@@ -21,14 +21,15 @@ from kvnode.access.connections import GuardedRunner
 from kvnode.clocks.hybrid import HybridClock, wall_clock_us
 from kvnode.cluster.members import Members
 from kvnode.config import NodeConfig
-from kvnode.healing.answers import REPAIR_OPS, answer
 from kvnode.healing.anti_entropy import AntiEntropy
+from kvnode.healing.repair_calls import RepairCalls
 from kvnode.healing.upkeep import SummaryUpkeep
 from kvnode.loop_lag import Starvation
 from kvnode.node.app import create_app
 from kvnode.node.parts import NodeParts
 from kvnode.node.wiring import open_parts
-from kvnode.replica import pages, wire
+from kvnode.replica import pages
+from kvnode.replica.channel import wire
 from kvnode.replica.errors import ReplicaRejected, ReplicaUnavailable
 from kvnode.replica.hints import HintStore
 from kvnode.replica.local import LocalReplica
@@ -131,13 +132,13 @@ class InProcessPeer:
     def refusal(self) -> str:
         return "" if self.reachable else "connection refused"
 
-    def repair(self, op: wire.Op, key: bytes, record: bytes = b"") -> asyncio.Future[object]:
+    def call(self, op: wire.Op, key: bytes, record: bytes = b"", *, label: str) -> asyncio.Future[object]:
         future: asyncio.Future[object] = asyncio.get_running_loop().create_future()
         if not self.reachable:
             future.set_exception(ReplicaUnavailable(f"{self.url} is down"))
-        elif op in REPAIR_OPS:
+        elif op in (wire.Op.BRANCHES, wire.Op.SEGMENTS, wire.Op.LIST):
             call = wire.CallRequest(1, op, key, record)
-            future.set_result(answer(self.theirs.storage, self.theirs.upkeep, call)[1])
+            future.set_result(RepairCalls(self.theirs.storage, self.theirs.upkeep).answer(call)[1])
         elif op is wire.Op.FETCH:
             future.set_result(self.theirs.storage.read(key))
         elif op is wire.Op.SCAN:
@@ -186,14 +187,14 @@ async def in_process_nodes(
     async with contextlib.AsyncExitStack() as stack:
         for index, url in enumerate(urls, 1):
             directory = tmp_path / f"n{index}"
-            storage = Storage.open(directory, fsync=False)
-            stack.callback(storage.close)
             system = SystemDb.open(directory)
             stack.callback(system.close)
+            upkeep = SummaryUpkeep(system.summaries, url, membership.placement())
+            storage = Storage.open(directory, fsync=False, on_change=upkeep.changed)
+            stack.callback(storage.close)
             clock = HybridClock(wall_clock_us(), 5_000_000)
             local = LocalReplica(url, storage, unjudged_fence())
-            upkeep = SummaryUpkeep(storage, system.summaries, url, membership.placement())
-            upkeep.start()  # the trees of an empty store, built at once
+            upkeep.start(storage)  # the trees of an empty store, built at once
             stack.push_async_callback(upkeep.stop)  # before its storage closes
             nodes.append(InProcessNode(url, storage, system, clock, local, membership, upkeep))
         for node in nodes:

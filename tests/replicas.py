@@ -1,6 +1,6 @@
 """In-process replicas for coordinator and read-repair tests: the real LocalReplica on real Storage, a
 scripted replica (same Replica protocol, same storage underneath) that fails or answers late on cue, and
-a Coordinator over them; and a node's answers to its peers' calls (kvnode.node.peer_answers)."""
+a Coordinator over them; and a node's answers to its peers' calls (kvnode.replica.storage_calls)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from kvnode.clocks.fence import ClockFence
 from kvnode.clocks.hybrid import HybridClock, wall_clock_us
@@ -18,13 +18,14 @@ from kvnode.clocks.offsets import ClockOffsets
 from kvnode.config import FanoutMode
 from kvnode.coordinator.coordinator import Coordinator
 from kvnode.coordinator.fanout import FANOUTS
-from kvnode.healing.upkeep import SummaryUpkeep
-from kvnode.node.peer_answers import CallAnswers
 from kvnode.replica import Answered, AwaitableCalls, Replica
+from kvnode.replica.channel.answerers import Answerers
+from kvnode.replica.clock_probe import ClockAnswers
 from kvnode.replica.errors import ReplicaError
 from kvnode.replica.hints import HintStore
 from kvnode.replica.local import LocalReplica
 from kvnode.replica.readiness import NodeState
+from kvnode.replica.storage_calls import StorageCalls
 from kvnode.storage.keyspace import Storage
 from kvnode.storage.records import Record
 from kvnode.storage.system_db import SystemDb
@@ -37,17 +38,17 @@ def unjudged_fence() -> ClockFence:
     return ClockFence(wall_clock_us(), 5_000_000, ClockOffsets(max_age_s=10.0), peers=0)
 
 
-def call_answers() -> CallAnswers:
-    """A node's answers to READ, WRITE and CLOCK calls (kvnode.node.peer_answers), its fence unjudged; the
-    parts other calls need are never asked for."""
-    return CallAnswers(
-        HybridClock(wall_clock_us(), max_skew_us=5_000_000),
-        unjudged_fence(),
-        cast(SummaryUpkeep, None),
-        lambda: NodeState.SERVING,
-        cast(Callable[[], Membership], None),
-        cast(Callable[[Membership], None], None),
+def storage_answerers(storage: Storage, fence: ClockFence | None = None) -> tuple[Answerers, ClockAnswers]:
+    """A node's answers to its storage's calls and to CLOCK (kvnode.replica.storage_calls, clock_probe),
+    its fence unjudged unless given, its data serving; and its clock's answers, which a clock ping's pong
+    carries."""
+    fence = fence or unjudged_fence()
+    answerers, clock = Answerers(), ClockAnswers(fence, lambda: NodeState.SERVING)
+    StorageCalls(storage, HybridClock(wall_clock_us(), 5_000_000), fence, lambda: NodeState.SERVING).register(
+        answerers
     )
+    clock.register(answerers)
+    return answerers, clock
 
 
 class ScriptedReplica(AwaitableCalls):
@@ -61,7 +62,7 @@ class ScriptedReplica(AwaitableCalls):
         self._loop = asyncio.get_running_loop()
         self._store = LocalReplica(url, storage, unjudged_fence())
         self.connected = True
-        self.suspected = False
+        self.lagging = False
         self.fail_with: ReplicaError | None = None
         self.holding = False
         self._held: list[Callable[[ReplicaError | None], None]] = []

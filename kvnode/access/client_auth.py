@@ -25,8 +25,8 @@ import logging
 from pathlib import Path
 from typing import Literal, get_args
 
-from kvnode.replica.auth import CHALLENGE_PATH
-from kvnode.replica.channel import PEER_PATH
+from kvnode.replica.channel.client import PEER_PATH
+from kvnode.replica.channel.handshake import CHALLENGE_PATH
 
 __all__ = [
     "BadTokensFile",
@@ -46,7 +46,7 @@ Role = Literal["read", "readwrite", "admin"]
 _RANK: dict[Role, int] = {"read": 0, "readwrite": 1, "admin": 2}
 _ROLES: tuple[Role, ...] = get_args(Role)
 # Paths anyone may use: the node's name (a launcher's probe), and the replica channel, which has the
-# cluster secret's handshake of its own (kvnode.replica.auth).
+# cluster secret's handshake of its own (kvnode.replica.channel.handshake).
 _OPEN_PATHS = frozenset({"/v0/status", CHALLENGE_PATH, PEER_PATH})
 _ADMIN_PATHS = frozenset(
     {

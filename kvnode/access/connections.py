@@ -41,8 +41,8 @@ from aiohttp.web_protocol import RequestHandler
 
 from kvnode.figures import Figure, Figures
 from kvnode.figures import Kind as FigureKind
-from kvnode.replica.auth import CHALLENGE_PATH, RateLimitedLog
-from kvnode.replica.channel import PEER_PATH
+from kvnode.replica.channel.client import PEER_PATH
+from kvnode.replica.channel.handshake import CHALLENGE_PATH, RateLimitedLog
 
 __all__ = [
     "CONNECTION_FIGURES",

@@ -3,7 +3,7 @@ configuration (``--tls-cert``, ``--tls-key``, ``--tls-ca``, ``--tls-client-auth`
 
 Both ends verify the other against the cluster's CA. A node connecting to a peer presents its own
 certificate, and the replica channel's routes refuse a TLS connection that presented none
-(kvnode.node.peer_api), so only machines the CA signed reach the channel, where the cluster secret's
+(kvnode.replica.channel.server), so only machines the CA signed reach the channel, where the cluster secret's
 handshake then proves membership. Clients must present a certificate only with ``--tls-client-auth``
 (etcd's ``--client-cert-auth``); without it one that is sent is still verified.
 """

@@ -44,7 +44,7 @@ from kvnode.cluster.streams import stream_leaving, stream_new_copies
 from kvnode.config import NodeConfig
 from kvnode.healing.anti_entropy import AntiEntropy
 from kvnode.replica import Replica
-from kvnode.replica.auth import ClusterAuth
+from kvnode.replica.channel.handshake import ClusterAuth
 from kvnode.replica.errors import ReplicaError
 from kvnode.replica.peer import PeerReplica
 from kvnode.replica.readiness import NodeState

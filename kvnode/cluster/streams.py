@@ -19,7 +19,8 @@ from functools import partial
 
 from kvnode.cluster.members import Members
 from kvnode.coordinator.scan import PageSource, entries, page_sources
-from kvnode.replica import Replica, wire
+from kvnode.replica import Replica
+from kvnode.replica.channel import wire
 from kvnode.replica.peer import PeerReplica
 from kvnode.scheduling import Slice
 from kvnode.storage.keyspace import Storage
@@ -48,7 +49,7 @@ async def stream_leaving(
         owners = before.owners(key, copies)
         for url in after.owners(key, copies):
             if url not in owners:
-                window.append(peers[url].repair(wire.Op.WRITE, key, raw))
+                window.append(peers[url].call(wire.Op.WRITE, key, raw, label="stream"))
         if len(window) >= _WINDOW:
             await asyncio.gather(*window)
             sent += len(window)
@@ -105,7 +106,9 @@ async def stream_new_copies(
     async def write_here(key: bytes, raw: bytes) -> object:
         return await local.write(key, decode(raw))
 
-    senders: dict[str, Sender] = {peer.url: partial(peer.repair, wire.Op.WRITE) for peer in members.peers}
+    senders: dict[str, Sender] = {
+        peer.url: partial(peer.call, wire.Op.WRITE, label="stream") for peer in members.peers
+    }
     senders[members.own_url] = write_here
     sources = page_sources(members.own_url, storage, members.peers, None)
 

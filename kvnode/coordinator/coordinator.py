@@ -159,7 +159,7 @@ class Coordinator:
 
     def _copies(self, quorum: Quorum) -> int:
         """What a record says of its replicas: their count when fewer than the key's owners, else 0."""
-        return quorum.replicas if quorum.replicas < self.replication else 0
+        return quorum.copies if quorum.copies < self.replication else 0
 
     async def _write(self, key: bytes, record: Record, quorum: Quorum) -> None:
         replicas, quorum = self._write_targets(key, quorum)
@@ -240,7 +240,7 @@ class Coordinator:
     def _replicas_for(self, key: bytes, quorum: Quorum) -> list[Replica]:
         """A read's replicas: the key's owners."""
         placement = self._reads or self.placement
-        return [self._replicas[url] for url in placement.replicas_for(key, quorum.replicas)]
+        return [self._replicas[url] for url in placement.replicas_for(key, quorum.copies)]
 
     def _write_targets(self, key: bytes, quorum: Quorum) -> tuple[list[Replica], Quorum]:
         """A write's replicas and quorum: the key's owners, and while a member joins or leaves, the members
@@ -249,26 +249,26 @@ class Coordinator:
         reads = self._reads
         if reads is None:
             return self._replicas_for(key, quorum), quorum
-        owners = reads.replicas_for(key, quorum.replicas)
+        owners = reads.replicas_for(key, quorum.copies)
         future = (
             self.placement.replication
-            if quorum.replicas == reads.replication
-            else min(quorum.replicas, self.placement.replication)
+            if quorum.copies == reads.replication
+            else min(quorum.copies, self.placement.replication)
         )
         pending = [url for url in self.placement.replicas_for(key, future) if url not in owners]
         targets = [self._replicas[url] for url in (*owners, *pending)]
-        return targets, Quorum(quorum.ack + len(pending), quorum.replicas + len(pending))
+        return targets, Quorum(quorum.ack + len(pending), quorum.copies + len(pending))
 
 
 class Ranked(Patient, Protocol):
     """A replica as ``nearest_first`` sees it: its patience, whether its channel is open, and whether it
-    is suspected (connected, but quieter than its pace explains: kvnode.replica.failure_detector)."""
+    is lagging (connected, but quieter than its pace explains: kvnode.replica.failure_detector)."""
 
     @property
     def connected(self) -> bool: ...
 
     @property
-    def suspected(self) -> bool: ...
+    def lagging(self) -> bool: ...
 
 
 R = TypeVar("R", bound=Ranked)
@@ -277,8 +277,8 @@ R = TypeVar("R", bound=Ranked)
 def nearest_first(replicas: list[R], local: R) -> list[R]:
     """The order a speculative read asks a key's replicas in: this node's own first, then the remote ones
     in placement order, except that a clearly slow one (recent p99, see ``_SLOW_FACTOR``) goes last, one
-    suspected after it, and one not connected after that: a peer that died or stalled keeps its last
-    p99, which would keep it first. A suspected peer is still connected: asked last, it is asked at all
+    lagging after it, and one not connected after that: a peer that died or stalled keeps its last
+    p99, which would keep it first. A lagging peer is still connected: asked last, it is asked at all
     only when a healthier one fails or is late.
 
     A slow replica asked last still sees writes and speculative retries, which keep its p99 current, so
@@ -286,12 +286,12 @@ def nearest_first(replicas: list[R], local: R) -> list[R]:
     remote = [(replica.speculative_delay(), replica) for replica in replicas if replica is not local]
     if not remote:
         return replicas
-    up = [(delay, replica) for delay, replica in remote if replica.connected and not replica.suspected]
+    up = [(delay, replica) for delay, replica in remote if replica.connected and not replica.lagging]
     ordered = [local] if local in replicas else []
     if up:
         slow_above = min(delay for delay, _ in up) * _SLOW_FACTOR + _SLOW_MARGIN_S
         ordered += [replica for delay, replica in up if delay <= slow_above]
         ordered += [replica for delay, replica in up if delay > slow_above]
-    ordered += [replica for _, replica in remote if replica.connected and replica.suspected]
+    ordered += [replica for _, replica in remote if replica.connected and replica.lagging]
     ordered += [replica for _, replica in remote if not replica.connected]
     return ordered

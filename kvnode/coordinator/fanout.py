@@ -94,7 +94,7 @@ class QuorumFailed(Exception):
         quorum = tally.quorum
         detail = "; ".join(" ".join(str(error).split()) for error in errors)  # a peer's text may span lines
         super().__init__(
-            f"{tally.successes} of {quorum.replicas} replicas answered, {quorum.ack} needed: {detail}"
+            f"{tally.successes} of {quorum.copies} replicas answered, {quorum.ack} needed: {detail}"
         )
 
 

@@ -13,18 +13,21 @@ class BadQuorum(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Quorum:
+    """A request's ``ack`` of ``copies``: ``copies`` is its ``from``, the key's first owners written (a
+    record says it as Record.copies) or asked, and ``ack`` how many must answer."""
+
     ack: int
-    replicas: int  # the request's `from`
+    copies: int  # the request's `from`
 
     @classmethod
-    def parse(cls, ack: str | None, replicas: str | None, replication: int) -> Quorum:
+    def parse(cls, ack: str | None, copies: str | None, replication: int) -> Quorum:
         """Validate the query parameters against the cluster's replication factor N (a key's owners);
         defaults are from = N, ack = from // 2 + 1.
 
         >>> Quorum.parse(None, None, 3)
-        Quorum(ack=2, replicas=3)
+        Quorum(ack=2, copies=3)
         """
-        n = replication if replicas is None else _positive(replicas, "from")
+        n = replication if copies is None else _positive(copies, "from")
         if n > replication:
             raise BadQuorum(f"from={n} exceeds the replication factor N={replication}")
         a = n // 2 + 1 if ack is None else _positive(ack, "ack")
@@ -49,7 +52,7 @@ def _positive(text: str, name: str) -> int:
 class QuorumTally:
     """Counts replica answers for one request and says when its outcome is known.
 
-    >>> tally = QuorumTally(Quorum(ack=2, replicas=3))
+    >>> tally = QuorumTally(Quorum(ack=2, copies=3))
     >>> tally.fail(); tally.fail(); tally.impossible
     True
     """
@@ -71,4 +74,4 @@ class QuorumTally:
     @property
     def impossible(self) -> bool:
         """So many replicas failed that the rest cannot make up ack any more."""
-        return self.quorum.replicas - self.failures < self.quorum.ack
+        return self.quorum.copies - self.failures < self.quorum.ack

@@ -15,7 +15,8 @@ import asyncio
 import heapq
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 
-from kvnode.replica import pages, wire
+from kvnode.replica import pages
+from kvnode.replica.channel import wire
 from kvnode.replica.errors import ReplicaError
 from kvnode.replica.peer import PeerReplica
 from kvnode.storage.keyspace import Storage, StorageError
@@ -38,7 +39,7 @@ def page_sources(
 
     def remote(peer: PeerReplica) -> PageSource:
         async def fetch(start: bytes) -> pages.Page:
-            payload = await peer.repair(wire.Op.SCAN, start, request)
+            payload = await peer.call(wire.Op.SCAN, start, request, label="scan")
             assert isinstance(payload, bytes)
             return pages.decode_page(payload)
 

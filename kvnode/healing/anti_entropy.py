@@ -23,7 +23,7 @@ from kvnode.healing.listing import list_page, segment_bitmap
 from kvnode.healing.outcomes import PeerOutcome, RepairRun, RepairTotals
 from kvnode.healing.upkeep import SummaryUpkeep
 from kvnode.loop_lag import Starvation
-from kvnode.replica import wire
+from kvnode.replica.channel import wire
 from kvnode.replica.errors import ReplicaError, ReplicaSkewRefused
 from kvnode.replica.local import LocalReplica
 from kvnode.replica.peer import PeerReplica
@@ -187,7 +187,7 @@ class AntiEntropy:
         outcome.completed = True
 
     async def _ask(self, peer: PeerReplica, op: wire.Op, record: bytes = b"") -> bytes:
-        payload = await peer.repair(op, self._me, record)
+        payload = await peer.call(op, self._me, record, label="repair")
         assert isinstance(payload, bytes)
         return payload
 
@@ -227,19 +227,19 @@ class AntiEntropy:
         record = self._local_version(key)
         if record is None:
             return None
-        held = await peer.repair(wire.Op.WRITE, key, encode(record))
+        held = await peer.call(wire.Op.WRITE, key, encode(record), label="repair")
         return held is None
 
     async def _fetch(self, peer: PeerReplica, key: bytes) -> str:
         """Read the peer's version of key; store it if newer, else send this node's: what moved."""
-        theirs = await peer.repair(wire.Op.FETCH, key)  # a rebuilding peer's versions count too
+        theirs = await peer.call(wire.Op.FETCH, key, label="repair")  # a rebuilding peer's versions count too
         assert theirs is None or isinstance(theirs, Record)
         mine = self._local_version(key)
         if theirs is not None and (mine is None or theirs > mine):
             await self._local.write(key, theirs)  # through the clock fence, as every stored record
             return "received"
         if mine is not None and (theirs is None or mine > theirs):
-            await peer.repair(wire.Op.WRITE, key, encode(mine))
+            await peer.call(wire.Op.WRITE, key, encode(mine), label="repair")
             return "sent"
         return "equal"
 

@@ -9,7 +9,7 @@ it was hiding. docs/gc.md says why nothing can then bring the deleted value back
 
 A version this node holds but no longer owns (a member joined, or one it replaced left: the key's owners
 changed) is handed over the same way: once the membership has been settled (no member joining or leaving)
-for longer than the grace period, it may be dropped once its owners hold it (kvnode.healing.tombstone_gc
+for longer than the grace period, it may be dropped once its owners hold it (kvnode.healing.gc
 confirms): a node that no longer owns a key drops it after a grace period.
 
 When a version reached this node is not stored; its timestamp bounds it, a known time later

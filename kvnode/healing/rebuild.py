@@ -1,7 +1,7 @@
 """Rebuilding a node whose disk was lost: acting on :mod:`kvnode.healing.rebuild_state`'s verdicts.
 
 :class:`Rebuild` saves every state before acting on it (so a crash resumes where the node was), asks
-every peer while the state is unknown (a handshake is enough: kvnode.replica.identities tells what the
+every peer while the state is unknown (a handshake is enough: kvnode.replica.channel.identities tells what the
 peer remembered), and while rebuilding repairs with every peer (anti-entropy's exchange,
 kvnode.healing.anti_entropy) until each one has completed once, retrying the ones that failed (a peer down is
 waited for, and said so in the log), then serves.
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from kvnode.figures import Figure, Figures, Kind
 from kvnode.healing.anti_entropy import AntiEntropy
 from kvnode.healing.rebuild_state import RebuildState
-from kvnode.replica.auth import Introduction
+from kvnode.replica.channel.handshake import Introduction
 from kvnode.replica.peer import PeerReplica
 from kvnode.replica.readiness import NodeState
 from kvnode.scheduling import Sleep, Tasks

@@ -38,29 +38,36 @@ _COMMON = "common"
 
 
 class SummaryUpkeep:
-    """Owns a node's :class:`Summaries`: hooks them to storage, rebuilds or restores them, saves them."""
+    """Owns a node's :class:`Summaries`: storage's change listener, it keeps them current, rebuilds or
+    restores them, saves them."""
 
-    def __init__(self, storage: Storage, saved: SavedSummaries, own_url: str, placement: Placement) -> None:
+    def __init__(self, saved: SavedSummaries, own_url: str, placement: Placement) -> None:
         self.summaries = Summaries(own_url, placement)
         self.ready = asyncio.Event()  # set once the trees can be trusted
         self.rebuilt = 0  # records scanned by the rebuild
-        self._storage = storage
+        self._storage: Storage | None = None  # the storage followed, once started
         self._saved = saved
         self._stamp = _stamp(own_url, placement)
-        self._pending_scan: Iterator[tuple[bytes, bytes]] | None = None
         self._task: asyncio.Task[None] | None = None
-        storage.on_change = self.summaries.changed
         trees = saved.take(self._stamp)
         if trees is not None and self._restore(trees):
             self.ready.set()
-        else:
-            self._pending_scan = storage.snapshot_records()  # right after the hook: see the module doc
 
-    def start(self) -> None:
-        """Start the rebuild, if the trees need one; call inside the running event loop."""
-        if self._pending_scan is not None:
-            self._task = asyncio.create_task(self._rebuild(self._pending_scan), name="summary rebuild")
-            self._pending_scan = None
+    def changed(self, key: bytes, old: bytes | None, new: bytes | None) -> None:
+        """Storage's change listener (give it to Storage.open): a version stored changes the trees."""
+        self.summaries.changed(key, old, new)
+
+    def start(self, storage: Storage) -> None:
+        """Follow ``storage``, opened with this upkeep's ``changed`` as its listener and not written since,
+        and start the rebuild from its scan if the trees need one; call inside the running event loop."""
+        self._storage = storage
+        if not self.ready.is_set():
+            self._scan(storage)
+
+    def _scan(self, storage: Storage) -> None:
+        """Rebuild the trees from a snapshot taken now, as deltas flow to them: see the module doc."""
+        scan = storage.snapshot_records()
+        self._task = asyncio.create_task(self._rebuild(scan), name="summary rebuild")
 
     def use(self, epoch: Epoch[object]) -> None:
         """Summarise for another membership's placement: which peer shares a key changed, so the trees
@@ -78,9 +85,8 @@ class SummaryUpkeep:
         self.ready.clear()
         self.summaries = Summaries(self.summaries.own_url, placement)
         self._stamp = _stamp(self.summaries.own_url, placement)
-        self._storage.on_change = self.summaries.changed
-        self._pending_scan = self._storage.snapshot_records()  # right after the hook: see the module doc
-        self.start()
+        if self._storage is not None:
+            self._scan(self._storage)
 
     async def stop(self) -> None:
         """Stop the rebuild if it runs; save the trees if they can be trusted, for the next start."""

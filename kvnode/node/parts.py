@@ -18,20 +18,20 @@ from kvnode.cluster.members import MEMBERSHIP_FIGURES, Members
 from kvnode.config import NodeConfig
 from kvnode.coordinator.coordinator import COORDINATOR_FIGURES, Coordinator
 from kvnode.healing.anti_entropy import AntiEntropy
+from kvnode.healing.gc import GC_FIGURES, GarbageCollector
 from kvnode.healing.outcomes import REPAIR_FIGURES
 from kvnode.healing.rebuild import REBUILD_FIGURES, Rebuild
-from kvnode.healing.tombstone_gc import GC_FIGURES, TombstoneGc
 from kvnode.healing.upkeep import SUMMARY_FIGURES, SummaryUpkeep
 from kvnode.loop_lag import LoopLagMonitor
 from kvnode.node.exporter import NodeMetrics
-from kvnode.node.peer_api import ReplicaServer
 from kvnode.node.snapshot import NodeSnapshot
+from kvnode.replica.channel.identities import IDENTITY_FIGURES, Identities
+from kvnode.replica.channel.protocol import spoken
+from kvnode.replica.channel.server import ReplicaServer
 from kvnode.replica.hints import HINT_FIGURES, HintStore
-from kvnode.replica.identities import IDENTITY_FIGURES, Identities
 from kvnode.replica.local import LocalReplica
 from kvnode.replica.peer import PeerReplica
 from kvnode.replica.peer_figures import PEER_FIGURES
-from kvnode.replica.protocol import spoken
 from kvnode.storage.keyspace import Storage
 from kvnode.storage.system_db import SystemDb
 from kvnode.topology.membership import Membership
@@ -59,7 +59,7 @@ class NodeParts:
     uploads: Uploads
     replica_server: ReplicaServer
     summaries: SummaryUpkeep  # anti-entropy's view of what this node holds
-    gc: TombstoneGc  # drops tombstones and expired versions once no replica needs them
+    gc: GarbageCollector  # drops tombstones and expired versions once no replica needs them
     anti_entropy: AntiEntropy  # comparing it with the peers'
     tokens: ClientTokens | None  # the clients' tokens, with --auth-tokens-file
     rebuild: Rebuild  # whether this node's data is whole, and its rebuild if it is not

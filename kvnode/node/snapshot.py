@@ -16,7 +16,7 @@ __all__ = ["NodeSnapshot"]
 class NodeSnapshot:
     readings: tuple[Reading, ...]  # every part's figures, in the order /v0/stats shows them
     peers: tuple[tuple[str, Reading], ...]  # each peer's URL and figures, in the cluster's order
-    protocols: str  # the replica protocol versions this node speaks, "1-2" (kvnode.replica.protocol)
+    protocols: str  # the replica protocol versions this node speaks, "1-2" (kvnode.replica.channel.protocol)
     loop_lag_samples: int  # in the loop-lag window (since start or the last ``/v0/stats?reset=1``)
     loop_lag_ms: dict[str, float]  # that window's percentiles ({"p50": ms, ..., "max": ms})
     loop_lag_since_start: FixedBuckets  # every sample since start, in Prometheus's buckets

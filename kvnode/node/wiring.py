@@ -25,28 +25,34 @@ from kvnode.clocks.offsets import ClockOffsets
 from kvnode.cluster.changes import OwnPart, take_place
 from kvnode.cluster.join_undo import JoinWatch
 from kvnode.cluster.members import Members
+from kvnode.cluster.membership_calls import MembershipCalls
 from kvnode.config import NodeConfig
 from kvnode.coordinator.coordinator import Coordinator
 from kvnode.coordinator.fanout import FANOUTS
 from kvnode.healing.anti_entropy import AntiEntropy
+from kvnode.healing.gc import GarbageCollector, pass_interval_s
 from kvnode.healing.gc_rule import GcRule
 from kvnode.healing.rebuild import Rebuild
-from kvnode.healing.tombstone_gc import TombstoneGc, pass_interval_s
+from kvnode.healing.repair_calls import RepairCalls
 from kvnode.healing.upkeep import SummaryUpkeep
 from kvnode.loop_lag import LoopLagMonitor
 from kvnode.memory import Settler
 from kvnode.node.exporter import NodeMetrics
 from kvnode.node.parts import NodeParts
-from kvnode.node.peer_api import PeerGate, ReplicaServer
-from kvnode.replica import wire
-from kvnode.replica.auth import ClusterAuth, Introduction
+from kvnode.replica.channel import wire
+from kvnode.replica.channel.answerers import Answerers
+from kvnode.replica.channel.handshake import ClusterAuth, Introduction
+from kvnode.replica.channel.identities import Identities
+from kvnode.replica.channel.protocol import spoken
+from kvnode.replica.channel.server import PeerGate, ReplicaServer
+from kvnode.replica.clock_probe import ClockAnswers
 from kvnode.replica.failure_detector import DetectorSettings
 from kvnode.replica.heartbeat import beat_interval
 from kvnode.replica.hints import HintDelivery, HintStore
-from kvnode.replica.identities import Identities
 from kvnode.replica.local import LocalReplica
 from kvnode.replica.peer import PeerReplica
-from kvnode.replica.protocol import spoken
+from kvnode.replica.readiness import NodeState
+from kvnode.replica.storage_calls import StorageCalls
 from kvnode.storage.keyspace import Storage, StorageUnavailable
 from kvnode.storage.system_db import SystemDb
 from kvnode.topology.epoch import Epoch
@@ -74,13 +80,13 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
     async with contextlib.AsyncExitStack() as opened:
         system = SystemDb.open(config.data_dir)  # first: it refuses a data dir of a newer format
         opened.callback(system.close)
-        storage = Storage.open(config.data_dir, fsync=config.fsync)
-        opened.callback(storage.close)
         limits = wire.Limits.for_body(config.max_body_bytes)
         membership = await _membership_at_start(system, config, peer_ssl, limits)
         size = len(membership.urls)
-        summaries = SummaryUpkeep(storage, system.summaries, config.url, membership.placement())
-        summaries.start()
+        summaries = SummaryUpkeep(system.summaries, config.url, membership.placement())
+        storage = Storage.open(config.data_dir, fsync=config.fsync, on_change=summaries.changed)
+        opened.callback(storage.close)
+        summaries.start(storage)
         opened.push_async_callback(summaries.stop)  # after every writer stopped: saves the trees
         floor = system.clock_floor
         wall = wall_clock_us(config.clock_offset_ms)
@@ -202,9 +208,11 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             metrics=NodeMetrics(),
             loop_lag=loop_lag,
             uploads=Uploads(config.body_timeout_s),
-            replica_server=ReplicaServer(gate, storage, clock, fence, summaries, rebuild.node_state, members),
+            replica_server=_replica_server(
+                gate, storage, clock, fence, summaries, rebuild.node_state, members
+            ),
             summaries=summaries,
-            gc=TombstoneGc(
+            gc=GarbageCollector(
                 storage,
                 _gc_rule(config, epoch),
                 system.repair_marks,
@@ -275,6 +283,25 @@ def _change_peer(
 ) -> PeerReplica:
     """A channel to a member for a change this node makes before it runs (kvnode.cluster.changes)."""
     return PeerReplica(url, config.timeout, auth=auth, limits=limits, ssl_context=ssl_context)
+
+
+def _replica_server(
+    gate: PeerGate,
+    storage: Storage,
+    clock: HybridClock,
+    fence: ClockFence,
+    summaries: SummaryUpkeep,
+    node_state: Callable[[], NodeState],
+    members: Members,
+) -> ReplicaServer:
+    """The replica channel's server end, each call answered by the part that owns what it asks."""
+    answerers = Answerers()
+    clock_answers = ClockAnswers(fence, node_state)
+    clock_answers.register(answerers)
+    StorageCalls(storage, clock, fence, node_state).register(answerers)
+    RepairCalls(storage, summaries).register(answerers)
+    MembershipCalls(members).register(answerers)
+    return ReplicaServer(gate, answerers, clock_answers.now)
 
 
 def _cluster_auth(config: NodeConfig, membership: Membership) -> ClusterAuth | None:

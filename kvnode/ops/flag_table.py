@@ -22,7 +22,7 @@ from kvnode.ops.argtypes import (
     positive_int,
 )
 from kvnode.ops.cluster_config import ClusterConfig
-from kvnode.replica.protocol import CURRENT_VERSION, MIN_VERSION
+from kvnode.replica.channel.protocol import CURRENT_VERSION, MIN_VERSION
 
 __all__ = ["CLUSTER_FLAGS", "NODE_FLAGS", "SECRET_ENV", "Flag"]
 

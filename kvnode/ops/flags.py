@@ -21,7 +21,7 @@ from kvnode.config import NodeConfig
 from kvnode.ops.cluster_config import ClusterConfig
 from kvnode.ops.flag_table import CLUSTER_FLAGS, NODE_FLAGS, SECRET_ENV, Flag
 from kvnode.ops.parsing import OneLineParser
-from kvnode.replica.auth import MIN_SECRET_BYTES
+from kvnode.replica.channel.handshake import MIN_SECRET_BYTES
 
 __all__ = [
     "SECRET_ENV",

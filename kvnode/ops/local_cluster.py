@@ -34,7 +34,7 @@ from kvnode.ops.processes import (
     start_together,
     stop_together,
 )
-from kvnode.replica.auth import create_secret_file
+from kvnode.replica.channel.handshake import create_secret_file
 
 __all__ = ["LocalCluster", "run_cluster", "start_local_cluster"]
 

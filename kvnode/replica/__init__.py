@@ -1,5 +1,4 @@
-"""The replica layer: how a coordinator reaches the replicas of a key (the other end, a peer's calls
-answered, is kvnode.node.peer_api and kvnode.node.peer_answers).
+"""The replica layer: how a coordinator reaches the replicas of a key, and how this node answers as one.
 
 A replica call is started with a callback, :data:`Answered`, told its outcome once: the replica's answer or
 one of the :mod:`~kvnode.replica.errors`; nothing else reaches the coordinator. The request path takes the
@@ -10,22 +9,20 @@ the node awaits ``read`` and ``write``, which return an ``asyncio.Future`` built
     errors      the named ways a call fails
     local       this node's own storage as a replica
     apply       the one way a given version is stored: judged by the clock fence, written if newer
+    storage_calls  a peer's reads, writes and scans answered from this node's storage
     readiness   whether a replica's data is whole
     pages       pages of stored versions over a key range (the cluster-wide scan's op)
-    peer        another node, over one persistent multiplexed channel: connect attempts, heartbeat, answers
+    peer        another node, over one persistent multiplexed channel: connect attempts, heartbeat, calls
+    peer_figures  a peer's figures, as /metrics and /v0/cluster show them
     peer_state  the peer's connection state and its named transitions, and whether a beat pings (pure)
     heartbeat   the peer's heartbeat timer: four beats a timeout, due together on the node's grid
     failure_detector  whether a peer is alive, as a level of suspicion: phi accrual (pure)
     attempt     one connect attempt, and how it failed
-    answers     what a call resolves to, from its reply (pure)
-    clock_probe measuring a peer's clock over its channel
+    clock_probe measuring a peer's clock over its channel, and answering a peer that measures this node's
     inflight    the calls to one peer in flight: ids, deadlines, bounds
     outbox      the calls to one peer waiting to be sent, and their framing
-    channel     the client end of that channel: an asyncio.Protocol speaking WebSocket (websocket)
-    auth        the handshake: both ends prove they hold the cluster secret, and introduce themselves
-    identities  what this node says of itself in a handshake, and remembers of the peers it met
-    wire        the replica protocol's messages (pure)
-    protocol    the one table of its calls: the statuses that answer each, what each resolves to (pure)
+    channel/    the replica channel, both ends: codecs, the protocol's table of calls, client, server, and
+                the server end's answerers (its own docstring lists its modules)
     hints       hinted handoff: writes a replica missed, kept durably and delivered when it is back
 """
 
@@ -58,7 +55,7 @@ class Replica(Protocol):
         ...
 
     @property
-    def suspected(self) -> bool:
+    def lagging(self) -> bool:
         """Connected, but quieter than its pace explains (kvnode.replica.failure_detector): asked last."""
         ...
 

@@ -2,15 +2,15 @@
 repair, a hint, anti-entropy, a membership change's stream): judged against the clock fence (a version
 stamped beyond the maximum skew is refused, never stored), then written only if newer than the one held.
 This node's storage as a replica (kvnode.replica.local) and the answers to peers' calls
-(kvnode.node.peer_answers) both store through :func:`apply_record`.
+(kvnode.replica.storage_calls) both store through :func:`apply_record`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 from kvnode.clocks.fence import ClockFence, beyond_skew
-from kvnode.storage.keyspace import Storage, WriteBatch
 from kvnode.storage.records import Record
 
 __all__ = ["Applied", "apply_record"]
@@ -24,12 +24,15 @@ class Applied(NamedTuple):
     newer: int | None = None
 
 
-def apply_record(target: Storage | WriteBatch, fence: ClockFence, key: bytes, record: Record) -> Applied:
-    """Store ``record`` at ``key`` unless refused or older than what is held; raises the store's
-    StorageError (StorageFull when the disk is full)."""
+def apply_record(
+    store: Callable[[bytes, Record], Record], fence: ClockFence, key: bytes, record: Record
+) -> Applied:
+    """Store ``record`` at ``key`` by ``store`` (Storage.apply, or Storage.offer for the event-loop
+    iteration's group commit) unless refused or older than what is held; raises the store's StorageError
+    (StorageFull when the disk is full)."""
     if not fence.acceptable(record.timestamp):
         return Applied(refused=beyond_skew(record.timestamp))
-    held = target.apply(key, record)
+    held = store(key, record)
     return _STORED if held == record else Applied(newer=held.timestamp)
 
 

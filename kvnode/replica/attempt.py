@@ -10,11 +10,11 @@ import urllib.parse
 from collections.abc import Awaitable, Callable
 from functools import partial
 
-from kvnode.replica.auth import ClusterAuth
-from kvnode.replica.channel import ChannelListener, ClientChannel, HandshakeRefused
-from kvnode.replica.identities import Identities
+from kvnode.replica.channel.client import ChannelListener, ClientChannel, HandshakeRefused
+from kvnode.replica.channel.handshake import ClusterAuth
+from kvnode.replica.channel.identities import Identities
+from kvnode.replica.channel.websocket import HandshakeError, WebSocketError
 from kvnode.replica.peer_state import AttemptFailure
-from kvnode.replica.websocket import HandshakeError, WebSocketError
 
 __all__ = ["AttemptFailed", "connector", "open_channel"]
 

@@ -5,7 +5,10 @@ The peer replica makes a CLOCK call on each new connection (and when the fence a
 every few heartbeats, off the request path. On a channel that speaks protocol 3 that beat's ping is a
 *clock ping*: it carries this node's wall clock, and the peer's server answers with a pong that carries it
 back followed by a CLOCK reply's payload, so measuring costs no more than the ping the beat might send
-anyway, as CockroachDB's heartbeats carry the clock. Older channels make a CLOCK call instead."""
+anyway, as CockroachDB's heartbeats carry the clock. Older channels make a CLOCK call instead.
+
+The other end, a peer measuring this node's clock, is answered by :class:`ClockAnswers`: its CLOCK calls,
+and its clock pings' pongs (the channel's server end asks it for the clock they carry)."""
 
 from __future__ import annotations
 
@@ -14,18 +17,19 @@ from collections.abc import Callable
 from functools import partial
 from typing import Protocol, cast
 
+from kvnode.clocks.fence import ClockFence
 from kvnode.clocks.offsets import Offset, measure
-from kvnode.replica import wire
-from kvnode.replica.protocol import CLOCK_PINGS
+from kvnode.replica.channel import wire
+from kvnode.replica.channel.answerers import Answer, Answerers
+from kvnode.replica.channel.protocol import CLOCK_PING_SIZE, CLOCK_PINGS
+from kvnode.replica.readiness import NodeState
 
-__all__ = ["BEATS_PER_MEASUREMENT", "CLOCK_PING_SIZE", "ClockProbe", "ClockSampler", "Pinger", "clock_pong"]
+__all__ = ["BEATS_PER_MEASUREMENT", "ClockAnswers", "ClockProbe", "ClockSampler", "Pinger"]
 
 # Every second timeout (2 s by default), not at every beat: an offset moves slowly, a measurement counts
 # for 10 s (kvnode.clocks.fence), so five of them, and an idle cluster's measurements grow with the square
 # of its members (docs/replica-channel.md).
 BEATS_PER_MEASUREMENT = 8
-
-CLOCK_PING_SIZE = 8  # a clock ping's payload: the pinger's wall clock (wire.encode_timestamp)
 
 # Where a peer's clock measurements go: (peer URL, offset), and the wall clock they are taken with.
 ClockSampler = tuple[Callable[[str, Offset], None], Callable[[], int]]
@@ -37,18 +41,6 @@ class Pinger(Protocol):
     protocol: int  # the version it speaks
 
     def ping(self, payload: bytes = b"") -> None: ...
-
-
-def clock_pong(ping: bytes, clock: Callable[[], bytes]) -> bytes:
-    """The pong that answers ``ping`` on a channel with clock pings: a clock ping's payload followed by
-    ``clock()`` (a CLOCK reply's payload); any other ping's payload as it came.
-
-    >>> wire.decode_clock(clock_pong(wire.encode_timestamp(5), lambda: wire.encode_clock(9, "serving"))[8:])
-    (9, 'serving')
-    >>> clock_pong(b"beat", lambda: b"never asked")
-    b'beat'
-    """
-    return ping + clock() if len(ping) == CLOCK_PING_SIZE else ping
 
 
 class ClockProbe:
@@ -100,3 +92,25 @@ class ClockProbe:
     def _took(self, sent_us: int, remote_us: int, node_state: str) -> None:
         self.node_state = node_state
         self._sample(self._url, measure(sent_us=sent_us, remote_us=remote_us, received_us=self._wall_us()))
+
+
+class ClockAnswers:
+    """This node's answers to a peer measuring its clock: its wall clock, as the fence reads it, and the
+    state of its data."""
+
+    __slots__ = ("_fence", "_node_state")
+
+    def __init__(self, fence: ClockFence, node_state: Callable[[], NodeState]) -> None:
+        self._fence = fence
+        self._node_state = node_state
+
+    def register(self, answerers: Answerers) -> None:
+        answerers.register(wire.Op.CLOCK, self.clock)
+
+    def now(self) -> bytes:
+        """A CLOCK reply's payload: this node's wall clock now, and the state of its data (a clock ping's
+        pong carries it too)."""
+        return wire.encode_clock(self._fence.wall_us(), self._node_state())
+
+    def clock(self, call: wire.CallRequest) -> Answer:
+        return wire.Status.CLOCK, self.now()

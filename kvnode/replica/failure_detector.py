@@ -8,15 +8,15 @@ the window's mean (plus the acceptable pause) and standard deviation (at least a
 in ten chance that a live peer is this quiet, phi 8 one in a hundred million: the peer is convicted.
 
 A fixed silence limit cannot tell a peer whose event loop is held for a second (a loaded machine) from a
-dead one. The acceptable pause is how long a steady peer may stall without being suspected at all; the
+dead one. The acceptable pause is how long a steady peer may stall without lagging at all; the
 window lets a peer whose answers are always far apart (a slow one) be judged by its own pace.
 
     >>> detector = FailureDetector(DetectorSettings(), first_interval=0.25)
     >>> for beat in range(1, 41):  # ten seconds of a steady peer, heard every 250 ms
     ...     detector.heartbeat(beat * 0.25)
-    >>> round(detector.phi(10.5), 3), detector.convicted(10.5)  # quiet for 0.5 s: not suspected at all
+    >>> round(detector.phi(10.5), 3), detector.convicted(10.5)  # quiet for 0.5 s: not lagging at all
     (0.0, False)
-    >>> round(detector.phi(12.0), 1), detector.convicted(12.0)  # 2 s: suspected, still alive
+    >>> round(detector.phi(12.0), 1), detector.convicted(12.0)  # 2 s: lagging, still alive
     (2.2, False)
     >>> detector.convicted(12.3)  # 2.3 s: the pause is over, the peer is convicted
     True
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 __all__ = ["SUSPECT_PHI", "DetectorSettings", "FailureDetector"]
 
-# From this phi on a connected peer is suspected, and asked last: a live peer is this quiet less than one
+# From this phi on a connected peer is lagging, and asked last: a live peer is this quiet less than one
 # time in ten.
 SUSPECT_PHI = 1.0
 _LN10 = math.log(10.0)

@@ -17,7 +17,8 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from kvnode.metrics import CallMeter
-from kvnode.replica import Answered, wire
+from kvnode.replica import Answered
+from kvnode.replica.channel import wire
 from kvnode.replica.errors import ReplicaError, ReplicaOverloaded, ReplicaTimeout, outcome
 
 __all__ = ["CallsInFlight", "InFlightCall"]

@@ -39,7 +39,7 @@ class LocalReplica(AwaitableCalls):
     """Create it inside the running event loop."""
 
     connected = True
-    suspected = False
+    lagging = False
 
     def __init__(
         self,
@@ -82,7 +82,7 @@ class LocalReplica(AwaitableCalls):
     def write_then(self, key: bytes, record: Record, answered: Answered[int | None]) -> None:
         start = time.perf_counter()
         try:
-            applied = apply_record(self._storage.batch(), self._fence, key, record)
+            applied = apply_record(self._storage.offer, self._fence, key, record)
         except StorageError as failed:  # the version held could not be read
             self._answer("write", answered, None, start, failed)
             return

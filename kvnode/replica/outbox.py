@@ -15,7 +15,7 @@ import asyncio
 import itertools
 from typing import Protocol
 
-from kvnode.replica import wire
+from kvnode.replica.channel import wire
 
 __all__ = ["FrameSink", "Outbox"]
 

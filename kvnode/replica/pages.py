@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import struct
 
-from kvnode.replica.wire import FRAME_TARGET, WireError
+from kvnode.replica.channel.wire import FRAME_TARGET, WireError
 from kvnode.storage.keyspace import Storage
 
 __all__ = [

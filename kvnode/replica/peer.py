@@ -8,13 +8,13 @@ A call to a peer not connected starts one connect attempt (calls made meanwhile 
 within its own deadline; after a refusal the next call tries again. A suspect peer fails calls at once while
 one probe is out. Calls in flight are bounded in number and bytes: beyond either a call fails at once with
 ReplicaOverloaded (a write becomes a hint). A heartbeat asks the failure detector whether the silence convicts
-the peer: a convicted peer's connection is replaced; one merely quieter than its pace stays, ``suspected``.
+the peer: a convicted peer's connection is replaced; one merely quieter than its pace stays, ``lagging``.
 Every reply and pong is an arrival, and so is the peer's ping to this node while no call is in flight, so one
 ping a beat serves a pair: the member with the lower URL pings a quiet connection, the other only once the
 leader's pings stop coming (kvnode.replica.peer_state). With a clock sampler, a new connection and every
 eighth beat measure the peer's clock offset (kvnode.replica.clock_probe). With an SSL context it speaks TLS;
 a failed TLS handshake is a refusal ("tls"), as a refused HMAC handshake is. Writes travel as the channel's
-protocol version has them (kvnode.replica.protocol). Create it inside the running event loop.
+protocol version has them (kvnode.replica.channel.protocol). Create it inside the running event loop.
 """
 
 from __future__ import annotations
@@ -26,20 +26,20 @@ import ssl
 from functools import partial
 
 from kvnode.metrics import CallMeter, RecentLatency
-from kvnode.replica import Answered, AwaitableCalls, answer_future, wire
-from kvnode.replica.answers import answer_of
+from kvnode.replica import Answered, AwaitableCalls, answer_future
 from kvnode.replica.attempt import AttemptFailed, connector
-from kvnode.replica.auth import ClusterAuth, RateLimitedLog
-from kvnode.replica.channel import ClientChannel
+from kvnode.replica.channel import wire
+from kvnode.replica.channel.client import ClientChannel
+from kvnode.replica.channel.handshake import ClusterAuth, RateLimitedLog
+from kvnode.replica.channel.identities import Identities
+from kvnode.replica.channel.protocol import resolve, write_call
 from kvnode.replica.clock_probe import ClockProbe, ClockSampler
 from kvnode.replica.errors import ReplicaError, ReplicaProtocolError, ReplicaUnavailable
 from kvnode.replica.failure_detector import DetectorSettings, FailureDetector
 from kvnode.replica.heartbeat import Heartbeat
-from kvnode.replica.identities import Identities
 from kvnode.replica.inflight import CallsInFlight
 from kvnode.replica.outbox import Outbox
 from kvnode.replica.peer_state import AttemptFailure, PeerLife, PeerState
-from kvnode.replica.protocol import write_call
 from kvnode.storage.records import Record
 
 __all__ = ["PeerReplica"]
@@ -104,9 +104,9 @@ class PeerReplica(AwaitableCalls):
         return self._channel is not None
 
     @property
-    def suspected(self) -> bool:
+    def lagging(self) -> bool:
         """Connected, but quieter than its pace explains (phi at least 1): a speculative read asks it last."""
-        return self._life.suspected(self._loop.time())
+        return self._life.lagging(self._loop.time())
 
     def read_then(self, key: bytes, answered: Answered[Record | None]) -> None:
         self._call_then(wire.Op.READ, key, b"", "read", answered)  # type: ignore[arg-type]
@@ -118,11 +118,12 @@ class PeerReplica(AwaitableCalls):
         """A write, counted apart from the coordinator's (op="hint" in kvnode_replica_calls_total)."""
         return self._call(*write_call(key, record, self.protocol), "hint")  # type: ignore[return-value]
 
-    def repair(self, op: wire.Op, key: bytes, record: bytes = b"") -> asyncio.Future[object]:
-        """One of anti-entropy's calls (kvnode.healing.anti_entropy), counted apart (op="repair"): a FETCH
-        resolves to a Record or None, a WRITE as a write does, BRANCHES, SEGMENTS, LIST and a scan's SCAN
-        (kvnode.coordinator.scan) to the reply's payload."""
-        return self._call(op, key, record, "repair")
+    def call(self, op: wire.Op, key: bytes, record: bytes = b"", *, label: str) -> asyncio.Future[object]:
+        """Any call of the protocol, counted as ``label`` (op= in kvnode_replica_calls_total: "repair",
+        "stream", "scan", ...); it resolves to what the protocol table says its reply answers
+        (kvnode.replica.channel.protocol): a FETCH to a Record or None, a WRITE as a write does, BRANCHES,
+        SEGMENTS, LIST and SCAN to the reply's payload."""
+        return self._call(op, key, record, label)
 
     async def fetch_membership(self) -> bytes:
         """The membership the peer runs with, encoded (kvnode.cluster.members fetches a newer one)."""
@@ -153,7 +154,8 @@ class PeerReplica(AwaitableCalls):
 
     @property
     def protocol(self) -> int:
-        """The protocol version the channel speaks (kvnode.replica.protocol); 0 while not connected."""
+        """The protocol version the channel speaks (kvnode.replica.channel.protocol); 0 while not
+        connected."""
         return 0 if self._channel is None else self._channel.protocol
 
     @property
@@ -294,7 +296,8 @@ class PeerReplica(AwaitableCalls):
         self._heartbeat.start()
 
     def pinged(self) -> None:
-        """The peer pinged this node's server (kvnode.node.peer_api): PeerLife.pinged says what it tells."""
+        """The peer pinged this node's server (kvnode.replica.channel.server): PeerLife.pinged says what it
+        tells."""
         self._life.pinged(now=self._loop.time(), busy=bool(self._calls))
 
     # --- what the channel tells (kvnode.replica.channel.ChannelListener) ---------------------------------
@@ -340,7 +343,7 @@ class PeerReplica(AwaitableCalls):
         if call is None:
             return  # the call already timed out
         self._latency.record(self._loop.time() - call.sent)
-        error, answer = answer_of(self.url, call.op, reply)
+        error, answer = resolve(self.url, call.op, reply)
         calls.settle(call, error, answer)
 
     def _disconnect(self, error: ReplicaError) -> None:

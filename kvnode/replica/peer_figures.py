@@ -1,6 +1,7 @@
 """A peer's figures (kvnode.figures), read from kvnode.replica.peer.PeerReplica's properties for operators:
 ``/metrics`` labels each peer's with its URL, ``/v0/cluster`` shows them in its members (apart from peer.py,
-which composes the peer's parts and is long enough). Who the peer is, is kvnode.replica.identities's."""
+which composes the peer's parts and is long enough). Who the peer is, is
+kvnode.replica.channel.identities's."""
 
 from __future__ import annotations
 

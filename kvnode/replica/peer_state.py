@@ -24,9 +24,9 @@ heartbeat's timer calls :meth:`PeerLife.tick`, which asks the peer's failure det
     (<CallAction.PROBE_AND_FAIL: 'probe_and_fail'>, <CallAction.FAIL: 'fail'>)
     >>> life.connected(now=9.0), life.state, life.down_for(now=9.0)
     (True, <PeerState.CONNECTED: 'connected'>, 0.0)
-    >>> life.heard(now=9.25); life.tick(now=10.0), life.suspected(now=10.0)  # quiet for 0.75 s: fine
+    >>> life.heard(now=9.25); life.tick(now=10.0), life.lagging(now=10.0)  # quiet for 0.75 s: fine
     (None, False)
-    >>> life.suspected(now=11.2), life.state  # 1.95 s: asked last, still connected
+    >>> life.lagging(now=11.2), life.state  # 1.95 s: asked last, still connected
     (True, <PeerState.CONNECTED: 'connected'>)
     >>> life.tick(now=11.8)  # 2.55 s: convicted
     <PeerState.SUSPECT: 'suspect'>
@@ -230,7 +230,7 @@ class PeerLife:
 
     # --- queries --------------------------------------------------------------------------------------------
 
-    def suspected(self, now: float) -> bool:
+    def lagging(self, now: float) -> bool:
         """Connected, but quieter than its pace explains (phi at least SUSPECT_PHI): asked last."""
         # Every speculative read asks this: phi reaches 1 only past the mean interval plus the acceptable
         # pause, so a silence shorter than the pause needs no phi.

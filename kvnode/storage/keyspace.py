@@ -37,7 +37,6 @@ __all__ = [
     "StorageError",
     "StorageFull",
     "StorageUnavailable",
-    "WriteBatch",
     "open_leveldb",
     "storage_error",
 ]
@@ -80,21 +79,21 @@ class Storage:
     the database again (its recovery drops the torn record), once the disk has room. Until then writes
     fail at once with the first failure, and reads go on from the open database."""
 
-    def __init__(self, data_dir: Path, *, fsync: bool) -> None:
+    def __init__(self, data_dir: Path, *, fsync: bool, on_change: ChangeListener | None = None) -> None:
         self._data_dir = data_dir
         self._db = open_leveldb(data_dir, _NAME)
         self.fsync = fsync
         # Told of every stored change of a key's version, (key, old, new) as encoded records (None:
         # absent), once it is stored: anti-entropy's summaries follow it (kvnode.healing.upkeep).
-        self.on_change: ChangeListener = _ignore_change
+        self._on_change = on_change or _ignore_change
         self._failed: StorageError | None = None  # the write failure the database must be reopened after
         self._next_reopen = 0.0
         self._group = GroupCommit(self._write_all, StorageError)  # writes not yet stored
-        self._batch = WriteBatch(self)
 
     @classmethod
-    def open(cls, path: Path, *, fsync: bool) -> Storage:
-        return cls(path, fsync=fsync)
+    def open(cls, path: Path, *, fsync: bool, on_change: ChangeListener | None = None) -> Storage:
+        """The keyspace in ``path``; ``on_change`` is told of every change stored (see __init__)."""
+        return cls(path, fsync=fsync, on_change=on_change)
 
     def close(self) -> None:
         """Store the pending writes first (a failure is logged, and told to their waiters)."""
@@ -122,7 +121,7 @@ class Storage:
 
     def apply(self, key: bytes, record: Record) -> Record:
         """Store record unless the version held (pending or stored) wins over it, with any pending writes,
-        before it returns; the version held afterwards. A replica's writes go through ``batch()``.
+        before it returns; the version held afterwards. A replica's writes are offered (``offer``).
 
         Read and write run with no await between them, so on the node's single event loop the pair is
         atomic. A corrupt stored record loses to any write: the new version heals it.
@@ -135,9 +134,12 @@ class Storage:
         """Store the pending writes now, by one write, and tell their waiters; raises its StorageError."""
         self._group.commit()
 
-    def batch(self) -> WriteBatch:
-        """Reads and applies whose writes join this loop iteration's group commit (see WriteBatch)."""
-        return self._batch
+    def offer(self, key: bytes, record: Record) -> Record:
+        """``apply``, but the write joins this event-loop iteration's group commit
+        (kvnode.storage.group_commit): an iteration's writes, a coordinator's own and its peers' calls,
+        reach LevelDB by one write (one write(2)) at its end (docs/node-internals.md). Reads see it at
+        once; nothing may acknowledge it before ``when_written`` says so, and nothing if the write fails."""
+        return self._group.offer_soon(key, record, self._current)
 
     def is_pending(self, key: bytes) -> bool:
         """Whether a version of key waits for its group's commit (nothing may acknowledge it yet)."""
@@ -182,7 +184,7 @@ class Storage:
             except plyvel.Error as error:
                 raise self._write_failed(error) from error
             for key, pending in group:
-                self.on_change(key, pending.replaced, pending.encoded)
+                self._on_change(key, pending.replaced, pending.encoded)
 
     def raw(self, key: bytes) -> bytes | None:
         """Key's stored bytes as they are, unchecked: what anti-entropy's summary digested."""
@@ -206,7 +208,7 @@ class Storage:
     def read_chunk(self, start: bytes, limit: int) -> list[tuple[bytes, bytes]]:
         """Up to ``limit`` (key, encoded record) with key >= start, in key order, tombstones and corrupt
         records included: a scan in chunks, each from its own iterator, so that no snapshot outlives a
-        chunk and keeps dropped records' space from being reclaimed (kvnode.healing.tombstone_gc)."""
+        chunk and keeps dropped records' space from being reclaimed (kvnode.healing.gc)."""
         try:
             with self._db.iterator(start=start) as records:
                 return list(itertools.islice(records, limit))
@@ -229,7 +231,7 @@ class Storage:
         except plyvel.Error as error:
             raise self._write_failed(error) from error
         for key, raw in dropped:
-            self.on_change(key, raw, None)
+            self._on_change(key, raw, None)
         return [key for key, _ in dropped]
 
     def compact(self, start: bytes, stop: bytes) -> None:
@@ -294,7 +296,7 @@ def _iterate(snapshot: Any) -> Iterator[tuple[bytes, bytes]]:
 
 
 def _ignore_change(key: bytes, old: bytes | None, new: bytes | None) -> None:
-    """Storage's on_change until anti-entropy listens."""
+    """Storage's change listener when it is given none."""
 
 
 _NAME = "records"
@@ -331,21 +333,3 @@ def _reason(error: plyvel.Error) -> str:
     """plyvel carries LevelDB's message as bytes; make it a readable line."""
     message = error.args[0] if error.args else error
     return message.decode("utf-8", "replace") if isinstance(message, bytes) else str(message)
-
-
-class WriteBatch:
-    """Reads and applies like Storage's, whose writes join the event-loop iteration's group commit
-    (kvnode.storage.group_commit): an iteration's writes, a coordinator's own and its peers' calls, reach
-    LevelDB by one write (one write(2)) at its end (docs/node-internals.md). Reads see pending writes;
-    nothing is acknowledged before Storage.when_written says so, and none if the write fails."""
-
-    __slots__ = ("_storage",)
-
-    def __init__(self, storage: Storage) -> None:
-        self._storage = storage
-
-    def read_encoded(self, key: bytes) -> bytes | None:
-        return self._storage.read_encoded(key)
-
-    def apply(self, key: bytes, record: Record) -> Record:
-        return self._storage._group.offer_soon(key, record, self._storage._current)

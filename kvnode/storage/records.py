@@ -23,9 +23,9 @@ versions, so it hides them::
     >>> len(encode(Record.put(1, b"v"))), len(encode(record))   # the expiry costs bytes only when set
     (10, 18)
 
-A version also says how many replicas it was written to (the request's ``from``) when that is fewer than
-every member (0: every member, the default), so that anti-entropy knows, on every node alike, which
-members should hold it (kvnode.healing)::
+A version also says how many copies it was written to (the request's ``from``, kvnode.coordinator.quorum's
+``Quorum.copies``) when that is fewer than the key's N owners (0: all N, the default), so that anti-entropy
+knows, on every node alike, which members should hold it (kvnode.healing)::
 
     >>> decode(encode(Record.put(1, b"v", copies=2))).copies
     2
@@ -76,7 +76,7 @@ class Record(NamedTuple):
     # Last so that a version without a TTL orders exactly as before TTLs: at a tie of the other fields an
     # expiring version wins over a permanent one, and the later expiry over the earlier.
     expires: int = 0
-    copies: int = 0  # the replicas it was written to, when fewer than every member; 0 = every member
+    copies: int = 0  # the owners it was written to (the request's `from`) when fewer than N; 0 = all N owners
 
     @classmethod
     def put(cls, timestamp: int, value: bytes, *, ttl_us: int = 0, copies: int = 0) -> Record:
@@ -159,7 +159,7 @@ def check(data: bytes) -> bytes:
 
 
 def copies_of(data: bytes) -> int:
-    """The ``copies`` of encoded record bytes without decoding the rest; 0 (every member) for bytes that
+    """The ``copies`` of encoded record bytes without decoding the rest; 0 (all N owners) for bytes that
     are not a record, so a corrupt record is summarised like any other (kvnode.healing.summary).
 
     >>> copies_of(encode(Record.put(1, b"v", ttl_us=5, copies=3))), copies_of(encode(Record.put(1, b"v")))

@@ -1,9 +1,9 @@
 """A cluster's identity and membership, as stored data (pure).
 
-The first members start with the same ``--cluster`` list; each derives the cluster identity from it (a
-hash of the list, so they agree without talking) and stores both at its first start. From then on the
-stored membership rules: a ``--cluster`` that differs from it is named in one warning line and ignored.
-The replica handshake proves the identity (kvnode.replica.auth), not the member list, and carries the
+The first members start with the same ``--cluster`` list; each derives the cluster identity from it (a hash of
+the list, so they agree without talking) and stores both at its first start. From then on the stored
+membership rules: a ``--cluster`` that differs from it is named in one warning line and ignored. The replica
+handshake proves the identity (kvnode.replica.channel.handshake), not the member list, and carries the
 membership version, so members at different versions still talk.
 
 The replication factor N (how many members own each key) is stored with the membership, set at the first

@@ -69,7 +69,7 @@ def test_a_replica_frozen_for_good_is_found_in_about_two_seconds(start_cluster: 
     cluster = start_cluster(3)
     coordinator, frozen = cluster[0], cluster[2]
     assert coordinator.put("warm", b"v", ack=3, from_=3).status == 201
-    assert phi_of(coordinator, frozen) < 1.0  # heard from at its usual pace: not suspected
+    assert phi_of(coordinator, frozen) < 1.0  # heard from at its usual pace: not lagging
     dropped = f"replica channel to {re.escape(frozen.url)} dropped"
     dropped_before = len(log_lines(coordinator, dropped))
     frozen.freeze()

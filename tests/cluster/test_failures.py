@@ -23,7 +23,7 @@ import pytest
 
 from kvnode.config import FanoutMode, NodeConfig
 from kvnode.ops.ports import free_ports
-from kvnode.replica import wire
+from kvnode.replica.channel import wire
 from tests.harness import (
     FANOUTS,
     Cluster,

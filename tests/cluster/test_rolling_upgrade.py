@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from kvnode.config import FanoutMode
-from kvnode.replica.protocol import CURRENT_VERSION
+from kvnode.replica.channel.protocol import CURRENT_VERSION
 from tests.harness import (
     CONVERGE_S,
     FANOUTS,
@@ -68,8 +68,8 @@ def wait_for_versions(nodes: list[Node], expected: dict[tuple[str, str], int]) -
 
 
 def pinned_cluster(start_cluster: ClusterFactory, tmp_path: Path, **options: object) -> tuple[Cluster, Node]:
-    """A cluster of three with a secret (each channel's versions are proven, kvnode.replica.auth) whose
-    third node runs pinned to version 1; every channel open and agreed."""
+    """A cluster of three with a secret (each channel's versions are proven, kvnode.replica.channel.handshake)
+    whose third node runs pinned to version 1; every channel open and agreed."""
     cluster = start_cluster(3, cluster_secret=SECRET, **options)
     pinned = restarted(cluster[2], tmp_path / "pinned.log", max_protocol=1)
     first, second = cluster[0], cluster[1]

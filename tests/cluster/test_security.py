@@ -13,8 +13,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from kvnode.replica import wire
-from kvnode.replica.auth import ClusterAuth
+from kvnode.replica.channel import wire
+from kvnode.replica.channel.handshake import ClusterAuth
 from kvnode.replica.errors import ReplicaUnavailable
 from kvnode.replica.peer import PeerReplica
 from kvnode.storage.records import Record

@@ -24,7 +24,7 @@ import pytest
 from kvnode.access.tls import verifying_context
 from kvnode.config import NodeConfig
 from kvnode.ops.certs import ClusterCertificates, NodeCertificate
-from kvnode.replica.auth import ClusterAuth
+from kvnode.replica.channel.handshake import ClusterAuth
 from kvnode.replica.errors import ReplicaUnavailable
 from kvnode.replica.peer import PeerReplica
 from kvnode.storage.records import Record

@@ -23,7 +23,7 @@ from kvnode.access.connections import (
     capacity,
     raise_descriptor_limit,
 )
-from kvnode.replica.auth import CHALLENGE_PATH
+from kvnode.replica.channel.handshake import CHALLENGE_PATH
 from tests.harness import eventually
 
 ANSWER_S = 30.0  # a bound on waiting for an answer the server gives at once

@@ -18,7 +18,7 @@ from aiohttp import web
 
 from kvnode.cluster.changes import OpenPeer, OwnPart, start_leave, start_resize, take_place
 from kvnode.config import NodeConfig
-from kvnode.replica.auth import ClusterAuth
+from kvnode.replica.channel.handshake import ClusterAuth
 from kvnode.replica.peer import PeerReplica
 from kvnode.storage.system_db import SystemDb
 from kvnode.topology.membership import ChangeRefused, Membership

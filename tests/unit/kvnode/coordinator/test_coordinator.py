@@ -28,7 +28,7 @@ from kvnode.replica.errors import (
 from kvnode.storage.records import Record
 from tests.replicas import URLS, coordinator_node, run_callbacks
 
-ALL = Quorum(ack=2, replicas=3)
+ALL = Quorum(ack=2, copies=3)
 MODES: tuple[FanoutMode, ...] = get_args(FanoutMode)
 
 
@@ -44,7 +44,7 @@ async def test_a_write_reaches_every_replica_and_a_read_answers_it(
         assert {url: node.held(url, b"k") is not None for url in URLS} == dict.fromkeys(URLS, True)
         found = await node.coordinator.get(b"k", ALL)
         assert found is not None and found.value == b"v1"
-        await node.coordinator.delete(b"k", Quorum(ack=3, replicas=3))
+        await node.coordinator.delete(b"k", Quorum(ack=3, copies=3))
         found = await node.coordinator.get(b"k", ALL)
         assert found is not None and found.tombstone  # the HTTP layer answers 404 for it
         assert await node.coordinator.get(b"absent", ALL) is None
@@ -66,7 +66,7 @@ async def test_one_failed_replica_still_makes_a_quorum_and_two_do_not(
         assert "http://b:1 did not answer" in str(failed.value) and "http://c:1" in str(failed.value)
         with pytest.raises(QuorumFailed):
             await node.coordinator.get(b"k", ALL)
-        assert (await node.coordinator.get(b"k", Quorum(ack=1, replicas=3))) is not None
+        assert (await node.coordinator.get(b"k", Quorum(ack=1, copies=3))) is not None
 
 
 # --- hints for missed writes -------------------------------------------------------------------------------
@@ -193,7 +193,7 @@ async def test_a_version_written_as_it_is_needs_every_owner_and_hints_the_one_th
         await run_callbacks()
         assert node.hints.pending(URLS[2]) == 1
         two = Record.put(node.clock.now() - 1, b"on two", copies=2)
-        assert node.coordinator.owners_quorum(two) == Quorum(ack=2, replicas=2)
+        assert node.coordinator.owners_quorum(two) == Quorum(ack=2, copies=2)
 
 
 # --- nearest_first ---------------------------------------------------------------------------------------
@@ -201,13 +201,13 @@ async def test_a_version_written_as_it_is_needs_every_owner_and_hints_the_one_th
 
 class _Replica:
     """A replica as nearest_first sees it: a URL, a recent p99, whether it is connected and whether it is
-    suspected."""
+    lagging."""
 
-    def __init__(self, url: str, delay: float, connected: bool = True, suspected: bool = False) -> None:
+    def __init__(self, url: str, delay: float, connected: bool = True, lagging: bool = False) -> None:
         self.url = url
         self.delay = delay
         self.connected = connected
-        self.suspected = suspected
+        self.lagging = lagging
 
     def speculative_delay(self) -> float:
         return self.delay
@@ -237,11 +237,11 @@ def test_nearest_first_asks_a_replica_not_connected_last_whatever_its_last_p99()
     assert nearest_first([dead, slow, fast, local], local) == [local, fast, slow, dead]
 
 
-def test_nearest_first_asks_a_suspected_replica_after_the_healthy_ones_and_before_the_unconnected() -> None:
+def test_nearest_first_asks_a_lagging_replica_after_the_healthy_ones_and_before_the_unconnected() -> None:
     # A stalled peer answered fast before it stalled: its last p99 would keep it first.
-    local, stalled = _Replica("local", 0.0), _Replica("stalled", 0.0001, suspected=True)
+    local, stalled = _Replica("local", 0.0), _Replica("stalled", 0.0001, lagging=True)
     slow, fast, dead = _Replica("slow", 0.021), _Replica("fast", 0.002), _Replica("dead", 0.0001, False)
     assert nearest_first([stalled, dead, slow, fast, local], local) == [local, fast, slow, stalled, dead]
-    # Every remote one suspected: still asked, in placement order, before the unconnected.
-    other = _Replica("other", 0.003, suspected=True)
+    # Every remote one lagging: still asked, in placement order, before the unconnected.
+    other = _Replica("other", 0.003, lagging=True)
     assert nearest_first([dead, other, stalled, local], local) == [local, other, stalled, dead]

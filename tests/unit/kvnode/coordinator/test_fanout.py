@@ -107,7 +107,7 @@ def never_retrieved(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 async def test_parallel_starts_every_call_at_once() -> None:
     hand = HandCalls(3)
-    task = spawn(parallel(hand.calls, Quorum(ack=2, replicas=3)))
+    task = spawn(parallel(hand.calls, Quorum(ack=2, copies=3)))
     await settle()
     assert hand.started == [0, 1, 2]
     assert not task.done()
@@ -118,7 +118,7 @@ async def test_parallel_starts_every_call_at_once() -> None:
 
 async def test_parallel_returns_on_the_ack_th_success_without_waiting_for_the_rest() -> None:
     hand = HandCalls(3)
-    task = spawn(parallel(hand.calls, Quorum(ack=2, replicas=3)))
+    task = spawn(parallel(hand.calls, Quorum(ack=2, copies=3)))
     await settle()
     hand.succeed(2)
     await settle()
@@ -134,7 +134,7 @@ async def test_parallel_returns_on_the_ack_th_success_without_waiting_for_the_re
 
 async def test_parallel_counts_failures_and_still_reaches_ack() -> None:
     hand = HandCalls(3)
-    task = spawn(parallel(hand.calls, Quorum(ack=2, replicas=3)))
+    task = spawn(parallel(hand.calls, Quorum(ack=2, copies=3)))
     await settle()
     hand.fail(0)
     await settle()
@@ -148,7 +148,7 @@ async def test_parallel_counts_failures_and_still_reaches_ack() -> None:
 
 async def test_parallel_fails_as_soon_as_ack_is_out_of_reach() -> None:
     hand = HandCalls(3)
-    task = spawn(parallel(hand.calls, Quorum(ack=2, replicas=3)))
+    task = spawn(parallel(hand.calls, Quorum(ack=2, copies=3)))
     await settle()
     hand.fail(1, ReplicaTimeout("replica 1 did not answer"))
     await settle()
@@ -167,7 +167,7 @@ async def test_parallel_fails_as_soon_as_ack_is_out_of_reach() -> None:
 
 async def test_parallel_with_ack_equal_from_fails_on_the_first_failure() -> None:
     hand = HandCalls(3)
-    task = spawn(parallel(hand.calls, Quorum(ack=3, replicas=3)))
+    task = spawn(parallel(hand.calls, Quorum(ack=3, copies=3)))
     await settle()
     hand.succeed(0)
     await settle()
@@ -182,7 +182,7 @@ async def test_parallel_with_ack_equal_from_fails_on_the_first_failure() -> None
 async def test_parallel_handles_calls_that_finish_at_once() -> None:
     """A local replica answers before its start returns."""
     hand = HandCalls(3, at_once=(0,))
-    task = spawn(parallel(hand.calls, Quorum(ack=2, replicas=3)))
+    task = spawn(parallel(hand.calls, Quorum(ack=2, copies=3)))
     await settle()
     assert hand.started == [0, 1, 2] and not task.done()
     hand.succeed(2)
@@ -194,7 +194,7 @@ async def test_parallel_tells_ended_each_outcome_as_it_is_told_without_a_turn_of
     """No Future or scheduled callback per call: an outcome reaches ``ended`` (and the verdict) within
     the reply's own decoding, before anything else runs."""
     hand = HandCalls(2)
-    task = spawn(parallel(hand.calls, Quorum(ack=1, replicas=2)))
+    task = spawn(parallel(hand.calls, Quorum(ack=1, copies=2)))
     await settle()
     hand.fail(1)
     assert hand.ended == [(1, "replica 1 is down", None)]
@@ -205,7 +205,7 @@ async def test_parallel_tells_ended_each_outcome_as_it_is_told_without_a_turn_of
 
 async def test_sequential_starts_each_call_after_the_previous_finished_and_stops_at_ack() -> None:
     hand = HandCalls(3)
-    task = spawn(sequential(hand.calls, Quorum(ack=2, replicas=3)))
+    task = spawn(sequential(hand.calls, Quorum(ack=2, copies=3)))
     await settle()
     assert hand.started == [0]
     hand.succeed(0)
@@ -221,7 +221,7 @@ async def test_sequential_starts_each_call_after_the_previous_finished_and_stops
 
 async def test_sequential_moves_past_a_failure() -> None:
     hand = HandCalls(3)
-    task = spawn(sequential(hand.calls, Quorum(ack=2, replicas=3)))
+    task = spawn(sequential(hand.calls, Quorum(ack=2, copies=3)))
     await settle()
     hand.fail(0)
     await settle()
@@ -236,7 +236,7 @@ async def test_sequential_moves_past_a_failure() -> None:
 
 async def test_sequential_fails_as_soon_as_ack_is_out_of_reach() -> None:
     hand = HandCalls(3)
-    task = spawn(sequential(hand.calls, Quorum(ack=2, replicas=3)))
+    task = spawn(sequential(hand.calls, Quorum(ack=2, copies=3)))
     await settle()
     hand.fail(0)
     await settle()
@@ -250,7 +250,7 @@ async def test_sequential_fails_as_soon_as_ack_is_out_of_reach() -> None:
 
 async def test_sequential_with_all_replicas_failing_reports_every_error() -> None:
     hand = HandCalls(2)
-    task = spawn(sequential(hand.calls, Quorum(ack=1, replicas=2)))
+    task = spawn(sequential(hand.calls, Quorum(ack=1, copies=2)))
     await settle()
     hand.fail(0)
     await settle()
@@ -266,7 +266,7 @@ async def test_a_bug_in_ended_is_logged_and_the_verdict_still_counts_the_call(
 ) -> None:
     hand = HandCalls(2)
     hand.bug = True  # around the verdict: hints, read repair
-    task = spawn(strategy(hand.calls, Quorum(ack=2, replicas=2)))
+    task = spawn(strategy(hand.calls, Quorum(ack=2, copies=2)))
     await settle()
     hand.succeed(0)
     await settle()
@@ -278,7 +278,7 @@ async def test_a_bug_in_ended_is_logged_and_the_verdict_still_counts_the_call(
 async def test_sequential_tells_ended_every_outcome_even_after_the_request_was_cancelled() -> None:
     """A read round closes only once every call it started has ended."""
     hand = HandCalls(3)
-    task = spawn(sequential(hand.calls, Quorum(ack=2, replicas=3)))
+    task = spawn(sequential(hand.calls, Quorum(ack=2, copies=3)))
     await settle()
     hand.fail(0)
     await settle()
@@ -291,7 +291,7 @@ async def test_sequential_tells_ended_every_outcome_even_after_the_request_was_c
 
 async def test_sync_writes_ask_every_replica_in_turn_even_after_ack() -> None:
     hand = HandCalls(3)
-    task = spawn(FANOUTS["sync"].write(hand.calls, Quorum(ack=2, replicas=3)))
+    task = spawn(FANOUTS["sync"].write(hand.calls, Quorum(ack=2, copies=3)))
     for index in range(3):
         await settle()
         assert hand.started == list(range(index + 1))  # one at a time
@@ -302,7 +302,7 @@ async def test_sync_writes_ask_every_replica_in_turn_even_after_ack() -> None:
 
 async def test_sync_writes_answer_after_asking_all_when_ack_is_reached_despite_a_failure() -> None:
     hand = HandCalls(3)
-    task = spawn(FANOUTS["sync"].write(hand.calls, Quorum(ack=2, replicas=3)))
+    task = spawn(FANOUTS["sync"].write(hand.calls, Quorum(ack=2, copies=3)))
     await settle()
     hand.fail(0)
     await settle()
@@ -316,7 +316,7 @@ async def test_sync_writes_answer_after_asking_all_when_ack_is_reached_despite_a
 async def test_every_mode_writes_to_every_replica() -> None:
     for mode, fanout in FANOUTS.items():
         hand = HandCalls(3)
-        task = spawn(fanout.write(hand.calls, Quorum(ack=1, replicas=3)))
+        task = spawn(fanout.write(hand.calls, Quorum(ack=1, copies=3)))
         for index in range(3):
             await settle()
             if index < len(hand.started):
@@ -365,7 +365,7 @@ async def test_abandoned_calls_that_fail_later_log_nothing(
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="asyncio")
     hand = HandCalls(3)
-    task = spawn(parallel(hand.calls, Quorum(ack=2, replicas=3)))
+    task = spawn(parallel(hand.calls, Quorum(ack=2, copies=3)))
     await settle()
     await scenario(hand, task)
     told = {index for index, _, _ in hand.ended}
@@ -387,7 +387,7 @@ async def test_abandoned_calls_that_fail_later_log_nothing(
 
 async def test_speculative_asks_only_ack_replicas_while_they_answer_in_time() -> None:
     hand = HandCalls(3)
-    task = spawn(speculative(hand.calls, Quorum(ack=2, replicas=3)))
+    task = spawn(speculative(hand.calls, Quorum(ack=2, copies=3)))
     await settle()
     assert hand.started == [0, 1]
     hand.succeed(0)
@@ -398,7 +398,7 @@ async def test_speculative_asks_only_ack_replicas_while_they_answer_in_time() ->
 
 async def test_speculative_asks_the_next_replica_when_one_is_late() -> None:
     hand = HandCalls(3, patience=0.0)  # every call is late as soon as the loop turns
-    task = spawn(speculative(hand.calls, Quorum(ack=1, replicas=3)))
+    task = spawn(speculative(hand.calls, Quorum(ack=1, copies=3)))
     await settle()
     assert hand.started == [0, 1, 2]  # the first was late, then the second: each brought in one more
     hand.succeed(2)
@@ -407,7 +407,7 @@ async def test_speculative_asks_the_next_replica_when_one_is_late() -> None:
 
 async def test_speculative_asks_the_next_replica_when_one_fails() -> None:
     hand = HandCalls(3)
-    task = spawn(speculative(hand.calls, Quorum(ack=2, replicas=3)))
+    task = spawn(speculative(hand.calls, Quorum(ack=2, copies=3)))
     await settle()
     hand.fail(1)
     await settle()
@@ -419,7 +419,7 @@ async def test_speculative_asks_the_next_replica_when_one_fails() -> None:
 
 async def test_speculative_fails_once_ack_is_out_of_reach() -> None:
     hand = HandCalls(3)
-    task = spawn(speculative(hand.calls, Quorum(ack=2, replicas=3)))
+    task = spawn(speculative(hand.calls, Quorum(ack=2, copies=3)))
     await settle()
     hand.fail(0)
     await settle()
@@ -433,7 +433,7 @@ async def test_speculative_fails_once_ack_is_out_of_reach() -> None:
 
 async def test_speculative_writes_go_to_every_replica_at_once() -> None:
     hand = HandCalls(3)
-    task = spawn(FANOUTS["speculative"].write(hand.calls, Quorum(ack=2, replicas=3)))
+    task = spawn(FANOUTS["speculative"].write(hand.calls, Quorum(ack=2, copies=3)))
     await settle()
     assert hand.started == [0, 1, 2]
     for index in range(3):
@@ -443,7 +443,7 @@ async def test_speculative_writes_go_to_every_replica_at_once() -> None:
 
 async def test_speculative_counts_a_local_answer_at_once_and_brings_in_no_one_for_it() -> None:
     hand = HandCalls(3, at_once=(0,))
-    task = spawn(speculative(hand.calls, Quorum(ack=2, replicas=3)))
+    task = spawn(speculative(hand.calls, Quorum(ack=2, copies=3)))
     await settle()
     assert hand.started == [0, 1]
     hand.succeed(1)
@@ -453,7 +453,7 @@ async def test_speculative_counts_a_local_answer_at_once_and_brings_in_no_one_fo
 
 async def test_speculative_a_late_call_that_then_fails_brings_in_no_second_replica() -> None:
     hand = HandCalls(4, patience=(0.0, 3600.0, 3600.0, 3600.0))
-    task = spawn(speculative(hand.calls, Quorum(ack=1, replicas=4)))
+    task = spawn(speculative(hand.calls, Quorum(ack=1, copies=4)))
     await settle()
     assert hand.started == [0, 1]  # call 0 was late: it brought in call 1
     hand.fail(0)
@@ -468,7 +468,7 @@ async def test_speculative_a_late_call_that_then_fails_brings_in_no_second_repli
 
 async def test_speculative_a_late_answer_after_the_verdict_still_reaches_ended() -> None:
     hand = HandCalls(3, patience=(0.0, 3600.0, 3600.0))
-    task = spawn(speculative(hand.calls, Quorum(ack=1, replicas=3)))
+    task = spawn(speculative(hand.calls, Quorum(ack=1, copies=3)))
     await settle()
     hand.succeed(1)
     assert await task == ["answer-1"]

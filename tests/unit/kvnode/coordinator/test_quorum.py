@@ -11,22 +11,22 @@ from kvnode.coordinator.quorum import BadQuorum, Quorum, QuorumTally
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 7])
 def test_defaults_are_from_the_replication_factor_and_majority_ack(n: int) -> None:
-    assert Quorum.parse(None, None, n) == Quorum(ack=n // 2 + 1, replicas=n)
+    assert Quorum.parse(None, None, n) == Quorum(ack=n // 2 + 1, copies=n)
 
 
 @pytest.mark.parametrize(("replicas", "ack"), [("1", 1), ("2", 2), ("3", 2), ("4", 3), ("5", 3)])
 def test_default_ack_follows_an_explicit_from(replicas: str, ack: int) -> None:
-    assert Quorum.parse(None, replicas, 5) == Quorum(ack=ack, replicas=int(replicas))
+    assert Quorum.parse(None, replicas, 5) == Quorum(ack=ack, copies=int(replicas))
 
 
 def test_explicit_ack_with_default_from() -> None:
-    assert Quorum.parse("1", None, 3) == Quorum(ack=1, replicas=3)
-    assert Quorum.parse("3", None, 3) == Quorum(ack=3, replicas=3)
+    assert Quorum.parse("1", None, 3) == Quorum(ack=1, copies=3)
+    assert Quorum.parse("3", None, 3) == Quorum(ack=3, copies=3)
 
 
 def test_explicit_ack_and_from() -> None:
-    assert Quorum.parse("2", "2", 5) == Quorum(ack=2, replicas=2)
-    assert Quorum.parse("1", "5", 5) == Quorum(ack=1, replicas=5)
+    assert Quorum.parse("2", "2", 5) == Quorum(ack=2, copies=2)
+    assert Quorum.parse("1", "5", 5) == Quorum(ack=1, copies=5)
 
 
 @pytest.mark.parametrize(
@@ -90,7 +90,7 @@ def verdict(tally: QuorumTally) -> tuple[bool, bool]:
 
 
 def test_tally_reached_on_the_ack_th_success() -> None:
-    tally = QuorumTally(Quorum(ack=2, replicas=3))
+    tally = QuorumTally(Quorum(ack=2, copies=3))
     assert verdict(tally) == (False, False)
     tally.succeed()
     assert verdict(tally) == (False, False)
@@ -107,7 +107,7 @@ def test_tally_reached_on_the_ack_th_success() -> None:
 def test_tally_impossible_once_from_minus_failures_is_below_ack(
     ack: int, replicas: int, failures_to_impossible: int
 ) -> None:
-    tally = QuorumTally(Quorum(ack=ack, replicas=replicas))
+    tally = QuorumTally(Quorum(ack=ack, copies=replicas))
     for _ in range(failures_to_impossible - 1):
         tally.fail()
         assert verdict(tally) == (False, False)

@@ -126,7 +126,7 @@ async def test_a_coordinator_read_repairs_the_stale_replica_and_counts_it(tmp_pa
         for url in URLS[:2]:
             node.storages[url].apply(b"k", NEW)
         node.storages[URLS[2]].apply(b"k", OLD)
-        assert await node.coordinator.get(b"k", Quorum(ack=2, replicas=3)) == NEW
+        assert await node.coordinator.get(b"k", Quorum(ack=2, copies=3)) == NEW
         await run_callbacks()
         assert node.held(URLS[2], b"k") == NEW
         assert node.coordinator.stats.read_repairs == 1

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kvnode.healing.rebuild import Rebuild
-from kvnode.replica.auth import Introduction
+from kvnode.replica.channel.handshake import Introduction
 from kvnode.replica.readiness import NodeState
 from kvnode.topology.epoch import Epoch
 from tests.drivers import in_process_nodes, until

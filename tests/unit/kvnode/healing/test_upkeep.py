@@ -29,7 +29,7 @@ def _scratch(storage: Storage) -> Summaries:
 
 
 async def _write_randomly(storage: Storage, rng: random.Random, count: int, start: int) -> None:
-    batch = storage.batch() if rng.random() < 0.5 else None  # in one group commit, or one by one
+    store = storage.offer if rng.random() < 0.5 else storage.apply  # in one group commit, or one by one
     for i in range(count):
         key = b"k%d" % rng.randrange(300)
         timestamp = start + i
@@ -40,7 +40,7 @@ async def _write_randomly(storage: Storage, rng: random.Random, count: int, star
             record = Record.put(timestamp, b"t", ttl_us=5, copies=2)
         else:
             record = Record.put(timestamp, rng.randbytes(8))
-        (batch or storage).apply(key, record)
+        store(key, record)
     await group_written(storage.when_written)
 
 
@@ -49,10 +49,10 @@ async def test_summaries_match_a_rebuild_across_clean_stops_and_crashes(tmp_path
     rng = random.Random(seed)
     clock = 1
     for life in range(4):
-        storage = Storage.open(tmp_path, fsync=False)
         system = SystemDb.open(tmp_path)
-        upkeep = SummaryUpkeep(storage, system.summaries, MEMBERS[0], PLACEMENT)
-        upkeep.start()
+        upkeep = SummaryUpkeep(system.summaries, MEMBERS[0], PLACEMENT)
+        storage = Storage.open(tmp_path, fsync=False, on_change=upkeep.changed)
+        upkeep.start(storage)
         await _write_randomly(storage, rng, 200, clock)  # while the rebuild, if any, has not run yet
         clock += 200
         await asyncio.wait_for(upkeep.ready.wait(), 10)
@@ -69,28 +69,28 @@ async def test_summaries_match_a_rebuild_across_clean_stops_and_crashes(tmp_path
 
 
 async def test_a_clean_stop_restores_without_a_rebuild_and_a_crash_rebuilds(tmp_path: Path) -> None:
-    storage = Storage.open(tmp_path, fsync=False)
     system = SystemDb.open(tmp_path)
-    upkeep = SummaryUpkeep(storage, system.summaries, MEMBERS[0], PLACEMENT)
-    upkeep.start()
+    upkeep = SummaryUpkeep(system.summaries, MEMBERS[0], PLACEMENT)
+    storage = Storage.open(tmp_path, fsync=False, on_change=upkeep.changed)
+    upkeep.start(storage)
     await asyncio.wait_for(upkeep.ready.wait(), 10)
     storage.apply(b"k", Record.put(1, b"v"))
     await upkeep.stop()
     system.close()
     storage.close()
 
-    storage = Storage.open(tmp_path, fsync=False)
     system = SystemDb.open(tmp_path)
-    restored = SummaryUpkeep(storage, system.summaries, MEMBERS[0], PLACEMENT)
+    restored = SummaryUpkeep(system.summaries, MEMBERS[0], PLACEMENT)
+    storage = Storage.open(tmp_path, fsync=False, on_change=restored.changed)
     assert restored.ready.is_set()  # taken back, no scan
     system.close()  # a crash: nothing saved
     storage.close()
 
-    storage = Storage.open(tmp_path, fsync=False)
     system = SystemDb.open(tmp_path)
-    rebuilt = SummaryUpkeep(storage, system.summaries, MEMBERS[0], PLACEMENT)
+    rebuilt = SummaryUpkeep(system.summaries, MEMBERS[0], PLACEMENT)
+    storage = Storage.open(tmp_path, fsync=False, on_change=rebuilt.changed)
     assert not rebuilt.ready.is_set()
-    rebuilt.start()
+    rebuilt.start(storage)
     await asyncio.wait_for(rebuilt.ready.wait(), 10)
     assert rebuilt.rebuilt == 1
     assert rebuilt.summaries.tree_for(MEMBERS[1]) == _scratch(storage).tree_for(MEMBERS[1])

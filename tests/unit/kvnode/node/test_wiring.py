@@ -1,5 +1,6 @@
 """A node's parts opened and closed (kvnode.node.wiring) in this process: the membership it runs with
-stored at the first start and kept over --cluster after it, everything closed at the end (the data dir
+stored at the first start and kept over --cluster after it, every replica call answered by its owner,
+everything closed at the end (the data dir
 opens again), and a start that cannot be made refused before it opened anything; a ping on a member's
 channel to this node told to this node's channel to that member (an arrival: an idle pair pings once a
 beat)."""
@@ -40,6 +41,12 @@ async def test_the_membership_is_stored_at_the_first_start_and_kept_after_it(
         async with open_parts(member(tmp_path, (A, B, C))) as parts:  # the data dir opens again
             assert parts.membership.urls == (A, B)
     assert "--cluster differs from the stored membership (version 1), which this node keeps" in caplog.text
+
+
+async def test_a_wired_node_answers_every_call_of_the_replica_protocol(tmp_path: Path) -> None:
+    """Each call's owner registered its answerer (kvnode.replica.channel.protocol's table, a row a call)."""
+    async with open_parts(member(tmp_path, (A, B))) as parts:
+        assert parts.replica_server.answerers.unanswered == frozenset()
 
 
 async def test_a_node_that_is_not_a_member_of_its_stored_cluster_is_refused(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import pytest
 from aiohttp import web
 
 from kvnode.replica.attempt import AttemptFailed, connector, open_channel
-from kvnode.replica.channel import PEER_PATH, ClientChannel
+from kvnode.replica.channel.client import PEER_PATH, ClientChannel
 from kvnode.replica.errors import ReplicaError
 from kvnode.replica.peer_state import AttemptFailure
 

@@ -1,7 +1,8 @@
 """kvnode.replica.clock_probe: a CLOCK call's answer, or a clock ping's pong, becomes the peer's offset,
 measured from the wall clock when the call or ping was sent and when it was answered, and says the state of
 the peer's data; a failed or cancelled call, or a pong that is not a clock ping's, measures nothing. Every
-few beats the heartbeat measures: with a clock ping on a channel that speaks them, else a CLOCK call."""
+few beats the heartbeat measures: with a clock ping on a channel that speaks them, else a CLOCK call. This
+node's answers to a peer measuring it: its CLOCK answer and a clock ping's pong carry the same payload."""
 
 from __future__ import annotations
 
@@ -9,10 +10,13 @@ import asyncio
 
 import pytest
 
-from kvnode.clocks.offsets import Offset, measure
-from kvnode.replica import wire
-from kvnode.replica.clock_probe import BEATS_PER_MEASUREMENT, ClockProbe, clock_pong
-from kvnode.replica.protocol import CLOCK_PINGS
+from kvnode.clocks.fence import ClockFence
+from kvnode.clocks.offsets import ClockOffsets, Offset, measure
+from kvnode.replica.channel import wire
+from kvnode.replica.channel.answerers import Answerers
+from kvnode.replica.channel.protocol import CLOCK_PINGS, clock_pong
+from kvnode.replica.clock_probe import BEATS_PER_MEASUREMENT, ClockAnswers, ClockProbe
+from kvnode.replica.readiness import NodeState
 
 URL = "http://b:1"
 
@@ -107,3 +111,15 @@ def test_a_pong_that_is_no_clock_pings_answer_measures_nothing(payload: bytes) -
     probe = probed.probe()
     probe.ponged(payload)
     assert probed.samples == [] and probe.node_state == ""
+
+
+def test_a_clock_answer_and_a_clock_pings_pong_carry_this_nodes_clock_and_the_state_of_its_data() -> None:
+    wall_us = 1_700_000_000_123_456  # this node's wall clock, as its fence reads it
+    fence = ClockFence(lambda: wall_us, 5_000_000, ClockOffsets(max_age_s=10.0), peers=0)
+    answers, answerers = ClockAnswers(fence, lambda: NodeState.REBUILDING), Answerers()
+    answers.register(answerers)
+    frame = answerers.answer_frame([wire.CallRequest(1, wire.Op.CLOCK, b"", b"")])
+    clock = wire.encode_clock(wall_us, "rebuilding")
+    assert wire.decode_replies(b"".join(frame)) == [(1, wire.Status.CLOCK, clock)]
+    ping = wire.encode_timestamp(wall_us - 500)  # the pinger's clock
+    assert clock_pong(ping, answers.now) == ping + clock

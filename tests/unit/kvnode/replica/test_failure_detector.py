@@ -38,7 +38,7 @@ def test_nothing_heard_yet_is_no_suspicion() -> None:
     assert detector.quiet_for(1000.0) == 0.0
 
 
-def test_a_steady_peer_stays_unsuspected_between_its_beats() -> None:
+def test_a_steady_peer_never_lags_between_its_beats() -> None:
     detector, last = heard([BEAT] * 400)
     for quiet in (0.0, BEAT, 2 * BEAT, 1.0):
         assert detector.phi(last + quiet) < 0.01, quiet
@@ -54,7 +54,7 @@ def test_phi_grows_with_the_silence() -> None:
 
 def test_a_slow_peer_is_judged_by_its_own_pace() -> None:
     """Answers 0.5 to 1.5 s apart (a peer on a loaded machine): each gap as long as its usual ones is no
-    suspicion, although a steady 250 ms peer would be suspected after such a gap plus the pause."""
+    suspicion, although a steady 250 ms peer would lag after such a gap plus the pause."""
     slow = [0.5, 1.5, 1.0, 0.7, 1.3] * 40
     detector, last = heard(slow)
     for quiet in slow[:5]:

@@ -9,7 +9,8 @@ import asyncio
 import pytest
 
 from kvnode.metrics import CallMeter
-from kvnode.replica import Answered, answer_future, wire
+from kvnode.replica import Answered, answer_future
+from kvnode.replica.channel import wire
 from kvnode.replica.errors import ReplicaError, ReplicaOverloaded, ReplicaTimeout, ReplicaUnavailable
 from kvnode.replica.inflight import CallsInFlight
 from tests.harness import eventually

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from kvnode.replica import wire
+from kvnode.replica.channel import wire
 from kvnode.replica.outbox import Outbox
 
 

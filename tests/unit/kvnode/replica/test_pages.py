@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from kvnode.replica.channel.wire import WireError
 from kvnode.replica.pages import (
     PAGE_BYTES,
     PAGE_RECORDS,
@@ -17,7 +18,6 @@ from kvnode.replica.pages import (
     next_start,
     read_page,
 )
-from kvnode.replica.wire import WireError
 from kvnode.storage.keyspace import Storage
 from kvnode.storage.records import Record, encode
 

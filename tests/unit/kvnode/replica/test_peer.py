@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kvnode.replica.auth import ClusterAuth
+from kvnode.replica.channel.handshake import ClusterAuth
 from kvnode.replica.errors import ReplicaError, ReplicaUnavailable
 from kvnode.replica.peer import PeerReplica
 from kvnode.storage.records import Record

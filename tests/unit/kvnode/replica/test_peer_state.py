@@ -147,31 +147,31 @@ def heard_steadily(life: PeerLife, until: float, every: float = 0.25) -> float:
     return now
 
 
-def test_a_steady_peer_ticks_on_connected_and_unsuspected() -> None:
+def test_a_steady_peer_ticks_on_connected_and_not_lagging() -> None:
     life = life_in(PeerState.CONNECTED)
     last = heard_steadily(life, 30.0)
     for quiet in (0.0, 0.25, 0.5, 1.0):
         assert life.tick(now=last + quiet) is None
-        assert not life.suspected(last + quiet)
+        assert not life.lagging(last + quiet)
     assert life.state is PeerState.CONNECTED
 
 
-def test_a_peer_quieter_than_its_pace_is_suspected_but_stays_connected() -> None:
+def test_a_peer_quieter_than_its_pace_is_lagging_but_stays_connected() -> None:
     """Quiet for two seconds (a held event loop): phi is over 1, under the threshold of 8."""
     life = life_in(PeerState.CONNECTED)
     last = heard_steadily(life, 30.0)
-    assert life.suspected(last + 2.0)
+    assert life.lagging(last + 2.0)
     assert life.tick(now=last + 2.0) is None
     assert life.state is PeerState.CONNECTED and life.call() is CallAction.SEND
-    life.heard(now=last + 2.1)  # it answers again: no longer suspected
-    assert not life.suspected(last + 2.2)
+    life.heard(now=last + 2.1)  # it answers again: no longer lagging
+    assert not life.lagging(last + 2.2)
 
 
 def test_a_convicted_peer_is_suspect_until_its_probe_answers() -> None:
     life = life_in(PeerState.CONNECTED)
     last = heard_steadily(life, 20.0)
     assert life.tick(now=last + 2.5) is PeerState.SUSPECT
-    assert life.state is PeerState.SUSPECT and not life.suspected(last + 2.5)
+    assert life.state is PeerState.SUSPECT and not life.lagging(last + 2.5)
     assert life.down_for(now=last + 3.5) == 1.0  # down since the conviction
     assert life.tick(now=last + 3.0) is None  # not connected: the detector is not asked
     assert life.probe()
@@ -179,7 +179,7 @@ def test_a_convicted_peer_is_suspect_until_its_probe_answers() -> None:
     assert life.connected(now=last + 4.0)
     assert life.state.value == "connected"
     # The new connection is an arrival, and the outage was no interval: judged as before.
-    assert life.tick(now=last + 5.0) is None and not life.suspected(last + 5.0)
+    assert life.tick(now=last + 5.0) is None and not life.lagging(last + 5.0)
 
 
 def test_an_arrival_ends_the_down_time_and_a_failure_starts_it_once() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvnode.replica import wire
+from kvnode.replica.channel import wire
 from kvnode.replica.readiness import NodeState
 
 

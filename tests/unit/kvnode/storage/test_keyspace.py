@@ -13,10 +13,18 @@ from kvnode.storage.keyspace import Storage, StorageFull, StorageUnavailable
 from kvnode.storage.records import CorruptRecord, Record, encode
 from tests.harness import group_written
 
+Change = tuple[bytes, bytes | None, bytes | None]
+
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[Storage]:
-    storage = Storage.open(tmp_path / "db", fsync=False)
+def changes() -> list[Change]:
+    """What the store's change listener was told, (key, old, new), in order."""
+    return []
+
+
+@pytest.fixture
+def store(tmp_path: Path, changes: list[Change]) -> Iterator[Storage]:
+    storage = Storage.open(tmp_path / "db", fsync=False, on_change=lambda *change: changes.append(change))
     try:
         yield storage
     finally:
@@ -273,18 +281,16 @@ def test_a_data_dir_open_in_another_storage_is_unavailable(tmp_path: Path) -> No
         second.close()
 
 
-async def test_a_batch_stores_nothing_before_its_group_commit_and_reads_see_its_writes(
-    store: Storage,
+async def test_an_offer_stores_nothing_before_its_group_commit_and_reads_see_its_writes(
+    store: Storage, changes: list[Change]
 ) -> None:
-    changes: list[tuple[bytes, bytes | None, bytes | None]] = []
     store.apply(b"old", Record.put(5, b"stored"))
-    store.on_change = lambda key, old, new: changes.append((key, old, new))
-    batch = store.batch()
-    assert batch.apply(b"new", Record.put(1, b"a")) == Record.put(1, b"a")
-    assert batch.apply(b"new", Record.put(2, b"b")) == Record.put(2, b"b")  # a later version in the group
-    assert batch.apply(b"new", Record.put(1, b"c")) == Record.put(2, b"b")  # loses to the pending one
-    assert batch.apply(b"old", Record.put(4, b"older")) == Record.put(5, b"stored")  # loses to the store
-    assert batch.read_encoded(b"new") == encode(Record.put(2, b"b"))
+    changes.clear()
+    assert store.offer(b"new", Record.put(1, b"a")) == Record.put(1, b"a")
+    assert store.offer(b"new", Record.put(2, b"b")) == Record.put(2, b"b")  # a later version in the group
+    assert store.offer(b"new", Record.put(1, b"c")) == Record.put(2, b"b")  # loses to the pending one
+    assert store.offer(b"old", Record.put(4, b"older")) == Record.put(5, b"stored")  # loses to the store
+    assert store.read_encoded(b"new") == encode(Record.put(2, b"b"))
     assert store.read(b"new") == Record.put(2, b"b") and store.is_pending(b"new")
     assert store.read_encoded(b"old") == encode(Record.put(5, b"stored")) and not store.is_pending(b"old")
     assert store.raw(b"new") is None and changes == []  # not stored, and no listener told, yet
@@ -311,10 +317,9 @@ async def test_a_failed_group_commit_fails_every_waiter_and_stores_none_of_it(st
     store.apply(b"held", Record.put(1, b"stored"))
     store._db = FailingWrites(store._db, b"IO error: No space left on device")
     told: list[Exception | None] = []
-    batch = store.batch()
-    batch.apply(b"held", Record.put(2, b"new"))
+    store.offer(b"held", Record.put(2, b"new"))
     store.when_written(told.append)
-    batch.apply(b"other", Record.put(2, b"new"))
+    store.offer(b"other", Record.put(2, b"new"))
     store.when_written(told.append)
     with pytest.raises(StorageFull, match=r"^disk full: "):
         await group_written(store.when_written)
@@ -344,25 +349,23 @@ async def test_large_values_are_stored_one_to_a_write_and_small_ones_together(st
     than a MiB but for a single larger value (the memory a burst leaves: tests/cluster/test_limits.py)."""
     counted = CountedWrites(store._db)
     store._db = counted
-    batch = store.batch()
     for index in range(3):
-        batch.apply(b"large-%d" % index, Record.put(1, b"x" * (1 << 20)))
+        store.offer(b"large-%d" % index, Record.put(1, b"x" * (1 << 20)))
     for index in range(100):
-        batch.apply(b"small-%d" % index, Record.put(1, b"x" * 100))
+        store.offer(b"small-%d" % index, Record.put(1, b"x" * 100))
     await group_written(store.when_written)
     assert counted.writes == 4  # one per large value; the small ones fill the last
     assert all(store.raw(b"large-%d" % index) is not None for index in range(3))
     assert all(store.raw(b"small-%d" % index) is not None for index in range(100))
 
 
-async def test_a_failed_write_of_a_large_group_fails_every_waiter_of_it(store: Storage) -> None:
+async def test_a_failed_write_of_a_large_group_fails_every_waiter_of_it(
+    store: Storage, changes: list[Change]
+) -> None:
     store._db = CountedWrites(store._db, good=1)
-    changes: list[bytes] = []
-    store.on_change = lambda key, old, new: changes.append(key)
     told: list[Exception | None] = []
-    batch = store.batch()
     for index in range(2):
-        batch.apply(b"large-%d" % index, Record.put(1, b"x" * (1 << 20)))
+        store.offer(b"large-%d" % index, Record.put(1, b"x" * (1 << 20)))
         store.when_written(told.append)
     with pytest.raises(StorageFull):
         await group_written(store.when_written)
@@ -370,12 +373,12 @@ async def test_a_failed_write_of_a_large_group_fails_every_waiter_of_it(store: S
     # The first was stored (as after a lost acknowledgement), and anti-entropy's summaries told of it;
     # the second was not.
     assert store.raw(b"large-0") is not None and store.raw(b"large-1") is None
-    assert changes == [b"large-0"]
+    assert [key for key, _, _ in changes] == [b"large-0"]
 
 
 async def test_a_write_made_at_once_stores_the_pending_ones_with_it(store: Storage) -> None:
     told: list[Exception | None] = []
-    store.batch().apply(b"pending", Record.put(1, b"p"))
+    store.offer(b"pending", Record.put(1, b"p"))
     store.when_written(told.append)
     store.apply(b"at once", Record.put(1, b"now"))
     assert told == [None]
@@ -387,20 +390,21 @@ async def test_a_write_made_at_once_stores_the_pending_ones_with_it(store: Stora
 async def test_drop_keeps_a_key_whose_newer_version_is_pending(store: Storage) -> None:
     store.apply(b"k", Record.delete(1))
     seen = store.read_chunk(b"", 10)
-    store.batch().apply(b"k", Record.put(2, b"pending"))
+    store.offer(b"k", Record.put(2, b"pending"))
     assert store.drop(seen) == []
     await group_written(store.when_written)
     assert store.read(b"k") == Record.put(2, b"pending")
 
 
-def test_drop_deletes_only_keys_still_holding_that_version_and_tells_on_change(store: Storage) -> None:
-    changes: list[tuple[bytes, bytes | None, bytes | None]] = []
+def test_drop_deletes_only_keys_still_holding_that_version_and_tells_its_listener(
+    store: Storage, changes: list[Change]
+) -> None:
     for key in (b"a", b"b", b"c"):
         store.apply(key, Record.delete(1))
     seen = store.read_chunk(b"", 10)
     assert [key for key, _ in seen] == [b"a", b"b", b"c"]
     store.apply(b"b", Record.put(2, b"written since"))
-    store.on_change = lambda key, old, new: changes.append((key, old, new))
+    changes.clear()
     assert store.drop(seen) == [b"a", b"c"]
     assert store.read(b"a") is None and store.read(b"c") is None
     assert store.read(b"b") == Record.put(2, b"written since")

@@ -131,7 +131,7 @@ class Op(enum.IntEnum):
     MEMBERSHIP = 8  # no key, no record: answered MEMBERSHIP, the membership the node runs with
     ADOPT = 9  # record = a newer membership, encoded: answered STORED once the node runs with it
     SCAN = 10  # key = where to start; record = kvnode.replica.pages' request: answered RECORDS, one page
-    DELETE = 11  # protocol version 2 (kvnode.replica.protocol): record = encode_delete, answered as a WRITE
+    DELETE = 11  # protocol version 2 (channel.protocol): record = encode_delete, answered as a WRITE
 
 
 class Status(enum.IntEnum):

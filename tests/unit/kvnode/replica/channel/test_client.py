@@ -12,11 +12,11 @@ import logging
 import pytest
 from multidict import CIMultiDict
 
-from kvnode.replica import websocket
-from kvnode.replica.auth import CHALLENGE_PATH, ClusterAuth, Introduction
-from kvnode.replica.channel import PEER_PATH, ClientChannel, HandshakeRefused
+from kvnode.replica.channel import websocket
+from kvnode.replica.channel.client import PEER_PATH, ClientChannel, HandshakeRefused
+from kvnode.replica.channel.handshake import CHALLENGE_PATH, ClusterAuth, Introduction
+from kvnode.replica.channel.websocket import HandshakeError, WebSocketError
 from kvnode.replica.errors import ReplicaError, ReplicaProtocolError, ReplicaUnavailable
-from kvnode.replica.websocket import HandshakeError, WebSocketError
 from kvnode.topology.membership import cluster_identity
 
 URL, OWN_URL = "http://b:1", "http://a:1"

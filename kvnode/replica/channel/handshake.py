@@ -4,7 +4,7 @@ and a node joining, still talk). The secret itself never travels. Each end also
 introduces itself (:class:`Introduction`): its identity, the identity it remembered for the other end
 (with the one that replaced), which is how a member whose disk was lost learns so
 (kvnode.healing.rebuild_state), the membership version it runs with, and the replica protocol versions it
-speaks (kvnode.replica.protocol: both ends use the highest they share).
+speaks (kvnode.replica.channel.protocol: both ends use the highest they share).
 
 The handshake, on one TCP connection before the WebSocket upgrade:
 
@@ -47,7 +47,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvnode.replica.protocol import Versions
+from kvnode.replica.channel.protocol import Versions
 
 __all__ = [
     "CHALLENGE_PATH",
@@ -147,7 +147,7 @@ def _header_version(headers: Mapping[str, str], name: str) -> int:
 
 
 def _header(headers: Mapping[str, str], name: str) -> str:
-    """A header by name as written or in lower case (kvnode.replica.websocket.parse_head's)."""
+    """A header by name as written or in lower case (kvnode.replica.channel.websocket.parse_head's)."""
     return headers.get(name) or headers.get(name.lower(), "")
 
 

@@ -1,18 +1,19 @@
 """The server end of a replica channel: its routes, the handshake, and its frames, whose calls are answered
-from this node's storage by kvnode.node.peer_answers.
+by the answerers the node's parts registered (kvnode.replica.channel.answerers). The client end, its
+mirror, is kvnode.replica.channel.client.
 
-With a cluster secret, only a peer that passed the handshake (kvnode.replica.auth) is upgraded; anyone
-else gets a 403 and a rate-limited log line naming its address. Over TLS, a connection that presented no
-certificate the cluster's CA signed gets the same before any handshake (kvnode.access.tls). Either way, the
-peer's introduction goes to :class:`~kvnode.replica.identities.Identities` before the 101 answers it with
-this node's. Each introduction says the replica protocol versions its end speaks, and the channel speaks
-the highest both do (kvnode.replica.protocol): a call of a later version is refused as an unknown op, and
-a peer that shares no version with this node gets a 403 naming both ranges. Frames are bounded (aiohttp
-refuses an oversize frame from its header, before buffering it) and so are the calls in a frame; a peer
-that breaks a bound loses its connection. Replies to one frame go out in frames of about
-``wire.FRAME_TARGET`` bytes. A peer's ping is answered here, not by aiohttp's autoping (a clock ping with
-this node's clock: kvnode.replica.clock_probe), and told to the gate: the node counts it as a sign of that
-peer's life (kvnode.replica.peer.PeerReplica.pinged).
+With a cluster secret, only a peer that passed the handshake (kvnode.replica.channel.handshake) is upgraded;
+anyone else gets a 403 and a rate-limited log line naming its address. Over TLS, a connection that presented
+no certificate the cluster's CA signed gets the same before any handshake (kvnode.access.tls). Either way, the
+peer's introduction goes to :class:`~kvnode.replica.channel.identities.Identities` before the 101 answers it
+with this node's. Each introduction says the replica protocol versions its end speaks, and the channel speaks
+the highest both do (kvnode.replica.channel.protocol): a call of a later version is refused as an unknown op,
+and a peer that shares no version with this node gets a 403 naming both ranges. Frames are bounded (aiohttp
+refuses an oversize frame from its header, before buffering it) and so are the calls in a frame; a peer that
+breaks a bound loses its connection. Replies to one frame go out in frames of about ``wire.FRAME_TARGET``
+bytes. A peer's ping is answered here, not by aiohttp's autoping (a clock ping with this node's clock:
+kvnode.replica.clock_probe), and told to the gate: the node counts it as a sign of that peer's life
+(kvnode.replica.peer.PeerReplica.pinged).
 """
 
 from __future__ import annotations
@@ -26,13 +27,10 @@ from functools import partial
 import aiohttp
 from aiohttp import WSMsgType, web
 
-from kvnode.clocks.fence import ClockFence
-from kvnode.clocks.hybrid import HybridClock
-from kvnode.cluster.members import Members
-from kvnode.healing.upkeep import SummaryUpkeep
-from kvnode.node.peer_answers import CallAnswers
-from kvnode.replica import wire
-from kvnode.replica.auth import (
+from kvnode.replica.channel import wire
+from kvnode.replica.channel.answerers import Answerers
+from kvnode.replica.channel.client import PEER_PATH
+from kvnode.replica.channel.handshake import (
     CHALLENGE_PATH,
     CLIENT_HEADER,
     SECRET_ADVICE,
@@ -41,12 +39,8 @@ from kvnode.replica.auth import (
     Introduction,
     RateLimitedLog,
 )
-from kvnode.replica.channel import PEER_PATH
-from kvnode.replica.clock_probe import clock_pong
-from kvnode.replica.identities import Identities
-from kvnode.replica.protocol import CLOCK_PINGS, LEGACY, negotiate, ops_of
-from kvnode.replica.readiness import NodeState
-from kvnode.storage.keyspace import Storage
+from kvnode.replica.channel.identities import Identities
+from kvnode.replica.channel.protocol import CLOCK_PINGS, LEGACY, clock_pong, negotiate, ops_of
 
 __all__ = ["PeerGate", "ReplicaServer", "answer_challenge", "serve_peer"]
 
@@ -67,23 +61,13 @@ class PeerGate:
 
 
 class ReplicaServer:
-    """This node's end of its peers' replica channels: their routes, and the channels open on them."""
+    """This node's end of its peers' replica channels: their routes, and the channels open on them, whose
+    calls ``answerers`` answer and whose clock pings carry ``clock_now()`` (a CLOCK reply's payload)."""
 
-    def __init__(
-        self,
-        gate: PeerGate,
-        storage: Storage,
-        clock: HybridClock,
-        fence: ClockFence,
-        summaries: SummaryUpkeep,
-        node_state: Callable[[], NodeState],
-        members: Members,
-    ) -> None:
+    def __init__(self, gate: PeerGate, answerers: Answerers, clock_now: Callable[[], bytes]) -> None:
         self.gate = gate
-        self._storage = storage
-        self._answers = CallAnswers(
-            clock, fence, summaries, node_state, lambda: members.membership, members.adopt
-        )
+        self.answerers = answerers
+        self._clock_now = clock_now
         self._channels: set[web.WebSocketResponse] = set()
 
     def add_routes(self, app: web.Application) -> None:
@@ -99,7 +83,7 @@ class ReplicaServer:
         uncertified = _refuse_uncertified(self.gate, request)
         if uncertified is not None:
             return uncertified
-        return await serve_peer(request, self.gate, self._storage, self._answers, self._channels)
+        return await serve_peer(request, self.gate, self.answerers, self._clock_now, self._channels)
 
     async def _answer_challenge(self, request: web.Request) -> web.Response:
         return _refuse_uncertified(self.gate, request) or answer_challenge(self.gate)
@@ -129,8 +113,8 @@ def answer_challenge(gate: PeerGate) -> web.Response:
 async def serve_peer(
     request: web.Request,
     gate: PeerGate,
-    storage: Storage,
-    answers: CallAnswers,
+    answerers: Answerers,
+    clock_now: Callable[[], bytes],
     sockets: set[web.WebSocketResponse],
 ) -> web.StreamResponse:
     """Answer each request frame's calls, until the peer closes the channel."""
@@ -167,7 +151,8 @@ async def serve_peer(
     try:
         limits = dataclasses.replace(gate.limits, ops=ops_of(version))
         pinged = None if gate.pinged is None else partial(gate.pinged, client)
-        await _answer_frames(request, ws, limits, storage, answers, pinged, version >= CLOCK_PINGS)
+        pong = partial(clock_pong, clock=clock_now) if version >= CLOCK_PINGS else None
+        await _answer_frames(request, ws, limits, answerers, pinged, pong)
     except ConnectionError:  # the peer went away mid-reply or mid-pong; its calls fail on its side
         log.info("the replica channel from %s closed while this node answered", request.remote)
     finally:
@@ -179,10 +164,9 @@ async def _answer_frames(
     request: web.Request,
     ws: web.WebSocketResponse,
     limits: wire.Limits,  # the channel's: its frames' bounds, and its protocol version's ops
-    storage: Storage,
-    answers: CallAnswers,
+    answerers: Answerers,
     pinged: Callable[[], None] | None,  # told of each ping: the peer is alive (PeerReplica.pinged)
-    clock_pings: bool,  # the channel speaks them: a clock ping's pong carries this node's clock
+    pong: Callable[[bytes], bytes] | None,  # the pong a ping gets (None: its payload echoed)
 ) -> None:
     async for message in ws:
         if message.type is WSMsgType.ERROR:  # an oversize frame, or broken framing: already closed
@@ -190,7 +174,7 @@ async def _answer_frames(
             return
         if message.type is not WSMsgType.BINARY:
             if message.type is WSMsgType.PING:  # the peer's heartbeat (no autoping: answered here)
-                await ws.pong(clock_pong(message.data, answers.clock_now) if clock_pings else message.data)
+                await ws.pong(message.data if pong is None else pong(message.data))
                 if pinged is not None:
                     pinged()
                 continue
@@ -204,7 +188,7 @@ async def _answer_frames(
             log.warning("dropped the replica channel from %s: %s", request.remote, error)
             await ws.close(code=aiohttp.WSCloseCode.PROTOCOL_ERROR, message=str(error).encode()[:120])
             return
-        await _reply(ws, answers.answer_calls(storage, calls))
+        await _reply(ws, answerers.answer_frame(calls))
 
 
 async def _reply(ws: web.WebSocketResponse, replies: list[bytes]) -> None:

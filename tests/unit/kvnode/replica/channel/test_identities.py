@@ -1,6 +1,6 @@
-"""kvnode.replica.identities with a real system database: what a node says of itself in a handshake (the
-protocol versions it speaks among it), what it remembers of a peer, and the one line it logs when a member
-comes back as another node."""
+"""kvnode.replica.channel.identities with a real system database: what a node says of itself in a handshake
+(the protocol versions it speaks among it), what it remembers of a peer, and the one line it logs when a
+member comes back as another node."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import logging
 
 import pytest
 
-from kvnode.replica.auth import Introduction
-from kvnode.replica.identities import Identities
-from kvnode.replica.protocol import Versions, spoken
+from kvnode.replica.channel.handshake import Introduction
+from kvnode.replica.channel.identities import Identities
+from kvnode.replica.channel.protocol import Versions, spoken
 from kvnode.storage.system_db import SystemDb
 from kvnode.topology.membership import Membership
 
@@ -54,7 +54,7 @@ def test_a_member_back_as_another_node_is_remembered_anew_with_one_line(
     heard: list[tuple[str, Introduction]] = []
     identities = identities_of_a(system_db, heard)
     identities.met(MEMBERS[1], Introduction(B_OLD))
-    with caplog.at_level(logging.WARNING, logger="kvnode.replica.identities"):
+    with caplog.at_level(logging.WARNING, logger="kvnode.replica.channel.identities"):
         identities.met(MEMBERS[1], Introduction(B_NEW))
         identities.met(MEMBERS[1], Introduction(B_NEW, system_db.identity.value))
     assert [record.getMessage() for record in caplog.records] == [

@@ -1,13 +1,13 @@
-"""kvnode.replica.auth: the replica channel's handshake as pure logic: nodes of one cluster prove themselves
-to each other, anyone else is refused, a challenge is good once and expires, the secret stays out of reprs;
-the protocol ranges both ends say are covered by the server's proof, and a node from before ranges were said
-still shakes hands with a newer one either way round."""
+"""kvnode.replica.channel.handshake: the replica channel's handshake as pure logic: nodes of one cluster prove
+themselves to each other, anyone else is refused, a challenge is good once and expires, the secret stays out
+of reprs; the protocol ranges both ends say are covered by the server's proof, and a node from before ranges
+were said still shakes hands with a newer one either way round."""
 
 from __future__ import annotations
 
 import pytest
 
-from kvnode.replica.auth import (
+from kvnode.replica.channel.handshake import (
     MAX_NONCES,
     NONCE_TTL_S,
     PROOF_HEADER,
@@ -16,7 +16,7 @@ from kvnode.replica.auth import (
     Introduction,
     server_proof_ok,
 )
-from kvnode.replica.protocol import Versions
+from kvnode.replica.channel.protocol import Versions
 from kvnode.topology.membership import cluster_identity
 
 SECRET = "s3cret-" * 6
@@ -183,7 +183,7 @@ def test_both_protocol_ranges_travel_and_a_range_changed_on_the_way_fails_the_se
 
 def test_a_node_from_before_protocol_ranges_shakes_hands_with_a_newer_one_either_way() -> None:
     """An older kvnode says no range and proves itself as before; a newer one, client or server, accepts
-    that proof and takes the older end for version 1 (kvnode.replica.protocol.LEGACY)."""
+    that proof and takes the older end for version 1 (kvnode.replica.channel.protocol.LEGACY)."""
     old = ClusterAuth(SECRET.encode(), CLUSTER, MEMBERS[0])
     new = ClusterAuth(SECRET.encode(), CLUSTER, MEMBERS[1])
     headers, expected = old.upgrade_headers(MEMBERS[1], new.issue_nonce(), Introduction(CLIENT_ID))

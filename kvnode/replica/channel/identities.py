@@ -1,7 +1,7 @@
 """Who this node and its peers are, as replica handshakes tell it: what this node says of itself to a peer
-(kvnode.replica.auth.Introduction: the protocol versions it speaks among it), and what it does once a
-handshake with a peer completed, as client or as server: remember the peer's identity (one line in the log
-when a member came back as another node: its disk was lost), and pass on the peer's introduction, which
+(kvnode.replica.channel.handshake.Introduction: the protocol versions it speaks among it), and what it does
+once a handshake with a peer completed, as client or as server: remember the peer's identity (one line in the
+log when a member came back as another node: its disk was lost), and pass on the peer's introduction, which
 says what it remembered of this node (kvnode.healing.rebuild).
 """
 
@@ -11,8 +11,8 @@ import logging
 from collections.abc import Callable
 
 from kvnode.figures import Figure, Figures, Kind
-from kvnode.replica.auth import Introduction
-from kvnode.replica.protocol import Versions, spoken
+from kvnode.replica.channel.handshake import Introduction
+from kvnode.replica.channel.protocol import Versions, spoken
 from kvnode.storage.system_db import NodeIdentity, PeerIdentities
 from kvnode.topology.epoch import Epoch
 from kvnode.topology.membership import Membership

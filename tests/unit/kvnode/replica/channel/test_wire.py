@@ -1,4 +1,4 @@
-"""kvnode.replica.wire: calls and replies through the codec and back, many to a frame, and truncated,
+"""kvnode.replica.channel.wire: calls and replies through the codec and back, many to a frame, and truncated,
 malformed or random frames refused with WireError. Pure: these run in-process and fast."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import struct
 
 import pytest
 
-from kvnode.replica import wire
-from kvnode.replica.wire import CallRequest, Op, ReplicaReply, Status, WireError
+from kvnode.replica.channel import wire
+from kvnode.replica.channel.wire import CallRequest, Op, ReplicaReply, Status, WireError
 from kvnode.storage.records import Record, encode
 
 ALL_BYTES = bytes(range(256))

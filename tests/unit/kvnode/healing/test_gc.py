@@ -1,4 +1,4 @@
-"""kvnode.healing.tombstone_gc's driver in-process: TombstoneGc over real storage, confirming with the other
+"""kvnode.healing.gc's driver in-process: GarbageCollector over real storage, confirming with the other
 in-process nodes' local replicas, its passes paced by a sleep that waits for nothing. (The rule itself is
 tests/unit/kvnode/healing/test_gc_rule.py; tests/cluster/test_gc.py runs GC on real nodes.)"""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kvnode.healing.gc import GarbageCollector
 from kvnode.healing.gc_rule import GcRule
-from kvnode.healing.tombstone_gc import TombstoneGc
 from kvnode.storage.records import Record
 from tests.drivers import InProcessNode, in_process_nodes, until
 
@@ -15,11 +15,11 @@ GRACE_US = 1_000_000
 ARRIVAL_US = 1_000_000
 
 
-def gc_of(node: InProcessNode, others: list[InProcessNode]) -> TombstoneGc:
+def gc_of(node: InProcessNode, others: list[InProcessNode]) -> GarbageCollector:
     rule = GcRule(node.url, node.membership.placement(), grace_us=GRACE_US, arrival_us=ARRIVAL_US)
     replicas = {other.url: other.local for other in others}
     marks = node.system.repair_marks
-    return TombstoneGc(node.storage, rule, marks, node.clock.current, 3600.0, replicas, sleep=node.sleep)
+    return GarbageCollector(node.storage, rule, marks, node.clock.current, 3600.0, replicas, sleep=node.sleep)
 
 
 def old_tombstone(nodes: list[InProcessNode], key: bytes) -> Record:

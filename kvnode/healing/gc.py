@@ -1,4 +1,6 @@
-"""Tombstone GC's background pass: scan the store in chunks, drop what the rule allows, reclaim the space.
+"""Garbage collection's background pass: scan the store in chunks, drop what the rule allows (tombstones and
+expired versions no replica needs any more, and surplus copies: versions this node holds but no longer
+owns, once their owners hold them), reclaim the space.
 
 Every ``interval_s`` a pass reads the whole keyspace a chunk at a time, each chunk from its own iterator
 (so no snapshot pins dropped records' space), yields to the event loop after every chunk and paces itself
@@ -35,7 +37,7 @@ from kvnode.storage.records import CorruptRecord, Record, decode
 from kvnode.storage.system_db import RepairMarks
 from kvnode.topology.epoch import Epoch
 
-__all__ = ["GC_FIGURES", "SCAN_RATE", "GcCounts", "TombstoneGc", "pass_interval_s"]
+__all__ = ["GC_FIGURES", "SCAN_RATE", "GarbageCollector", "GcCounts", "pass_interval_s"]
 
 log = logging.getLogger(__name__)
 
@@ -89,8 +91,9 @@ GC_FIGURES = Figures("gc", (
 ))  # fmt: skip
 
 
-class TombstoneGc:
-    """Runs GC passes over ``storage`` in the background."""
+class GarbageCollector:
+    """Runs GC passes over ``storage`` in the background: tombstones, expired versions and surplus copies
+    dropped as the rule (kvnode.healing.gc_rule) allows."""
 
     def __init__(
         self,

@@ -1,4 +1,5 @@
-"""The replica channel's client-side WebSocket codec (kvnode.replica.websocket), checked against aiohttp's."""
+"""The replica channel's client-side WebSocket codec (kvnode.replica.channel.websocket), checked against
+aiohttp's."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import hashlib
 import pytest
 from aiohttp import web
 
-from kvnode.replica import websocket
-from kvnode.replica.websocket import FrameDecoder, HandshakeError, WebSocketError
+from kvnode.replica.channel import websocket
+from kvnode.replica.channel.websocket import FrameDecoder, HandshakeError, WebSocketError
 
 
 def server_frame(opcode: int, payload: bytes, final: bool = True) -> bytes:

@@ -1,48 +1,43 @@
-"""kvnode.node.peer_api's replica channel route in-process, on a real aiohttp server on loopback: a peer
-that goes away during the WebSocket upgrade is one quiet line in the log, not an aiohttp ERROR with a
-traceback; a peer that shares no protocol version with the node is refused, a failed replica, and both ends
-log one line naming both ranges, as does a node beside an older one that says no range; a call of a later
-version than the channel speaks is refused as an unknown op; a frame's replies go out in frames of about
-wire.FRAME_TARGET bytes. A frame's writes are stored with the loop iteration's pending ones by one write
-before it is answered, or every call FAILED when it fails. A peer's ping is answered (a clock ping with this
-node's clock), and told to the gate; a peer replica's heartbeat measures the clock with clock pings where
-the channel speaks them."""
+"""kvnode.replica.channel.server's replica channel route in-process, on a real aiohttp server on
+loopback: a peer that goes away during the WebSocket upgrade is one quiet line in the log, not an aiohttp
+ERROR with a traceback; a peer that shares no protocol version with the node is refused, a failed replica,
+and both ends log one line naming both ranges, as does a node beside an older one that says no range; a
+call of a later version than the channel speaks is refused as an unknown op; a frame's calls go to the
+registered answerers and its replies go out in frames of about wire.FRAME_TARGET bytes. A peer's ping is
+answered (a clock ping with this node's clock), and told to the gate; a peer replica's heartbeat measures
+the clock with clock pings where the channel speaks them."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import socket
 import struct
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import cast
 
 import aiohttp
 import pytest
 from aiohttp import web
 
 from kvnode.clocks.fence import ClockFence
-from kvnode.clocks.hybrid import HybridClock, wall_clock_us
+from kvnode.clocks.hybrid import wall_clock_us
 from kvnode.clocks.offsets import ClockOffsets, Offset
-from kvnode.healing.upkeep import SummaryUpkeep
-from kvnode.node.peer_answers import CallAnswers
-from kvnode.node.peer_api import PeerGate, serve_peer
-from kvnode.replica import wire
-from kvnode.replica.auth import CLIENT_HEADER, Introduction
-from kvnode.replica.channel import PEER_PATH
+from kvnode.replica.channel import wire
+from kvnode.replica.channel.answerers import Answerers
+from kvnode.replica.channel.client import PEER_PATH
+from kvnode.replica.channel.handshake import CLIENT_HEADER, Introduction
+from kvnode.replica.channel.identities import Identities
+from kvnode.replica.channel.protocol import CLOCK_PINGS, Versions, spoken
+from kvnode.replica.channel.server import PeerGate, serve_peer
 from kvnode.replica.errors import ReplicaError
-from kvnode.replica.identities import Identities
 from kvnode.replica.peer import PeerReplica
-from kvnode.replica.protocol import CLOCK_PINGS, Versions, spoken
-from kvnode.replica.readiness import NodeState
 from kvnode.storage.keyspace import Storage
 from kvnode.storage.records import Record, encode
 from kvnode.storage.system_db import SystemDb
 from kvnode.topology.membership import Membership
-from tests.replicas import call_answers, unjudged_fence
+from tests.replicas import storage_answerers
 
 UPGRADE = (
     f"GET {PEER_PATH} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
@@ -51,6 +46,10 @@ UPGRADE = (
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def never_asked() -> bytes:
+    raise AssertionError("no clock ping is sent")
 
 
 @contextlib.asynccontextmanager
@@ -84,7 +83,7 @@ async def test_a_peer_gone_during_the_upgrade_is_one_quiet_line(
                 await asyncio.sleep(0.01)
         try:
             # No frame is ever read, so nothing asks for the answers.
-            return await serve_peer(request, gate, storage, cast(CallAnswers, None), set())
+            return await serve_peer(request, gate, Answerers(), never_asked, set())
         finally:
             served.set()
 
@@ -101,7 +100,7 @@ async def test_a_peer_gone_during_the_upgrade_is_one_quiet_line(
         storage.close()
     errors = [record.getMessage() for record in caplog.records if record.levelno >= logging.ERROR]
     assert errors == []
-    quiet = [record for record in caplog.records if record.name == "kvnode.node.peer_api"]
+    quiet = [record for record in caplog.records if record.name == "kvnode.replica.channel.server"]
     assert [record.levelno for record in quiet] == [logging.INFO], [r.getMessage() for r in quiet]
     assert "went away during the upgrade" in quiet[0].getMessage()
 
@@ -113,18 +112,11 @@ async def test_a_frame_of_calls_is_answered_in_frames_of_about_the_target_size(t
     small, big = Record.put(1, b"s"), Record.put(1, b"b" * (wire.FRAME_TARGET // 2))
     for key, record in ((b"small", small), (b"big-1", big), (b"big-2", big), (b"big-3", big)):
         storage.apply(key, record)
-    answers = CallAnswers(
-        HybridClock(wall_clock_us(), 5_000_000),
-        unjudged_fence(),
-        cast(SummaryUpkeep, None),  # no repair call is sent
-        lambda: NodeState.SERVING,
-        lambda: Membership.seeded((CLIENT_URL,)),
-        lambda membership: None,
-    )
+    answerers, clock = storage_answerers(storage)
     gate = PeerGate(None, wire.Limits.for_body(1 << 20))
 
     async def channel(request: web.Request) -> web.StreamResponse:
-        return await serve_peer(request, gate, storage, answers, set())
+        return await serve_peer(request, gate, answerers, clock.now, set())
 
     try:
         async with (
@@ -152,9 +144,10 @@ async def test_a_ping_is_answered_with_its_pong_and_tells_the_gate_which_peer_pi
     storage = Storage.open(tmp_path / "records", fsync=False)
     told: list[str] = []
     gate = PeerGate(None, wire.Limits.for_body(1 << 20), pinged=told.append)
+    answerers, clock = storage_answerers(storage)
 
     async def channel(request: web.Request) -> web.StreamResponse:
-        return await serve_peer(request, gate, storage, call_answers(), set())
+        return await serve_peer(request, gate, answerers, clock.now, set())
 
     try:
         async with (
@@ -191,11 +184,11 @@ async def test_a_clock_ping_is_answered_with_this_nodes_clock_where_the_channel_
         gate = PeerGate(
             None, wire.Limits.for_body(1 << 20), identities(system_db, url[0], CLIENT_URL, spoken())
         )
-        return await serve_peer(request, gate, storage, answers, set())
+        return await serve_peer(request, gate, answerers, clock.now, set())
 
     wall_us = 1_700_000_000_123_456  # this node's wall clock, as its fence reads it
     fence = ClockFence(lambda: wall_us, 5_000_000, ClockOffsets(max_age_s=10.0), peers=0)
-    answers = dataclasses.replace(call_answers(), fence=fence)
+    answerers, clock = storage_answerers(storage, fence)
     headers = {CLIENT_HEADER: CLIENT_URL, **Introduction(protocols=speaks).headers()}
     ping = wire.encode_timestamp(wall_us - 500)  # the pinger's clock
     try:
@@ -236,8 +229,9 @@ async def test_a_peer_measures_the_clock_at_its_heartbeat_with_a_clock_ping_wher
         gate = PeerGate(
             None, wire.Limits.for_body(1 << 20), identities(system_db, url[0], CLIENT_URL, spoken())
         )
-        return await serve_peer(request, gate, storage, call_answers(), set())
+        return await serve_peer(request, gate, answerers, clock.now, set())
 
+    answerers, clock = storage_answerers(storage)
     try:
         async with serving(channel) as server:
             url.append(server)
@@ -292,7 +286,7 @@ async def test_a_peer_with_no_protocol_version_in_common_is_refused_with_both_ra
         gate = PeerGate(
             None, wire.Limits.for_body(1 << 20), identities(system_db, url[0], CLIENT_URL, Versions(2, 2))
         )
-        return await serve_peer(request, gate, storage, cast(CallAnswers, None), set())
+        return await serve_peer(request, gate, Answerers(), never_asked, set())
 
     try:
         async with serving(channel) as server:
@@ -346,7 +340,7 @@ async def test_a_call_of_a_later_version_than_the_channel_speaks_drops_the_chann
         gate = PeerGate(
             None, wire.Limits.for_body(1 << 20), identities(system_db, url[0], CLIENT_URL, Versions(1, 1))
         )
-        return await serve_peer(request, gate, storage, cast(CallAnswers, None), set())
+        return await serve_peer(request, gate, Answerers(), never_asked, set())
 
     try:
         async with serving(channel) as server:
@@ -356,7 +350,7 @@ async def test_a_call_of_a_later_version_than_the_channel_speaks_drops_the_chann
             )
             try:
                 assert await peer.reach(2.0) and peer.protocol == 1
-                call = peer.repair(wire.Op.DELETE, b"k", wire.encode_delete(Record.delete(7)))
+                call = peer.call(wire.Op.DELETE, b"k", wire.encode_delete(Record.delete(7)), label="repair")
                 outcome = await asyncio.gather(call, return_exceptions=True)
             finally:
                 await peer.close()

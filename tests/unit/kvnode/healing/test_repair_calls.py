@@ -1,5 +1,6 @@
-"""kvnode.healing.answers: a replica's answers to anti-entropy's calls (BRANCHES, SEGMENTS, LIST) from its
-summary tree for the caller and its store, and the calls it cannot answer; real stores (tests/drivers)."""
+"""kvnode.healing.repair_calls: a replica's answers to anti-entropy's calls (BRANCHES, SEGMENTS, LIST)
+from its summary tree for the caller and its store, and the calls it cannot answer; real stores
+(tests/drivers)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from kvnode.healing.answers import NotAnswerable, answer
 from kvnode.healing.listing import list_page, segment_bitmap
+from kvnode.healing.repair_calls import RepairCalls
 from kvnode.healing.summary import BRANCHES, SEGMENTS
 from kvnode.healing.upkeep import SummaryUpkeep
-from kvnode.replica import wire
+from kvnode.replica.channel import wire
+from kvnode.replica.channel.answerers import Answerers, Unanswerable
 from kvnode.storage.keyspace import Storage
 from kvnode.storage.system_db import SystemDb
 from kvnode.topology.membership import Membership
@@ -37,7 +39,13 @@ def call(op: wire.Op, record: bytes = b"", caller: str = CALLER) -> wire.CallReq
 
 
 def answered(node: InProcessNode, request: wire.CallRequest) -> tuple[wire.Status, bytes]:
-    return answer(node.storage, node.upkeep, request)
+    return RepairCalls(node.storage, node.upkeep).answer(request)
+
+
+async def test_it_answers_the_exchange_s_three_calls(node: InProcessNode) -> None:
+    answerers = Answerers()
+    RepairCalls(node.storage, node.upkeep).register(answerers)
+    assert answerers.unanswered == set(wire.Op) - {wire.Op.BRANCHES, wire.Op.SEGMENTS, wire.Op.LIST}
 
 
 async def test_branches_are_the_callers_trees_branch_hashes(node: InProcessNode) -> None:
@@ -66,7 +74,7 @@ async def test_a_listing_is_the_page_listed_for_the_caller(node: InProcessNode) 
 
 async def test_a_caller_that_is_not_another_member_is_not_answered(node: InProcessNode) -> None:
     for stranger in ("http://elsewhere:8080", node.url):
-        with pytest.raises(NotAnswerable, match=f"^{stranger} is not another member of this node's cluster$"):
+        with pytest.raises(Unanswerable, match=f"^{stranger} is not another member of this node's cluster$"):
             answered(node, call(wire.Op.BRANCHES, caller=stranger))
 
 
@@ -74,9 +82,9 @@ async def test_nothing_is_answered_while_the_summaries_are_rebuilt(tmp_path: Pat
     storage, system = Storage.open(tmp_path, fsync=False), SystemDb.open(tmp_path)
     try:
         placement = Membership.seeded(["http://n1:8080", CALLER]).placement()
-        rebuilding = SummaryUpkeep(storage, system.summaries, "http://n1:8080", placement)  # not started
-        with pytest.raises(NotAnswerable, match="being rebuilt after a crash; try again later"):
-            answer(storage, rebuilding, call(wire.Op.BRANCHES))
+        rebuilding = SummaryUpkeep(system.summaries, "http://n1:8080", placement)  # not started
+        with pytest.raises(Unanswerable, match="being rebuilt after a crash; try again later"):
+            RepairCalls(storage, rebuilding).answer(call(wire.Op.BRANCHES))
     finally:
         system.close()
         storage.close()

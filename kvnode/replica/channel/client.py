@@ -2,15 +2,15 @@
 WebSocket and parses frames inside ``data_received``, with no task or queue per call, which aiohttp's client
 WebSocket needs (docs/replica-channel.md).
 
-With a cluster secret, the connection first asks for a challenge and proves itself in the upgrade
-request, and the server's 101 must prove itself in turn (kvnode.replica.auth); with or without a secret,
-each end introduces itself, and the server's introduction goes to
-:class:`~kvnode.replica.identities.Identities` once the upgrade is accepted. Each end's introduction says
-the protocol versions it speaks, and the channel speaks the highest both do (kvnode.replica.protocol):
-the server refuses the upgrade when they share none, and so does this end, should a server that says
-no range (version 1 only) be too old for it; a channel without identities says none, and speaks 1. The
-transport's write buffer is respected: while it is over its high-water mark the calls wait in the outbox
-(kvnode.replica.outbox).
+With a cluster secret, the connection first asks for a challenge and proves itself in the upgrade request, and
+the server's 101 must prove itself in turn (kvnode.replica.channel.handshake); with or without a secret, each
+end introduces itself, and the server's introduction goes to
+:class:`~kvnode.replica.channel.identities.Identities` once the upgrade is accepted. Each end's introduction
+says the protocol versions it speaks, and the channel speaks the highest both do
+(kvnode.replica.channel.protocol): the server refuses the upgrade when they share none, and so does this end,
+should a server that says no range (version 1 only) be too old for it; a channel without identities says none,
+and speaks 1. The transport's write buffer is respected: while it is over its high-water mark the calls wait
+in the outbox (kvnode.replica.outbox).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import asyncio
 import logging
 from typing import Protocol, cast
 
-from kvnode.replica import websocket
-from kvnode.replica.auth import (
+from kvnode.replica.channel import websocket
+from kvnode.replica.channel.handshake import (
     CHALLENGE_PATH,
     CLIENT_HEADER,
     SECRET_ADVICE,
@@ -29,10 +29,10 @@ from kvnode.replica.auth import (
     Introduction,
     server_proof_ok,
 )
+from kvnode.replica.channel.identities import Identities
+from kvnode.replica.channel.protocol import LEGACY, negotiate
+from kvnode.replica.channel.websocket import HandshakeError, WebSocketError
 from kvnode.replica.errors import ReplicaError, ReplicaProtocolError, ReplicaUnavailable
-from kvnode.replica.identities import Identities
-from kvnode.replica.protocol import LEGACY, negotiate
-from kvnode.replica.websocket import HandshakeError, WebSocketError
 
 __all__ = ["PEER_PATH", "ChannelListener", "ClientChannel", "HandshakeRefused"]
 
@@ -231,7 +231,8 @@ class ClientChannel(asyncio.Protocol):
                 else "handshake"
             )
             return HandshakeRefused(f"{refused}: {self._url} says: {reason}", cause)
-        # The peer's reason leaves out the fix (kvnode.replica.auth.AuthError): it is said here, once.
+        # The peer's reason leaves out the fix (kvnode.replica.channel.handshake.AuthError): it is said here,
+        # once.
         if self._auth is None:  # the peer's reason is this, from its end
             message = f"{self._url} requires a cluster secret, and this node has none"
         else:
