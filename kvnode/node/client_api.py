@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
@@ -29,10 +29,11 @@ from kvnode.node.params import bad_request, query_of, text
 from kvnode.node.parts import PARTS, NodeParts
 from kvnode.node.query import BadQuery, Query
 from kvnode.node.scan_api import get_scan
+from kvnode.replica.readiness import NodeState
 from kvnode.scheduling import Slice
 from kvnode.storage.keyspace import StorageFull
 
-__all__ = ["ENTITY_PATH", "add_routes"]
+__all__ = ["ENTITY_PATH", "add_routes", "is_ready"]
 
 ENTITY_PATH = "/v0/entity"
 _ENTITY_PARAMS = ("id", "ack", "from")
@@ -171,9 +172,20 @@ async def get_entities(request: web.Request) -> web.StreamResponse:
 
 async def get_status(request: web.Request) -> web.Response:
     """Which process serves here: a launcher checks that the node answering is the one it started, and
-    waits until its data is known to be whole or not (``data``: unknown, rebuilding, serving)."""
+    waits until its data is known to be whole or not (``data``: unknown, rebuilding, serving).
+
+    ``?ready`` answers ``503`` with the same body unless the node :func:`is_ready`: a readiness check
+    that sees only the status code (Kubernetes' probe, a load balancer's) then passes only a node whose
+    reads count."""
+    try:
+        asked = query_of(request, ("ready",)).single("ready")
+    except BadQuery as error:
+        raise bad_request(str(error)) from None
+    if asked not in (None, ""):
+        raise bad_request(f"query parameter 'ready' takes no value, got {asked!r}: GET /v0/status?ready")
     parts = request.app[PARTS]
     config = parts.config
+    data = parts.rebuild.node_state()
     body = {
         "url": config.url,
         "pid": os.getpid(),
@@ -185,9 +197,26 @@ async def get_status(request: web.Request) -> web.Response:
         "next_replication_factor": parts.membership.next_replication,
         "joining": sorted(parts.membership.joining),
         "leaving": sorted(parts.membership.leaving),
-        "data": parts.rebuild.node_state().value,
+        "data": data.value,
     }
-    return web.Response(text=json.dumps(body) + "\n", content_type="application/json")
+    status = 503 if asked is not None and not is_ready(data, config.url, parts.membership.joining) else 200
+    return web.Response(status=status, text=json.dumps(body) + "\n", content_type="application/json")
+
+
+def is_ready(data: NodeState, url: str, joining: Collection[str]) -> bool:
+    """Whether the node at ``url`` counts as a replica whose reads count: its data known whole (not
+    unknown, not rebuilding), and not joining (it counts once it holds what it owns and has settled).
+
+    >>> is_ready(NodeState.SERVING, "http://a:1", joining=())
+    True
+    >>> [is_ready(data, "http://a:1", joining=()) for data in (NodeState.REBUILDING, NodeState.UNKNOWN)]
+    [False, False]
+    >>> is_ready(NodeState.SERVING, "http://a:1", joining=("http://a:1",))
+    False
+    >>> is_ready(NodeState.SERVING, "http://a:1", joining=("http://b:1",))  # another member joins
+    True
+    """
+    return data is NodeState.SERVING and url not in joining
 
 
 def _entity_params(

@@ -1,13 +1,17 @@
 """deploy/ as written: deploy/kvnode.service's command, with each machine's environment file made from
 deploy/kvnode.env (only its host and the cluster's addresses changed), run on three hosts made of network
 namespaces (tests/namespaces.py); the cluster they form serves a write on one host and the read on another,
-and deploy/README.md's check (`admin status`) from a fourth host says every member is normal."""
+and deploy/README.md's check (`admin status`) from a fourth host says every member is normal. The guide's
+step for client tokens and TLS, run as written, makes a tokens file the node takes and a certificate for
+each machine that the others verify by its address, and no other."""
 
 from __future__ import annotations
 
 import configparser
 import json
+import re
 import shlex
+import ssl
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,6 +20,11 @@ from typing import Any
 
 import pytest
 
+from kvnode.access.client_auth import read_tokens_file
+from kvnode.access.tls import client_context, server_context
+from kvnode.config import NodeConfig
+from kvnode.ops.flags import unknown_variables
+from tests.deploy_guide import guide_block, handshake, run_block
 from tests.harness import REPO, wait_for
 from tests.namespaces import (
     DEADLINE,
@@ -126,3 +135,39 @@ def test_the_readmes_check_says_every_member_is_normal_and_reachable(deployed: M
         return len(members) == 3 and all(normal) and all(m["self"] or m["reachable"] for m in members)
 
     wait_for(every_member_up, DEADLINE, "every member normal and reachable in admin status")
+
+
+def test_the_guides_tls_step_makes_a_certificate_each_machine_is_verified_by(tmp_path: Path) -> None:
+    secure = "/root/kvnode-secure"  # the guide's directory, moved under tmp_path
+    block = guide_block("### Client tokens and TLS")
+    assert secure in block
+    run_block(block.replace(secure, str(tmp_path / "secure")), tmp_path)
+    files = tmp_path / "secure"
+    assert {path.stat().st_mode & 0o777 for path in files.iterdir()} == {0o600}
+    tokens = read_tokens_file(files / "tokens.txt")
+    assert tokens.role_of(f"Bearer {(files / 'admin.token').read_text().strip()}") == "admin"
+    example = example_environment()
+    urls = tuple(url.replace("http://", "https://") for url in example["KVNODE_CLUSTER"].split(","))
+    hosts = [url.split("//")[1].split(":")[0] for url in urls]
+
+    def machine(host: str) -> NodeConfig:
+        """A member with the guide's files for this host, as kvnode.env names them once uncommented."""
+        return NodeConfig(
+            host=host, port=int(example["KVNODE_PORT"]), cluster=urls, tls_cert=files / f"{host}.crt",
+            tls_key=files / f"{host}.key", tls_ca=files / "ca.crt",
+        )  # fmt: skip
+
+    for host, peer in zip(hosts, [*hosts[1:], hosts[0]], strict=True):
+        served, connecting = server_context(machine(host)), client_context(machine(peer))
+        assert served is not None and connecting is not None
+        handshake(served, connecting, host)
+        with pytest.raises(ssl.SSLCertVerificationError):
+            handshake(served, connecting, peer)  # another machine's address: refused
+
+
+def test_the_examples_commented_guards_are_node_variables() -> None:
+    """kvnode.env's lines for tokens and TLS, once uncommented, are variables the node reads."""
+    lines = (DEPLOY / "kvnode.env").read_text().splitlines()
+    commented = dict(line[1:].split("=", 1) for line in lines if re.match(r"#KVNODE_\w+=", line))
+    assert set(commented) == {"KVNODE_AUTH_TOKENS_FILE", "KVNODE_TLS_CERT", "KVNODE_TLS_KEY", "KVNODE_TLS_CA"}
+    assert unknown_variables(commented) == []

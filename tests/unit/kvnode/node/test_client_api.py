@@ -17,10 +17,14 @@ import socket
 import time
 import urllib.parse
 from collections.abc import Iterator
+from pathlib import Path
 from typing import BinaryIO, cast
 
 import pytest
 
+from kvnode.config import NodeConfig, node_url
+from kvnode.ops.ports import start_on_free_ports
+from kvnode.ops.processes import start_together
 from kvnode.storage.keyspace import Storage
 from kvnode.storage.records import Record
 from kvnode.topology.membership import cluster_identity
@@ -98,6 +102,41 @@ def test_status_answers_200_naming_the_node(shared: Node) -> None:
         "leaving": [],
         "data": "serving",
     }
+
+
+def test_ready_status_is_200_on_a_node_whose_data_is_whole(shared: Node) -> None:
+    response = request(shared.url, "GET", "/v0/status?ready")
+    assert response.status == 200 and json.loads(response.body)["data"] == "serving"
+
+
+def test_ready_status_is_503_while_the_data_is_not_known_whole(tmp_path: Path) -> None:
+    """A new node of a two-member cluster whose peer never starts: it serves (plain /v0/status is 200),
+    but no peer has told it whether its data is whole, so ``?ready`` is 503 with the same body."""
+
+    def start(ports: list[int]) -> Node:
+        urls = tuple(node_url("127.0.0.1", port) for port in ports)
+        node = Node(
+            NodeConfig(port=ports[0], data_dir=tmp_path / "node", cluster=urls), tmp_path / "node.log"
+        )
+        start_together([node])
+        return node
+
+    node = start_on_free_ports(2, start)
+    assert request(node.url, "GET", "/v0/status").status == 200
+    response = request(node.url, "GET", "/v0/status?ready")
+    assert response.status == 503 and json.loads(response.body)["data"] == "unknown"
+
+
+@pytest.mark.parametrize(
+    ("query", "reason"),
+    [("ready=1", "'ready' takes no value"), ("ready&ready", "given 2 times"), ("readiness", "'readiness'")],
+)
+def test_a_ready_status_asked_wrongly_is_400_naming_the_parameter(
+    shared: Node, query: str, reason: str
+) -> None:
+    response = request(shared.url, "GET", f"/v0/status?{query}")
+    assert_reason(response, 400)
+    assert reason in response.text, response.text
 
 
 def test_put_201_then_get_200_with_the_exact_bytes(shared: Node, ns: str) -> None:
