@@ -95,7 +95,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("kvnode.clocks",),
     ("kvnode.storage",),
     ("kvnode.replica",),
-    ("kvnode.healing", "kvnode.coordinator", "kvnode.access"),
+    ("kvnode.healing", "kvnode.coordinator", "kvnode.access", "kvnode.paxos"),
     ("kvnode.cluster",),
     ("kvnode.node", "kvnode.client"),
     ("kvnode.ops",),
