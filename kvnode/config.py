@@ -40,6 +40,7 @@ class NodeConfig:
     max_clock_skew_ms: int = 5000  # records stamped further ahead of the wall clock are refused
     clock_offset_ms: int = 0  # shifts this node's view of the wall clock (a testing aid)
     crash_at: str = ""  # a point of a membership change where the node ends as kill -9 would (a testing aid)
+    paxos_defect: str = ""  # a planted defect in the conditional writes' proposer (a testing aid)
     # The newest replica protocol version the node speaks (kvnode.replica.channel.protocol), for rolling
     # upgrades and tests: 0 = the newest this kvnode has.
     max_protocol: int = 0

@@ -123,20 +123,20 @@ class Coordinator:
             read.close()
         return newest(answers)
 
-    async def put(self, key: bytes, value: bytes, quorum: Quorum, ttl_ms: int | None = None) -> None:
-        """Write value; with ``ttl_ms`` it expires that long after the write's timestamp. Raises
-        ClockFenced (nothing written) while this node's clock is fenced."""
+    async def put(self, key: bytes, value: bytes, quorum: Quorum, ttl_ms: int | None = None) -> Record:
+        """Write value; with ``ttl_ms`` it expires that long after the write's timestamp. The version
+        written; raises ClockFenced (nothing written) while this node's clock is fenced."""
         if not self._fence.ready:
             await self._fence.admit_write()
         ttl_us = 0 if ttl_ms is None else ttl_ms * 1000
         record = Record.put(self._clock.now(), value, ttl_us=ttl_us, copies=self._copies(quorum))
-        await self._write(key, record, quorum)
+        return await self._write(key, record, quorum)
 
-    async def delete(self, key: bytes, quorum: Quorum) -> None:
-        """Raises ClockFenced (nothing written) while this node's clock is fenced."""
+    async def delete(self, key: bytes, quorum: Quorum) -> Record:
+        """The tombstone written; raises ClockFenced (nothing written) while this node's clock is fenced."""
         if not self._fence.ready:
             await self._fence.admit_write()
-        await self._write(key, Record.delete(self._clock.now(), copies=self._copies(quorum)), quorum)
+        return await self._write(key, Record.delete(self._clock.now(), copies=self._copies(quorum)), quorum)
 
     def owners_quorum(self, record: Record) -> Quorum:
         """Every owner of a version written to ``record.copies`` replicas (0: all N), all to answer."""
@@ -161,18 +161,21 @@ class Coordinator:
         """What a record says of its replicas: their count when fewer than the key's owners, else 0."""
         return quorum.copies if quorum.copies < self.replication else 0
 
-    async def _write(self, key: bytes, record: Record, quorum: Quorum) -> None:
+    async def _write(self, key: bytes, record: Record, quorum: Quorum) -> Record:
+        """The version written: ``record``, or it stamped again when it lost."""
         replicas, quorum = self._write_targets(key, quorum)
         answers = await self._write_to(replicas, key, record, quorum)
         held = max((timestamp for timestamp in answers if timestamp is not None), default=None)
         if held is None:
-            return
+            return record
         # A replica holds a newer version than this write: move past it and write again, once, to all
         # `from` replicas. That second write's answers decide; a replica still holding a newer version
         # then lost to a concurrent write, which LWW allows.
         self._clock.observe(held)
         self.stats.rewrites += 1
-        await self._write_to(replicas, key, record.restamped(self._clock.now()), quorum)
+        rewritten = record.restamped(self._clock.now())
+        await self._write_to(replicas, key, rewritten, quorum)
+        return rewritten
 
     async def _write_to(
         self, replicas: list[Replica], key: bytes, record: Record, quorum: Quorum

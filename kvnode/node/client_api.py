@@ -8,7 +8,9 @@ clock.
 /v0/entity requests pass admission control first (kvnode.access.admission) and are counted and timed for
 /metrics, all in one wrapper; the other paths are not counted.
 A PUT body that has not all arrived within ``--body-timeout-s`` is answered 408. A write that failed its
-quorum is 504, or 507 when a replica's disk is full (kvnode.storage.keyspace).
+quorum is 504, or 507 when a replica's disk is full (kvnode.storage.keyspace). Every 200 and every write's
+answer carries the version's ``ETag``; a write with ``If-Match`` or ``If-None-Match``, and a read with
+``serial=1``, is a Paxos round instead (kvnode.node.conditional_api).
 """
 
 from __future__ import annotations
@@ -25,10 +27,13 @@ from kvnode.clocks.fence import ClockFenced
 from kvnode.coordinator.fanout import QuorumFailed
 from kvnode.coordinator.quorum import BadQuorum, Quorum
 from kvnode.metrics import FixedBuckets
+from kvnode.node.conditional_api import condition_of, conditional_write, serial_read
 from kvnode.node.params import bad_request, query_of, text
 from kvnode.node.parts import PARTS, NodeParts
 from kvnode.node.query import BadQuery, Query
 from kvnode.node.scan_api import get_scan
+from kvnode.paxos.conditions import quoted_etag
+from kvnode.paxos.proposer import Write
 from kvnode.replica.readiness import NodeState
 from kvnode.scheduling import Slice
 from kvnode.storage.keyspace import StorageFull
@@ -37,14 +42,15 @@ __all__ = ["ENTITY_PATH", "add_routes", "is_ready"]
 
 ENTITY_PATH = "/v0/entity"
 _ENTITY_PARAMS = ("id", "ack", "from")
+_GET_PARAMS = (*_ENTITY_PARAMS, "serial")
 _PUT_PARAMS = (*_ENTITY_PARAMS, "ttl")
 # The longest TTL, Cassandra's: 20 years in milliseconds.
 _MAX_TTL_MS = 20 * 365 * 24 * 3600 * 1000
 _ENTITIES_PARAMS = ("start", "end")
 # What each entity handler is known to answer (500 aside): their /metrics series exist from the start.
 _GET_STATUSES = (200, 400, 404, 503, 504)
-_PUT_STATUSES = (201, 400, 408, 413, 503, 504, 507)
-_DELETE_STATUSES = (202, 400, 503, 504, 507)
+_PUT_STATUSES = (201, 400, 408, 412, 413, 503, 504, 507)
+_DELETE_STATUSES = (202, 400, 412, 503, 504, 507)
 
 
 def add_routes(app: web.Application, parts: NodeParts) -> dict[tuple[str, str], Handler]:
@@ -102,7 +108,10 @@ def _entity(parts: NodeParts, op: str, handle: _EntityHandler, statuses: tuple[i
 
 async def get_entity(parts: NodeParts, request: web.Request) -> web.Response:
     coordinator = parts.coordinator
-    _, key, quorum = _entity_params(request, coordinator.replication)
+    query, key = _query_and_key(request, _GET_PARAMS)
+    if "serial" in query:
+        return await serial_read(parts, query, key)
+    quorum = _quorum(query, coordinator.replication)
     try:
         record = await coordinator.get(key, quorum)
     except QuorumFailed as error:
@@ -110,12 +119,16 @@ async def get_entity(parts: NodeParts, request: web.Request) -> web.Response:
     # The newest version decides: an expired one reads as absent even where an older one is live.
     if record is None or record.absent_at(parts.clock.current()):
         return text(404, "no such entity")
-    return web.Response(body=record.value, content_type="application/octet-stream")
+    return web.Response(
+        body=record.value, content_type="application/octet-stream", headers={"ETag": quoted_etag(record)}
+    )
 
 
 async def put_entity(parts: NodeParts, request: web.Request) -> web.Response:
     coordinator = parts.coordinator
-    query, key, quorum = _entity_params(request, coordinator.replication, _PUT_PARAMS)
+    query, key = _query_and_key(request, _PUT_PARAMS)
+    condition = condition_of(request, query)
+    quorum = None if condition is not None else _quorum(query, coordinator.replication)
     ttl_ms = _ttl_ms(query)
     limit = parts.config.max_body_bytes
     if request.content_length is not None and request.content_length > limit:
@@ -127,25 +140,32 @@ async def put_entity(parts: NodeParts, request: web.Request) -> web.Response:
         return text(413, f"body exceeds the limit of {limit} bytes")
     except TimeoutError:
         return text(408, f"body not received within {uploads.timeout:g} s")
+    if quorum is None:
+        assert condition is not None
+        write = Write.put(value, 0 if ttl_ms is None else ttl_ms * 1000)
+        return await conditional_write(parts, key, write, condition)
     try:
-        await coordinator.put(key, value, quorum, ttl_ms)
+        record = await coordinator.put(key, value, quorum, ttl_ms)
     except (QuorumFailed, StorageFull) as error:
         return _write_failed(error)
     except ClockFenced as error:
         return text(503, str(error))
-    return text(201, "created")
+    return text(201, "created", etag=quoted_etag(record))
 
 
 async def delete_entity(parts: NodeParts, request: web.Request) -> web.Response:
     coordinator = parts.coordinator
-    _, key, quorum = _entity_params(request, coordinator.replication)
+    query, key = _query_and_key(request, _ENTITY_PARAMS)
+    condition = condition_of(request, query)
+    if condition is not None:
+        return await conditional_write(parts, key, Write.delete(), condition)
     try:
-        await coordinator.delete(key, quorum)
+        record = await coordinator.delete(key, _quorum(query, coordinator.replication))
     except (QuorumFailed, StorageFull) as error:
         return _write_failed(error)
     except ClockFenced as error:
         return text(503, str(error))
-    return text(202, "accepted")
+    return text(202, "accepted", etag=quoted_etag(record))
 
 
 async def get_entities(request: web.Request) -> web.StreamResponse:
@@ -219,17 +239,21 @@ def is_ready(data: NodeState, url: str, joining: Collection[str]) -> bool:
     return data is NodeState.SERVING and url not in joining
 
 
-def _entity_params(
-    request: web.Request, replication: int, known: tuple[str, ...] = _ENTITY_PARAMS
-) -> tuple[Query, bytes, Quorum]:
-    """The request's query, its key and its quorum."""
+def _query_and_key(request: web.Request, known: tuple[str, ...]) -> tuple[Query, bytes]:
+    """The request's query, and its key."""
     query = query_of(request, known)
     try:
-        key = query.utf8("id")
-        quorum = Quorum.parse(query.single("ack"), query.single("from"), replication)
+        return query, query.utf8("id")
+    except BadQuery as error:
+        raise bad_request(str(error)) from None
+
+
+def _quorum(query: Query, replication: int) -> Quorum:
+    """The request's ack of from (defaults: a majority of the N owners)."""
+    try:
+        return Quorum.parse(query.single("ack"), query.single("from"), replication)
     except (BadQuery, BadQuorum) as error:
         raise bad_request(str(error)) from None
-    return query, key, quorum
 
 
 def _ttl_ms(query: Query) -> int | None:

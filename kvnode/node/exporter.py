@@ -16,7 +16,7 @@ or an alert sees a zero rather than nothing (Prometheus's guidance for known lab
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Protocol
 
 from prometheus_client import CollectorRegistry, ProcessCollector
@@ -50,6 +50,7 @@ class NodeMetrics(Collector):
         self._snapshot: Callable[[], NodeSnapshot] | None = None
         self._replicas: Sequence[MeteredReplica] = ()
         self._local: tuple[MeteredReplica, ...] = ()
+        self._histograms: list[tuple[str, str, str, Mapping[str, FixedBuckets]]] = []
         self.registry.register(self)
         ProcessCollector(registry=self.registry)  # CPU seconds, memory, open fds: process_*
 
@@ -61,6 +62,11 @@ class NodeMetrics(Collector):
         for status in statuses:
             by_status.setdefault(status, FixedBuckets())
         return by_status
+
+    def histograms(self, name: str, help: str, label: str, buckets: Mapping[str, FixedBuckets]) -> None:
+        """Export ``buckets`` (a part's, observed on its path) at every scrape as the histogram ``name``,
+        one series per key, labelled ``label``."""
+        self._histograms.append((name, help, label, buckets))
 
     def watch(self, snapshot: Callable[[], NodeSnapshot], local: MeteredReplica) -> None:
         """Read the node's state from ``snapshot``, and the replicas' meters (``local``'s and, from
@@ -74,6 +80,11 @@ class NodeMetrics(Collector):
 
     def collect(self) -> Iterator[Metric]:
         yield from self._request_metrics()
+        for name, help, label, by_label in self._histograms:
+            family = HistogramMetricFamily(name, help, labels=[label])
+            for value, buckets in sorted(by_label.items()):
+                _add_histogram(family, [value], buckets)
+            yield family
         yield from _replica_metrics(self._replicas)
         if self._snapshot is not None:
             yield from _figure_metrics(self._snapshot())

@@ -24,7 +24,10 @@ def query_of(request: web.Request, known: tuple[str, ...]) -> Query:
     return query
 
 
-def text(status: int, reason: str) -> web.Response:
+def text(status: int, reason: str, etag: str = "") -> web.Response:
+    """A one-line answer; with ``etag``, the ETag header of the version it is about."""
+    if etag:
+        return web.Response(status=status, text=reason + "\n", headers={"ETag": etag})
     return web.Response(status=status, text=reason + "\n")
 
 

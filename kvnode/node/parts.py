@@ -25,6 +25,8 @@ from kvnode.healing.upkeep import SUMMARY_FIGURES, SummaryUpkeep
 from kvnode.loop_lag import LoopLagMonitor
 from kvnode.node.exporter import NodeMetrics
 from kvnode.node.snapshot import NodeSnapshot
+from kvnode.paxos.acceptor_calls import AcceptorCalls
+from kvnode.paxos.rounds import PAXOS_FIGURES, PaxosRounds
 from kvnode.replica.channel.identities import IDENTITY_FIGURES, Identities
 from kvnode.replica.channel.protocol import spoken
 from kvnode.replica.channel.server import ReplicaServer
@@ -59,11 +61,13 @@ class NodeParts:
     uploads: Uploads
     replica_server: ReplicaServer
     summaries: SummaryUpkeep  # anti-entropy's view of what this node holds
-    gc: GarbageCollector  # drops tombstones and expired versions once no replica needs them
+    gc: GarbageCollector  # drops tombstones, expired versions and surplus copies once no replica needs them
     anti_entropy: AntiEntropy  # comparing it with the peers'
     tokens: ClientTokens | None  # the clients' tokens, with --auth-tokens-file
     rebuild: Rebuild  # whether this node's data is whole, and its rebuild if it is not
     identities: Identities  # who this node and its peers are, as handshakes tell it
+    paxos: PaxosRounds  # conditional writes and serial reads
+    acceptor: AcceptorCalls  # this node's part in every key's Paxos rounds
 
     @property
     def membership(self) -> Membership:
@@ -89,6 +93,7 @@ class NodeParts:
                 REPAIR_FIGURES.read(self.anti_entropy.totals),
                 REQUEST_FIGURES.read(self.admission),
                 COORDINATOR_FIGURES.read(self.coordinator.stats),
+                PAXOS_FIGURES.read(self.paxos.stats),
                 CONNECTION_FIGURES.read(self.connections),
                 MEMBERSHIP_FIGURES.read(self.members),
                 IDENTITY_FIGURES.read(self.identities),

@@ -13,6 +13,7 @@ import logging
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import partial
+from typing import Protocol
 
 from kvnode.access.admission import Admission, default_max_inflight_bytes
 from kvnode.access.client_auth import ClientTokens
@@ -39,6 +40,8 @@ from kvnode.loop_lag import LoopLagMonitor
 from kvnode.memory import Settler
 from kvnode.node.exporter import NodeMetrics
 from kvnode.node.parts import NodeParts
+from kvnode.paxos.acceptor_calls import AcceptorCalls
+from kvnode.paxos.rounds import PaxosRounds
 from kvnode.replica.channel import wire
 from kvnode.replica.channel.answerers import Answerers
 from kvnode.replica.channel.handshake import ClusterAuth, Introduction
@@ -51,7 +54,6 @@ from kvnode.replica.heartbeat import beat_interval
 from kvnode.replica.hints import HintDelivery, HintStore
 from kvnode.replica.local import LocalReplica
 from kvnode.replica.peer import PeerReplica
-from kvnode.replica.readiness import NodeState
 from kvnode.replica.storage_calls import StorageCalls
 from kvnode.storage.keyspace import Storage, StorageUnavailable
 from kvnode.storage.system_db import SystemDb
@@ -175,6 +177,10 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
         epoch = members.epoch
         local = LocalReplica(config.url, storage, fence, rebuild.node_state)
         coordinator = Coordinator(epoch, FANOUTS[config.fanout], clock, hints, local, fence)
+        acceptor = AcceptorCalls(system.paxos, storage, clock, fence, rebuild.node_state, config.fsync)
+        paxos = PaxosRounds(
+            config.url, epoch, acceptor, clock, fence, hints, config.timeout, defect=config.paxos_defect
+        )
         anti_entropy = AntiEntropy(
             config.url,
             summaries,
@@ -209,7 +215,12 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             loop_lag=loop_lag,
             uploads=Uploads(config.body_timeout_s),
             replica_server=_replica_server(
-                gate, storage, clock, fence, summaries, rebuild.node_state, members
+                gate,
+                ClockAnswers(fence, rebuild.node_state),
+                StorageCalls(storage, clock, fence, rebuild.node_state),
+                RepairCalls(storage, summaries),
+                MembershipCalls(members),
+                acceptor,
             ),
             summaries=summaries,
             gc=GarbageCollector(
@@ -224,8 +235,16 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             tokens=tokens,
             rebuild=rebuild,
             identities=identities,
+            paxos=paxos,
+            acceptor=acceptor,
         )
         parts.metrics.watch(parts.snapshot, local)
+        parts.metrics.histograms(
+            "kvnode_paxos_round_duration_seconds",
+            "Conditional writes and serial reads from start to outcome, by outcome",
+            "outcome",
+            paxos.stats.latency,
+        )
         own_part = OwnPart(members, anti_entropy, storage, local, 2 * config.timeout, config.crash_at)
         join_watch = JoinWatch(members, config.join_timeout_s)
         settler.start()
@@ -235,6 +254,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
         members.start(
             [
                 coordinator,
+                paxos,
                 summaries,
                 parts.gc,
                 anti_entropy,
@@ -285,23 +305,19 @@ def _change_peer(
     return PeerReplica(url, config.timeout, auth=auth, limits=limits, ssl_context=ssl_context)
 
 
-def _replica_server(
-    gate: PeerGate,
-    storage: Storage,
-    clock: HybridClock,
-    fence: ClockFence,
-    summaries: SummaryUpkeep,
-    node_state: Callable[[], NodeState],
-    members: Members,
-) -> ReplicaServer:
-    """The replica channel's server end, each call answered by the part that owns what it asks."""
+def _replica_server(gate: PeerGate, clock: ClockAnswers, *owners: Registers) -> ReplicaServer:
+    """The replica channel's server end, each call answered by the part that owns what it asks: the
+    clock's (whose answer a clock ping's pong carries too) and the ``owners``'."""
     answerers = Answerers()
-    clock_answers = ClockAnswers(fence, node_state)
-    clock_answers.register(answerers)
-    StorageCalls(storage, clock, fence, node_state).register(answerers)
-    RepairCalls(storage, summaries).register(answerers)
-    MembershipCalls(members).register(answerers)
-    return ReplicaServer(gate, answerers, clock_answers.now)
+    for owner in (clock, *owners):
+        owner.register(answerers)
+    return ReplicaServer(gate, answerers, clock.now)
+
+
+class Registers(Protocol):
+    """A part that answers some of the replica protocol's calls."""
+
+    def register(self, answerers: Answerers) -> None: ...
 
 
 def _cluster_auth(config: NodeConfig, membership: Membership) -> ClusterAuth | None:

@@ -22,6 +22,7 @@ from kvnode.ops.argtypes import (
     positive_int,
 )
 from kvnode.ops.cluster_config import ClusterConfig
+from kvnode.paxos.rounds import DEFECTS
 from kvnode.replica.channel.protocol import CURRENT_VERSION, MIN_VERSION
 
 __all__ = ["CLUSTER_FLAGS", "NODE_FLAGS", "SECRET_ENV", "Flag"]
@@ -44,6 +45,12 @@ def _url_or_none(text: str) -> str:
 def _crash_point(text: str) -> str:
     if text and text not in CRASH_POINTS:
         raise argparse.ArgumentTypeError(f"a crash point is one of {', '.join(CRASH_POINTS)}, got {text!r}")
+    return text
+
+
+def _paxos_defect(text: str) -> str:
+    if text and text not in DEFECTS:
+        raise argparse.ArgumentTypeError(f"a Paxos defect is one of {', '.join(DEFECTS)}, got {text!r}")
     return text
 
 
@@ -300,6 +307,14 @@ NODE_FLAGS = [
         f"testing aid: end the process as kill -9 would at this point of a membership change "
         f"({', '.join(CRASH_POINTS)})",
         "POINT",
+    ),
+    Flag(
+        "--paxos-defect",
+        _paxos_defect,
+        _DEFAULTS.paxos_defect,
+        f"testing aid: plant a defect in the conditional writes' proposer for a checker to catch "
+        f"({', '.join(DEFECTS)})",
+        "DEFECT",
     ),
     Flag(
         "--max-protocol",

@@ -8,6 +8,7 @@ key prefix per part, so nothing of the node's own can show through the client AP
     identity/ who this node is, and whether its data is whole yet (:class:`NodeIdentity`)
     peers/    the identity each peer had when this node last met it (:class:`PeerIdentities`)
     members/  the cluster's identity and membership (:class:`StoredMembership`)
+    paxos/    each key's Paxos acceptor state, as kvnode.paxos encoded it (:class:`PaxosStates`)
 
 A new part (GC watermarks, say) is one more prefix in ``PREFIXES`` and one more attribute
 of :class:`SystemDb`, built from its own ``prefixed_db``; no part sees another's keys.
@@ -24,7 +25,7 @@ of :class:`SystemDb`, built from its own ``prefixed_db``; no part sees another's
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 import plyvel
@@ -39,6 +40,7 @@ __all__ = [
     "ClockFloor",
     "DataFormat",
     "NodeIdentity",
+    "PaxosStates",
     "PeerIdentities",
     "RepairMarks",
     "SavedSummaries",
@@ -54,6 +56,7 @@ IDENTITY_PREFIX = b"identity/"
 PEERS_PREFIX = b"peers/"
 MEMBERS_PREFIX = b"members/"
 FORMAT_PREFIX = b"format/"
+PAXOS_PREFIX = b"paxos/"
 
 # The layout of a data dir (its records and every system part) that this kvnode reads and writes. A change
 # to any of them is a new format: this kvnode refuses a newer one, and a later one migrates an older one.
@@ -68,6 +71,7 @@ PREFIXES = (
     PEERS_PREFIX,
     MEMBERS_PREFIX,
     FORMAT_PREFIX,
+    PAXOS_PREFIX,
 )
 
 
@@ -258,6 +262,50 @@ class StoredMembership:
         return int.from_bytes(raw, "big") if raw else 0
 
 
+class PaxosStates:
+    """Each key's Paxos acceptor state (kvnode.paxos.acceptor), stored before the acceptor answers: with
+    ``sync`` (the node's ``--fsync``) it survives a power loss, else a ``kill -9`` (the OS has it).
+
+        >>> import tempfile
+        >>> tmp = tempfile.TemporaryDirectory(); system = SystemDb.open(Path(tmp.name))
+        >>> system.paxos.put(b"k", b"state", sync=False); system.paxos.get(b"k"), system.paxos.get(b"j")
+        (b'state', None)
+        >>> system.paxos.drop([b"k"]); list(system.paxos.items())
+        []
+        >>> system.close(); tmp.cleanup()
+    """
+
+    def __init__(self, part: plyvel.DB) -> None:
+        self._part = part
+
+    def get(self, key: bytes) -> bytes | None:
+        try:
+            raw: bytes | None = self._part.get(key)
+        except plyvel.Error as error:
+            raise storage_error(error) from error
+        return raw
+
+    def put(self, key: bytes, state: bytes, *, sync: bool) -> None:
+        """Store ``state`` for ``key``; raises StorageError (StorageFull for a full disk)."""
+        try:
+            self._part.put(key, state, sync=sync)
+        except plyvel.Error as error:
+            raise storage_error(error) from error
+
+    def drop(self, keys: Iterable[bytes]) -> None:
+        try:
+            with self._part.write_batch() as batch:
+                for key in keys:
+                    batch.delete(key)
+        except plyvel.Error as error:
+            raise storage_error(error) from error
+
+    def items(self) -> Iterator[tuple[bytes, bytes]]:
+        """Every key's state, in key order, from a snapshot (what GC reads)."""
+        with self._part.snapshot() as snapshot, snapshot.iterator() as states:
+            yield from states
+
+
 class DataFormat:
     """The data dir's format, saved at its first start (a data dir from before formats were saved is
     format 1, the layout they all had)."""
@@ -296,6 +344,7 @@ class SystemDb:
         self.peer_identities = PeerIdentities(db.prefixed_db(PEERS_PREFIX))
         self.membership = StoredMembership(db.prefixed_db(MEMBERS_PREFIX))
         self.format = DataFormat(db.prefixed_db(FORMAT_PREFIX))
+        self.paxos = PaxosStates(db.prefixed_db(PAXOS_PREFIX))
 
     @classmethod
     def open(cls, data_dir: Path) -> SystemDb:

@@ -18,7 +18,9 @@ kvnode.replica.channel.wire.encode_delete), which a peer sends in place of a tom
 channel speaks 2, and a server refuses on a channel that speaks 1 as an unknown op. 3 adds clock pings: a ping
 that carries the pinger's wall clock (8 bytes) is answered by a pong that carries them back followed by a
 CLOCK reply's payload, so the heartbeat measures the peer's clock (kvnode.replica.clock_probe) where a channel
-that speaks 2 or 1 makes a CLOCK call.
+that speaks 2 or 1 makes a CLOCK call. 4 adds a conditional write's Paxos calls (PREPARE, PROPOSE, COMMIT:
+kvnode.paxos): a node does not make them on a channel that speaks less, and answers a conditional request
+whose owners it cannot reach so with a 503 during a rolling upgrade.
 
 :data:`PROTOCOL` is the one table of the calls, a row each: the version the call came in, and the reply
 statuses that answer it, each with what its payload resolves to. FAILED, REFUSED and NOT_READY fail any call
@@ -51,6 +53,7 @@ __all__ = [
     "CURRENT_VERSION",
     "LEGACY",
     "MIN_VERSION",
+    "PAXOS",
     "PROTOCOL",
     "Answers",
     "Call",
@@ -64,8 +67,9 @@ __all__ = [
 ]
 
 MIN_VERSION = 1  # the oldest version this kvnode still speaks
-CURRENT_VERSION = 3  # the newest; a node pinned with --max-protocol speaks up to less
+CURRENT_VERSION = 4  # the newest; a node pinned with --max-protocol speaks up to less
 CLOCK_PINGS = 3  # the version clock pings came in
+PAXOS = 4  # the version conditional writes' calls came in (PREPARE, PROPOSE, COMMIT)
 CLOCK_PING_SIZE = 8  # a clock ping's payload: the pinger's wall clock (wire.encode_timestamp)
 
 
@@ -188,6 +192,9 @@ PROTOCOL: dict[wire.Op, Call] = {
     wire.Op.LIST: Call(1, {wire.Status.LISTING: _payload}),
     wire.Op.MEMBERSHIP: Call(1, {wire.Status.MEMBERSHIP: _payload}),  # kvnode.cluster.membership_calls
     wire.Op.ADOPT: Call(1, {wire.Status.STORED: _nothing}),
+    wire.Op.PREPARE: Call(PAXOS, {wire.Status.PAXOS: _payload}),  # kvnode.paxos.acceptor_calls, as the next
+    wire.Op.PROPOSE: Call(PAXOS, {wire.Status.PAXOS: _payload}),
+    wire.Op.COMMIT: Call(PAXOS, {wire.Status.PAXOS: _payload}),
 }
 
 

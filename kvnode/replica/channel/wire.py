@@ -132,6 +132,11 @@ class Op(enum.IntEnum):
     ADOPT = 9  # record = a newer membership, encoded: answered STORED once the node runs with it
     SCAN = 10  # key = where to start; record = kvnode.replica.pages' request: answered RECORDS, one page
     DELETE = 11  # protocol version 2 (channel.protocol): record = encode_delete, answered as a WRITE
+    # Protocol version 4, a conditional write's Paxos round (kvnode.paxos): record = the request, encoded
+    # by kvnode.paxos.messages; answered PAXOS, its reply so encoded.
+    PREPARE = 12
+    PROPOSE = 13
+    COMMIT = 14
 
 
 class Status(enum.IntEnum):
@@ -147,6 +152,7 @@ class Status(enum.IntEnum):
     NOT_READY = 10
     MEMBERSHIP = 11  # kvnode.topology.membership.Membership.encode
     RECORDS = 12  # kvnode.replica.pages.encode_page
+    PAXOS = 13  # an acceptor's reply (kvnode.paxos.messages.encode)
 
 
 # By wire value: a dict lookup costs a tenth of calling the enum class.

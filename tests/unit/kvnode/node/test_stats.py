@@ -42,7 +42,7 @@ def test_stats_cluster_and_metrics_agree_on_a_stopped_peers_hints(start_cluster:
     assert stats["node"] == coordinator.url
     assert set(stats) == {
         "node", "fanout", "cluster", "loop_lag_ms", "peers", "clock", "hints", "gc", "repair", "requests",
-        "coordinator", "rebuild", "protocol", "connections", "membership", "identities",
+        "coordinator", "paxos", "rebuild", "protocol", "connections", "membership", "identities",
     }  # fmt: skip
     assert stats["hints"]["kept"][stopped.url] >= 2
     assert stats["peers"][running.url] == "connected"

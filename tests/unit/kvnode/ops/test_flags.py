@@ -71,6 +71,7 @@ def test_node_argv_gives_back_a_config_with_every_field_set_away_from_its_defaul
         auth_tokens_file=tokens,
         metrics_open=True,
         max_protocol=1,
+        paxos_defect="ignore-accepted",
     )
     # A node becoming a member learns the members from its seed: --join and --cluster exclude each other.
     joining = dataclasses.replace(
@@ -135,7 +136,7 @@ def test_a_secret_file_open_to_group_or_others_is_refused_naming_the_fix(tmp_pat
         ["node", "--port", "PORT", "--data-dir", "d", "--cluster", "SELF,SELF"],
         ["node", "--port", "PORT", "--data-dir", "d", "--cluster", "SELF", "--replication-factor", "2"],
         ["node", "--port", "PORT", "--data-dir", "d", "--replication-factor", "-1"],
-        ["node", "--port", "PORT", "--data-dir", "d", "--max-protocol", "4"],
+        ["node", "--port", "PORT", "--data-dir", "d", "--max-protocol", "5"],
         ["node", "--port", "PORT", "--data-dir", "d", "--max-protocol", "-1"],
         ["cluster", "--nodes", "0"],
         ["cluster", "--nodes", "three"],
