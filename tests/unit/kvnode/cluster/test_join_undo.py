@@ -36,7 +36,7 @@ async def claimed(old: list[InProcessNode], newcomer: InProcessNode) -> Membersh
         node.open_members()
     members = old[0].members
     assert members is not None
-    joining = members.membership.joined(newcomer.url)
+    joining = members.membership.with_joining(newcomer.url)
     await offer_change(members, joining)
     assert all(node.members is not None and node.members.membership == joining for node in old)
     return joining

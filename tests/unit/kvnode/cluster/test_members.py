@@ -30,7 +30,7 @@ async def test_a_newer_membership_is_stored_then_run_with_and_every_part_told(tm
         members = one.open_members()
         told = Told()
         members.start([told])
-        leaving = members.membership.left(three.url)
+        leaving = members.membership.with_leaving(three.url)
         members.adopt(leaving)
         assert members.membership == leaving and told.versions == [1, 2]
         assert one.system.membership.load() == leaving  # a restart runs with it
@@ -44,8 +44,8 @@ async def test_an_older_a_foreign_or_an_excluding_membership_is_refused(tmp_path
         with pytest.raises(NotAdopted, match="not newer"):
             members.adopt(current)
         with pytest.raises(NotAdopted, match="another cluster"):
-            members.adopt(dataclasses.replace(current.left(three.url), cluster="another"))
-        without_one = current.left(one.url).removed(one.url)
+            members.adopt(dataclasses.replace(current.with_leaving(three.url), cluster="another"))
+        without_one = current.with_leaving(one.url).removed(one.url)
         with pytest.raises(NotAdopted, match="not a member"):
             members.adopt(without_one)
         assert members.membership == current
@@ -54,7 +54,7 @@ async def test_an_older_a_foreign_or_an_excluding_membership_is_refused(tmp_path
 async def test_a_handshake_naming_a_newer_version_fetches_and_adopts_it(tmp_path: Path) -> None:
     async with in_process_nodes(tmp_path, 3) as (one, two, three):
         behind, ahead = one.open_members(), two.open_members()
-        ahead.adopt(ahead.membership.left(three.url))
+        ahead.adopt(ahead.membership.with_leaving(three.url))
         behind.heard_version(two.url, ahead.membership.version)
         await until(lambda: behind.membership.version == 2, "the newer version adopted")
 
@@ -62,7 +62,7 @@ async def test_a_handshake_naming_a_newer_version_fetches_and_adopts_it(tmp_path
 async def test_a_handshake_naming_an_older_version_offers_this_nodes(tmp_path: Path) -> None:
     async with in_process_nodes(tmp_path, 3) as (one, two, three):
         ahead, behind = one.open_members(), two.open_members()
-        ahead.adopt(ahead.membership.left(three.url))
+        ahead.adopt(ahead.membership.with_leaving(three.url))
         ahead.heard_version(two.url, 1)
         await until(lambda: behind.membership.version == 2, "the peer took the newer version")
 
@@ -71,7 +71,7 @@ async def test_the_barrier_returns_once_every_peer_runs_with_the_version(tmp_pat
     async with in_process_nodes(tmp_path, 3) as nodes:
         all_members: list[Members] = [node.open_members() for node in nodes]
         first = all_members[0]
-        plan = first.membership.left(nodes[2].url)
+        plan = first.membership.with_leaving(nodes[2].url)
         first.adopt(plan)
         all_members[1].adopt(plan)
         all_members[2].adopt(plan)

@@ -58,7 +58,7 @@ async def test_a_remove_undoes_a_join_and_refuses_any_other_member_with_409(serv
     members = tuple(f"http://127.0.0.1:{port}" for port in ports)
     first, second = [await serve(port=port, cluster=members) for port in ports]
     ghost = f"http://127.0.0.1:{ghost_port}"  # claims a join and never comes
-    await offer_change(first.parts.members, first.parts.members.membership.joined(ghost))
+    await offer_change(first.parts.members, first.parts.members.membership.with_joining(ghost))
     status, body = await second.call("POST", f"/v0/remove?member={members[0]}")
     assert (status, body) == (
         409,

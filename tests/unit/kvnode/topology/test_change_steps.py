@@ -31,9 +31,9 @@ def walk(membership: Membership, own: str, progress: Progress, crash_after: int 
 def change(kind: str) -> tuple[Membership, str, Membership]:
     """A change of ``kind`` under way, the member that walks it, and the version that ends it."""
     if kind == "join":
-        return SEEDED.joined(D), D, SEEDED.joined(D).settled(D)
+        return SEEDED.with_joining(D), D, SEEDED.with_joining(D).settled(D)
     if kind == "leave":
-        return SEEDED.left(B), B, SEEDED.left(B).removed(B)
+        return SEEDED.with_leaving(B), B, SEEDED.with_leaving(B).removed(B)
     resizing = SEEDED.resized(2)  # a new replication factor: the claimant, the first member, walks it
     return resizing, A, resizing.resettled()
 
@@ -59,13 +59,13 @@ def test_a_crash_at_any_step_walks_every_step_again(kind: str, crash_after: int)
 
 
 def test_progress_made_for_another_version_counts_for_nothing() -> None:
-    joining = SEEDED.joined(D)
+    joining = SEEDED.with_joining(D)
     done = Progress(joining.version - 1, barrier=True, drained=True, streamed=True)
     assert next_step(joining, D, done) is Step.BARRIER
 
 
 def test_nodes_a_change_does_not_concern_have_no_step() -> None:
-    for membership in (SEEDED, SEEDED.joined(D), SEEDED.left(B)):
+    for membership in (SEEDED, SEEDED.with_joining(D), SEEDED.with_leaving(B)):
         for own in (A, C):
             assert next_step(membership, own, Progress(membership.version)) is Step.NONE
     resizing = SEEDED.resized(2)  # the claimant alone streams the new copies
@@ -75,5 +75,5 @@ def test_nodes_a_change_does_not_concern_have_no_step() -> None:
 
 def test_a_node_started_again_after_the_claimant_took_its_change_stores_it() -> None:
     assert start_from(SEEDED, D) is Start.CHANGE
-    assert start_from(SEEDED.joined(D), D) is Start.STORE
+    assert start_from(SEEDED.with_joining(D), D) is Start.STORE
     assert start_from(SEEDED.replaced(C, D), D) is Start.STORE
