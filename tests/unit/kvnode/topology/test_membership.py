@@ -44,7 +44,13 @@ def test_the_replication_factor_is_set_at_the_first_start_and_kept_by_every_chan
     assert (first.replication, warnings) == (2, [])
     assert Membership.seeded([A, B, C]).replication == 3  # by default, the number of first members
     joined = first.with_joining(D)
-    changed = [joined, joined.settled(D), first.with_leaving(C), first.with_leaving(C).removed(C), first.replaced(C, D)]
+    changed = [
+        joined,
+        joined.settled(D),
+        first.with_leaving(C),
+        first.with_leaving(C).removed(C),
+        first.replaced(C, D),
+    ]
     assert [membership.replication for membership in changed] == [2] * 5
     assert Membership.decode(joined.encode()) == joined
     reads = joined.read_placement()
@@ -238,6 +244,7 @@ def test_only_a_member_joining_is_undone(membership: Membership, member: str, re
         membership.undone(member)
 
 
-def test_the_claimant_is_the_first_member_neither_joining_nor_leaving() -> None:
+def test_the_claimant_is_the_first_member_not_joining_one_leaving_included_until_it_is_removed() -> None:
     start = Membership.seeded([A, B, C])
-    assert (start.claimant, start.with_joining(D).claimant, start.with_leaving(A).claimant) == (A, A, B)
+    assert (start.claimant, start.with_joining(D).claimant, start.with_leaving(A).claimant) == (A, A, A)
+    assert start.with_leaving(A).removed(A).claimant == B
