@@ -12,7 +12,11 @@
 
 ``repair`` asks the node for a full anti-entropy repair (``POST /v0/repair``, kvnode.node.operator_api); with
 ``--wait`` it prints progress on stderr until the repair is done, then a one-line summary, and exits 1
-(naming them) when a peer could not be repaired. Everything else comes from the node's
+(naming them) when a peer could not be repaired. ``leave`` and ``replication-factor`` ask the node to start
+the change (kvnode.node.operator_api), which answers with the change under way; with ``--wait`` admin
+follows it on the one member that walks it, as that answer names it (the member leaving; the claimant,
+for a new factor): its ``/v0/cluster`` has its progress, and the version past the change once it ended.
+Everything else comes from the node's
 ``GET /v0/cluster`` (kvnode.node.stats.cluster_view): the states of its own
 replica channels (it tries to connect to a member it is not connected to, so the answer is current), the
 state of each member's data (serving, or rebuilding after a lost disk, with this node's progress), the

@@ -1,6 +1,8 @@
 """kvnode.cluster.members in-process: the membership a node runs with, a newer one adopted (stored first,
-then run with), an older or foreign one refused, and a handshake that says another version leading to a
-fetch or an offer; the peers are other in-process nodes (tests/cluster/test_membership.py: real nodes)."""
+then run with), an older or foreign one refused, one without this node only stored, a member removed let
+go of, and a handshake that says another version leading to a fetch or an offer; the peers are other
+in-process nodes (what adopting takes, alone: tests/unit/kvnode/topology/test_adoption.py; real nodes:
+tests/cluster/test_membership.py)."""
 
 from __future__ import annotations
 
@@ -76,3 +78,27 @@ async def test_the_barrier_returns_once_every_peer_runs_with_the_version(tmp_pat
         all_members[1].adopt(plan)
         all_members[2].adopt(plan)
         await first.peers_at(plan.version)  # each probe is a handshake that says the peer's version
+
+
+async def test_a_version_without_this_node_is_stored_and_the_epoch_stays_as_it_was(tmp_path: Path) -> None:
+    async with in_process_nodes(tmp_path, 3) as (_one, _two, three):
+        members = three.open_members()
+        told = Told()
+        members.start([told])
+        leaving = members.membership.with_leaving(three.url)
+        members.adopt(leaving)
+        members.adopt(leaving.removed(three.url))
+        assert members.without_this_node == leaving.removed(three.url)
+        assert three.system.membership.load() == leaving.removed(three.url)  # a restart is refused
+        assert members.membership == leaving and told.versions == [1, 2]  # it answers as it did
+
+
+async def test_a_member_removed_is_let_go_of_and_a_join_undone_is_named(tmp_path: Path) -> None:
+    async with in_process_nodes(tmp_path, 4, members=3) as (one, two, three, four):
+        members = one.open_members()
+        joining = members.membership.with_joining(four.url)
+        members.adopt(joining)
+        assert [peer.url for peer in members.peers] == [two.url, three.url, four.url]
+        members.adopt(joining.undone(four.url), why="removed by the operator")
+        assert [peer.url for peer in members.peers] == [two.url, three.url]
+        assert members.undone == f"join of {four.url} undone: removed by the operator (membership version 3)"
