@@ -70,9 +70,10 @@ def start_from(seeds: Membership, own: str) -> Start:
 
 
 def offer_order(plan: Membership, maker: str, newcomer: bool = False) -> tuple[str, tuple[str, ...]]:
-    """Whom ``maker`` offers ``plan``, the next version, to: its claimant first (``maker`` itself, which
-    then stores it first), then the others, ``maker`` aside. A ``newcomer`` (a node making its own join or
-    replace, not a member yet) is never the claimant, even in the place of the first member.
+    """Whom ``maker`` offers ``plan``, the next version, to: its claimant first (``maker`` itself, when it
+    is: it then stores it before it offers it), then the others, ``maker`` aside. A ``newcomer`` (a node
+    making its own join or replace, not a member yet) is never the claimant: in the place of the first
+    member (which is down), the next one is.
 
     >>> first = Membership.seeded(["http://a:1", "http://b:1", "http://c:1"])
     >>> offer_order(first.with_leaving("http://a:1"), "http://b:1")  # the one leaving orders its leave
@@ -80,7 +81,9 @@ def offer_order(plan: Membership, maker: str, newcomer: bool = False) -> tuple[s
     >>> offer_order(first.replaced("http://a:1", "http://n:1"), "http://n:1", newcomer=True)
     ('http://b:1', ('http://c:1',))
     """
-    claimant = next(url for url in plan.urls if url not in plan.joining and not (newcomer and url == maker))
+    claimant = plan.claimant
+    if newcomer and claimant == maker:
+        claimant = next(url for url in plan.urls if url != maker)  # none joins: a replace makes no joiner
     return claimant, tuple(url for url in plan.urls if url not in (maker, claimant))
 
 

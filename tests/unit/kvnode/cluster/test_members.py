@@ -2,7 +2,7 @@
 then run with), an older or foreign one refused, one without this node only stored, a member removed let
 go of, and a handshake that says another version leading to a fetch or an offer; the peers are other
 in-process nodes (what adopting takes, alone: tests/unit/kvnode/topology/test_adoption.py; real nodes:
-tests/cluster/test_membership.py)."""
+tests/cluster/test_join.py and test_leave.py)."""
 
 from __future__ import annotations
 
