@@ -14,7 +14,7 @@ import pytest
 from kvnode.cluster.members import Members, NotAdopted
 from kvnode.replica.peer import PeerReplica
 from kvnode.topology.epoch import Epoch
-from tests.drivers import in_process_nodes, until
+from tests.drivers import InProcessNode, in_process_nodes, until
 
 
 class Told:
@@ -27,11 +27,16 @@ class Told:
         self.versions.append(epoch.membership.version)
 
 
+def told_members(node: InProcessNode) -> tuple[Members, Told]:
+    """The node's Members, started with one part told of every epoch."""
+    members, told = node.open_members(), Told()
+    members.start([told])
+    return members, told
+
+
 async def test_a_newer_membership_is_stored_then_run_with_and_every_part_told(tmp_path: Path) -> None:
     async with in_process_nodes(tmp_path, 3) as (one, _two, three):
-        members = one.open_members()
-        told = Told()
-        members.start([told])
+        members, told = told_members(one)
         leaving = members.membership.with_leaving(three.url)
         members.adopt(leaving)
         assert members.membership == leaving and told.versions == [1, 2]
@@ -82,9 +87,7 @@ async def test_the_barrier_returns_once_every_peer_runs_with_the_version(tmp_pat
 
 async def test_a_version_without_this_node_is_stored_and_the_epoch_stays_as_it_was(tmp_path: Path) -> None:
     async with in_process_nodes(tmp_path, 3) as (_one, _two, three):
-        members = three.open_members()
-        told = Told()
-        members.start([told])
+        members, told = told_members(three)
         leaving = members.membership.with_leaving(three.url)
         members.adopt(leaving)
         members.adopt(leaving.removed(three.url))

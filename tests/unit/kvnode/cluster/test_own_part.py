@@ -39,14 +39,24 @@ def next_owner(first: Membership, plan: Membership, leaving: str, key: str) -> s
     return newcomer
 
 
+def leaving_last(nodes: list[InProcessNode]) -> tuple[list[InProcessNode], InProcessNode, OwnPart]:
+    """Every node's Members opened; the last node, which is to leave, with its part in a change."""
+    *stay, leaving = nodes
+    for node in nodes:
+        node.open_members()
+    return stay, leaving, own_part(leaving)
+
+
+def owned_by(node: InProcessNode, count: int) -> list[str]:
+    """Those of ``count`` keys that ``node`` owns."""
+    placement = node.membership.placement()
+    return [f"key-{i}" for i in range(count) if node.url in placement.owners(f"key-{i}".encode())]
+
+
 async def test_a_member_leaves_after_streaming_each_key_it_owns_to_its_next_owner(tmp_path: Path) -> None:
     async with in_process_nodes(tmp_path, 4, replication=3) as nodes:
-        *stay, leaving = nodes
-        for node in nodes:
-            node.open_members()
-        part = own_part(leaving)
-        placement = leaving.membership.placement()
-        owned = [f"key-{i}" for i in range(40) if leaving.url in placement.owners(f"key-{i}".encode())]
+        stay, leaving, part = leaving_last(nodes)
+        owned = owned_by(leaving, 40)
         kept = {key: leaving.put(key, b"value") for key in owned}  # the others hold them too, in a cluster
 
         assert stay[0].members is not None
@@ -70,12 +80,8 @@ async def test_a_member_leaves_after_streaming_each_key_it_owns_to_its_next_owne
 
 async def test_a_step_that_fails_is_tried_again_until_it_completes(tmp_path: Path) -> None:
     async with in_process_nodes(tmp_path, 4, replication=3) as nodes:
-        *stay, leaving = nodes
-        for node in nodes:
-            node.open_members()
-        part = own_part(leaving)
-        placement = leaving.membership.placement()
-        key = next(f"key-{i}" for i in range(100) if leaving.url in placement.owners(f"key-{i}".encode()))
+        stay, leaving, part = leaving_last(nodes)
+        key = owned_by(leaving, 100)[0]
         record = leaving.put(key, b"value")
         assert stay[0].members is not None
         plan = await start_leave(stay[0].members, leaving.url, timeout_s=1.0)
