@@ -6,8 +6,9 @@ The packages, each importing only those listed below it (tests/test_imports.py c
     node         the node process: its endpoints (client_api, scan_api, operator_api, versions_api, stats,
                  exporter), its parts (parts, built by wiring), its aiohttp app and serving
     client       the Python client, routing each request to a replica of its key
-    cluster      the membership a node runs with (members) and changes to it (changes: join, replace,
-                 leave), with the points a test may crash a node at (crash_points)
+    cluster      the membership a node runs with (members) and changes to it: how each is made and
+                 those a member starts (changes), a join or replace (bootstrap), a node's own part
+                 (own_part), streams, a join undone (join_watcher), the crash points (crash_points)
     coordinator  a client request: placement, timestamps, read merge and hints (coordinator), the
                  fan-out strategies side by side (fanout), ack/from (quorum), read_repair
     healing      anti-entropy (summary, upkeep, listing, exchange, anti_entropy, outcomes, repair_calls),
@@ -21,7 +22,7 @@ The packages, each importing only those listed below it (tests/test_imports.py c
     storage      records, the client keyspace in LevelDB (keyspace) and its group commit, the node's own
                  state (system_db), versions as a stream of frames (frames)
     topology     who owns what, pure: placement, membership, epoch (what a node runs with between two
-                 changes, handed to every part), versions_heard, change_steps
+                 changes, handed to every part), adoption, versions_heard, change_steps, join_watch
     clocks       time, which is not trusted: the hybrid clock (hybrid), peers' offsets, the fence
     loop_lag     the event loop's lag, and the verdict on starvation that sheds clients
     config, figures, metrics, memory, scheduling   the configuration (one frozen dataclass), how a part's

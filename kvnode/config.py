@@ -75,13 +75,13 @@ class NodeConfig:
     # The URL the cluster list names this node by, when peers reach it at another address than
     # http://HOST:PORT (through a proxy, as loadtest's slow-replica scenario does); "" = http://HOST:PORT.
     advertise_url: str = ""
-    # Becoming a member (kvnode.cluster.changes): a member to learn the cluster from, and the member down for
-    # good whose place this node takes ("" = join as a member more). Ignored once the data dir holds the
-    # membership.
+    # Becoming a member (kvnode.cluster.bootstrap): a member to learn the cluster from, and the member down
+    # for good whose place this node takes ("" = join as a member more). Ignored once the data dir holds
+    # the membership.
     join: str = ""
     replace: str = ""
     # A member joining that has been silent this long (its channel neither open nor opening) is taken for
-    # gone, and its join undone by the claimant (kvnode.cluster.join_undo), so that later changes may start.
+    # gone, and its join undone by the claimant (kvnode.cluster.join_watcher), so later changes may start.
     join_timeout_s: int = 300
     # TLS (kvnode.access.tls): this node's certificate and key, and the CA every member's certificate is
     # signed by; all three or none. With them the node serves https:// only and its replica channel speaks

@@ -19,6 +19,7 @@ from aiohttp import web
 
 from kvnode.access.connections import GuardedRunner
 from kvnode.clocks.hybrid import HybridClock, wall_clock_us
+from kvnode.cluster.changes import make_as_member
 from kvnode.cluster.members import Members
 from kvnode.config import NodeConfig
 from kvnode.healing.anti_entropy import AntiEntropy
@@ -160,8 +161,10 @@ class InProcessPeer:
         members = self.theirs.members
         if members is None:
             raise ReplicaUnavailable(f"{self.url} runs no membership here")
+        offered = Membership.decode(encoded)
         try:
-            members.adopt(Membership.decode(encoded))
+            if offered != members.membership:  # the same one again is taken, as a node's server does
+                members.adopt(offered)
         except Exception as refusal:
             raise ReplicaRejected(f"{self.url}: {refusal}") from None
 
@@ -205,6 +208,19 @@ async def in_process_nodes(
             for node in nodes:  # the membership drivers a test opened, before their storage closes
                 if node.members is not None:
                     await node.members.close()
+
+
+async def claim_join(old: list[InProcessNode], newcomer: InProcessNode) -> Membership:
+    """The members ``old`` (their Members opened) run with ``newcomer`` joining, as its claim leaves them:
+    made from the first, the claimant first."""
+    for node in old:
+        node.open_members()
+    members = old[0].members
+    assert members is not None
+    joining = members.membership.with_joining(newcomer.url)
+    await make_as_member(members, joining)
+    assert all(node.members is not None and node.members.membership == joining for node in old)
+    return joining
 
 
 async def until(condition: Callable[[], bool], what: str, turns: int = 100_000) -> None:

@@ -2,10 +2,10 @@
 nothing after the point runs, not even a log line, so the test sees what a real crash there leaves.
 
 - ``change:claimant-took``: the node joining or replacing a member, once the claimant took the change
-  and before this node stored it (kvnode.cluster.changes; a join's last step too);
+  and before this node stored it (kvnode.cluster.bootstrap, through kvnode.cluster.changes.make_change);
 - ``change:stored``: the same node, once it stored the change and before it offered it to the others;
 - ``settle:claimant-took``, ``settle:stored``: the same two points of a join's last step, which makes
-  the node that joined a member like the others;
+  the node that joined a member like the others (kvnode.cluster.own_part);
 - ``leave:streamed``: a node leaving, once it sent every record it holds to their next owners and
   before it removed itself; ``depart:claimant-took``, ``depart:stored``: the two points of that removal;
 - ``resize:streamed``: the claimant of a new replication factor, once it streamed every new copy and

@@ -2,10 +2,11 @@
 and a replica channel to each peer (kvnode.replica.peer) with its hint delivery.
 
 A node learns a newer membership from a peer (a handshake says each end's version; the older end fetches
-the newer one). :meth:`Members.adopt` stores it, then moves to it in one place: a new epoch
+the newer one), or makes one (kvnode.cluster.changes). :meth:`Members.adopt` does what
+kvnode.topology.adoption says of it: it stores it, then moves to it in one place: a new epoch
 (kvnode.topology.epoch: the membership, its placements, a channel to each peer) handed to every part that
 depends on the membership through its ``use(epoch)`` (the parts given to :meth:`Members.start`, the
-drivers included), before the next request is handled; peers that left are closed.
+drivers included), before the next request is handled; peers no longer members are closed.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from kvnode.replica.peer import PeerReplica
 from kvnode.scheduling import Tasks
 from kvnode.storage.keyspace import StorageError
 from kvnode.storage.system_db import StoredMembership
+from kvnode.topology.adoption import NotAdopted, adoption
 from kvnode.topology.epoch import Epoch
 from kvnode.topology.membership import Membership
 from kvnode.topology.placement import Placement
@@ -35,16 +37,11 @@ __all__ = ["MEMBERSHIP_FIGURES", "Members", "NotAdopted"]
 MEMBERSHIP_FIGURES = Figures("membership", (
     Figure("membership.version", Kind.GAUGE, "The version of the membership this node runs with "
            "(kvnode.topology.membership)", "kvnode_membership_version"),
-    Figure("streamed", Kind.COUNTER, "Records this node got by joining, or sent to their next owners by "
-           "leaving", "kvnode_membership_streamed_records"),
-    Figure("undone", Kind.TEXT, "the last join this node saw undone, and why (kvnode.cluster.join_undo)"),
+    Figure("undone", Kind.TEXT, "the last join this node saw undone, and why (kvnode.cluster.join_watcher, "
+           "kvnode.cluster.changes.undo_join)"),
 ))  # fmt: skip
 
 log = logging.getLogger(__name__)
-
-
-class NotAdopted(Exception):
-    """A membership offered by a peer that this node does not take; the message says why."""
 
 
 class UsesEpoch(Protocol):
@@ -72,9 +69,9 @@ class Members:
         --crash-at (kvnode.cluster.crash_points)."""
         self.own_url = own_url
         self.crash_at = crash_at
-        self.left: Membership | None = None  # the membership without this node, once it left or was undone
-        self.undone = ""  # the last join this node saw undone, and why (kvnode.cluster.join_undo)
-        self.streamed = 0  # records this node got by joining, or sent by leaving (kvnode.cluster.changes)
+        # The membership without this node, once it left or its join was undone: it takes no further part.
+        self.without_this_node: Membership | None = None
+        self.undone = ""  # the last join this node saw undone, and why
         self._follow_peer = follow
         self._users: tuple[UsesEpoch, ...] = ()
         self._stored = stored
@@ -132,53 +129,42 @@ class Members:
             await peer.close()
         await self._tasks.finish()
 
-    def adopt(self, offered: Membership) -> None:
-        """Store ``offered`` and run with it from now on. Raises NotAdopted when it is of another cluster,
-        not newer than the one this node runs with, or leaves this node out."""
-        current = self.membership
-        if offered.cluster != current.cluster:
-            raise NotAdopted("it is another cluster's membership")
-        if offered.version <= current.version:
-            raise NotAdopted(f"version {offered.version} is not newer than this node's {current.version}")
-        if self.own_url not in offered.urls:
-            if self.own_url in current.leaving | current.joining:
-                self._left(offered)
-                return
-            raise NotAdopted(
-                f"this node ({self.own_url}) is not a member of version {offered.version}: it was removed "
-                "or replaced; stop it, and wipe its data dir before it joins again"
-            )
+    def adopt(self, offered: Membership, why: str = "") -> None:
+        """Store ``offered`` and run with it from now on (kvnode.topology.adoption says what that takes);
+        ``why``: the reason a join it undoes was undone, when this node made the undo. Raises NotAdopted
+        when it is of another cluster, not newer than the one this node runs with, or leaves this node
+        out."""
+        taken = adoption(self.membership, offered, self.own_url, why)
+        if not taken.member:
+            self._no_longer_member(offered)
+            return
         since = self._now()
         self._stored.save(offered, since)  # before it takes effect: a node that crashes now restarts with it
         crash_point("adopt:stored", self.crash_at)
-        old = dict(self.epoch.peers)
-        peers = {
-            url: old.pop(url) if url in old else self._make_peer(url)
-            for url in offered.urls
-            if url != self.own_url
-        }
+        old = self.epoch.peers
+        others = [url for url in offered.urls if url != self.own_url]
+        peers = {url: old[url] if url in old else self._make_peer(url) for url in others}
         self.epoch = Epoch(self.own_url, offered, peers, since)
         for user in self._users:
             user.use(self.epoch)
+        for url in taken.opened:
+            self._follow(peers[url])
         for peer in self.peers:
-            if peer.url not in self._stops:
-                self._follow(peer)
             if self._versions.behind([peer.url], offered.version):
                 self._compare_with(peer.url)  # it may not have this version yet: pass it on
-        for url in current.joining - set(offered.urls):
-            self.undone = f"join of {url} undone (membership version {offered.version})"
-        for url, peer in old.items():  # the peers no longer members
-            told = offered if url in current.joining else None
-            self._tasks.spawn(self._let_go(url, peer, told))
+        if taken.undone:
+            self.undone = taken.undone
+        for url in taken.closed:
+            self._tasks.spawn(self._let_go(url, old[url], offered if url in taken.told else None))
         log.info("runs with membership version %d from now on: %s", offered.version, ",".join(offered.urls))
 
-    def _left(self, without: Membership) -> None:
-        """This node left, or its join was undone (kvnode.cluster.join_undo): the others run with
-        ``without``. Stored (a restart is refused: it is no longer a member); it goes on answering its
-        peers as it did until it is stopped."""
-        if self.left is None:
+    def _no_longer_member(self, without: Membership) -> None:
+        """This node left, or its join was undone: the others run with ``without``. Stored (a restart is
+        refused: it is no longer a member); it goes on answering its peers as it did until it is
+        stopped."""
+        if self.without_this_node is None:
             self._stored.save(without, self._now())
-            self.left = without
+            self.without_this_node = without
             if self.own_url in self.membership.joining:
                 log.warning(
                     "this node's join was undone (membership version %d): stop it, and wipe its data dir "

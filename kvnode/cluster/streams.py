@@ -1,6 +1,7 @@
-"""The streams of a membership change's STREAM step (kvnode.cluster.changes): a leaving node's records to
+"""The streams of a membership change's STREAM step (kvnode.cluster.own_part): a leaving node's records to
 their next owners (:func:`stream_leaving`), and the copies a new replication factor adds
-(:func:`stream_copies`, the claimant's step of an ``admin replication-factor N``).
+(:func:`stream_copies`, the claimant's step of an ``admin replication-factor N``). Each tells the caller
+how many records it wrote as it goes (``sent``): the caller owns the count.
 
 For a new factor, every member's versions are read a page at a time (kvnode.coordinator.scan.page_sources,
 this node's from its storage), and each version a member holds as an owner of its key under the present
@@ -14,10 +15,9 @@ placement).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
 
-from kvnode.cluster.members import Members
 from kvnode.coordinator.scan import PageSource, entries, page_sources
 from kvnode.replica import Replica
 from kvnode.replica.channel import wire
@@ -35,12 +35,16 @@ _FIRST_KEY = b"\x00"  # no key sorts before it (a key has at least one byte)
 
 
 async def stream_leaving(
-    storage: Storage, before: Placement, after: Placement, peers: Mapping[str, PeerReplica]
-) -> int:
+    storage: Storage,
+    before: Placement,
+    after: Placement,
+    peers: Mapping[str, PeerReplica],
+    sent: Callable[[int], None],
+) -> None:
     """Send every version this node holds to the owners its key gains from ``before`` (with this node) to
     ``after`` (without it): the next owner of each key this node owned, and no one for the keys it did not
-    (newest wins on their side); how many were sent. Raises ReplicaError, StorageError."""
-    sent = 0
+    (newest wins on their side), telling ``sent`` how many were as they are. Raises ReplicaError,
+    StorageError."""
     window: list[asyncio.Future[object]] = []
     share = Slice()  # keys that move nowhere await nothing: a long run of them would hold the loop
     for key, raw in storage.snapshot_records():
@@ -52,10 +56,10 @@ async def stream_leaving(
                 window.append(peers[url].call(wire.Op.WRITE, key, raw, label="stream"))
         if len(window) >= _WINDOW:
             await asyncio.gather(*window)
-            sent += len(window)
+            sent(len(window))
             window = []
     await asyncio.gather(*window)
-    return sent + len(window)
+    sent(len(window))
 
 
 async def stream_copies(
@@ -98,21 +102,22 @@ async def _written(window: list[Awaitable[object]]) -> None:
 
 
 async def stream_new_copies(
-    members: Members, storage: Storage, local: Replica, before: Placement, after: Placement
+    own_url: str,
+    storage: Storage,
+    local: Replica,
+    peers: Sequence[PeerReplica],
+    before: Placement,
+    after: Placement,
+    sent: Callable[[int], None],
 ) -> None:
-    """:func:`stream_copies` from every member (this node's ``storage``, the peers' over their channels) to
-    every member (this node as ``local``), counted in ``members.streamed`` as they are written."""
+    """:func:`stream_copies` from every member (this node's ``storage``, the ``peers``' over their
+    channels) to every member (this node as ``local``)."""
 
     async def write_here(key: bytes, raw: bytes) -> object:
         return await local.write(key, decode(raw))
 
     senders: dict[str, Sender] = {
-        peer.url: partial(peer.call, wire.Op.WRITE, label="stream") for peer in members.peers
+        peer.url: partial(peer.call, wire.Op.WRITE, label="stream") for peer in peers
     }
-    senders[members.own_url] = write_here
-    sources = page_sources(members.own_url, storage, members.peers, None)
-
-    def sent(count: int) -> None:
-        members.streamed += count
-
-    await stream_copies(sources, before, after, senders, sent)
+    senders[own_url] = write_here
+    await stream_copies(page_sources(own_url, storage, peers, None), before, after, senders, sent)

@@ -2,25 +2,27 @@
 full anti-entropy repair of this node's keys with every peer (or joins the one running) and ``GET
 /v0/repair`` shows its progress, both as JSON (kvnode.healing.outcomes.RepairRun); ``POST
 /v0/leave?member=URL`` makes a member leave (kvnode.cluster.changes.start_leave): 202 with the
-membership version that has it leaving, or 409 with the one-line reason it cannot; ``POST
+membership version that has it leaving and the change under way (as ``/v0/cluster`` says it: its kind,
+its member, the member that walks it, its version), or 409 with the one-line reason it cannot; ``POST
 /v0/replication-factor?n=N`` moves the cluster to N owners a key (kvnode.cluster.changes.start_resize):
-202 with the membership version that begins it, 400 for an N out of 1..members, 409 as a leave. ``POST
-/v0/remove?member=URL`` undoes the join of a member that claimed one and will never come
-(kvnode.cluster.join_undo.undo_join): 200 with the membership version without it, or 409 and why not (a
+202 with the membership version that begins it and the change, 400 for an N out of 1..members, 409 as a
+leave. ``POST /v0/remove?member=URL`` undoes the join of a member that claimed one and will never come
+(kvnode.cluster.changes.undo_join): 200 with the membership version without it, or 409 and why not (a
 member like the others leaves instead)."""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from aiohttp import web
 
-from kvnode.cluster.changes import start_leave, start_resize
-from kvnode.cluster.join_undo import undo_join
-from kvnode.cluster.members import NotAdopted
+from kvnode.cluster.changes import start_leave, start_resize, undo_join
 from kvnode.node.parts import PARTS
 from kvnode.replica.errors import ReplicaError
-from kvnode.topology.membership import ChangeRefused
+from kvnode.topology.adoption import NotAdopted
+from kvnode.topology.change_steps import change_under_way
+from kvnode.topology.membership import ChangeRefused, Membership
 
 __all__ = ["LEAVE_PATH", "REMOVE_PATH", "REPAIR_PATH", "RESIZE_PATH", "add_routes"]
 
@@ -45,7 +47,7 @@ async def leave(request: web.Request) -> web.Response:
         plan = await start_leave(parts.members, member, parts.config.timeout)
     except (ChangeRefused, NotAdopted, ReplicaError) as refusal:
         return web.Response(status=409, text=f"{refusal}\n")
-    body = {"member": member, "membership_version": plan.version}
+    body = {"member": member, "membership_version": plan.version, "change": _change(plan)}
     return web.json_response(body, status=202, dumps=_dumps)
 
 
@@ -64,7 +66,11 @@ async def resize(request: web.Request) -> web.Response:
         return web.Response(status=400, text=f"{error}\n")
     except (ChangeRefused, NotAdopted, ReplicaError) as refusal:
         return web.Response(status=409, text=f"{refusal}\n")
-    body = {"replication_factor": plan.next_replication, "membership_version": plan.version}
+    body = {
+        "replication_factor": plan.next_replication,
+        "membership_version": plan.version,
+        "change": _change(plan),
+    }
     return web.json_response(body, status=202, dumps=_dumps)
 
 
@@ -89,6 +95,12 @@ async def repair_progress(request: web.Request) -> web.Response:
     if run is None:
         return web.Response(status=404, text="no repair has been asked of this node since it started\n")
     return web.json_response(run.to_json(), dumps=_dumps)
+
+
+def _change(plan: Membership) -> dict[str, Any] | None:
+    """The change ``plan`` begins, for the operator to follow (``admin leave --wait``)."""
+    change = change_under_way(plan)
+    return None if change is None else change.to_json()
 
 
 def _dumps(body: object) -> str:

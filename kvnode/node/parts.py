@@ -15,6 +15,7 @@ from kvnode.access.uploads import Uploads
 from kvnode.clocks.fence import FENCE_FIGURES, ClockFence
 from kvnode.clocks.hybrid import CLOCK_FIGURES, HybridClock
 from kvnode.cluster.members import MEMBERSHIP_FIGURES, Members
+from kvnode.cluster.own_part import CHANGE_FIGURES, OwnPart
 from kvnode.config import NodeConfig
 from kvnode.coordinator.coordinator import COORDINATOR_FIGURES, Coordinator
 from kvnode.healing.anti_entropy import AntiEntropy
@@ -47,6 +48,7 @@ class NodeParts:
 
     config: NodeConfig
     members: Members  # the membership this node runs with (as stored, not --cluster's), and its peers
+    own_part: OwnPart  # this node's part in a membership change it walks, and its progress
     storage: Storage  # the client keyspace
     system: SystemDb  # the node's own state
     clock: HybridClock
@@ -96,6 +98,7 @@ class NodeParts:
                 PAXOS_FIGURES.read(self.paxos.stats),
                 CONNECTION_FIGURES.read(self.connections),
                 MEMBERSHIP_FIGURES.read(self.members),
+                CHANGE_FIGURES.read(self.own_part),
                 IDENTITY_FIGURES.read(self.identities),
             ),
             peers=tuple((peer.url, PEER_FIGURES.read(peer)) for peer in self.peers),

@@ -16,6 +16,7 @@ from prometheus_client.aiohttp import make_aiohttp_handler
 from kvnode.node.parts import PARTS, NodeParts
 from kvnode.node.snapshot import NodeSnapshot
 from kvnode.replica.peer import PeerReplica
+from kvnode.topology.change_steps import Progress, change_under_way
 from kvnode.topology.membership import Membership
 
 __all__ = ["add_routes", "cluster_view", "stats_view"]
@@ -39,7 +40,9 @@ async def get_stats(request: web.Request) -> web.Response:
 async def get_cluster(request: web.Request) -> web.Response:
     parts = request.app[PARTS]
     await _probe(parts.peers, parts.config.timeout)
-    view = cluster_view(parts.config.url, parts.membership, parts.snapshot())
+    # A node that left (or whose join was undone) says the membership without it, which it stored.
+    membership = parts.members.without_this_node or parts.membership
+    view = cluster_view(parts.config.url, membership, parts.snapshot(), parts.own_part.progress)
     # What a restore judges a backed-up version's age by (kvnode.ops.backup): this node's clock now, and
     # how long a tombstone is kept at least.
     view["clock_us"] = parts.clock.current()
@@ -69,11 +72,16 @@ def stats_view(parts: NodeParts, snapshot: NodeSnapshot) -> dict[str, Any]:
     return view | _sections(snapshot)
 
 
-def cluster_view(url: str, membership: Membership, snapshot: NodeSnapshot) -> dict[str, Any]:
-    """The node's view of its cluster: the membership (members with their placement tokens), each
-    member's channel state and figures as this node sees it, the state of its data (as the member last
-    said), and /v0/stats's sections on the clocks, tombstone GC, this node's rebuild and its hints (by
-    every peer)."""
+def cluster_view(
+    url: str, membership: Membership, snapshot: NodeSnapshot, own_part: Progress
+) -> dict[str, Any]:
+    """The node's view of its cluster: the membership (members with their placement tokens), its claimant
+    and the change under way (kvnode.topology.change_steps: its kind, its member, the member that walks
+    it), this node's part in the change it walks or walked last (``own_part``: its step and the records
+    it streamed, None before any), each member's channel state and figures as this node sees it, the
+    state of its data (as the member last said), and /v0/stats's sections on the clocks, tombstone GC,
+    this node's rebuild and its hints (by every peer)."""
+    change = change_under_way(membership)
     peers = {peer_url: peer.json() for peer_url, peer in snapshot.peers}
     sections = _sections(snapshot)
     rebuild = sections["rebuild"]
@@ -109,6 +117,9 @@ def cluster_view(url: str, membership: Membership, snapshot: NodeSnapshot) -> di
         "next_replication_factor": membership.next_replication,  # 0: the factor is not changing
         "joining": sorted(membership.joining),
         "leaving": sorted(membership.leaving),
+        "claimant": membership.claimant,
+        "change": None if change is None else change.to_json(),
+        "own_part": own_part.to_json() if own_part.version else None,
         "streamed": sections["membership"]["streamed"],
         "undone": sections["membership"]["undone"],
         "members": view,

@@ -23,10 +23,11 @@ from kvnode.access.uploads import Uploads
 from kvnode.clocks.fence import ClockFence
 from kvnode.clocks.hybrid import HybridClock, wall_clock_us
 from kvnode.clocks.offsets import ClockOffsets
-from kvnode.cluster.changes import OwnPart, take_place
-from kvnode.cluster.join_undo import JoinWatch
+from kvnode.cluster.bootstrap import take_place
+from kvnode.cluster.join_watcher import JoinWatcher
 from kvnode.cluster.members import Members
 from kvnode.cluster.membership_calls import MembershipCalls
+from kvnode.cluster.own_part import OwnPart
 from kvnode.config import NodeConfig
 from kvnode.coordinator.coordinator import Coordinator
 from kvnode.coordinator.fanout import FANOUTS
@@ -193,9 +194,11 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             rate=config.repair_rate,
             starvation=loop_lag.starvation,
         )
+        own_part = OwnPart(members, anti_entropy, storage, local, 2 * config.timeout, config.crash_at)
         parts = NodeParts(
             config=config,
             members=members,
+            own_part=own_part,
             storage=storage,
             system=system,
             clock=clock,
@@ -245,8 +248,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             "outcome",
             paxos.stats.latency,
         )
-        own_part = OwnPart(members, anti_entropy, storage, local, 2 * config.timeout, config.crash_at)
-        join_watch = JoinWatch(members, config.join_timeout_s)
+        join_watcher = JoinWatcher(members, config.join_timeout_s)
         settler.start()
         opened.push_async_callback(settler.stop)
         # Every part that depends on the membership, told of this epoch and of each one after it (a join or
@@ -263,7 +265,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
                 parts.metrics,
                 rebuild,
                 own_part,
-                join_watch,
+                join_watcher,
             ]
         )
         opened.push_async_callback(members.close)
@@ -276,7 +278,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
         rebuild.start(anti_entropy)
         opened.push_async_callback(rebuild.stop)
         opened.push_async_callback(own_part.stop)
-        opened.push_async_callback(join_watch.stop)
+        opened.push_async_callback(join_watcher.stop)
         yield parts
 
 
@@ -300,9 +302,10 @@ def _change_peer(
     ssl_context: ssl.SSLContext | None,
     url: str,
     auth: ClusterAuth | None,
+    logger: logging.Logger,
 ) -> PeerReplica:
-    """A channel to a member for a change this node makes before it runs (kvnode.cluster.changes)."""
-    return PeerReplica(url, config.timeout, auth=auth, limits=limits, ssl_context=ssl_context)
+    """A channel to a member for a change this node makes before it runs (kvnode.cluster.bootstrap)."""
+    return PeerReplica(url, config.timeout, auth=auth, limits=limits, ssl_context=ssl_context, logger=logger)
 
 
 def _replica_server(gate: PeerGate, clock: ClockAnswers, *owners: Registers) -> ReplicaServer:

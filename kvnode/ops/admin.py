@@ -12,7 +12,11 @@
 
 ``repair`` asks the node for a full anti-entropy repair (``POST /v0/repair``, kvnode.node.operator_api); with
 ``--wait`` it prints progress on stderr until the repair is done, then a one-line summary, and exits 1
-(naming them) when a peer could not be repaired. Everything else comes from the node's
+(naming them) when a peer could not be repaired. ``leave`` and ``replication-factor`` ask the node to start
+the change (kvnode.node.operator_api), which answers with the change under way; with ``--wait`` admin
+follows it on the one member that walks it, as that answer names it (the member leaving; the claimant,
+for a new factor): its ``/v0/cluster`` has its progress, and the version past the change once it ended.
+Everything else comes from the node's
 ``GET /v0/cluster`` (kvnode.node.stats.cluster_view): the states of its own
 replica channels (it tries to connect to a member it is not connected to, so the answer is current), the
 state of each member's data (serving, or rebuilding after a lost disk, with this node's progress), the
@@ -31,7 +35,6 @@ verified against ``--tls-ca``:
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import sys
@@ -51,7 +54,7 @@ from kvnode.topology.placement import Placement
 
 __all__ = ["main"]
 
-_POLL_S = 0.5  # how often repair --wait asks for progress
+_POLL_S = 0.5  # how often --wait asks for progress
 
 
 def main(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
@@ -159,8 +162,7 @@ def _repair(args: argparse.Namespace) -> int:
 
 
 def _leave(args: argparse.Namespace) -> int:
-    """Ask the node at --url to make the member leave; with --wait, follow it (the member's own view has
-    its progress) until the node at --url runs without it."""
+    """Ask the node at --url to make the member leave; with --wait, follow it until the member left."""
     path = "/v0/leave?" + urllib.parse.urlencode({"member": args.member})
     try:
         started = fetch(args.url, args.token, args.tls_ca, path, "POST")
@@ -170,36 +172,20 @@ def _leave(args: argparse.Namespace) -> int:
     if not args.wait:
         print(json.dumps(started) if args.json else f"{args.member} is leaving; follow it with --wait")
         return 0
-    began, shown, streamed = time.monotonic(), "", 0
-    while True:
-        view = fetch(args.url, args.token, args.tls_ca)
-        # Asked after the view: once the view is without the member, its count is the final one (it
-        # counts every record before it removes itself, and answers until it is stopped).
-        with contextlib.suppress(Unreachable):  # the member may be gone already
-            streamed = fetch(args.member, args.token, args.tls_ca)["streamed"]
-        if args.member not in view["cluster"]:
-            break
-        line = f"{args.member} leaving: {streamed} records streamed to their next owners"
-        if line != shown:
-            print(line, file=sys.stderr, flush=True)
-            shown = line
-        time.sleep(_POLL_S)
-    seconds = time.monotonic() - began
-    done = {"member": args.member, "membership_version": view["membership_version"], "streamed": streamed}
+    line = f"{args.member} leaving: {{}} records streamed to their next owners"
+    version, streamed, seconds = _follow(args, started["change"], line)
+    done = {"member": args.member, "membership_version": version, "streamed": streamed}
     print(
         json.dumps(done)
         if args.json
-        else f"{args.member} left (membership version {view['membership_version']}, {streamed} records "
-        f"streamed, {seconds:.1f} s): it can be stopped"
+        else f"{args.member} left (membership version {version}, {streamed} records streamed, {seconds:.1f} "
+        "s): it can be stopped"
     )
     return 0
 
 
 def _resize(args: argparse.Namespace) -> int:
-    """Ask the node at --url to move the cluster to N owners a key; with --wait, follow it until that node
-    runs with N (the claimant, which streams, counts the copies)."""
-    claimant = fetch(args.url, args.token, args.tls_ca)["cluster"][0]
-    before = _streamed(claimant, args)
+    """Ask the node at --url to move the cluster to N owners a key; with --wait, follow it until N counts."""
     try:
         started = fetch(args.url, args.token, args.tls_ca, f"/v0/replication-factor?n={args.n}", "POST")
     except Refused as refusal:
@@ -212,27 +198,40 @@ def _resize(args: argparse.Namespace) -> int:
             else f"replication factor moving to {args.n}; follow it with --wait"
         )
         return 0
-    began, shown, streamed = time.monotonic(), "", 0
-    while True:
-        view = fetch(args.url, args.token, args.tls_ca)
-        now = _streamed(claimant, args)  # asked after the view: final once the view has N
-        # A claimant started again after a crash counts from 0, and streams every copy again.
-        streamed = now - before if now >= before else now
-        if view["replication_factor"] == args.n and not view["next_replication_factor"]:
-            break
-        line = f"replication factor moving to {args.n}: {streamed} records streamed"
-        if line != shown:
-            print(line, file=sys.stderr, flush=True)
-            shown = line
-        time.sleep(_POLL_S)
-    version = view["membership_version"]
+    line = f"replication factor moving to {args.n}: {{}} records streamed"
+    version, streamed, seconds = _follow(args, started["change"], line)
     print(
         json.dumps({"replication_factor": args.n, "membership_version": version, "streamed": streamed})
         if args.json
         else f"replication factor {args.n} (membership version {version}, {streamed} records streamed, "
-        f"{time.monotonic() - began:.1f} s)"
+        f"{seconds:.1f} s)"
     )
     return 0
+
+
+def _follow(args: argparse.Namespace, change: dict[str, Any], line: str) -> tuple[int, int, float]:
+    """Follow ``change`` (as a node says it: kvnode.topology.change_steps.Change) to its end, asking the
+    one member that walks it: its ``/v0/cluster`` says its part (the records it streamed) and, once the
+    change ended, the version past it. ``line``, its ``{}`` the records streamed, goes to stderr as they
+    change. Returns the version that ended it, the records streamed, and the seconds it took."""
+    began, shown, streamed = time.monotonic(), "", 0
+    walker = change["walker"]
+    while True:
+        try:
+            view = fetch(walker, args.token, args.tls_ca)
+        except Unreachable:  # killed mid-change: it goes on once started again
+            progress = f"{walker} does not answer; the change goes on once it is started again"
+        else:
+            part = view["own_part"]
+            if part is not None and part["version"] == change["version"]:
+                streamed = part["streamed"]
+            if view["membership_version"] > change["version"]:
+                return view["membership_version"], streamed, time.monotonic() - began
+            progress = line.format(streamed)
+        if progress != shown:
+            print(progress, file=sys.stderr, flush=True)
+            shown = progress
+        time.sleep(_POLL_S)
 
 
 def _remove(args: argparse.Namespace) -> int:
@@ -250,15 +249,6 @@ def _remove(args: argparse.Namespace) -> int:
         f"members are {','.join(undone['cluster'])} again"
     )
     return 0
-
-
-def _streamed(member: str, args: argparse.Namespace) -> int:
-    """The records ``member`` streamed since it started; 0 while it does not answer (it may be starting
-    again after a crash)."""
-    try:
-        return int(fetch(member, args.token, args.tls_ca)["streamed"])
-    except Unreachable:
-        return 0
 
 
 def _progress(run: dict[str, Any]) -> str:

@@ -64,13 +64,15 @@ class PeerReplica(AwaitableCalls):
         identities: Identities | None = None,
         detector: DetectorSettings | None = None,  # the failure detector's (defaults: DetectorSettings())
         own_url: str | None = None,  # this node's: the lower URL of a pair pings for both (None: this end)
+        logger: logging.Logger = log,  # where its comings and goings are told (a change's own: nowhere)
     ) -> None:
         self.url = url
+        self._log = logger
         self._leads = own_url is None or own_url < url
         clock_call = partial(self._call, wire.Op.CLOCK, b"", b"", "clock")
         self._clock = None if clock_sampler is None else ClockProbe(url, clock_sampler, clock_call)
         self._limits = limits or wire.Limits.for_body(16 * 1024 * 1024)
-        self._refusals = RateLimitedLog(log)
+        self._refusals = RateLimitedLog(logger)
         self._loop = asyncio.get_running_loop()
         self._open_channel = connector(
             self, url, auth, self._limits.max_frame, identities, ssl_context=ssl_context, timeout=timeout
@@ -267,13 +269,13 @@ class PeerReplica(AwaitableCalls):
         self._outbox.attach(channel)
         if self._clock is not None:
             self._clock.measure()
-        log.info("replica channel to %s connected", self.url)
+        self._log.info("replica channel to %s connected", self.url)
 
     def _attempt_failed(self, failed: AttemptFailed) -> None:
         if failed.failure is AttemptFailure.DENIED:
             self._refusals.warning("replica channel to %s refused: %s", self.url, failed.reason)
         elif failed.failure is AttemptFailure.NO_ANSWER and self._life.state is not PeerState.SUSPECT:
-            log.warning("replica %s is suspect: no answer within %gs", self.url, self._timeout)
+            self._log.warning("replica %s is suspect: no answer within %gs", self.url, self._timeout)
         self._life.attempt_failed(failed.failure, now=self._loop.time(), refusal=failed.refusal)
         self._disconnect(ReplicaUnavailable(f"{self.url} is unreachable: {failed.reason}"))
 
@@ -333,7 +335,7 @@ class PeerReplica(AwaitableCalls):
         channel.transport.abort()
         if self._channel is not channel:
             return
-        log.log(level, "replica channel to %s dropped: %s", self.url, error)
+        self._log.log(level, "replica channel to %s dropped: %s", self.url, error)
         self.meter.drops += 1
         self._disconnect(error)
 

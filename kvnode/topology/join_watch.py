@@ -3,7 +3,7 @@
 A node that claims a join (the membership has it ``joining``) and dies before it takes part would leave
 the cluster with a member joining for good, and one change at a time would refuse every later change. So
 the claimant (the member that orders changes) watches a member joining: at each look it says whether it
-heard from it (kvnode.cluster.join_undo: its replica channel to it is open, or opens within the look),
+heard from it (kvnode.cluster.join_watcher: its replica channel to it is open, or opens within the look),
 and once it has heard nothing for the join timeout the join is undone
 (kvnode.topology.membership.Membership.undone). A joiner that streams, however slowly, answers its
 channel, so it is heard at every look; only one that neither answers nor accepts a connection for the
@@ -15,7 +15,7 @@ stalled, or it was suspended) starts the silence over, so a pause of the claiman
 the joiner's. The watch is kept in memory only: a claimant started again after a crash starts over, and
 undoes the join later than it would have, never sooner.
 
->>> joining = Membership.seeded(["http://a:1", "http://b:1"]).joined("http://c:1")
+>>> joining = Membership.seeded(["http://a:1", "http://b:1"]).with_joining("http://c:1")
 >>> watch = watch_for(joining, "http://a:1", None)
 >>> for now in (0.0, 1.0, 2.0, 3.0):  # nothing heard at these looks
 ...     watch = watch.looked(heard=False, now=now, max_gap_s=5.0)

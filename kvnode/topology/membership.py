@@ -16,14 +16,14 @@ streamed the new copies, then the next version has the new N (:meth:`Membership.
     >>> first = Membership.seeded(["http://a:1", "http://b:1"])
     >>> first.version, first.urls, first.tokens, first.replication
     (1, ('http://a:1', 'http://b:1'), ('http://a:1', 'http://b:1'), 2)
-    >>> first.joined("http://c:1").replication
+    >>> first.with_joining("http://c:1").replication
     2
     >>> resizing = first.resized(1)
     >>> resizing.placement().replication, resizing.read_placement().replication
     (2, 2)
     >>> resizing.resettled().replication, resizing.resettled().placement().replication
     (1, 1)
-    >>> first.joined("http://c:1").undone("http://c:1").urls  # a join that never came, undone
+    >>> first.with_joining("http://c:1").undone("http://c:1").urls  # a join that never came, undone
     ('http://a:1', 'http://b:1')
     >>> Membership.decode(first.encode()) == first
     True
@@ -116,7 +116,7 @@ class Membership:
         urls = tuple(newcomer if url == member else url for url in self.urls)
         return self._next(urls, self.tokens)
 
-    def joined(self, newcomer: str) -> Membership:
+    def with_joining(self, newcomer: str) -> Membership:
         """The next version, with ``newcomer`` a member that joins (its token its URL). Raises
         ChangeRefused: one change at a time, as every change is made."""
         if newcomer in self.urls:
@@ -133,7 +133,7 @@ class Membership:
     def undone(self, member: str) -> Membership:
         """The next version without ``member``, which claimed a join and never came: the members of before
         its claim, in their order with their tokens (a join only added it). Raises ChangeRefused for any
-        other member: one like the others leaves (:meth:`left`), one leaving goes on with it."""
+        other member: one like the others leaves (:meth:`with_leaving`), one leaving goes on with it."""
         if member not in self.urls:
             raise ChangeRefused(f"{member} is not a member (members: {','.join(self.urls)})")
         if member in self.leaving:
@@ -144,10 +144,14 @@ class Membership:
 
     @property
     def claimant(self) -> str:
-        """The member that orders changes: the first in the cluster's order neither joining nor leaving."""
-        return next(url for url in self.urls if url not in self.joining | self.leaving)
+        """The member that orders changes: the first in the cluster's order that is not joining. A change
+        is offered to the claimant of the version it makes before anyone else (change_steps.offer_order),
+        and the changes made from one version all have the same claimant (a change adds a member joining
+        at the end, marks one leaving, or drops the one joining or leaving), so of two made at once it
+        takes one and refuses the other. A member leaving stays the claimant until it is removed."""
+        return next(url for url in self.urls if url not in self.joining)
 
-    def left(self, member: str) -> Membership:
+    def with_leaving(self, member: str) -> Membership:
         """The next version, with ``member`` leaving. Raises ChangeRefused."""
         if member not in self.urls:
             raise ChangeRefused(f"{member} is not a member (members: {','.join(self.urls)})")

@@ -1,7 +1,8 @@
-"""A claimed join that never comes, undone (kvnode.cluster.join_undo), with real nodes: a newcomer killed
-as ``kill -9`` would once its claim was taken and before it streamed anything (crash point
-``change:stored``) leaves the cluster with a member joining, which refuses every other change; the claimant
-undoes it once it has not answered for ``--join-timeout-s``, or ``admin remove`` does at once. Either way
+"""A claimed join that never comes, undone (kvnode.cluster.join_watcher, kvnode.cluster.changes.undo_join),
+with real nodes: a newcomer killed as ``kill -9`` would once its claim was taken and before it streamed
+anything (crash point ``change:stored``) leaves the cluster with a member joining, which refuses every
+other change; the claimant undoes it once it has not answered for ``--join-timeout-s``, or ``admin
+remove`` does at once. Either way
 the membership is back to the three members (a new version every node runs with), a new join succeeds,
 and no write acknowledged meanwhile, under a writer, is lost."""
 

@@ -45,7 +45,7 @@ def test_membership_and_adopt_are_answered_from_the_members() -> None:
 
     assert answered(calls, wire.Op.ADOPT, current.encode()) == (1, wire.Status.STORED, b"")  # the same again
     assert members.adopted == []
-    joined = current.joined(C)
+    joined = current.with_joining(C)
     assert answered(calls, wire.Op.ADOPT, joined.encode()) == (1, wire.Status.STORED, b"")
     assert members.adopted == [joined]
     assert answered(calls, wire.Op.MEMBERSHIP) == (1, wire.Status.MEMBERSHIP, joined.encode())

@@ -66,7 +66,7 @@ async def test_a_member_that_left_meanwhile_is_no_longer_waited_for(tmp_path: Pa
         rebuild.start(anti_entropy)
         await until(lambda: rebuild.progress.waiting_for == {gone.url: "unreachable"}, "waiting for it")
 
-        without = wiped.membership.left(gone.url).removed(gone.url)
+        without = wiped.membership.with_leaving(gone.url).removed(gone.url)
         rebuild.use(Epoch(wiped.url, without, {two.url: wiped.peer(two.url)}, since=1))
         await until(lambda: rebuild.node_state() is NodeState.SERVING, "serving")
         assert rebuild.progress.done == {two.url}

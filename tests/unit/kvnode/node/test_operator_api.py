@@ -1,14 +1,15 @@
 """The operator's endpoints (kvnode.node.operator_api) on nodes served in this process: a repair started
 and its progress, as JSON ending with a newline; a leave answered 202 with the membership version that
-has the member leaving, or 409 with the one-line reason it cannot be; a join undone (remove) answered 200
-with the version without the joiner, or 409 for a member that is not joining."""
+has the member leaving and the change (who walks it), or 409 with the one-line reason it cannot be; a join
+undone (remove) answered 200 with the version without the joiner, or 409 for a member that is not
+joining."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from kvnode.cluster.changes import offer_change
+from kvnode.cluster.changes import make_as_member
 from kvnode.ops.ports import free_ports
 from tests.drivers import Serve, ServedNode
 
@@ -50,7 +51,8 @@ async def test_a_leave_is_202_with_the_version_that_has_the_member_leaving(serve
     first, _ = [await serve(port=port, cluster=members) for port in ports]
     status, body = await first.call("POST", f"/v0/leave?member={members[1]}")
     assert status == 202, body
-    assert as_json(body) == {"member": members[1], "membership_version": 2}
+    change = {"kind": "leave", "member": members[1], "walker": members[1], "version": 2}
+    assert as_json(body) == {"member": members[1], "membership_version": 2, "change": change}
 
 
 async def test_a_remove_undoes_a_join_and_refuses_any_other_member_with_409(serve: Serve) -> None:
@@ -58,7 +60,7 @@ async def test_a_remove_undoes_a_join_and_refuses_any_other_member_with_409(serv
     members = tuple(f"http://127.0.0.1:{port}" for port in ports)
     first, second = [await serve(port=port, cluster=members) for port in ports]
     ghost = f"http://127.0.0.1:{ghost_port}"  # claims a join and never comes
-    await offer_change(first.parts.members, first.parts.members.membership.joined(ghost))
+    await make_as_member(first.parts.members, first.parts.members.membership.with_joining(ghost))
     status, body = await second.call("POST", f"/v0/remove?member={members[0]}")
     assert (status, body) == (
         409,

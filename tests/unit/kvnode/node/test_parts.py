@@ -15,7 +15,8 @@ async def test_a_node_of_one_has_no_peers_and_a_quiet_snapshot(served: ServedNod
     assert parts.peers == []
     snapshot = parts.snapshot()
     assert snapshot.peers == () and snapshot.reading("hints").json()["pending"] == {}
-    assert snapshot.reading("membership").json() == {"version": 1, "streamed": 0, "undone": ""}
+    assert snapshot.reading("membership").json() == {"version": 1, "undone": ""}
+    assert snapshot.reading("change").json() == {"streamed": 0}  # this node's part in changes
     shed = {"requests": 0, "bytes": 0, "starved": 0}
     assert snapshot.reading("requests").json() == {
         "inflight": 0,

@@ -71,7 +71,7 @@ async def test_a_snapshot_stays_as_it_was_read(one_of_three: ServedNode) -> None
     assert before["hints"]["kept"] == {} and before["gc"]["waiting_for"] == {}
     after = parts.snapshot()
     assert stats_view(parts, after)["coordinator"]["rewrites"] == 1
-    view = cluster_view(parts.config.url, parts.membership, after)
+    view = cluster_view(parts.config.url, parts.membership, after, parts.own_part.progress)
     assert view["hints"]["kept"] == {peer: 2, parts.membership.urls[2]: 0}  # every peer's, 0 included
     assert view["gc"]["waiting_for"] == {peer: 3}  # as the last pass found it, no more
 

@@ -80,7 +80,7 @@ async def test_a_ping_on_a_member_s_channel_is_told_to_this_node_s_channel_to_it
     """The gate looks the pinging member up at each ping, so a member that joined since is found; a URL
     that names no peer (a stranger, this node's own) is ignored."""
     async with open_parts(member(tmp_path, (A, B))) as parts:
-        parts.members.adopt(parts.membership.joined(C))  # C's channel is made after the gate
+        parts.members.adopt(parts.membership.with_joining(C))  # C's channel is made after the gate
         told: list[str] = []
         for peer in parts.peers:
             monkeypatch.setattr(peer, "pinged", partial(told.append, peer.url))

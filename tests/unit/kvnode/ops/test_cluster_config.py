@@ -94,7 +94,7 @@ def store(node_dir: Path, membership: Membership | None) -> None:
 def test_the_newest_stored_membership_is_found_among_the_node_dirs(tmp_path: Path) -> None:
     assert stored_membership(tmp_path) is None
     first = Membership.seeded(["http://127.0.0.1:9000", "http://127.0.0.1:9001"])
-    newer = first.joined("http://127.0.0.1:9002")
+    newer = first.with_joining("http://127.0.0.1:9002")
     store(tmp_path / "node-9000", first)
     store(tmp_path / "node-9001", newer)
     store(tmp_path / "node-9002", None)  # started, never stored one

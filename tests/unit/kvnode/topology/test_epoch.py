@@ -21,7 +21,7 @@ def test_a_settled_epoch_reads_where_it_writes_and_is_settled_since_it_began() -
 
 
 def test_a_member_joining_takes_writes_but_no_reads_and_the_epoch_is_not_settled() -> None:
-    joining = Membership.seeded([A, B]).joined(C)
+    joining = Membership.seeded([A, B]).with_joining(C)
     epoch = Epoch(A, joining, {B: "b", C: "c"}, since=42)
     assert epoch.placement.nodes == (A, B, C)
     assert epoch.read_placement is not None and epoch.read_placement.nodes == (A, B)
@@ -29,7 +29,7 @@ def test_a_member_joining_takes_writes_but_no_reads_and_the_epoch_is_not_settled
 
 
 def test_a_member_leaving_takes_reads_but_no_writes() -> None:
-    leaving = Membership.seeded([A, B, C]).left(C)
+    leaving = Membership.seeded([A, B, C]).with_leaving(C)
     epoch = Epoch(A, leaving, {B: "b", C: "c"}, since=42)
     assert epoch.placement.nodes == (A, B)
     assert epoch.read_placement is not None and epoch.read_placement.nodes == (A, B, C)

@@ -1,5 +1,5 @@
 """kvnode.topology.join_watch: when the claimant undoes a join that never comes, look by look and crash
-point by crash point (pure; tests/unit/kvnode/cluster/test_join_undo.py drives it in-process,
+point by crash point (pure; tests/unit/kvnode/cluster/test_join_watcher.py drives it in-process,
 tests/cluster/test_join_undo.py with real nodes)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from kvnode.topology.join_watch import Verdict, Watch, verdict, watch_for
 from kvnode.topology.membership import Membership
 
 A, B, C, D = "http://a:1", "http://b:1", "http://c:1", "http://d:1"
-JOINING = Membership.seeded([A, B, C]).joined(D)
+JOINING = Membership.seeded([A, B, C]).with_joining(D)
 TIMEOUT_S, GAP_S = 10.0, 5.0
 
 
@@ -68,7 +68,7 @@ def test_only_the_claimant_watches_and_only_while_a_member_joins() -> None:
     start = Membership.seeded([A, B, C])
     assert [watch_for(JOINING, own, None) is None for own in (A, B, C, D)] == [False, True, True, True]
     assert watch_for(start, A, None) is None
-    assert watch_for(start.left(A), B, None) is None  # a leave is no join: it goes on by itself
+    assert watch_for(start.with_leaving(A), B, None) is None  # a leave is no join: it goes on by itself
     assert watch_for(JOINING.settled(D), A, None) is None  # it came
     assert watch_for(JOINING.undone(D), A, None) is None  # it was undone
     assert verdict(None, TIMEOUT_S) is Verdict.NONE
@@ -77,7 +77,7 @@ def test_only_the_claimant_watches_and_only_while_a_member_joins() -> None:
 def test_a_watch_of_another_version_starts_over() -> None:
     """Another join after one undone is watched from its own first look."""
     old = Watch(JOINING.version, D, last_look=50.0, silent_since=0.0)
-    again = JOINING.undone(D).joined(D)
+    again = JOINING.undone(D).with_joining(D)
     watch = watch_for(again, A, old)
     assert watch == Watch(again.version, D)
     assert watch_for(JOINING, A, old) is old

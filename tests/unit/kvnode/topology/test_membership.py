@@ -43,8 +43,14 @@ def test_the_replication_factor_is_set_at_the_first_start_and_kept_by_every_chan
     first, warnings = at_start(None, [A, B, C], replication=2)
     assert (first.replication, warnings) == (2, [])
     assert Membership.seeded([A, B, C]).replication == 3  # by default, the number of first members
-    joined = first.joined(D)
-    changed = [joined, joined.settled(D), first.left(C), first.left(C).removed(C), first.replaced(C, D)]
+    joined = first.with_joining(D)
+    changed = [
+        joined,
+        joined.settled(D),
+        first.with_leaving(C),
+        first.with_leaving(C).removed(C),
+        first.replaced(C, D),
+    ]
     assert [membership.replication for membership in changed] == [2] * 5
     assert Membership.decode(joined.encode()) == joined
     reads = joined.read_placement()
@@ -133,7 +139,7 @@ def test_a_data_dir_of_another_member_is_refused_in_one_line(
 def test_a_join_step_by_step_writes_to_the_newcomer_before_it_is_read_from() -> None:
     start = Membership.seeded([A, B, C])
     assert start.read_placement() is None  # no change under way: reads and writes use one placement
-    joining = start.joined(D)
+    joining = start.with_joining(D)
     assert (joining.version, joining.urls, joining.joining) == (2, (A, B, C, D), frozenset({D}))
     assert joining.placement().nodes == (A, B, C, D)  # writes reach the newcomer
     read = joining.read_placement()
@@ -146,7 +152,7 @@ def test_a_join_step_by_step_writes_to_the_newcomer_before_it_is_read_from() -> 
 
 
 def test_a_leave_step_by_step_reads_from_the_leaving_member_until_it_is_removed() -> None:
-    leaving = Membership.seeded([A, B, C]).left(B)
+    leaving = Membership.seeded([A, B, C]).with_leaving(B)
     assert leaving.placement().nodes == (A, C)  # the next owners take writes
     read = leaving.read_placement()
     assert read is not None and read.nodes == (A, B, C)  # reads stay on the present ones
@@ -182,34 +188,34 @@ def test_a_replication_factor_out_of_one_to_the_members_or_the_present_one_is_re
     with pytest.raises(ChangeRefused, match="the replication factor is 3 already"):
         start.resized(3)
     with pytest.raises(ValueError, match="changes only while no member joins or leaves"):
-        dataclasses.replace(start.joined("http://e:1"), next_replication=2)
+        dataclasses.replace(start.with_joining("http://e:1"), next_replication=2)
 
 
 def test_one_change_at_a_time_and_no_change_that_cannot_be() -> None:
     start = Membership.seeded([A, B, C])
     changes: list[Callable[[Membership], Membership]] = [
-        lambda m: m.joined("http://e:1"),
-        lambda m: m.left(A),
+        lambda m: m.with_joining("http://e:1"),
+        lambda m: m.with_leaving(A),
         lambda m: m.replaced(A, "http://e:1"),
         lambda m: m.resized(1),
     ]
-    for under_way in (start.joined(D), start.left(C), start.resized(2)):
+    for under_way in (start.with_joining(D), start.with_leaving(C), start.resized(2)):
         for change in changes:
             with pytest.raises(ChangeRefused, match=r"a change is under way: .* one change at a time"):
                 change(under_way)
     with pytest.raises(ChangeRefused, match="is a member already"):
-        start.joined(A)
+        start.with_joining(A)
     with pytest.raises(ChangeRefused, match="is not a member"):
-        start.left(D)
+        start.with_leaving(D)
     with pytest.raises(ChangeRefused, match="is the only member"):
-        Membership.seeded([A]).left(A)
+        Membership.seeded([A]).with_leaving(A)
     replaced = start.replaced(C, D)
     assert (replaced.urls, replaced.tokens) == ((A, B, D), (A, B, C))  # its place, and its token
 
 
 def test_a_join_that_never_came_is_undone_to_the_members_before_its_claim() -> None:
     start = Membership.seeded([A, B, C])
-    undone = start.joined(D).undone(D)
+    undone = start.with_joining(D).undone(D)
     assert (undone.version, undone.urls, undone.tokens, undone.joining) == (
         3,
         (A, B, C),
@@ -219,18 +225,18 @@ def test_a_join_that_never_came_is_undone_to_the_members_before_its_claim() -> N
     assert (
         undone.placement().nodes == (A, B, C) and undone.read_placement() is None
     )  # reads and writes: A, B, C
-    assert undone.joined(D).version == 4  # a change may start again
+    assert undone.with_joining(D).version == 4  # a change may start again
     replaced = start.replaced(C, D)  # a node that took a member's place is no joiner: its token stays C's
-    assert replaced.joined("http://e:1").undone("http://e:1").tokens == (A, B, C)
+    assert replaced.with_joining("http://e:1").undone("http://e:1").tokens == (A, B, C)
 
 
 @pytest.mark.parametrize(
     ("membership", "member", "reason"),
     [
         (Membership.seeded([A, B, C]), B, "is a member like the others, not joining: admin leave removes it"),
-        (Membership.seeded([A, B, C]).joined(D), B, "is a member like the others"),
-        (Membership.seeded([A, B, C]).left(B), B, "is leaving, not joining: its leave goes on"),
-        (Membership.seeded([A, B, C]).joined(D), "http://e:1", r"is not a member \(members: "),
+        (Membership.seeded([A, B, C]).with_joining(D), B, "is a member like the others"),
+        (Membership.seeded([A, B, C]).with_leaving(B), B, "is leaving, not joining: its leave goes on"),
+        (Membership.seeded([A, B, C]).with_joining(D), "http://e:1", r"is not a member \(members: "),
     ],
 )
 def test_only_a_member_joining_is_undone(membership: Membership, member: str, reason: str) -> None:
@@ -238,6 +244,7 @@ def test_only_a_member_joining_is_undone(membership: Membership, member: str, re
         membership.undone(member)
 
 
-def test_the_claimant_is_the_first_member_neither_joining_nor_leaving() -> None:
+def test_the_claimant_is_the_first_member_not_joining_one_leaving_included_until_it_is_removed() -> None:
     start = Membership.seeded([A, B, C])
-    assert (start.claimant, start.joined(D).claimant, start.left(A).claimant) == (A, A, B)
+    assert (start.claimant, start.with_joining(D).claimant, start.with_leaving(A).claimant) == (A, A, A)
+    assert start.with_leaving(A).removed(A).claimant == B

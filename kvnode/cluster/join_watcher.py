@@ -1,15 +1,8 @@
-"""A claimed join that never comes, undone: by the claimant once the member joining has been silent for
-``--join-timeout-s`` (:class:`JoinWatch`; kvnode.topology.join_watch says when), or at once by ``admin
-remove MEMBER`` on any member (:func:`undo_join`, through kvnode.node.operator_api).
-
-The undo is the next membership version without the member joining (Membership.undone: the members of
-before its claim), made as every change is (kvnode.cluster.changes.offer_change: the claimant first), so
-every member adopts it, and a later change may start. Nothing acknowledged is lost: while a member joins,
-reads use the present owners only, and a write to a key it would own is acknowledged only once ``ack`` of
-the present owners took it besides it (kvnode.coordinator.coordinator's pending replicas). The present
-owners hold everything, so dropping the joiner loses nothing; from the undo on, reads and writes go to them
-only, and the hints kept for the joiner are dropped with its channel (kvnode.cluster.members, which also
-tells a joiner that still answers, so it ends its part).
+"""The claimant's watcher of a member joining: it undoes a claimed join that never comes once the member
+has been silent for ``--join-timeout-s`` (:class:`JoinWatcher`; the pure kvnode.topology.join_watch says
+when). The undo is the next membership version without the member joining
+(kvnode.cluster.changes.undo_join, which ``admin remove MEMBER`` makes at once too), so every member adopts
+it, and a later change may start.
 """
 
 from __future__ import annotations
@@ -19,17 +12,18 @@ import logging
 import time
 from collections.abc import Callable
 
-from kvnode.cluster.changes import offer_change
-from kvnode.cluster.members import Members, NotAdopted
+from kvnode.cluster.changes import undo_join
+from kvnode.cluster.members import Members
 from kvnode.replica.errors import ReplicaError
 from kvnode.replica.peer import PeerReplica
 from kvnode.scheduling import Sleep, Tasks
 from kvnode.storage.keyspace import StorageError
+from kvnode.topology.adoption import NotAdopted
 from kvnode.topology.epoch import Epoch
 from kvnode.topology.join_watch import Verdict, Watch, verdict, watch_for
-from kvnode.topology.membership import ChangeRefused, Membership
+from kvnode.topology.membership import ChangeRefused
 
-__all__ = ["JoinWatch", "undo_join"]
+__all__ = ["JoinWatcher"]
 
 log = logging.getLogger(__name__)
 
@@ -37,18 +31,7 @@ _LOOK_S = 1.0  # between two looks at the member joining, and the longest one lo
 _MAX_GAP_S = 5 * _LOOK_S  # looks further apart than this: this node was not looking, the silence starts over
 
 
-async def undo_join(members: Members, member: str, why: str) -> Membership:
-    """Make the version without ``member``, which joins and never came, and return it; ``why`` goes in the
-    line that says so (the log's, and ``admin status``'s on this node). Raises ChangeRefused: not a member
-    joining (one like the others leaves instead), or the claimant did not take it."""
-    plan = members.membership.undone(member)
-    await offer_change(members, plan)
-    members.undone = f"join of {member} undone: {why} (membership version {plan.version})"
-    log.warning("%s", members.undone)
-    return plan
-
-
-class JoinWatch:
+class JoinWatcher:
     """On the claimant, while a member joins: a look at it every second (is its replica channel open, or
     does it open within the look?), and its join undone once it has been silent for ``timeout_s`` by
     ``monotonic``. Told by kvnode.cluster.members of every membership the node runs with."""

@@ -1,0 +1,113 @@
+"""kvnode.cluster.bootstrap in-process: a node joining through a seed (the claimant first, then the rest),
+refused while a member is unreachable with nothing left behind, and a replacement refused while the
+member answers; the change's own channels log nothing, and no other channel is silenced. Every member
+in-process, the seed's /v0/status on an HTTP server of the test. (tests/cluster/test_join.py and
+test_replace.py run real nodes, crash points included.)"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import cast
+
+import pytest
+from aiohttp import web
+
+from kvnode.cluster.bootstrap import CHANNELS_LOG, OpenPeer, take_place
+from kvnode.config import NodeConfig
+from kvnode.replica.channel.handshake import ClusterAuth
+from kvnode.replica.peer import PeerReplica
+from kvnode.storage.system_db import SystemDb
+from kvnode.topology.membership import ChangeRefused
+from tests.drivers import InProcessNode, InProcessPeer, in_process_nodes
+
+
+@contextlib.asynccontextmanager
+async def seed_status(cluster: str) -> AsyncIterator[str]:
+    """An in-process HTTP server answering /v0/status as a member does (the cluster's identity): a
+    joining node asks its seed that before anything else."""
+
+    async def status(request: web.Request) -> web.Response:
+        return web.json_response({"cluster_id": cluster})
+
+    app = web.Application()
+    app.router.add_get("/v0/status", status)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    host, port = runner.addresses[0][:2]
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        await runner.cleanup()
+
+
+def joining(
+    newcomer: InProcessNode, seed: str, seed_node: InProcessNode, replace: str = ""
+) -> tuple[NodeConfig, SystemDb, None, OpenPeer]:
+    """take_place's arguments for ``newcomer``: its config, system database, and peers (in-process)."""
+    config = NodeConfig(host=newcomer.url.split("//")[1].split(":")[0], join=seed, replace=replace)
+    assert config.url == newcomer.url
+
+    def open_peer(url: str, auth: ClusterAuth | None, logger: logging.Logger) -> PeerReplica:
+        assert logger is CHANNELS_LOG
+        return cast(PeerReplica, InProcessPeer(seed_node, newcomer)) if url == seed else newcomer.peer(url)
+
+    return config, newcomer.system, None, open_peer
+
+
+async def test_a_node_joins_through_a_seed_the_claimant_first_then_the_rest(tmp_path: Path) -> None:
+    async with in_process_nodes(tmp_path, 4, members=3) as nodes:
+        *old, newcomer = nodes
+        for node in old:
+            node.open_members()
+        async with seed_status(old[0].membership.cluster) as seed:
+            plan = await take_place(*joining(newcomer, seed, old[1]))
+        assert plan.version == 2 and plan.joining == {newcomer.url}
+        assert newcomer.system.membership.load() == plan  # stored before it runs with it
+        assert all(node.members is not None and node.members.membership == plan for node in old)
+
+
+async def test_a_join_needs_every_member_and_leaves_nothing_when_refused(tmp_path: Path) -> None:
+    async with in_process_nodes(tmp_path, 4, members=3) as nodes:
+        *old, newcomer = nodes
+        for node in old:
+            node.open_members()
+        newcomer.peers[old[2].url].reachable = False
+        async with seed_status(old[0].membership.cluster) as seed:
+            with pytest.raises(ChangeRefused, match=f"unreachable: {old[2].url}"):
+                await take_place(*joining(newcomer, seed, old[0]))
+        assert newcomer.system.membership.load() is None
+        assert all(node.members is not None and node.members.membership.version == 1 for node in old)
+
+
+async def test_a_member_that_answers_is_not_replaced_and_one_down_is(tmp_path: Path) -> None:
+    async with in_process_nodes(tmp_path, 4, members=3) as nodes:
+        *old, newcomer = nodes
+        for node in old[:2]:
+            node.open_members()
+        async with seed_status(old[0].membership.cluster) as seed:
+            with pytest.raises(ChangeRefused, match="a member that is up is not replaced"):
+                await take_place(*joining(newcomer, seed, old[0], replace=old[2].url))
+            newcomer.peers[old[2].url].reachable = False  # down for good
+            plan = await take_place(*joining(newcomer, seed, old[0], replace=old[2].url))
+        assert plan.urls == (old[0].url, old[1].url, newcomer.url)
+        assert newcomer.system.identity.saved_state() == "rebuilding"  # it rebuilds the member's data
+
+
+def test_the_changes_channels_log_nothing_and_the_nodes_own_channels_still_do(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The channels take_place opens log to a logger of its own that drops everything; the replica
+    channels' own logger is left as it was (no filter on it: every other channel still logs)."""
+    peers = logging.getLogger("kvnode.replica.peer")
+    with caplog.at_level(logging.INFO):
+        CHANNELS_LOG.warning("replica channel to %s dropped: %s", "http://n2:8080", "refused")
+        peers.warning("replica channel to %s dropped: %s", "http://n3:8080", "refused")
+    assert [record.getMessage() for record in caplog.records] == [
+        "replica channel to http://n3:8080 dropped: refused"
+    ]
+    assert peers.filters == []
