@@ -3,13 +3,14 @@ of the tests that keeps make test's two workers from setting a module's shared f
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from kvnode.ops.processes import stop_together
 from kvnode.storage.system_db import SystemDb
+from tests.drivers import Serve, served_nodes
 from tests.harness import Cluster, ClusterFactory, Node, launch_cluster
 
 
@@ -55,6 +56,14 @@ def start_cluster(tmp_path: Path) -> Iterator[ClusterFactory]:
     yield start
     for cluster in started:
         cluster.stop()
+
+
+@pytest.fixture
+async def serve(tmp_path: Path) -> AsyncIterator[Serve]:
+    """serve(**NodeConfig options) -> a node served in this process (tests/drivers.py) until the test
+    ends."""
+    async with served_nodes(tmp_path) as start:
+        yield start
 
 
 @pytest.fixture

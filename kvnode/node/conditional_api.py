@@ -27,7 +27,7 @@ from kvnode.paxos.conditions import (
     parse_condition,
     quoted_etag,
 )
-from kvnode.paxos.proposer import Applied, NotApplied, Outcome, Read, Write
+from kvnode.paxos.proposer import Applied, NotApplied, Outcome, Read, Unknown, Write
 from kvnode.paxos.rounds import PaxosUnsupported
 from kvnode.storage.records import Record
 
@@ -97,7 +97,7 @@ def _precondition_failed(condition: Condition, current: Record | None, now_us: i
 
 
 def _unknown(outcome: Outcome) -> web.Response:
-    why = getattr(outcome, "reason", "no outcome")
+    why = outcome.reason if isinstance(outcome, Unknown) else f"no outcome ({outcome})"
     return text(
         504, f"outcome unknown: {why}; the write may yet take effect: read it with serial=1, then decide"
     )

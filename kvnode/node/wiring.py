@@ -182,6 +182,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
         paxos = PaxosRounds(
             config.url, epoch, acceptor, clock, fence, hints, config.timeout, defect=config.paxos_defect
         )
+        opened.push_async_callback(paxos.close)
         anti_entropy = AntiEntropy(
             config.url,
             summaries,

@@ -56,6 +56,7 @@ from kvnode.replica.channel.protocol import PAXOS
 from kvnode.replica.errors import ReplicaError, keeps_hint
 from kvnode.replica.hints import HintStore
 from kvnode.replica.peer import PeerReplica
+from kvnode.scheduling import Tasks
 from kvnode.storage.keyspace import StorageError
 from kvnode.topology.epoch import Epoch
 from kvnode.topology.placement import Placement
@@ -114,10 +115,20 @@ class PaxosRounds:
         self._fence = fence
         self._timeout = timeout
         self._parts = _RoundParts(
-            own_url, node_tiebreak(own_url), acceptor, clock, hints, defect == "ignore-accepted"
+            own_url,
+            node_tiebreak(own_url),
+            acceptor,
+            clock,
+            hints,
+            defect == "ignore-accepted",
+            Tasks("paxos"),
         )
         self.stats = PaxosStats()
         self.use(epoch)
+
+    async def close(self) -> None:
+        """Stop the calls still waiting for a connection (a stopping node answers no round)."""
+        await self._parts.tasks.stop()
 
     def use(self, epoch: Epoch[PeerReplica]) -> None:
         """Run rounds among another membership's owners from the next round on."""
@@ -194,6 +205,7 @@ class _RoundParts:
     clock: HybridClock
     hints: HintStore
     ignore_accepted: bool
+    tasks: Tasks  # the calls waiting for a connection to their owner
 
 
 class _Driver:
@@ -263,32 +275,44 @@ class _Driver:
         if peer is None:
             return  # no longer a member: silent
         if peer.connected:
-            self._call(peer, send.message)
-        else:  # connect first: a channel of an older protocol would drop a call it does not know
-            self._loop.create_task(self._reach_then_call(peer, send.message))
+            self._call(peer, send.message, hinted=0)
+            return
+        # A commit to an owner not connected is hinted now, before the round answers (so the hint survives
+        # a kill -9 of this node), and the hint removed if the commit reaches it after all, as a plain
+        # write's is. The call waits for a connection first: one of an older protocol would be dropped.
+        hinted = self._hint(peer, send.message) if isinstance(send.message, Commit) else 0
+        self._parts.tasks.spawn(self._reach_then_call(peer, send.message, hinted))
 
-    async def _reach_then_call(self, peer: PeerReplica, request: Request) -> None:
+    async def _reach_then_call(self, peer: PeerReplica, request: Request, hinted: int) -> None:
         if await peer.reach(max(0.0, self._deadline - self._loop.time())) and peer.protocol >= PAXOS:
-            self._call(peer, request)
-        elif isinstance(request, Commit):
-            self._hint(peer, request)
+            self._call(peer, request, hinted)
 
-    def _call(self, peer: PeerReplica, request: Request) -> None:
+    def _call(self, peer: PeerReplica, request: Request, hinted: int) -> None:
         call = peer.call(CALLS[type(request)], self._key, messages.encode(request), label="paxos")
-        call.add_done_callback(partial(self._peer_answered, peer, request))
+        call.add_done_callback(partial(self._peer_answered, peer, request, hinted))
 
-    def _hint(self, peer: PeerReplica, commit: Commit) -> None:
-        """A commit an owner missed: its version hinted, as a plain write's missed replica is."""
-        self._parts.hints.add(peer.url, self._key, commit.proposal.record, down_for=peer.down_for())
+    def _hint(self, peer: PeerReplica, commit: Commit) -> int:
+        """A commit an owner missed: its version hinted, as a plain write's missed replica is; the hint's
+        sequence number (0: not kept)."""
+        return self._parts.hints.add(peer.url, self._key, commit.proposal.record, down_for=peer.down_for())
 
-    def _peer_answered(self, peer: PeerReplica, request: Request, call: asyncio.Future[object]) -> None:
+    def _peer_answered(
+        self, peer: PeerReplica, request: Request, hinted: int, call: asyncio.Future[object]
+    ) -> None:
         if call.cancelled():
             return
         error = call.exception()
         if error is not None:
-            if isinstance(request, Commit) and isinstance(error, ReplicaError) and keeps_hint(error):
+            if (
+                isinstance(request, Commit)
+                and not hinted
+                and isinstance(error, ReplicaError)
+                and keeps_hint(error)
+            ):
                 self._hint(peer, request)
             return
+        if hinted:  # the commit reached it after all
+            self._parts.hints.remove(peer.url, (hinted,))
         payload = call.result()
         assert isinstance(payload, bytes)
         try:

@@ -3,20 +3,10 @@ process of their own."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import pytest
 
 from kvnode.ops.ports import free_ports
-from tests.drivers import Serve, ServedNode, served_nodes
-
-
-@pytest.fixture
-async def serve(tmp_path: Path) -> AsyncIterator[Serve]:
-    """serve(**NodeConfig options) -> a node served in this process until the test ends."""
-    async with served_nodes(tmp_path) as start:
-        yield start
+from tests.drivers import Serve, ServedNode
 
 
 @pytest.fixture
