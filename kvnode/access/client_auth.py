@@ -58,6 +58,7 @@ _ADMIN_PATHS = frozenset(
         "/v0/remove",
         "/v0/replication-factor",
         "/v0/versions",
+        "/v0/paxos",
     }
 )  # kvnode.node.operator_api, kvnode.node.versions_api
 _BEARER = "Bearer "

@@ -8,7 +8,9 @@ its member, the member that walks it, its version), or 409 with the one-line rea
 202 with the membership version that begins it and the change, 400 for an N out of 1..members, 409 as a
 leave. ``POST /v0/remove?member=URL`` undoes the join of a member that claimed one and will never come
 (kvnode.cluster.changes.undo_join): 200 with the membership version without it, or 409 and why not (a
-member like the others leaves instead)."""
+member like the others leaves instead). ``GET /v0/paxos?id=KEY`` shows this node's Paxos acceptor state for
+the key (kvnode.paxos.acceptor: the ballot promised, the proposal accepted and not yet committed, the most
+recent commit), for ``admin locate``."""
 
 from __future__ import annotations
 
@@ -18,18 +20,23 @@ from typing import Any
 from aiohttp import web
 
 from kvnode.cluster.changes import start_leave, start_resize, undo_join
+from kvnode.node.params import bad_request, query_of
 from kvnode.node.parts import PARTS
+from kvnode.node.query import BadQuery
+from kvnode.paxos.ballot import ZERO_BALLOT
+from kvnode.paxos.conditions import etag
 from kvnode.replica.errors import ReplicaError
 from kvnode.topology.adoption import NotAdopted
 from kvnode.topology.change_steps import change_under_way
 from kvnode.topology.membership import ChangeRefused, Membership
 
-__all__ = ["LEAVE_PATH", "REMOVE_PATH", "REPAIR_PATH", "RESIZE_PATH", "add_routes"]
+__all__ = ["LEAVE_PATH", "PAXOS_PATH", "REMOVE_PATH", "REPAIR_PATH", "RESIZE_PATH", "add_routes"]
 
 REPAIR_PATH = "/v0/repair"
 LEAVE_PATH = "/v0/leave"
 REMOVE_PATH = "/v0/remove"
 RESIZE_PATH = "/v0/replication-factor"
+PAXOS_PATH = "/v0/paxos"
 
 
 def add_routes(app: web.Application) -> None:
@@ -38,6 +45,32 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post(LEAVE_PATH, leave)
     app.router.add_post(RESIZE_PATH, resize)
     app.router.add_post(REMOVE_PATH, remove)
+    app.router.add_get(PAXOS_PATH, paxos_state, allow_head=False)
+
+
+async def paxos_state(request: web.Request) -> web.Response:
+    parts = request.app[PARTS]
+    try:
+        key = query_of(request, ("id",)).utf8("id")
+    except BadQuery as error:
+        raise bad_request(str(error)) from None
+    state = parts.acceptor.state(key)
+    accepted = state.accepted
+    shown = None
+    if accepted is not None:
+        shown = {
+            "ballot": str(accepted.ballot),
+            "etag": etag(accepted.record),
+            "delete": accepted.record.tombstone,
+        }
+    body = {
+        "node": parts.config.url,
+        "key": key.decode("utf-8", "replace"),
+        "promised": None if state.promised == ZERO_BALLOT else str(state.promised),
+        "accepted": shown,
+        "committed": None if state.committed == ZERO_BALLOT else str(state.committed),
+    }
+    return web.json_response(body, dumps=_dumps)
 
 
 async def leave(request: web.Request) -> web.Response:

@@ -72,3 +72,16 @@ async def test_a_remove_undoes_a_join_and_refuses_any_other_member_with_409(serv
     assert status == 200, body
     assert as_json(body) == {"member": ghost, "membership_version": 3, "cluster": list(members)}
     assert first.parts.members.membership.urls == members  # the claimant took it first
+
+
+async def test_a_key_s_paxos_state_is_shown_for_admin_locate(served: ServedNode) -> None:
+    status, body = await served.call("GET", "/v0/paxos?id=k")
+    nothing = {"promised": None, "accepted": None, "committed": None}
+    assert (status, json.loads(body)) == (200, {"node": served.parts.config.url, "key": "k", **nothing})
+    created = {"If-None-Match": "*"}
+    async with served.session.put(f"{served.url}/v0/entity?id=k", data=b"v", headers=created) as put:
+        assert put.status == 201
+    status, body = await served.call("GET", "/v0/paxos?id=k")
+    shown = json.loads(body)
+    assert status == 200 and shown["promised"] == shown["committed"] is not None and shown["accepted"] is None
+    assert await served.call("GET", "/v0/paxos") == (400, b"query parameter 'id' is required\n")
