@@ -84,4 +84,7 @@ async def test_a_key_s_paxos_state_is_shown_for_admin_locate(served: ServedNode)
     status, body = await served.call("GET", "/v0/paxos?id=k")
     shown = json.loads(body)
     assert status == 200 and shown["promised"] == shown["committed"] is not None and shown["accepted"] is None
-    assert await served.call("GET", "/v0/paxos") == (400, b"query parameter 'id' is required\n")
+    assert await served.call("GET", "/v0/paxos") == (
+        400,
+        b"query parameter 'id' is required and must not be empty\n",
+    )
