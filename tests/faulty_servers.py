@@ -7,6 +7,8 @@ with one planted defect that breaks a guarantee the check must catch:
 - ``stale``: reads return the first value ever written to the key (a replica that missed every later write);
 - ``racy``: a conditional write checks its condition, then waits for another conditional write of the same
   key (half a second at most) before it writes: both may be granted on the same version.
+
+And :func:`served`, any aiohttp app served in the test's event loop (the stand-in, or a test's own node).
 """
 
 from __future__ import annotations
@@ -97,16 +99,23 @@ class FaultyServer:
 
 
 @contextlib.asynccontextmanager
-async def serving(defect: Defect = "") -> AsyncIterator[FaultyServer]:
-    """The server on a free loopback port, in this event loop, until the block ends."""
-    server = FaultyServer(defect)
-    runner = web.AppRunner(server.app())
+async def served(app: web.Application) -> AsyncIterator[str]:
+    """``app`` on a free loopback port, in this event loop, until the block ends: its URL."""
+    runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    server.url = f"http://127.0.0.1:{port}"
     try:
-        yield server
+        yield f"http://127.0.0.1:{port}"
     finally:
         await runner.cleanup()
+
+
+@contextlib.asynccontextmanager
+async def serving(defect: Defect = "") -> AsyncIterator[FaultyServer]:
+    """A stand-in cluster (with ``defect``) served until the block ends."""
+    server = FaultyServer(defect)
+    async with served(server.app()) as url:
+        server.url = url
+        yield server

@@ -68,7 +68,8 @@ def turn_seconds(run_seconds: float) -> float:
 
 class Nemesis:
     """Injects faults of ``kinds`` into ``faults`` until stopped. ``clock`` gives nanoseconds since the
-    check began (the history's clock)."""
+    check began (the history's clock); each quiet spell and each fault last ``turn_s`` (by default
+    :func:`turn_seconds` of the run's)."""
 
     def __init__(
         self,
@@ -77,6 +78,7 @@ class Nemesis:
         run_seconds: float,
         rng: random.Random,
         clock: Callable[[], int],
+        turn_s: float | None = None,
     ) -> None:
         self._faults = faults
         self.skipped = [faults.unavailable(kind) for kind in kinds if faults.unavailable(kind)]
@@ -84,7 +86,7 @@ class Nemesis:
         self.windows: list[Fault] = []
         self.errors: list[str] = []
         self.active: Fault | None = None
-        self._turn = turn_seconds(run_seconds)
+        self._turn = turn_seconds(run_seconds) if turn_s is None else turn_s
         self._rng = rng
         self._clock = clock
 

@@ -64,7 +64,8 @@ def render(summary: Summary) -> str:
         f"# kvnode check: {word}",
         "",
         f"Checked {summary.where} for {summary.seconds:.0f} s: {len(done)} operations ({by_type['ok']} ok, "
-        f"{by_type['fail']} failed, {by_type['info']} of unknown outcome) and {len(summary.faults)} faults.",
+        f"{by_type['fail']} failed, {by_type['info']} of unknown outcome) and "
+        f"{_faults_injected(summary.faults)}.",
         "",
         f"Run it again (seed {summary.seed}): `{summary.command}`",
         "",
@@ -90,6 +91,10 @@ def render(summary: Summary) -> str:
         "the client saw (`node`, `status`, `error`, `etag`). See docs/check.md.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _faults_injected(faults: Sequence[Fault]) -> str:
+    return "no fault" if not faults else f"{len(faults)} fault" + ("s" if len(faults) > 1 else "")
 
 
 def _problems(verdicts: Sequence[Verdict]) -> list[str]:

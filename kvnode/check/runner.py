@@ -76,15 +76,6 @@ def run(options: Options) -> int:
     options.out.mkdir(parents=True, exist_ok=True)
     if options.cluster:
         return asyncio.run(check(options, RemoteFaults(options.cluster, options.token, options.tls_ca)))
-    isolating = {"partition", "disk"} & set(options.nemesis)
-    isolation = isolation_unavailable() if isolating else ""
-    hosts = None
-    if isolating and not isolation:
-        enter_private_mounts()  # before any thread starts: this process's mounts, gone when it ends
-        if "partition" in isolating:
-            hosts = Hosts(f"kvcheck-{options.seed}")
-            hosts.build(options.nodes)
-            hosts.enter_client()
     directory = options.out / "nodes"
     if directory.exists() and not (directory / _NODES_DIR_MARK).exists():
         _say(f"{directory} exists and is not a check's: choose another --out")
@@ -92,13 +83,10 @@ def run(options: Options) -> int:
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir()
     (directory / _NODES_DIR_MARK).touch()
-    nodes = LocalNodes(
-        directory,
-        options.nodes,
-        options.replication_factor,
-        hosts,
-        disk="disk" in isolating and not isolation,
-    )
+    isolating = {"partition", "disk"} & set(options.nemesis)
+    hosts, isolation = _isolate(options) if isolating else (None, "")
+    disk = "disk" in isolating and not isolation
+    nodes = LocalNodes(directory, options.nodes, options.replication_factor, hosts, disk)
     try:
         nodes.start()
     except (NodeStartError, OSError) as error:
@@ -112,6 +100,25 @@ def run(options: Options) -> int:
         return asyncio.run(check(options, LocalFaults(nodes, isolation)))
     finally:
         nodes.stop()
+
+
+def _isolate(options: Options) -> tuple[Hosts | None, str]:
+    """The means of partitions and full disks (this process's own mounts; with partitions, hosts of
+    network namespaces, this process in the client's): the hosts, and why there are none ("" when there
+    are)."""
+    why = isolation_unavailable()
+    if why:
+        return None, why
+    try:
+        enter_private_mounts()  # before any thread starts: this process's mounts, gone when it ends
+        if "partition" not in options.nemesis:
+            return None, ""
+        hosts = Hosts(f"kvcheck-{options.seed}")
+        hosts.build(options.nodes)
+        hosts.enter_client()
+    except OSError as error:
+        return None, f"they cannot be made here: {error}"
+    return hosts, ""
 
 
 async def check(options: Options, faults: Faults) -> int:
@@ -130,7 +137,10 @@ async def check(options: Options, faults: Faults) -> int:
     rng = random.Random(options.seed)
     prefix = f"kvcheck-{int(time.time() * 1000):x}"  # fresh keys each run, on a cluster that may be shared
     workloads = [WORKLOADS[name](prefix, options.keys) for name in options.workloads]
-    nemesis = Nemesis(faults, options.nemesis, options.time_s, random.Random(rng.random()), history.now)
+    # Asking a running cluster what it allows is a blocking request: out of the event loop.
+    nemesis = await asyncio.to_thread(
+        Nemesis, faults, options.nemesis, options.time_s, random.Random(rng.random()), history.now
+    )
     for line in nemesis.skipped:
         _say(line)
     async with Caller(options.token, ssl_context, options.request_timeout_s) as caller:
@@ -138,9 +148,8 @@ async def check(options: Options, faults: Faults) -> int:
         await drive.run(workloads, rng)
         await nemesis.heal()
         await drive.final_reads(workloads)
-    budget_clock = time.monotonic
     verdicts = [
-        workload.check(history.ops, Budget(options.search_budget_s, budget_clock)) for workload in workloads
+        workload.check(history.ops, Budget(options.search_budget_s, time.monotonic)) for workload in workloads
     ]
     return _finish(options, history.ops, verdicts, nemesis, faults)
 
