@@ -1,8 +1,8 @@
 """The check's nemesis: one fault at a time, in turns of quiet then fault, for as long as the workload runs;
-each fault's kind drawn (from the seed) among those asked for that can be injected here, its window
-recorded for the report. What a kind does is up to the cluster (:class:`Faults`: kvnode.check.local for a
-cluster the check started, kvnode.check.remote for a running one, which injects only what its admin API
-allows and says why it skips the rest).
+the kinds asked for that can be injected here taken in rounds, each round in an order drawn from the seed
+(so every kind comes up), each fault's window recorded for the report. What a kind does is up to the
+cluster (:class:`Faults`: kvnode.check.local for a cluster the check started, kvnode.check.remote for a
+running one, which injects only what its admin API allows and says why it skips the rest).
 
 >>> turn_seconds(600), turn_seconds(4)
 (15.0, 1.0)
@@ -89,10 +89,11 @@ class Nemesis:
         self._turn = turn_seconds(run_seconds) if turn_s is None else turn_s
         self._rng = rng
         self._clock = clock
+        self._round: list[str] = []  # the kinds still to come in this round
 
     async def run(self, stop: asyncio.Event) -> None:
         while self.kinds and not await _stopped(stop, self._turn):
-            kind = self._rng.choice(self.kinds)
+            kind = self._next_kind()
             started = self._clock()
             self.active = Fault(kind, "-", "being injected")  # for the progress lines meanwhile
             try:
@@ -110,6 +111,11 @@ class Nemesis:
             self.active = fault
             await _stopped(stop, self._turn)
             await self._end(fault)
+
+    def _next_kind(self) -> str:
+        if not self._round:
+            self._round = self._rng.sample(self.kinds, len(self.kinds))
+        return self._round.pop()
 
     async def _end(self, fault: Fault) -> None:
         try:

@@ -56,7 +56,8 @@ async def test_faults_come_one_at_a_time_each_ended_before_the_next_and_recorded
     await chaos.run(stop)
     await chaos.heal()
     began = [line for line in faults.done if line.startswith("begin")]
-    assert len(began) == 6 and set(began) <= {"begin kill", "begin pause", "begin membership"}
+    assert len(began) == 6  # two rounds of the three kinds, each in an order of its own
+    assert sorted(began[:3]) == sorted(began[3:]) == ["begin kill", "begin membership", "begin pause"]
     for before, after in itertools.pairwise(faults.done[:-1]):
         if before.startswith("begin") and not before.endswith("membership"):
             assert after == before.replace("begin", "end")  # ended before anything else begins
