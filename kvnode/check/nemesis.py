@@ -19,7 +19,7 @@ from typing import Protocol
 
 from kvnode.ops.node_http import Refused, Unreachable
 
-__all__ = ["KINDS", "Fault", "Faults", "Nemesis", "turn_seconds"]
+__all__ = ["KINDS", "Fault", "Faults", "Nemesis", "turn_seconds", "until_stopped"]
 
 KINDS = ("kill", "pause", "partition", "clock", "membership", "disk")
 # What injecting or ending a fault may raise: a node that does not start again (NodeStartError is a
@@ -45,7 +45,7 @@ class Fault:
 
 class Faults(Protocol):
     def unavailable(self, kind: str) -> str:
-        """ "" when ``kind`` can be injected here; else the line that says it is skipped, and why."""
+        """The line that says ``kind`` is skipped here, and why; empty when it can be injected."""
         ...
 
     def targets(self) -> list[str]:
@@ -92,7 +92,7 @@ class Nemesis:
         self._round: list[str] = []  # the kinds still to come in this round
 
     async def run(self, stop: asyncio.Event) -> None:
-        while self.kinds and not await _stopped(stop, self._turn):
+        while self.kinds and not await until_stopped(stop, self._turn):
             kind = self._next_kind()
             started = self._clock()
             self.active = Fault(kind, "-", "being injected")  # for the progress lines meanwhile
@@ -109,7 +109,7 @@ class Nemesis:
                 self.active = None
                 continue
             self.active = fault
-            await _stopped(stop, self._turn)
+            await until_stopped(stop, self._turn)
             await self._end(fault)
 
     def _next_kind(self) -> str:
@@ -135,7 +135,7 @@ class Nemesis:
             self.errors.append(f"the cluster could not be healed: {error}")
 
 
-async def _stopped(stop: asyncio.Event, seconds: float) -> bool:
+async def until_stopped(stop: asyncio.Event, seconds: float) -> bool:
     """Wait ``seconds`` or until ``stop``; whether it was stopped."""
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(stop.wait(), seconds)

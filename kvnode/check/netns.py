@@ -46,7 +46,7 @@ def cut_commands(prefix: str, one: int, other: int, verb: str = "add") -> list[l
 
 
 def isolation_unavailable() -> str:
-    """ "" where partitions and a full disk can be made here; else why not, in a few words."""
+    """Why partitions and a full disk cannot be made here, in a few words; empty where they can."""
     if not sys.platform.startswith("linux"):
         return "they need Linux"
     if os.geteuid() != 0:

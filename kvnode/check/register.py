@@ -92,7 +92,7 @@ def check_register(ops: Sequence[Op]) -> Verdict:
 
 
 def _judge(key: str, read: Call, source: Call | None, newest: _Acknowledged) -> str:
-    """ "" for a read that is fine; else the one line that says what is wrong with it."""
+    """The one line that says what is wrong with the read; empty for a read that is fine."""
     started = f"op {read.index} (started {read.invoked / 1e9:.3f} s)"
     if read.value is not None and (
         source is None or source.type == "fail" or source.invoked > read.completed

@@ -13,7 +13,6 @@ answer, and when, it does not fix.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 import shutil
 import time
@@ -28,7 +27,7 @@ from kvnode.check.calls import Caller
 from kvnode.check.history import History, Op, OpType, write_history
 from kvnode.check.linearizable import Budget
 from kvnode.check.local import LocalFaults, LocalNodes
-from kvnode.check.nemesis import Faults, Nemesis
+from kvnode.check.nemesis import Faults, Nemesis, until_stopped
 from kvnode.check.netns import Hosts, enter_private_mounts, isolation_unavailable
 from kvnode.check.remote import RemoteFaults
 from kvnode.check.verdict import EXIT_UNKNOWN, Verdict, exit_status
@@ -151,11 +150,11 @@ async def check(options: Options, faults: Faults) -> int:
     verdicts = [
         workload.check(history.ops, Budget(options.search_budget_s, time.monotonic)) for workload in workloads
     ]
-    return _finish(options, history.ops, verdicts, nemesis, faults)
+    return _finish(options, history.ops, verdicts, nemesis)
 
 
 def _unreachable(targets: Sequence[str], options: Options) -> str:
-    """ "" when every target answers /v0/status; else the line that says which does not."""
+    """The line that says which target does not answer /v0/status; empty when every one does."""
     for url in targets:
         try:
             fetch(url, options.token, options.tls_ca, "/v0/status")
@@ -204,23 +203,20 @@ class _Drive:
     async def _worker(self, workload: Workload, worker: int, processes: int, rng: random.Random) -> None:
         process = worker
         mean_pause = processes / self._options.rate
-        await _sleep_unless(self._stop, rng.uniform(0, mean_pause))
+        await until_stopped(self._stop, rng.uniform(0, mean_pause))
         while not self._stop.is_set():
             invocation = workload.next_invocation(worker, rng)
             targets = self._faults.targets()
             node = targets[worker % len(targets)]
             if await self._perform(workload, worker, process, invocation, node) == "info":
                 process += processes  # Jepsen: a process whose operation may still land is done
-            await _sleep_unless(self._stop, rng.expovariate(1 / mean_pause))
+            await until_stopped(self._stop, rng.expovariate(1 / mean_pause))
 
     async def _perform(
         self, workload: Workload, worker: int, process: int, invocation: Invocation, node: str
     ) -> OpType:
         """Invoke, perform and complete one operation; its outcome."""
-        reading = invocation.f.endswith("read")
-        invoked = self._history.invoke(
-            process, invocation.f, invocation.key, None if reading else invocation.value
-        )
+        invoked = self._history.invoke(process, invocation.f, invocation.key, invocation.value)
         done = await workload.perform(worker, invocation, self._caller, node)
         reply = done.reply
         self._history.complete(
@@ -251,14 +247,7 @@ class _Drive:
         await asyncio.gather(*(reader(index) for index in range(FINAL_READERS)))
 
 
-async def _sleep_unless(stop: asyncio.Event, seconds: float) -> None:
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), seconds)
-
-
-def _finish(
-    options: Options, ops: Sequence[Op], verdicts: Sequence[Verdict], nemesis: Nemesis, faults: Faults
-) -> int:
+def _finish(options: Options, ops: Sequence[Op], verdicts: Sequence[Verdict], nemesis: Nemesis) -> int:
     write_history(ops, options.out / "history.jsonl")
     try:
         drawn = plots.draw(ops, nemesis.windows, options.out)
