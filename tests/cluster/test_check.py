@@ -13,30 +13,15 @@ from pathlib import Path
 import pytest
 
 from kvnode.check.netns import isolation_unavailable
-from tests.harness import REPO, clean_env
+from tests.harness import REPO, Node, clean_env, fresh_key, request
 
 CHECK_S = 120  # the whole command: nodes started, 4-8 s of workload, heal, read back, check, plots
 
 
-def check_local(out: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def check_local(out: Path, *args: str, workload: str = "set,register") -> subprocess.CompletedProcess[str]:
+    command = ["-m", "kvnode", "check", "--local", "--workload", workload, "--out", str(out), *args]
     return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kvnode",
-            "check",
-            "--local",
-            "--workload",
-            "set,register",
-            "--out",
-            str(out),
-            *args,
-        ],
-        cwd=REPO,
-        env=clean_env(),
-        capture_output=True,
-        text=True,
-        timeout=CHECK_S,
+        [sys.executable, *command], cwd=REPO, env=clean_env(), capture_output=True, text=True, timeout=CHECK_S
     )
 
 
@@ -50,17 +35,18 @@ def faults_in(report: str) -> list[str]:
     ][1:]
 
 
-def assert_valid(done: subprocess.CompletedProcess[str], out: Path) -> str:
+def assert_valid(
+    done: subprocess.CompletedProcess[str], out: Path, checkers: tuple[str, ...] = ("set", "register")
+) -> str:
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    assert [line.split(" (")[0] for line in lines if not line.startswith(("check:", "  "))] == [
-        "set: valid",
-        "register: valid",
-    ], done.stdout
+    verdicts = [line.split(" (")[0] for line in lines if not line.startswith(("check:", "  "))]
+    assert verdicts == [f"{checker}: valid" for checker in checkers], done.stdout
     report = (out / "report.md").read_text()
     assert report.startswith("# kvnode check: valid\n")
     ops = [json.loads(line) for line in (out / "history.jsonl").read_text().splitlines()]
-    assert {op["type"] for op in ops} >= {"invoke", "ok"} and any(op["f"] == "set-final-read" for op in ops)
+    assert {op["type"] for op in ops} >= {"invoke", "ok"}
+    assert "set" not in checkers or any(op["f"] == "set-final-read" for op in ops)
     return report
 
 
@@ -98,3 +84,22 @@ def test_partitions_without_root_are_said_and_skipped(tmp_path: Path) -> None:
     done = check_local(tmp_path, "--time", "2", "--nemesis", "partition", "--seed", "3")
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"check: partition skipped: {isolation_unavailable()}" in done.stdout
+
+
+def conditional_writes_exist(node: Node) -> bool:
+    """Whether the node refuses a second ``If-None-Match: *`` creation of a key (conditional writes, the
+    contract's section of that name, are built)."""
+    key = fresh_key("conditional")
+    answers = [
+        request(node.url, "PUT", "/v0/entity", {"id": key}, value, headers={"If-None-Match": "*"}).status
+        for value in (b"first", b"second")
+    ]
+    return answers == [201, 412]
+
+
+def test_conditional_writes_stay_linearizable_under_kills_and_pauses(node: Node, tmp_path: Path) -> None:
+    if not conditional_writes_exist(node):
+        pytest.skip("this kvnode has no conditional writes yet: the cas workload has nothing to check")
+    args = ("--time", "6", "--nemesis", "kill,pause", "--keys", "2", "--seed", "5")
+    report = assert_valid(check_local(tmp_path, *args, workload="cas"), tmp_path, ("cas",))
+    assert set(faults_in(report)) == {"kill", "pause"}, report
