@@ -1,7 +1,17 @@
-"""``python -m kvnode``: see kvnode.ops.cli."""
+"""``python -m kvnode``: ``check`` goes to kvnode.check.cli (a layer above the tooling), every other command
+to kvnode.ops.cli. Each is imported for its own command only."""
 
 import sys
 
-from kvnode.ops.cli import main
 
-sys.exit(main())
+def _main() -> int:
+    if sys.argv[1:2] == ["check"]:
+        from kvnode.check.cli import main as check
+
+        return check(sys.argv[2:])
+    from kvnode.ops.cli import main
+
+    return main()
+
+
+sys.exit(_main())

@@ -73,9 +73,12 @@ def test_no_import_circle_among_the_projects_modules() -> None:
 
 
 def test_the_server_never_imports_the_tooling_below_it() -> None:
-    """Only ``python -m kvnode`` (kvnode.__main__) starts from the tooling: it calls kvnode.ops.cli."""
+    """Only ``python -m kvnode`` (kvnode.__main__) starts from the tooling: it calls kvnode.ops.cli, or
+    kvnode.check.cli for ``check``."""
     modules = project_modules()
-    tooling = {name for name in modules if name.startswith("kvnode.ops")} | {"kvnode.__main__"}
+    tooling = {name for name in modules if name.startswith(("kvnode.ops", "kvnode.check"))} | {
+        "kvnode.__main__"
+    }
     server = [name for name in modules if name.startswith("kvnode") and name not in tooling]
     reaching = {name: sorted(imports(modules[name], modules) & tooling) for name in server}
     assert {name: found for name, found in reaching.items() if found} == {}
@@ -99,6 +102,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("kvnode.cluster",),
     ("kvnode.node", "kvnode.client"),
     ("kvnode.ops",),
+    ("kvnode.check",),
     ("kvnode.__main__",),
 )
 
