@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: help run reset test test-duration lint typecheck pytest check-cluster bench genbench compare scale loadtest-ui loadtest profile clean
+.PHONY: help run reset check test test-duration lint typecheck pytest check-cluster bench genbench compare scale loadtest-ui loadtest profile clean
 
 $(VENV)/bin/python:
 	@echo "Creating $(VENV) and installing kvnode's dependencies into it (once; about a minute)"
@@ -36,7 +36,17 @@ reset:
 	@$(PYTHON) -m kvnode.ops.data_dir data
 	rm -rf data
 
-## test: ruff, mypy, the whole pytest suite on 4 workers and the doctests (6 minutes; 8 beside two CPU hogs)
+## check: the loop to run while you work: ruff, mypy, the unit tests (in this process only: no node is
+##        started) and the doctests, on 4 workers (under a minute, idle)
+UNIT_ARGS ?= -q -n 4
+check: $(DEV_STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+	$(PY) -m pytest $(UNIT_ARGS) tests/unit tests/test_imports.py tests/test_mirror.py kvnode loadtest profiling
+
+## test: ruff, mypy, the whole pytest suite on 4 workers and the doctests: tests/unit, tests/process (a node
+##       or a command as a process), tests/cluster (the scenarios) (6 minutes; 8 beside two CPU hogs)
 test: test-duration lint typecheck pytest
 
 test-duration:
@@ -65,7 +75,7 @@ pytest: $(DEV_STAMP)
 
 ## check-cluster: python -m kvnode check --local for 5 minutes, every fault (partitions and a full disk as root only):
 ##                the set, register and cas workloads checked; out/check-cluster/report.md, plots and history
-##                (5 minutes: 305 s measured; CHECK_ARGS="--workload set,register" for a cluster without conditional writes)
+##                (5 minutes: 305 s measured; CHECK_ARGS="--workload set,register --seed N" to choose)
 check-cluster: $(DEV_STAMP)
 	$(PY) -m kvnode check --local --time 300 --nemesis all --out out/check-cluster $(CHECK_ARGS)
 

@@ -1,5 +1,5 @@
 """Fixtures: real kvnode processes on loopback, LevelDB in pytest's temporary directories; and the order
-of the tests that keeps make test's two workers from setting a module's shared fixture up twice."""
+of the tests that keeps make test's four workers from setting a module's shared fixture up twice."""
 
 from __future__ import annotations
 

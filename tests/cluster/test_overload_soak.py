@@ -15,11 +15,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from kvnode.node.scan_api import NEXT_PAGE_HEADER
 from loadtest.fill import fill
 from loadtest.workload import Workload
 from tests.changes import SECRET, newcomer, until_status
 from tests.harness import ClusterFactory, Node, read_chunks, request, scrape, stats, total, wait_for
+
+pytestmark = pytest.mark.soak
 
 KEYS = 3000
 # Requests a second, in total. The cluster answers about 10,000/s with the machine to itself

@@ -32,6 +32,8 @@ import pytest
 from kvnode.ops.ports import free_ports
 from tests.harness import Cluster, ClusterFactory, Node, run_kvnode, stats, wait_for
 
+pytestmark = pytest.mark.soak
+
 SOAK_SECONDS = 20.0
 CLIENTS = 32
 KEYS = 200

@@ -3,12 +3,8 @@ to end against the hello-world app."""
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import pytest
 
-from loadtest.targets import hello_world
 from loadtest.workload import key_name
 from loadtest.wrk import (
     QUANTILE_STEPS,
@@ -17,7 +13,6 @@ from loadtest.wrk import (
     merge_results,
     parse_time,
     parse_wrk_output,
-    run_wrk,
     split_connections,
 )
 
@@ -124,19 +119,3 @@ def test_lua_script_names_keys_like_the_fill() -> None:
     assert 'string.format("key-%08d"' in script and key_name(3) == "key-00000003"
     assert 'string.rep("v", 100)' in script and "math.randomseed(7)" in script
     assert "local body = nil" in lua_script("GET", "/", keys=10, value_size=100, seed=1)
-
-
-@pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk not installed")
-def test_wrk_against_hello_world(tmp_path: Path) -> None:
-    """End to end for one second: the generated script runs in wrk and its output parses."""
-    wrk = shutil.which("wrk")
-    assert wrk is not None
-    with hello_world() as app:
-        scripts = []
-        for index in range(2):
-            scripts.append(tmp_path / f"put-{index}.lua")
-            scripts[-1].write_text(lua_script("PUT", "/", keys=10, value_size=100, seed=index + 1))
-        measured = run_wrk(wrk, app.urls * 2, app.pids, scripts, connections=4, duration=1)
-    result = measured.result
-    assert result.requests > 0 and result.errors == 0
-    assert 0 < result.p50 <= result.p99

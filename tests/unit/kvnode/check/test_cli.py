@@ -11,7 +11,6 @@ import pytest
 from kvnode.check.cli import main, parse, rerun_command
 from kvnode.check.nemesis import KINDS
 from kvnode.ops.ports import free_ports
-from tests.harness import REPO, assert_exit_2_with_one_line, run_kvnode
 
 
 def test_the_defaults_check_every_workload_without_faults_on_three_nodes() -> None:
@@ -36,29 +35,6 @@ def test_all_faults_and_a_rerun_with_the_seed_drawn() -> None:
     assert rerun_command(["--cluster", "http://a:1", "--seed", "3", "--seed=4"], 8) == (
         "python -m kvnode check --cluster http://a:1 --seed 8"
     )
-
-
-@pytest.mark.parametrize(
-    ("args", "said"),
-    [
-        (["--local", "--cluster", "http://a:1"], "not allowed with argument"),
-        (["--cluster", "http://a:1", "--nodes", "5"], "--nodes and --replication-factor go with --local"),
-        (["--local", "--tls-ca", "ca.pem"], "--token-file and --tls-ca go with --cluster"),
-        (
-            ["--local", "--nodes", "2", "--replication-factor", "3"],
-            "--replication-factor 3 exceeds the 2 nodes",
-        ),
-        (
-            ["--local", "--nemesis", "kill,flood"],
-            "choose from kill,pause,partition,clock,membership,disk, all or none",
-        ),
-        (["--local", "--workload", "bank"], "choose from set,register,cas"),
-        (["--time", "5"], "one of the arguments --local --cluster is required"),
-    ],
-)
-def test_a_bad_command_line_is_one_line_and_exit_2(args: list[str], said: str) -> None:
-    stderr = assert_exit_2_with_one_line(run_kvnode(["check", *args], REPO))
-    assert stderr.startswith("python -m kvnode check: error: ") and said in stderr, stderr
 
 
 def test_a_cluster_that_does_not_answer_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -4,8 +4,6 @@ the server), and a node refused with one line when another process holds its dat
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,8 +11,7 @@ import pytest
 from kvnode.config import NodeConfig
 from kvnode.ops import cli
 from kvnode.ops.cluster_config import ClusterConfig
-from kvnode.ops.ports import free_ports
-from tests.harness import DEADLINE, Node, assert_exit_2_with_one_line, clean_env, run_kvnode
+from tests.harness import clean_env
 
 
 @pytest.fixture(autouse=True)
@@ -43,26 +40,3 @@ def test_node_and_cluster_are_handed_over_with_their_configs(
         2,
         tmp_path / "c",
     )
-
-
-def test_admin_starts_without_loading_the_server() -> None:
-    probe = (
-        "import sys; from kvnode.ops import cli\n"
-        "try:\n    cli.main(['admin', '--help'])\nexcept SystemExit as exited:\n    code = exited.code\n"
-        "print(code, 'kvnode.node.serving' in sys.modules, 'kvnode.ops.local_cluster' in sys.modules)"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=DEADLINE, env=clean_env()
-    )
-    assert done.returncode == 0, done.stderr
-    assert "python -m kvnode admin" in done.stdout
-    assert done.stdout.splitlines()[-1] == "0 False False"
-
-
-def test_a_node_on_a_data_dir_in_use_exits_2_naming_the_holder(node: Node, tmp_path: Path) -> None:
-    port = free_ports(1)[0]
-    args = ["node", "--port", str(port), "--data-dir", str(node.config.data_dir)]
-    stderr = assert_exit_2_with_one_line(run_kvnode(args, tmp_path))
-    expected = f"kvnode: data dir {node.config.data_dir} is in use by another kvnode process (pid {node.pid})"
-    assert stderr == expected + "\n"
-    assert node.put("k", b"still fine").status == 201  # the running node is unharmed

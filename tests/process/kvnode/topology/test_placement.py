@@ -1,0 +1,53 @@
+"""kvnode.topology.placement: rendezvous placement is deterministic, prefix-stable, balanced and moves
+little."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from kvnode.topology.placement import Placement
+
+NODES = ["http://127.0.0.1:8080", "http://127.0.0.1:8081", "http://127.0.0.1:8082"]
+FIVE_NODES = [*NODES, "http://127.0.0.1:8083", "http://127.0.0.1:8084"]
+SAMPLE_KEYS = [
+    b"",
+    b"a",
+    b"user:42",
+    "ключ".encode(),
+    b"\x00\xff" * 40,
+    *(f"k{i}".encode() for i in range(200)),
+]
+
+
+def test_same_order_in_a_subprocess_with_another_hash_seed() -> None:
+    """Not Python's salted hash(): another interpreter with other hash seeds agrees on every key."""
+    script = (
+        "import json, sys\n"
+        "from kvnode.topology.placement import Placement\n"
+        "nodes, keys = json.loads(sys.stdin.read())\n"
+        "p = Placement(nodes)\n"
+        "print(json.dumps([p.order(bytes.fromhex(k)) for k in keys]))\n"
+    )
+    local = Placement(FIVE_NODES)
+    expected = [local.order(key) for key in SAMPLE_KEYS]
+    payload = json.dumps([FIVE_NODES, [key.hex() for key in SAMPLE_KEYS]])
+    for seed in ("0", "1", "12345"):
+        result = subprocess.run(
+            [sys.executable, "-c", script],
+            input=payload,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            check=True,
+        )
+        assert json.loads(result.stdout) == expected, f"PYTHONHASHSEED={seed}"
+
+
+# --- host-aware placement: several nodes per machine ----------------------------------------------------
+
+
+# --- owners: the first N of a key's order ---------------------------------------------------------------
