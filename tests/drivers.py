@@ -9,12 +9,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
 import aiohttp
+import plyvel
 from aiohttp import web
 
 from kvnode.access.connections import GuardedRunner
@@ -40,6 +42,19 @@ from kvnode.storage.system_db import SystemDb
 from kvnode.topology.epoch import Epoch
 from kvnode.topology.membership import Membership
 from tests.replicas import unjudged_fence
+
+
+class FailingWrites:
+    """A LevelDB whose writes fail as on a full disk (its reads go on): put it in place of a Storage's."""
+
+    def __init__(self, db: plyvel.DB, reason: bytes = b"IO error: No space left on device") -> None:
+        self._db, self._reason = db, reason
+
+    def write_batch(self, **_: object) -> None:
+        raise plyvel.IOError(self._reason)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._db, name)
 
 
 class NoWait:
@@ -175,11 +190,16 @@ class InProcessPeer:
 
 @contextlib.asynccontextmanager
 async def in_process_nodes(
-    tmp_path: Path, count: int, members: int = 0, replication: int = 0
+    tmp_path: Path,
+    count: int,
+    members: int = 0,
+    replication: int = 0,
+    storage_now_s: Callable[[], float] = time.monotonic,
 ) -> AsyncIterator[list[InProcessNode]]:
     """``count`` in-process nodes (http://n1:8080 ...), each with a peer to every other; the first
     ``members`` of them (all by default) are the first membership, with ``replication`` owners a key (0: every
-    member). Call inside the running event loop;
+    member); their storage reads ``storage_now_s`` for when it may open its database again after a failed
+    write. Call inside the running event loop;
     the Members a test opened are closed at the end."""
     urls = [f"http://n{index}:8080" for index in range(1, count + 1)]
     membership = Membership.seeded(urls[: members or count], replication)
@@ -187,7 +207,7 @@ async def in_process_nodes(
     async with contextlib.AsyncExitStack() as stack:
         for index, url in enumerate(urls, 1):
             directory = tmp_path / f"n{index}"
-            storage = Storage.open(directory, fsync=False)
+            storage = Storage.open(directory, fsync=False, now_s=storage_now_s)
             stack.callback(storage.close)
             system = SystemDb.open(directory)
             stack.callback(system.close)

@@ -1,6 +1,6 @@
 """Healing: replicas compare summaries of what they hold and exchange only the records that differ
 (anti-entropy), drop what no replica needs any more (tombstone GC), and a node that lost its disk gets
-its records back (rebuild).
+its records back (rebuild), or the writes its full disk refused (missed_writes).
 
 summary        what a node holds, as one hash tree per peer (tictac: a write updates it by a delta); pure
 upkeep         the summaries kept current: every stored record's delta, a rebuild after a crash,
@@ -8,6 +8,7 @@ upkeep         the summaries kept current: every stored record's delta, a rebuil
 listing        the keys of some segments, a bounded page at a time
 exchange       one repair with one peer, step by step; pure
 anti_entropy   the exchanges with every peer, continuous and paced, or on demand
+missed_writes  the writes this node's storage refused (a full disk), made good by a repair once it writes
 answers        a replica's answers to anti-entropy's calls
 gc_rule        when a tombstone or an expired version may be dropped for good; pure
 tombstone_gc   the background pass that drops what the rule allows and reclaims the space
