@@ -28,6 +28,7 @@ from kvnode.healing.answers import REPAIR_OPS, answer
 from kvnode.healing.anti_entropy import AntiEntropy
 from kvnode.healing.upkeep import SummaryUpkeep
 from kvnode.loop_lag import Starvation
+from kvnode.memory import Settler
 from kvnode.node.app import create_app
 from kvnode.node.parts import NodeParts
 from kvnode.node.wiring import open_parts
@@ -55,6 +56,17 @@ class FailingWrites:
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._db, name)
+
+
+class PassedSizes(Settler):
+    """A settler that keeps the size of every value it is told passed (it is never started)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sizes: list[int] = []
+
+    def passed(self, size: int) -> None:
+        self.sizes.append(size)
 
 
 class NoWait:

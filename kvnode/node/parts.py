@@ -23,6 +23,7 @@ from kvnode.healing.rebuild import REBUILD_FIGURES, Rebuild
 from kvnode.healing.tombstone_gc import GC_FIGURES, TombstoneGc
 from kvnode.healing.upkeep import SUMMARY_FIGURES, SummaryUpkeep
 from kvnode.loop_lag import LoopLagMonitor
+from kvnode.memory import Settler
 from kvnode.node.exporter import NodeMetrics
 from kvnode.node.peer_api import ReplicaServer
 from kvnode.node.snapshot import NodeSnapshot
@@ -64,6 +65,7 @@ class NodeParts:
     tokens: ClientTokens | None  # the clients' tokens, with --auth-tokens-file
     rebuild: Rebuild  # whether this node's data is whole, and its rebuild if it is not
     identities: Identities  # who this node and its peers are, as handshakes tell it
+    settler: Settler  # gives memory back after large values and floods of TLS connections
 
     @property
     def membership(self) -> Membership:

@@ -217,6 +217,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             tokens=tokens,
             rebuild=rebuild,
             identities=identities,
+            settler=settler,
         )
         parts.metrics.watch(parts.snapshot, local)
         own_part = OwnPart(members, anti_entropy, storage, local, 2 * config.timeout, config.crash_at)
