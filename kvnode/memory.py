@@ -9,8 +9,10 @@ leave less freed space scattered where no trim finds it worth returning.
 
 A body can also outlive its request: an exception's traceback that refers to it in a reference cycle
 pins it until the garbage collector runs, and after a burst nothing allocates enough to run it. So the
-:class:`Settler`, told the bytes of each large value that passed (kvnode.access.admission, the hint delivery),
-collects cyclic garbage and trims the heap once enough have passed, at most every few seconds.
+:class:`Settler`, told the bytes of each large value that passed (kvnode.access.admission, the hint delivery)
+and of each TLS connection (kvnode.access.listening: its buffers, and the objects of one that never
+handshook, which only the collector frees), collects cyclic garbage and trims the heap once enough have
+passed, at most every few seconds.
 Without glibc, the tuning and the trim do nothing.
 """
 

@@ -9,16 +9,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
 import aiohttp
+import plyvel
 from aiohttp import web
 
 from kvnode.access.connections import GuardedRunner
 from kvnode.clocks.hybrid import HybridClock, wall_clock_us
+from kvnode.clocks.offsets import Offset
 from kvnode.cluster.changes import make_as_member
 from kvnode.cluster.members import Members
 from kvnode.config import NodeConfig
@@ -26,6 +29,7 @@ from kvnode.healing.anti_entropy import AntiEntropy
 from kvnode.healing.repair_calls import RepairCalls
 from kvnode.healing.upkeep import SummaryUpkeep
 from kvnode.loop_lag import Starvation
+from kvnode.memory import Settler
 from kvnode.node.app import create_app
 from kvnode.node.parts import NodeParts
 from kvnode.node.wiring import open_parts
@@ -41,6 +45,30 @@ from kvnode.storage.system_db import SystemDb
 from kvnode.topology.epoch import Epoch
 from kvnode.topology.membership import Membership
 from tests.replicas import unjudged_fence
+
+
+class FailingWrites:
+    """A LevelDB whose writes fail as on a full disk (its reads go on): put it in place of a Storage's."""
+
+    def __init__(self, db: plyvel.DB, reason: bytes = b"IO error: No space left on device") -> None:
+        self._db, self._reason = db, reason
+
+    def write_batch(self, **_: object) -> None:
+        raise plyvel.IOError(self._reason)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._db, name)
+
+
+class PassedSizes(Settler):
+    """A settler that keeps the size of every value it is told passed (it is never started)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sizes: list[int] = []
+
+    def passed(self, size: int) -> None:
+        self.sizes.append(size)
 
 
 class NoWait:
@@ -178,11 +206,16 @@ class InProcessPeer:
 
 @contextlib.asynccontextmanager
 async def in_process_nodes(
-    tmp_path: Path, count: int, members: int = 0, replication: int = 0
+    tmp_path: Path,
+    count: int,
+    members: int = 0,
+    replication: int = 0,
+    storage_now_s: Callable[[], float] = time.monotonic,
 ) -> AsyncIterator[list[InProcessNode]]:
     """``count`` in-process nodes (http://n1:8080 ...), each with a peer to every other; the first
     ``members`` of them (all by default) are the first membership, with ``replication`` owners a key (0: every
-    member). Call inside the running event loop;
+    member); their storage reads ``storage_now_s`` for when it may open its database again after a failed
+    write. Call inside the running event loop;
     the Members a test opened are closed at the end."""
     urls = [f"http://n{index}:8080" for index in range(1, count + 1)]
     membership = Membership.seeded(urls[: members or count], replication)
@@ -190,6 +223,8 @@ async def in_process_nodes(
     async with contextlib.AsyncExitStack() as stack:
         for index, url in enumerate(urls, 1):
             directory = tmp_path / f"n{index}"
+            storage = Storage.open(directory, fsync=False, now_s=storage_now_s)
+            stack.callback(storage.close)
             system = SystemDb.open(directory)
             stack.callback(system.close)
             upkeep = SummaryUpkeep(system.summaries, url, membership.placement())
@@ -247,6 +282,12 @@ class ServedNode:
     async def put(self, key: str, value: bytes) -> None:
         status, answer = await self.call("PUT", f"/v0/entity?id={key}", value)
         assert status == 201, answer
+
+    def clock_checked(self) -> None:
+        """As if every peer had answered a clock call, within the skew, before it went down: a node whose
+        peers have never answered since it started refuses to stamp writes (kvnode.clocks.fence)."""
+        for peer in self.parts.peers:
+            self.parts.fence.measured(peer.url, Offset(0, 0))
 
 
 Serve = Callable[..., Awaitable[ServedNode]]

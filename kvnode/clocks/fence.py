@@ -7,17 +7,26 @@ from both others and fences itself, while each good node is far from one of two 
 measured members far apart cannot tell which clock is wrong, so both are fenced (unavailable, never
 wrong), as CockroachDB's clock monitor does. No estimate (no peer measured) is no fence.
 
+No fence is not yet a *checked* clock: a node whose clock is within the maximum skew of a majority of the
+members (itself among them) has been checked against the cluster (:meth:`Verdict.checks`). Until it has
+been, once since it started, it must not stamp a version that could later beat a write acknowledged after
+it: a node started alone a minute ahead would. A majority, not one peer: two nodes of five that agree with
+each other (one bad time source for both) are still only two; any two majorities share a member.
+
 >>> from kvnode.clocks.offsets import Offset
 >>> judge({"b": Offset(-60_000_000, 500), "c": Offset(-60_000_100, 400)}, max_skew_us=5_000_000).fenced
 True
 >>> verdict = judge({"a": Offset(60_000_000, 500), "c": Offset(-100, 400)}, max_skew_us=5_000_000)
 >>> verdict.fenced, verdict.far, verdict.offset_us
 (False, ('a',), 0)
->>> judge({}, max_skew_us=5_000_000).fenced
-False
+>>> judge({}, max_skew_us=5_000_000).fenced, judge({}, max_skew_us=5_000_000).checks(members=3)
+(False, False)
+>>> verdict.checks(members=3), verdict.checks(members=5)   # itself and c of 3 members; of 5, too few
+(True, False)
 
-:class:`ClockFence` holds the current verdict: ``ready`` (not fenced, and measured or alone) is a plain
-attribute, so a write checks it with one read and awaits :meth:`ClockFence.admit_write` only when not.
+:class:`ClockFence` holds the current verdict: ``ready`` (checked since start, not fenced, and measured or
+alone) is a plain attribute, so a write checks it with one read and awaits :meth:`ClockFence.admit_write`
+only when not.
 It also judges records against the cluster's time as this node best knows it, for every path that stores
 one: its wall clock less its own estimated offset at the last measurement, carried forward by the
 monotonic clock, so a wall clock stepped since then is caught by the very next record.
@@ -30,7 +39,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NoReturn, Protocol
 
 from kvnode.clocks.offsets import ClockOffsets, Offset
 from kvnode.figures import Figure, Figures, Kind
@@ -55,7 +64,8 @@ _REFUSAL_LOG_EVERY_S = 10.0
 
 
 class ClockFenced(Exception):
-    """This node refuses to coordinate a write: its clock is off (the message says by how much)."""
+    """This node refuses to coordinate a write: its clock is off (the message says by how much), or not
+    yet checked against the cluster's (the message says against how many members)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +75,16 @@ class Verdict:
     measured: int  # peers with a current estimate
     far: tuple[str, ...]  # peers beyond the maximum skew from this node
     peers: Mapping[str, Offset]  # every current estimate, by peer
+
+    @property
+    def agreeing(self) -> int:
+        """The members whose clocks are within the maximum skew of this node's, itself included."""
+        return self.measured - len(self.far) + 1
+
+    def checks(self, members: int) -> bool:
+        """Whether this node's clock is within the maximum skew of a majority of ``members`` (itself
+        counted): checked against the cluster. Implies not fenced."""
+        return 2 * self.agreeing > members
 
     @property
     def peer_offsets_us(self) -> dict[str, int]:
@@ -137,7 +157,8 @@ class ClockFence:
         self._anchor = (wall_us(), now_s())  # the cluster's time (us) at a monotonic instant (s)
         self.verdict = judge({}, max_skew_us)
         self.fenced = False
-        self.ready = peers == 0  # a write may go ahead without judging: not fenced, and measured or alone
+        self.checked = peers == 0  # within the skew of a majority of the members, once since start
+        self.ready = self.checked  # a write may go ahead without judging: checked, not fenced, measured
         self._measurable: tuple[ClockedPeer, ...] = ()  # the peers, once the node runs with an epoch
         self._measuring: asyncio.Future[None] | None = None
         self._next_measurement: asyncio.Future[None] | None = None  # resolved by the next measurement
@@ -147,6 +168,7 @@ class ClockFence:
         """Judge among another membership's peers, and measure them, from the next verdict on."""
         self._measurable = tuple(epoch.peers.values())
         self._peers = len(self._measurable)
+        self.checked = self.checked or self._peers == 0
         self.refresh()
 
     def measured(self, peer: str, offset: Offset) -> None:
@@ -161,7 +183,14 @@ class ClockFence:
         """Judge again from the current estimates (old ones age out); log a change of verdict."""
         before, verdict = self.verdict, judge(self._offsets.estimates(self._now_s()), self.max_skew_us)
         self.verdict, self.fenced = verdict, verdict.fenced
-        self.ready = not verdict.fenced and (verdict.measured > 0 or self._peers == 0)
+        if not self.checked and verdict.checks(self._peers + 1):
+            self.checked = True
+            log.info(
+                "clock checked: within the maximum skew of %d of %d members",
+                verdict.agreeing,
+                self._peers + 1,
+            )
+        self.ready = self.checked and not verdict.fenced and (verdict.measured > 0 or self._peers == 0)
         # Fenced with a peer unmeasured is provisional (at start, a good node may measure the bad one
         # first): not logged here; a write it refuses is.
         provisional = verdict.fenced and verdict.measured < self._peers
@@ -185,8 +214,9 @@ class ClockFence:
         return timestamp - self.cluster_now_us() <= self.max_skew_us
 
     async def admit_write(self) -> None:
-        """Raise ClockFenced when this node must not coordinate a write; a write calls it only when not
-        ``ready``.
+        """Raise ClockFenced when this node must not coordinate a write: fenced, or not checked since it
+        started (no majority of the members measured within the skew, even after measuring the peers it
+        can reach now); a write calls it only when not ``ready``.
 
         Before any peer is measured (start, or every peer silent for a while), and while fenced with a
         peer unmeasured, it first measures the peers it can reach: a node with a bad clock must not store
@@ -195,16 +225,26 @@ class ClockFence:
         """
         await self._judge_now()
         if self.fenced:
-            now = time.monotonic()
-            if now - self._last_refusal_log >= _REFUSAL_LOG_EVERY_S:
-                self._last_refusal_log = now
-                log.error("clock fence: refused to coordinate a write: %s", self.verdict.describe())
-            raise ClockFenced(f"clock fenced: {self.verdict.describe()}")
+            self._refuse(f"clock fenced: {self.verdict.describe()}")
+        if not self.checked:
+            self._refuse(
+                f"clock unchecked: this node has not yet checked its clock against a majority of the "
+                f"{self._peers + 1} members ({self.verdict.agreeing} within the maximum skew, itself "
+                "included); it coordinates writes once it has (start the others, or check it reaches them)"
+            )
+
+    def _refuse(self, reason: str) -> NoReturn:
+        now = time.monotonic()
+        if now - self._last_refusal_log >= _REFUSAL_LOG_EVERY_S:
+            self._last_refusal_log = now
+            log.error("clock fence: refused to coordinate a write: %s", reason)
+        raise ClockFenced(reason)
 
     async def _judge_now(self) -> None:
-        """Measure the peers not measured yet, until the verdict is decided: not fenced with a majority of
-        the members measured (this node among them), or every peer answered or failed (bounded by the
-        replica timeout). A frozen peer does not hold up a write that the others already clear."""
+        """Measure the peers not measured yet, until the verdict is decided: this node's clock within the
+        skew of a majority of the members (this node among them), or every peer answered or failed
+        (bounded by the replica timeout). A frozen peer does not hold up a write that the others already
+        clear."""
         verdict = self.refresh()
         if verdict.measured >= self._peers or not self._measurable:
             return
@@ -212,7 +252,7 @@ class ClockFence:
             self._measuring = asyncio.ensure_future(_measure(self._measurable))
             self._measuring.add_done_callback(self._measured_all)
         measuring = self._measuring
-        while not measuring.done() and (verdict.fenced or 2 * (verdict.measured + 1) <= self._peers + 1):
+        while not measuring.done() and not verdict.checks(self._peers + 1):
             if self._next_measurement is None or self._next_measurement.done():
                 self._next_measurement = asyncio.get_running_loop().create_future()
             await asyncio.wait([measuring, self._next_measurement], return_when=asyncio.FIRST_COMPLETED)

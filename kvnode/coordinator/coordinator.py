@@ -222,7 +222,8 @@ class Coordinator:
         elif isinstance(error, ReplicaSkewRefused):
             self._skew_refused(replica, error)
         elif not hint.asked and keeps_hint(error) and replica is not self._local:
-            # This node's own refusal (its disk full) is no hint: nothing would deliver it to itself.
+            # This node's own refusal (its disk full) is no hint: nothing would deliver it to itself, and
+            # the hints are on that disk: storage marks it, a repair makes it good (healing.missed_writes).
             self._hints.add(replica.url, key, record, down_for=replica.down_for())
 
     def _skew_refused(self, replica: Replica, error: ReplicaSkewRefused) -> None:

@@ -1,6 +1,7 @@
 """Healing: replicas compare summaries of what they hold and exchange only the records that differ
 (anti-entropy), drop what no replica needs any more (GC: tombstones, expired versions, surplus copies),
-and a node that lost its disk gets its records back (rebuild).
+and a node that lost its disk gets its records back (rebuild), or the writes its full disk refused
+(missed_writes).
 
 summary        what a node holds, as one hash tree per peer (tictac: a write updates it by a delta); pure
 upkeep         the summaries kept current: every stored record's delta, a rebuild after a crash,
@@ -12,6 +13,7 @@ repair_calls   this node's answers to a peer's repair exchange (BRANCHES, SEGMEN
 outcomes       what repairs did: one exchange's outcome, a full repair's progress, the totals; pure
 gc_rule        when a tombstone, an expired version or a surplus copy may be dropped for good; pure
 gc             the background pass that drops what the rule allows and reclaims the space
+missed_writes  the writes this node's storage refused (a full disk), made good by a repair once it writes
 rebuild_state  whether this node's data is whole: unknown, rebuilding (its disk was lost), serving; pure
 rebuild        acting on it: each state saved, the peers asked, a repair with every peer until all done
 """

@@ -24,6 +24,7 @@ from kvnode.healing.outcomes import REPAIR_FIGURES
 from kvnode.healing.rebuild import REBUILD_FIGURES, Rebuild
 from kvnode.healing.upkeep import SUMMARY_FIGURES, SummaryUpkeep
 from kvnode.loop_lag import LoopLagMonitor
+from kvnode.memory import Settler
 from kvnode.node.exporter import NodeMetrics
 from kvnode.node.snapshot import NodeSnapshot
 from kvnode.paxos.acceptor_calls import AcceptorCalls
@@ -70,6 +71,7 @@ class NodeParts:
     identities: Identities  # who this node and its peers are, as handshakes tell it
     paxos: PaxosRounds  # conditional writes and serial reads
     acceptor: AcceptorCalls  # this node's part in every key's Paxos rounds
+    settler: Settler  # gives memory back after large values and floods of TLS connections
 
     @property
     def membership(self) -> Membership:

@@ -144,6 +144,7 @@ async def _serve(config: NodeConfig) -> int:
             listening,
             ssl_context,
             config.header_timeout_s,
+            parts.settler,
         )
 
 
@@ -176,15 +177,24 @@ async def serve_until_signal(
     after_listening: Callable[[], None] | None = None,
     ssl_context: ssl.SSLContext | None = None,
     handshake_timeout_s: float | None = None,
+    settler: memory.Settler | None = None,
 ) -> int:
     """Serve a set-up runner on bound ports (kvnode.access.listening.bind: the first is the node's own,
     a second one shared with other processes) until SIGTERM or SIGINT, the garbage collector tuned for
     serving, then stop gracefully: stop accepting, run ``after_stop_listening``, clean up.
     ``after_listening`` runs once listening (what a node says only when it serves); with ``ssl_context``
-    the sites serve HTTPS only, a handshake not done within ``handshake_timeout_s`` closed. The exit
+    the sites serve HTTPS only, a handshake not done within ``handshake_timeout_s`` closed, and ``settler``
+    told of each connection (kvnode.access.listening). The exit
     status, 0; CannotListen when a port cannot be listened on after all (the runner cleaned up)."""
     sites = [
-        ListeningSite(runner, sock, bound.url, ssl_context=ssl_context, handshake_timeout=handshake_timeout_s)
+        ListeningSite(
+            runner,
+            sock,
+            bound.url,
+            ssl_context=ssl_context,
+            handshake_timeout=handshake_timeout_s,
+            settler=settler,
+        )
         for bound in listeners
         for sock in bound.sockets
     ]

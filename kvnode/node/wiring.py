@@ -34,6 +34,7 @@ from kvnode.coordinator.fanout import FANOUTS
 from kvnode.healing.anti_entropy import AntiEntropy
 from kvnode.healing.gc import GarbageCollector, pass_interval_s
 from kvnode.healing.gc_rule import GcRule
+from kvnode.healing.missed_writes import MissedWrites
 from kvnode.healing.rebuild import Rebuild
 from kvnode.healing.repair_calls import RepairCalls
 from kvnode.healing.upkeep import SummaryUpkeep
@@ -241,6 +242,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             identities=identities,
             paxos=paxos,
             acceptor=acceptor,
+            settler=settler,
         )
         parts.metrics.watch(parts.snapshot, local)
         parts.metrics.histograms(
@@ -276,6 +278,9 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
         opened.push_async_callback(parts.loop_lag.stop)
         anti_entropy.start()
         opened.push_async_callback(anti_entropy.stop)
+        missed_writes = MissedWrites(storage, anti_entropy)
+        missed_writes.start()
+        opened.push_async_callback(missed_writes.stop)
         rebuild.start(anti_entropy)
         opened.push_async_callback(rebuild.stop)
         opened.push_async_callback(own_part.stop)

@@ -1,10 +1,17 @@
 """The calls to one peer in flight (waiting in the outbox, or sent and unanswered): their ids and callbacks,
 their deadlines, and the bounds on their number and bytes.
 
-Every call has the same timeout, so deadlines arrive in call order: one queue and one timer per peer
-replace a timer per call, and the entries of calls already answered are skipped when their deadline comes;
-the timer wakes at most 64 times per timeout, however many calls. Each call's outcome is counted in the
-peer's :class:`~kvnode.metrics.CallMeter` where it ends, then told to its callback there and then.
+A call's deadline is the timeout after it is made, plus the time to carry its bytes when it is large
+(:func:`carry_s`: a 16 MiB write cannot cross a loaded machine's replica channel, be parsed and stored
+within the default second; docs/limits.md). Calls of at most ``LARGE_CALL_BYTES`` (nearly all) have the
+same deadline after they are made, so their deadlines arrive in call order: one queue and one timer per
+peer replace a timer per call, and the entries of calls already answered are skipped when their deadline
+comes; the few large calls wait in a heap beside it. The timer wakes at most 64 times per timeout, however
+many calls. Each call's outcome is counted in the peer's :class:`~kvnode.metrics.CallMeter` where it
+ends, then told to its callback there and then.
+
+>>> carry_s(64 * 1024), carry_s(LARGE_CALL_BYTES), carry_s(17 * 1024 * 1024)
+(0.0, 0.0, 4.0)
 
 Create it inside the running event loop.
 """
@@ -13,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import heapq
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -21,12 +29,23 @@ from kvnode.replica import Answered
 from kvnode.replica.channel import wire
 from kvnode.replica.errors import ReplicaError, ReplicaOverloaded, ReplicaTimeout, outcome
 
-__all__ = ["CallsInFlight", "InFlightCall"]
+__all__ = ["CARRY_BYTES_PER_S", "LARGE_CALL_BYTES", "CallsInFlight", "InFlightCall", "carry_s"]
 
 # A sweep fails the calls past their deadline, then sleeps at least this share of the timeout, so a call
 # fails at most 1/64 of its timeout late (16 ms of the default second) and a busy peer sweeps 64 times a
 # timeout, not once per call.
 _SWEEP_SLACK = 1 / 64
+# A call carrying more than LARGE_CALL_BYTES gets a second more per CARRY_BYTES_PER_S beyond them: the
+# slowest rate a 16 MiB write was carried at (sent, parsed and stored by the peer, answered) on the test
+# machine under load was about 6 MiB/s, so 4 MiB/s leaves a margin (docs/limits.md). Up to a MiB a call
+# keeps the timeout alone, as every read and small write does.
+LARGE_CALL_BYTES = 1024 * 1024
+CARRY_BYTES_PER_S = 4 * 1024 * 1024
+
+
+def carry_s(size: int, large: int = LARGE_CALL_BYTES, rate: int = CARRY_BYTES_PER_S) -> float:
+    """Seconds a call of ``size`` bytes gets beyond the timeout to carry them."""
+    return max(0, size - large) / rate if size > large else 0.0
 
 
 class InFlightCall(NamedTuple):
@@ -50,9 +69,11 @@ class CallsInFlight:
         max_bytes: int,
         meter: CallMeter,
         on_timeout: Callable[[int], None],
+        carry: Callable[[int], float] = carry_s,
     ) -> None:
         self._url = url
         self._timeout = timeout
+        self._carry = carry
         self.max_calls = max_calls
         self.max_bytes = max_bytes
         self._meter = meter
@@ -61,7 +82,8 @@ class CallsInFlight:
         self._calls: dict[int, InFlightCall] = {}
         self._bytes = 0
         self._next_id = 0
-        self._deadlines: collections.deque[tuple[float, int]] = collections.deque()
+        self._deadlines: collections.deque[tuple[float, int]] = collections.deque()  # in call order
+        self._large: list[tuple[float, int]] = []  # large calls' deadlines, a heap
         self._sweep_timer: asyncio.TimerHandle | None = None
 
     def __len__(self) -> int:
@@ -82,9 +104,17 @@ class CallsInFlight:
         now = self._loop.time()
         calls[call_id] = InFlightCall(answered, op, label, size, now)
         self._bytes += size
-        self._deadlines.append((now + self._timeout, call_id))
-        if self._sweep_timer is None:
-            self._sweep_timer = self._loop.call_at(self._deadlines[0][0], self._sweep)
+        carry = self._carry(size)
+        deadline = now + self._timeout + carry
+        if carry:
+            heapq.heappush(self._large, (deadline, call_id))
+        else:
+            self._deadlines.append((deadline, call_id))
+        timer = self._sweep_timer
+        if timer is None or deadline < timer.when():  # only a call made after a large one can be due first
+            if timer is not None:
+                timer.cancel()
+            self._sweep_timer = self._loop.call_at(deadline, self._sweep)
         return call_id
 
     def overloaded(self) -> ReplicaOverloaded:
@@ -114,6 +144,7 @@ class CallsInFlight:
         calls, self._calls = self._calls, {}
         self._bytes = 0
         self._deadlines.clear()
+        self._large.clear()
         if self._sweep_timer is not None:
             self._sweep_timer.cancel()
             self._sweep_timer = None
@@ -124,15 +155,22 @@ class CallsInFlight:
         """Fail the calls whose deadline has passed, then wait for the next deadline."""
         self._sweep_timer = None
         now = self._loop.time()
-        deadlines = self._deadlines
+        deadlines, large = self._deadlines, self._large
         while deadlines and deadlines[0][0] <= now:
-            call_id = deadlines.popleft()[1]
-            call = self.take(call_id)
-            if call is None:
-                continue  # answered in time
-            self._on_timeout(call_id)
-            self.settle(call, ReplicaTimeout(f"{self._url} did not answer within {self._timeout:g}s"))
-        if deadlines and self._sweep_timer is None:  # a call its callbacks made may have armed it
+            self._expire(deadlines.popleft()[1])
+        while large and large[0][0] <= now:
+            self._expire(heapq.heappop(large)[1])
+        if (deadlines or large) and self._sweep_timer is None:  # a call its callbacks made may have armed it
             # Deadlines are as far apart as the calls: armed at each, the timer would be one per call.
-            wake = max(deadlines[0][0], now + self._timeout * _SWEEP_SLACK)
-            self._sweep_timer = self._loop.call_at(wake, self._sweep)
+            first = min(queue[0][0] for queue in (deadlines, large) if queue)
+            self._sweep_timer = self._loop.call_at(
+                max(first, now + self._timeout * _SWEEP_SLACK), self._sweep
+            )
+
+    def _expire(self, call_id: int) -> None:
+        call = self.take(call_id)
+        if call is None:
+            return  # answered in time
+        self._on_timeout(call_id)
+        waited = self._timeout + self._carry(call.size)
+        self.settle(call, ReplicaTimeout(f"{self._url} did not answer within {waited:g}s"))

@@ -1,7 +1,8 @@
 """Storage: one versioned record per key in LevelDB (through plyvel), written only if newer.
 
 A data dir holds two LevelDB databases: ``records``, the client keyspace, here; and ``system``, the node's
-own state (kvnode.storage.system_db).
+own state (kvnode.storage.system_db). Beside them, ``records.missed`` marks writes this store refused (a
+full disk, an I/O error) that no repair has made good yet (kvnode.healing.missed_writes).
 
 >>> import tempfile
 >>> tmp = tempfile.TemporaryDirectory()
@@ -15,6 +16,7 @@ b'v1'
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import itertools
@@ -71,35 +73,87 @@ _REOPEN_FREE_BYTES = 8 * 1024 * 1024
 # write's values until the next one, so a write of many large values would hold them all (docs/limits.md).
 _WRITE_BYTES = 1024 * 1024
 _RETRY_S = 1.0
+# The missed-writes mark: one byte, written in place. Its block is allocated when the mark is made, so
+# setting it needs no new one: it can be set on a full disk.
+_MISSED = "records.missed"
 
 
 class Storage:
     """The client keyspace. A write that fails (a full disk, an I/O error) leaves LevelDB's log with a
     torn record and, for a full disk, LevelDB refusing every later write; so the next write first opens
     the database again (its recovery drops the torn record), once the disk has room. Until then writes
-    fail at once with the first failure, and reads go on from the open database."""
+    fail at once with the first failure, and reads go on from the open database.
 
-    def __init__(self, data_dir: Path, *, fsync: bool, on_change: ChangeListener | None = None) -> None:
+    A refused write leaves this node without a version its other replicas took (a coordinator's own copy
+    is no hint: the hints are on the same disk), so ``missed`` marks it, durably, until a repair with the
+    peers has made the refused writes good (``made_good``)."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        fsync: bool,
+        on_change: ChangeListener | None = None,
+        now_s: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._data_dir = data_dir
+        self._now_s = now_s  # when a write failed, and when the database may be opened again
         self._db = open_leveldb(data_dir, _NAME)
+        try:
+            self._missed = _MissedMark(data_dir / _MISSED)
+        except StorageUnavailable:
+            self._db.close()
+            raise
         self.fsync = fsync
         # Told of every stored change of a key's version, (key, old, new) as encoded records (None:
         # absent), once it is stored: anti-entropy's summaries follow it (kvnode.healing.upkeep).
         self._on_change = on_change or _ignore_change
+        self.refused = asyncio.Event()  # set at each write refused, for the repair that makes it good
+        self.refusals = 0  # writes refused since start
         self._failed: StorageError | None = None  # the write failure the database must be reopened after
         self._next_reopen = 0.0
         self._group = GroupCommit(self._write_all, StorageError)  # writes not yet stored
 
     @classmethod
-    def open(cls, path: Path, *, fsync: bool, on_change: ChangeListener | None = None) -> Storage:
+    def open(
+        cls,
+        path: Path,
+        *,
+        fsync: bool,
+        on_change: ChangeListener | None = None,
+        now_s: Callable[[], float] = time.monotonic,
+    ) -> Storage:
         """The keyspace in ``path``; ``on_change`` is told of every change stored (see __init__)."""
-        return cls(path, fsync=fsync, on_change=on_change)
+        return cls(path, fsync=fsync, on_change=on_change, now_s=now_s)
 
     def close(self) -> None:
         """Store the pending writes first (a failure is logged, and told to their waiters)."""
         with contextlib.suppress(StorageError):
             self._group.commit()
         self._db.close()
+        self._missed.close()
+
+    @property
+    def missed(self) -> bool:
+        """Whether this store refused writes (since start or before a restart) not yet made good."""
+        return self._missed.set
+
+    def writable(self) -> bool:
+        """Whether writes may succeed now: none failed, or the database opened again since (it is, once
+        the disk has room)."""
+        try:
+            self._writable()
+        except StorageError:
+            return False
+        return True
+
+    def made_good(self, refusals: int) -> bool:
+        """The writes refused until ``refusals`` were counted are made good (a repair that began then
+        completed with every peer): clear the mark unless more were refused since. Whether it is clear."""
+        if refusals == self.refusals and self._missed.set:
+            self._missed.write(False)
+            log.warning("the writes %s refused have been made good by a repair", self._data_dir)
+        return not self._missed.set
 
     def read(self, key: bytes) -> Record | None:
         """The version of key, pending or stored, tombstones included; raises CorruptRecord for unreadable
@@ -173,7 +227,11 @@ class Storage:
         """Store ``writes``, a LevelDB write per run of _WRITE_BYTES, telling on_change of each run once
         it is stored. A failed write fails them all, though the runs before it were stored (as after a
         lost acknowledgement, a write told it failed may yet be held)."""
-        self._writable()
+        try:
+            self._writable()
+        except StorageError:
+            self._refused()
+            raise
         for group in runs(writes, _WRITE_BYTES):
             try:
                 # sync=False still hands the write to the OS before returning (LevelDB's log is written
@@ -182,7 +240,9 @@ class Storage:
                     for key, pending in group:
                         batch.put(key, pending.encoded)
             except plyvel.Error as error:
-                raise self._write_failed(error) from error
+                failure = self._write_failed(error)
+                self._refused()
+                raise failure from error
             for key, pending in group:
                 self._on_change(key, pending.replaced, pending.encoded)
 
@@ -248,15 +308,21 @@ class Storage:
         if self._failed is None:
             log.error("writes to %s fail until it is opened again: %s", self._data_dir, failure)
         self._failed = failure
-        self._next_reopen = time.monotonic() + _RETRY_S
+        self._next_reopen = self._now_s() + _RETRY_S
         return failure
+
+    def _refused(self) -> None:
+        self.refusals += 1
+        if not self._missed.set:
+            self._missed.write(True)
+        self.refused.set()
 
     def _writable(self) -> None:
         """Open the database again after a failed write, if the disk has room; else raise that failure."""
         failed = self._failed
         if failed is None:
             return
-        now = time.monotonic()
+        now = self._now_s()
         if now < self._next_reopen:
             raise failed
         if _free_bytes(self._data_dir) < _REOPEN_FREE_BYTES:
@@ -297,6 +363,34 @@ def _iterate(snapshot: Any) -> Iterator[tuple[bytes, bytes]]:
 
 def _ignore_change(key: bytes, old: bytes | None, new: bytes | None) -> None:
     """Storage's change listener when it is given none."""
+
+
+class _MissedMark:
+    """The durable mark of writes refused and not yet made good (``records.missed``: b"1" or b"0")."""
+
+    def __init__(self, path: Path) -> None:
+        try:
+            self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+            if os.fstat(self._fd).st_size == 0:
+                os.pwrite(self._fd, b"0", 0)
+                os.fsync(self._fd)
+            self.set = os.pread(self._fd, 1, 0) == b"1"
+        except OSError as error:
+            reason = "the disk is full" if error.errno == errno.ENOSPC else error.strerror or str(error)
+            raise StorageUnavailable(f"cannot open data dir {path.parent}: {reason}") from error
+        if self.set:
+            log.warning("%s: writes refused before this start are to be made good by a repair", path)
+
+    def write(self, missed: bool) -> None:
+        self.set = missed  # in memory first: the repair is due even if the mark cannot be written
+        try:
+            os.pwrite(self._fd, b"1" if missed else b"0", 0)
+            os.fsync(self._fd)
+        except OSError as error:
+            log.error("cannot write %s: %s", _MISSED, error.strerror or error)
+
+    def close(self) -> None:
+        os.close(self._fd)
 
 
 _NAME = "records"

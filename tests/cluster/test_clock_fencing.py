@@ -142,3 +142,28 @@ def test_restarted_with_a_good_clock_it_serves_writes_at_once(start_cluster: Clu
     assert clock_of(bad)["lead_ms"] < 1000
     assert good.put(key, b"later").status == 201
     assert read_everywhere(cluster, key) == [b"later"] * 3
+
+
+def test_a_node_started_alone_a_minute_ahead_stamps_nothing_that_beats_a_later_write(
+    start_cluster: ClusterFactory,
+) -> None:
+    """Issue 41's first hole: started while its peers were down, the node measured no one, so nothing
+    fenced it; its ack=1 writes, stamped a minute ahead, beat the writes acknowledged after them. Now it
+    refuses them (503, naming why) until its clock is checked, and every later write wins."""
+    cluster = start_cluster(3, clock_offsets_ms=[MINUTE_MS, 0, 0])
+    ahead, others = cluster[0], [cluster[1], cluster[2]]
+    for node in cluster:
+        node.stop()
+    ahead.start()  # alone: /v0/status answers while its peers are down
+    keys = [fresh_key("lone") for _ in range(5)]
+    for key in keys:
+        answer = ahead.put(key, b"early", ack=1)
+        assert answer.status == 503, answer.text
+        assert answer.text.startswith("clock unchecked: ") and answer.text.count("\n") == 1, answer.text
+    for node in others:
+        node.start()
+    for key in keys:
+        assert others[0].put(key, b"later", ack=2).status == 201
+        assert read_everywhere(cluster, key) == [b"later"] * 3
+    settled(cluster)
+    assert clock_of(ahead)["fenced"] is True  # and now that it measured them, it is fenced

@@ -81,11 +81,11 @@ def node_on_tmpfs(disk: Path, tmp_path: Path) -> Iterator[tuple[str, Path]]:
 def _fill(disk: Path) -> Path:
     """A file that takes every free byte of ``disk``."""
     filler = disk / "filler"
-    with open(filler, "wb") as out:
+    # Unbuffered: a write that fits only in part leaves nothing behind for close() to fail on.
+    with open(filler, "wb", buffering=0) as out:
         try:
             while True:
                 out.write(b"\0" * 65536)
-                out.flush()
         except OSError:
             pass
     return filler
@@ -152,16 +152,22 @@ def _cluster_with_a_node_on_tmpfs(tmp_path: Path) -> list[Node]:
     return start_local_cluster(base, 3, make_node, log_dir=tmp_path, configure=configure).nodes
 
 
+VALUE = b"v" * 100_000  # more than the log's last page: a write of it needs space
+
+
+def _filled(node: Node) -> Path:
+    """Fill the disk of ``node``, the cluster's node on a tmpfs; the filler, to unlink to free it."""
+    return _fill(Path(f"/proc/{node.pid}/root{node.config.data_dir}"))
+
+
 @pytest.mark.usefixtures("mountable")
 def test_writes_a_replica_refused_for_a_full_disk_are_hinted_and_reach_it_once_space_is_freed(
     tmp_path: Path,
 ) -> None:
     full, coordinator, _ = _cluster_with_a_node_on_tmpfs(tmp_path)
-    filler = _fill(Path(f"/proc/{full.pid}/root{full.config.data_dir}"))
-    value = b"v" * 100_000  # more than the log's last page: a write of it needs space
-    keys = [fresh_key("hinted") for _ in range(10)]
+    filler, keys = _filled(full), [fresh_key("hinted") for _ in range(10)]
     for key in keys:
-        assert coordinator.put(key, value, ack=2, from_=3).status == 201
+        assert coordinator.put(key, VALUE, ack=2, from_=3).status == 201
 
     def hints() -> dict[str, int]:
         return {name: counts.get(full.url, 0) for name, counts in stats(coordinator)["hints"].items()}
@@ -173,4 +179,20 @@ def test_writes_a_replica_refused_for_a_full_disk_are_hinted_and_reach_it_once_s
     wait_for(lambda: hints()["delivered"] == len(keys), DEADLINE, "the hints to be delivered")
     assert hints()["pending"] == 0
     held = dict(full.scan("hinted-", "hinted."))
-    assert held == dict.fromkeys((key.encode() for key in keys), value)
+    assert held == dict.fromkeys((key.encode() for key in keys), VALUE)
+
+
+@pytest.mark.usefixtures("mountable")
+def test_writes_the_coordinators_own_full_disk_refused_reach_it_once_space_is_freed(tmp_path: Path) -> None:
+    """Issue 41's second hole: acknowledged by the two peers, but the coordinator's own copy was neither
+    stored nor hinted (the hints are on the full disk) and nothing brought it until the hourly repair."""
+    full, _, _ = _cluster_with_a_node_on_tmpfs(tmp_path)
+    filler, keys = _filled(full), [fresh_key("own-copy") for _ in range(10)]
+    for key in keys:
+        assert full.put(key, VALUE, ack=2, from_=3).status == 201
+    assert full.scan("own-copy-", "own-copy.") == []
+    filler.unlink()
+    # No key is read (no read repair), and anti-entropy runs hourly: the node fetches them by itself.
+    wanted = dict.fromkeys((key.encode() for key in keys), VALUE)
+    wait_for(lambda: dict(full.scan("own-copy-", "own-copy.")) == wanted, DEADLINE, "the refused writes")
+    wait_for(lambda: "have been made good by a repair" in full.log_path.read_text(), what="the mark cleared")

@@ -12,7 +12,7 @@ import socket
 import statistics
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -252,3 +252,49 @@ def test_a_burst_of_large_puts_is_bounded_in_bytes_and_memory_returns(start_clus
     assert set(counts) <= {201, 408, 503, 504}, counts
     assert 0 < counts.get(503, 0) < PUTS, counts  # some were shed, some admitted (the first always is)
     assert peak - baseline < PEAK_MIB * 1024
+
+
+def test_the_largest_body_is_written_with_the_default_timeout(start_cluster: ClusterFactory) -> None:
+    """Issue 41: a 16 MiB write takes about a second to carry to a peer on a loaded machine, so with the
+    bare default timeout (1 s) such PUTs often answered 504; a replica call's deadline now allows for the
+    bytes it carries (kvnode.replica.inflight.carry_s)."""
+    cluster = start_cluster(3)  # the default --timeout-ms 1000
+    assert cluster[0].config.timeout_ms == 1000
+    body = b"x" * BIG
+
+    async def puts() -> list[int]:
+        return [await _put(_port(cluster[0]), f"largest-{index}", body) for index in range(5)]
+
+    assert asyncio.run(puts()) == [201] * 5
+    answer = cluster[1].get("largest-4")
+    assert (answer.status, len(answer.body)) == (200, BIG)
+
+
+HOLD_S = 1.5  # a replica held this long keeps its channels (tests/cluster/test_failure_detection.py)
+
+
+def test_a_large_write_is_given_time_for_its_bytes_and_a_small_one_only_the_timeout(
+    start_cluster: ClusterFactory,
+) -> None:
+    """A replica held for 1.5 s (as a loaded machine holds one that carries 16 MiB) answers a 16 MiB write
+    within its deadline (1 s + 3.75 s for its bytes), and a small write past its 1 s, as before. Every
+    replica must answer: ack=3."""
+    cluster = start_cluster(3)
+    coordinator, held = cluster[0], cluster[2]
+    assert coordinator.put("warm", b"v", ack=3).status == 201
+
+    def while_held(write: Callable[[], int]) -> int:
+        held.freeze()
+        release = threading.Timer(HOLD_S, held.resume)  # on time, however long the write takes
+        release.start()
+        try:
+            return write()
+        finally:
+            release.join()
+            held.resume()
+
+    large = while_held(lambda: asyncio.run(_put(_port(coordinator), "held-large&ack=3", b"x" * BIG)))
+    assert large == 201
+    small = while_held(lambda: coordinator.put("held-small", b"v", ack=3).status)
+    assert small == 504
+    assert total(scrape(coordinator), "kvnode_replica_calls_total", outcome="timeout") == 1

@@ -116,7 +116,10 @@ def test_a_rogue_node_on_a_members_url_cannot_store_or_receive_writes(
     cluster = start_cluster(3, cluster_secret=SECRET)
     rogue = start_rogue(cluster, tmp_path, rogue_secret)
     try:
-        assert rogue.put("rogue-write", b"evil", ack=1).status == 201  # stored on the rogue only
+        # It reaches no member, so it cannot even check its clock: it stamps nothing (before issue 41 it
+        # stored the write on itself only, which the members never saw).
+        refused = rogue.put("rogue-write", b"evil", ack=1)
+        assert refused.status == 503 and refused.text.startswith("clock unchecked"), refused.text
         assert cluster[0].put("member-write", b"private", ack=2).status == 201
         # Both sides have tried: the members refused the rogue's channel, and the member's channel to the
         # rogue failed its handshake (a 403 from a rogue with another secret, a 404 from one without).

@@ -13,20 +13,9 @@ from aiohttp.test_utils import make_mocked_request
 
 from kvnode.access.admission import STARVED_QUEUE, Admission
 from kvnode.loop_lag import Starvation
-from kvnode.memory import Settler
+from tests.drivers import PassedSizes
 
 MAX_BODY = 1000
-
-
-class PassedSizes(Settler):
-    """A settler that keeps the size of every value it is told passed (it is never started)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.sizes: list[int] = []
-
-    def passed(self, size: int) -> None:
-        self.sizes.append(size)
 
 
 def put(length: int) -> web.Request:

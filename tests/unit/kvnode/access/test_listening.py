@@ -1,6 +1,7 @@
 """The node's ports (kvnode.access.listening): bound before the node serves (refusing connections until
 then), a port in use refused in one line, a shared port bound twice, and the site that serves a bound
-socket, a TLS handshake that never begins closed after the timeout."""
+socket, a TLS handshake that never begins closed after the timeout, and each TLS connection told to the
+settler once its handshake timeout has passed."""
 
 from __future__ import annotations
 
@@ -13,11 +14,13 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from kvnode.access.listening import CannotListen, ListeningSite, bind
+from kvnode.access.listening import TLS_CONNECTION_BYTES, CannotListen, ListeningSite, bind
 from kvnode.access.tls import server_context, verifying_context
 from kvnode.config import NodeConfig
 from kvnode.ops.certs import NodeCertificate
 from kvnode.ops.ports import free_ports
+from tests.drivers import PassedSizes
+from tests.harness import eventually
 
 
 @pytest.fixture
@@ -76,9 +79,11 @@ async def test_the_site_serves_the_bound_socket() -> None:
         bound.close()
 
 
-async def test_a_tls_handshake_that_never_begins_is_closed_after_the_timeout(
+async def test_a_tls_handshake_that_never_begins_is_closed_after_the_timeout_and_told_to_the_settler(
     node_certificate: NodeCertificate, tmp_path: Path
 ) -> None:
+    """Closed before its handshake, a connection's objects are freed only by the collector, and its
+    buffers stay in the heap: the settler collects and trims after them (issue 41)."""
     files = node_certificate
     serving = server_context(
         NodeConfig(data_dir=tmp_path, tls_cert=files.cert, tls_key=files.key, tls_ca=files.ca)
@@ -86,12 +91,16 @@ async def test_a_tls_handshake_that_never_begins_is_closed_after_the_timeout(
     bound = bind("127.0.0.1", free_ports(1)[0], tls=True)
     runner = hello_runner()
     await runner.setup()
+    settler = PassedSizes()
     try:
-        site = ListeningSite(runner, bound.sockets[0], bound.url, ssl_context=serving, handshake_timeout=0.1)
+        site = ListeningSite(
+            runner, bound.sockets[0], bound.url, ssl_context=serving, handshake_timeout=0.1, settler=settler
+        )
         await site.start()
         reader, writer = await asyncio.open_connection("127.0.0.1", bound.port)  # sends no ClientHello
         assert await asyncio.wait_for(reader.read(), 30) == b""  # closed by the server
         writer.close()
+        await eventually(lambda: settler.sizes == [TLS_CONNECTION_BYTES], 10, "the settler told")
         async with (  # a client that shakes hands is served
             aiohttp.ClientSession() as session,
             session.get(bound.url + "/", ssl=verifying_context(files.ca)) as response,

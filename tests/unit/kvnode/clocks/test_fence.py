@@ -150,11 +150,24 @@ async def test_a_write_is_refused_while_fenced_and_admitted_once_the_clock_is_ba
 
 async def test_an_old_fence_ages_out_when_the_peers_go_silent() -> None:
     fence, now = fence_of(Wall(0))
+    fence.measured("b", Offset(0, 100))  # checked at start...
+    fence.measured("c", Offset(0, 100))
+    now[0] = 1.0  # ...then its clock steps a minute ahead
     fence.measured("b", Offset(-MINUTE_US, 100))
     fence.measured("c", Offset(-MINUTE_US, 100))
     assert fence.fenced
-    now[0] = 11.0  # no measurement for longer than the estimates count
+    now[0] = 12.0  # no measurement for longer than the estimates count
     await fence.admit_write()  # no estimate is no fence
+    assert not fence.fenced
+
+
+async def test_a_fence_that_ages_out_before_the_clock_was_ever_checked_still_refuses_writes() -> None:
+    fence, now = fence_of(Wall(0))
+    fence.measured("b", Offset(-MINUTE_US, 100))
+    fence.measured("c", Offset(-MINUTE_US, 100))
+    now[0] = 11.0
+    with pytest.raises(ClockFenced, match="clock unchecked"):
+        await fence.admit_write()
     assert not fence.fenced
 
 
@@ -175,15 +188,54 @@ async def test_before_any_measurement_a_write_waits_for_one_round_of_them() -> N
     assert next(rounds) == 2  # the two writes shared one round
 
 
-async def test_peers_that_cannot_be_reached_are_no_fence() -> None:
+async def test_a_node_that_reaches_no_peer_since_it_started_refuses_writes_as_unchecked() -> None:
+    """Started alone, with a clock a minute ahead or not: it cannot know, so it stamps nothing that could
+    beat a write acknowledged later (the contract's "an unchecked clock stamps nothing that can win")."""
     fence, _ = fence_of(Wall(0))
 
     async def nobody_answers() -> None:
         await asyncio.sleep(0)
 
     measuring(fence, nobody_answers)
+    with pytest.raises(ClockFenced) as refused:
+        await fence.admit_write()
+    assert str(refused.value) == (
+        "clock unchecked: this node has not yet checked its clock against a majority of the 3 members (1 "
+        "within the maximum skew, itself included); it coordinates writes once it has (start the others, "
+        "or check it reaches them)"
+    )
+    assert not fence.fenced and not fence.ready
+
+
+async def test_a_node_checked_once_keeps_coordinating_when_its_peers_go_silent() -> None:
+    """Its anchor (the cluster's time carried by the monotonic clock) judges its own stamps from then on."""
+    fence, now = fence_of(Wall(0))
+    fence.measured("b", Offset(0, 100))
+    assert fence.checked and fence.ready  # checked by the background measurements: writes read one flag
+    now[0] = 11.0
+
+    async def nobody_answers() -> None:
+        await asyncio.sleep(0)
+
+    measuring(fence, nobody_answers)
     await fence.admit_write()
-    assert not fence.fenced
+    assert not fence.ready  # no estimate left: the next write measures again first
+
+
+async def test_a_cluster_of_one_member_is_checked_from_the_start() -> None:
+    fence, _ = fence_of(Wall(0), peers=0)
+    assert fence.ready
+    await fence.admit_write()
+
+
+def test_two_members_of_five_agreeing_are_not_a_check_three_are() -> None:
+    fence, _ = fence_of(Wall(0), peers=4)
+    fence.measured("b", Offset(0, 100))  # one bad time source for both: they agree with each other
+    assert (fence.fenced, fence.checked, fence.ready) == (False, False, False)
+    fence.measured("c", Offset(MINUTE_US, 100))  # c is far: still two of five within the skew
+    assert (fence.verdict.agreeing, fence.checked) == (2, False)
+    fence.measured("d", Offset(100, 100))
+    assert (fence.verdict.agreeing, fence.checked, fence.ready) == (3, True, True)
 
 
 async def test_a_good_node_that_measured_only_the_bad_one_measures_the_rest_before_refusing() -> None:

@@ -32,6 +32,7 @@ async def test_the_snapshot_names_each_peer_and_the_hints_kept_for_it(serve: Ser
     members = (f"http://127.0.0.1:{own}", f"http://127.0.0.1:{gone}")
     node = await serve(port=own, cluster=members, timeout_ms=200)
     parts = node.parts
+    node.clock_checked()  # the peer answered once, then went down
     assert [peer.url for peer in parts.peers] == [members[1]]
     status, body = await node.call("PUT", "/v0/entity?id=k&ack=1", b"v")
     assert status == 201, body

@@ -75,6 +75,7 @@ async def test_with_fewer_than_n_members_down_the_others_answer(serve: Serve) ->
     own, gone = free_ports(2)
     members = (f"http://127.0.0.1:{own}", f"http://127.0.0.1:{gone}")
     node = await serve(port=own, cluster=members, timeout_ms=200)
+    node.clock_checked()  # the peer answered once, then went down
     status, body = await node.call("PUT", "/v0/entity?id=k&ack=1", b"v")
     assert status == 201, body
     assert await scan(node, "start=a") == ([("k", b"v")], None)

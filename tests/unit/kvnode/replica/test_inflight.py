@@ -12,18 +12,25 @@ from kvnode.metrics import CallMeter
 from kvnode.replica import Answered, answer_future
 from kvnode.replica.channel import wire
 from kvnode.replica.errors import ReplicaError, ReplicaOverloaded, ReplicaTimeout, ReplicaUnavailable
-from kvnode.replica.inflight import CallsInFlight
+from kvnode.replica.inflight import CallsInFlight, carry_s
 from tests.harness import eventually
 
 URL = "http://peer:1"
 
 
 def calls_in_flight(
-    timeout: float = 60.0, max_calls: int = 100, max_bytes: int = 10_000
+    timeout: float = 60.0, max_calls: int = 100, max_bytes: int = 10_000, large: int = 1 << 20
 ) -> tuple[CallsInFlight, CallMeter, list[int]]:
+    """Calls of more than ``large`` bytes get 1 s more per 100 bytes beyond it (the node's: per 4 MiB)."""
     meter, timed_out = CallMeter(), list[int]()
     calls = CallsInFlight(
-        URL, timeout, max_calls=max_calls, max_bytes=max_bytes, meter=meter, on_timeout=timed_out.append
+        URL,
+        timeout,
+        max_calls=max_calls,
+        max_bytes=max_bytes,
+        meter=meter,
+        on_timeout=timed_out.append,
+        carry=lambda size: carry_s(size, large, rate=100),
     )
     return calls, meter, timed_out
 
@@ -152,3 +159,42 @@ async def test_a_call_awaited_through_answer_future_resolves_or_is_dropped_once_
     calls.settle(call, None, "answer")
     assert future.cancelled() if cancel else future.result() == "answer"
     assert meter.calls == {("read", "ok"): 1}  # the peer answered either way
+
+
+async def test_a_large_call_gets_time_for_its_bytes_and_a_small_one_after_it_keeps_its_deadline() -> None:
+    """Issue 41: a 16 MiB write could not be carried within the default second. A call of 16 MiB gets
+    3.75 s more (the node's rule); a small call made after it still fails at its own deadline."""
+    meter, timed_out = CallMeter(), list[int]()
+    calls = CallsInFlight(
+        URL, 0.05, max_calls=100, max_bytes=1 << 30, meter=meter, on_timeout=timed_out.append
+    )
+    told = Told()
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    calls.start(wire.Op.WRITE, "write", 16 * 1024 * 1024, told.to("large"))
+    small = calls.start(wire.Op.WRITE, "write", 100, told.to("small"))
+    await eventually(lambda: len(timed_out) >= 1, 10, "the small call's deadline")
+    assert timed_out == [small] and loop.time() - began < 3.75  # not held until the large one's
+    assert [(name, str(error)) for name, error, _ in told.outcomes] == [
+        ("small", f"{URL} did not answer within 0.05s")
+    ]
+    assert len(calls) == 1  # the large one is still in flight
+    calls.fail_all(ReplicaUnavailable("gone"))
+
+
+async def test_a_large_call_not_answered_in_its_time_fails_saying_how_long_it_was_given() -> None:
+    calls, _, timed_out = calls_in_flight(timeout=0.05, large=100)
+    told = Told()
+    large = calls.start(wire.Op.WRITE, "write", 110, told.to("large"))  # 10 bytes beyond: 0.1 s more
+    await eventually(lambda: len(timed_out) >= 1, 10, "the large call's deadline")
+    assert timed_out == [large]
+    assert [(name, str(error)) for name, error, _ in told.outcomes] == [
+        ("large", f"{URL} did not answer within 0.15s")
+    ]
+
+
+def test_only_the_bytes_beyond_a_mib_give_a_call_more_time_a_second_per_4_mib() -> None:
+    mib = 1024 * 1024
+    assert [carry_s(size) for size in (0, 64 * 1024, mib)] == [0.0, 0.0, 0.0]
+    assert carry_s(mib + 4 * mib) == 1.0
+    assert carry_s(16 * mib + 64) > 3.75  # the largest body and its header: 4.75 s with the default timeout

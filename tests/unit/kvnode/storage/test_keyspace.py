@@ -11,6 +11,7 @@ import pytest
 
 from kvnode.storage.keyspace import Storage, StorageFull, StorageUnavailable
 from kvnode.storage.records import CorruptRecord, Record, encode
+from tests.drivers import FailingWrites
 from tests.harness import group_written
 
 Change = tuple[bytes, bytes | None, bytes | None]
@@ -300,22 +301,9 @@ async def test_an_offer_stores_nothing_before_its_group_commit_and_reads_see_its
     assert changes == [(b"new", None, encode(Record.put(2, b"b")))]
 
 
-class FailingWrites:
-    """A LevelDB whose writes fail with ``reason`` (its reads go on)."""
-
-    def __init__(self, db: plyvel.DB, reason: bytes) -> None:
-        self._db, self._reason = db, reason
-
-    def write_batch(self, **_: object) -> None:
-        raise plyvel.IOError(self._reason)
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._db, name)
-
-
 async def test_a_failed_group_commit_fails_every_waiter_and_stores_none_of_it(store: Storage) -> None:
     store.apply(b"held", Record.put(1, b"stored"))
-    store._db = FailingWrites(store._db, b"IO error: No space left on device")
+    store._db = FailingWrites(store._db)
     told: list[Exception | None] = []
     store.offer(b"held", Record.put(2, b"new"))
     store.when_written(told.append)
@@ -417,3 +405,34 @@ def test_read_chunk_reads_from_its_start_up_to_its_limit(store: Storage) -> None
         store.apply(key, Record.put(1, key))
     assert [key for key, _ in store.read_chunk(b"b", 2)] == [b"b", b"c"]
     assert store.read_chunk(b"e", 2) == []
+
+
+def test_a_refused_write_marks_the_store_until_made_good_across_a_restart(tmp_path: Path) -> None:
+    """The coordinator's own copy refused for a full disk is no hint: the mark is what brings it back
+    (kvnode.healing.missed_writes), so it outlives a restart."""
+    now = [0.0]
+    store = Storage.open(tmp_path / "db", fsync=False, now_s=lambda: now[0])
+    assert (store.missed, store.refused.is_set(), store.writable()) == (False, False, True)
+    store._db = FailingWrites(store._db)
+    for _ in range(2):  # the first refused by LevelDB, the next at once, before the database is reopened
+        with pytest.raises(StorageFull):
+            store.apply(b"refused", Record.put(1, b"v"))
+    assert (store.missed, store.refusals, store.refused.is_set(), store.writable()) == (True, 2, True, False)
+    store.close()
+    store = Storage.open(tmp_path / "db", fsync=False, now_s=lambda: now[0])
+    try:
+        assert (store.missed, store.refusals) == (True, 0)
+        store._db = FailingWrites(store._db)
+        with pytest.raises(StorageFull):
+            store.apply(b"refused", Record.put(1, b"v"))
+        assert not store.writable()
+        now[0] = 2.0  # past the pause, and this disk has room: the database opens again
+        assert store.writable()
+        assert store.made_good(0) is False  # a repair counted before the last refusal does not clear it
+        assert store.made_good(1) is True and not store.missed
+        store.apply(b"stored", Record.put(1, b"v"))
+    finally:
+        store.close()
+    store = Storage.open(tmp_path / "db", fsync=False)
+    assert not store.missed
+    store.close()
