@@ -215,20 +215,17 @@ async def in_process_nodes(
     """``count`` in-process nodes (http://n1:8080 ...), each with a peer to every other; the first
     ``members`` of them (all by default) are the first membership, with ``replication`` owners a key (0: every
     member); their storage reads ``storage_now_s`` for when it may open its database again after a failed
-    write. Call inside the running event loop;
-    the Members a test opened are closed at the end."""
+    write. Call inside the running event loop; the Members a test opened are closed at the end."""
     urls = [f"http://n{index}:8080" for index in range(1, count + 1)]
     membership = Membership.seeded(urls[: members or count], replication)
     nodes: list[InProcessNode] = []
     async with contextlib.AsyncExitStack() as stack:
         for index, url in enumerate(urls, 1):
             directory = tmp_path / f"n{index}"
-            storage = Storage.open(directory, fsync=False, now_s=storage_now_s)
-            stack.callback(storage.close)
             system = SystemDb.open(directory)
             stack.callback(system.close)
             upkeep = SummaryUpkeep(system.summaries, url, membership.placement())
-            storage = Storage.open(directory, fsync=False, on_change=upkeep.changed)
+            storage = Storage.open(directory, fsync=False, on_change=upkeep.changed, now_s=storage_now_s)
             stack.callback(storage.close)
             clock = HybridClock(wall_clock_us(), 5_000_000)
             local = LocalReplica(url, storage, unjudged_fence())

@@ -107,7 +107,7 @@ def spoken(max_version: int = 0) -> Versions:
     """What this node speaks: MIN_VERSION up to ``max_version`` (0: CURRENT_VERSION).
 
     >>> str(spoken()), str(spoken(1))
-    ('1-3', '1-1')
+    ('1-4', '1-1')
     """
     if not (max_version == 0 or MIN_VERSION <= max_version <= CURRENT_VERSION):
         raise ValueError(
