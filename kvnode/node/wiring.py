@@ -184,6 +184,8 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             config.url, epoch, acceptor, clock, fence, hints, config.timeout, defect=config.paxos_defect
         )
         opened.push_async_callback(paxos.close)
+        acceptor.start(pass_interval_s(config.gc_grace_s), config.gc_grace_s)
+        opened.push_async_callback(acceptor.stop)
         anti_entropy = AntiEntropy(
             config.url,
             summaries,

@@ -94,6 +94,20 @@ class AcceptorState(NamedTuple):
             accepted = None
         return AcceptorState(max(self.promised, ballot), accepted, max(self.committed, ballot))
 
+    def expired(self, before_us: int) -> bool:
+        """Whether every ballot of this state is older than ``before_us``: the grace period past its last
+        round, every owner drops it alike (as tombstone GC drops a tombstone), accepted proposal and all.
+
+        >>> from kvnode.storage.records import Record
+        >>> done = AcceptorState(Ballot(10, 1), None, Ballot(10, 1))
+        >>> done.expired(11), done.expired(10)
+        (True, False)
+        >>> done._replace(accepted=Proposal(Ballot(12, 2), Record.put(12, b"v"))).expired(11)
+        False
+        """
+        accepted = ZERO_BALLOT if self.accepted is None else self.accepted.ballot
+        return max(self.promised, self.committed, accepted).micros < before_us
+
     def collectable(self, everywhere: Ballot, oldest: int) -> bool:
         """Whether this state may be dropped now that the commit at ``everywhere`` reached every owner:
         nothing accepted outstanding, nothing promised since that commit, no later commit (which may not

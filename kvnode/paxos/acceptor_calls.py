@@ -14,8 +14,9 @@ answers NOT_READY, a failed acceptor.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kvnode.clocks.fence import ClockFence
 from kvnode.clocks.hybrid import HybridClock
@@ -26,10 +27,13 @@ from kvnode.replica.apply import apply_record
 from kvnode.replica.channel import wire
 from kvnode.replica.channel.answerers import Answer, Answerers, Unanswerable
 from kvnode.replica.readiness import NodeState
-from kvnode.storage.keyspace import Storage
+from kvnode.scheduling import Slice, Tasks
+from kvnode.storage.keyspace import Storage, StorageError
 from kvnode.storage.system_db import PaxosStates
 
 __all__ = ["CALLS", "AcceptorCalls", "NotAcceptor"]
+
+log = logging.getLogger(__name__)
 
 _NOT_READY: Answer = (wire.Status.NOT_READY, b"")
 # The replica call that carries each request of a round.
@@ -60,6 +64,36 @@ class AcceptorCalls:
     fence: ClockFence
     node_state: Callable[[], NodeState]
     fsync: bool
+    tasks: Tasks = field(default_factory=lambda: Tasks("paxos states"))
+    collected: int = 0  # states dropped since start, their grace period past
+
+    def start(self, interval_s: float, grace_s: float) -> None:
+        """Drop the states whose grace period has passed, every ``interval_s``; call inside the loop."""
+        self.tasks.spawn(self._collecting(interval_s, int(grace_s * 1_000_000)), "collect")
+
+    async def stop(self) -> None:
+        await self.tasks.stop()
+
+    async def _collecting(self, interval_s: float, grace_us: int) -> None:
+        while True:
+            await self.tasks.sleep(interval_s)
+            try:
+                self.collected += await self.collect(grace_us)
+            except StorageError as failure:
+                log.warning("Paxos states not collected this time: %s", failure)
+
+    async def collect(self, grace_us: int) -> int:
+        """One pass: the states whose every ballot is older than the grace period, dropped; how many."""
+        before = self.clock.current() - grace_us
+        share, old = Slice(), []
+        for key, raw in self.states.items():
+            if decode_state(raw).expired(before):
+                old.append(key)
+            await share.pause()
+        # Judged again with no await before the drop: a round may have stored a newer state meanwhile.
+        gone = [key for key in old if self.state(key).expired(before)]
+        self.states.drop(gone)
+        return len(gone)
 
     def register(self, answerers: Answerers) -> None:
         for op in (wire.Op.PREPARE, wire.Op.PROPOSE, wire.Op.COMMIT):

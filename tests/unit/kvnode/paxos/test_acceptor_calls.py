@@ -1,11 +1,13 @@
 """kvnode.paxos.acceptor_calls on real storage in this process: each answer's state is stored before the
 answer is given (a promise, an acceptance, a commit), a promise carries the key's stored version, a commit
 stores its version as a judged replica write and then its state, a version stamped beyond the skew is
-refused and moves nothing; a node whose data is not whole answers NOT_READY; and the channel's calls carry
-the requests and replies encoded, a call that carries the wrong request failing alone."""
+refused and moves nothing; a node whose data is not whole answers NOT_READY; the channel's calls carry
+the requests and replies encoded, a call that carries the wrong request failing alone; a state is dropped
+once the grace period has passed since its last round, never one a round renewed meanwhile."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,8 +16,8 @@ import pytest
 from kvnode.clocks.fence import ClockFence
 from kvnode.clocks.hybrid import HybridClock, wall_clock_us
 from kvnode.clocks.offsets import ClockOffsets
-from kvnode.paxos import messages
-from kvnode.paxos.acceptor import AcceptorState, decode_state
+from kvnode.paxos import acceptor_calls, messages
+from kvnode.paxos.acceptor import AcceptorState, decode_state, encode_state
 from kvnode.paxos.acceptor_calls import AcceptorCalls, NotAcceptor
 from kvnode.paxos.ballot import Ballot
 from kvnode.paxos.messages import (
@@ -31,6 +33,7 @@ from kvnode.paxos.messages import (
 from kvnode.replica.channel import wire
 from kvnode.replica.channel.answerers import Answerers
 from kvnode.replica.readiness import NodeState
+from kvnode.scheduling import Slice
 from kvnode.storage.keyspace import Storage
 from kvnode.storage.records import Record
 from kvnode.storage.system_db import SystemDb
@@ -131,3 +134,22 @@ def test_the_channel_s_calls_carry_requests_and_replies_encoded(node: Node) -> N
     node.state = NodeState.UNKNOWN
     (not_ready,) = wire.decode_replies(b"".join(answerers.answer_frame([prepare])))
     assert not_ready.status is wire.Status.NOT_READY
+
+
+async def test_states_are_collected_once_the_grace_period_has_passed_since_their_last_round(
+    node: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(acceptor_calls, "Slice", lambda: Slice(budget_s=0.0))  # a yield after each state
+    now = node.clock.now()
+    old, recent, renewed = Ballot(now - 3_000_000, 1), Ballot(now, 1), Ballot(now - 3_000_000, 2)
+    for key, ballot in ((b"old", old), (b"recent", recent), (b"renewed", renewed)):
+        node.system.paxos.put(key, encode_state(AcceptorState(ballot, None, ballot)), sync=False)
+    pass_ = asyncio.ensure_future(node.acceptor.collect(grace_us=2_000_000))
+    for _ in range(3):
+        await asyncio.sleep(0)  # the pass has read the three states, one a turn of the loop
+    # A round on "renewed" while the pass runs: its newer promise is judged again, and kept.
+    node.acceptor.answer(b"renewed", Prepare(Ballot(node.clock.now(), 3)))
+    assert await pass_ == 1
+    assert node.system.paxos.get(b"old") is None
+    assert node.stored_state(b"recent") == AcceptorState(recent, None, recent)
+    assert node.stored_state(b"renewed").promised.micros >= now
