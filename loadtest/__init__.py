@@ -42,6 +42,8 @@ Modules, one job each:
     targets       what bench loads: the hello-world, and a filled cluster per fan-out mode and guard
     ladder        the highest constant rate a running cluster holds, rung by rung
     stalls        each node's worst event-loop lag during each long job (``python -m loadtest stalls``)
+    windows       a measurement under load in windows: their figures, table, p99 plot and report, which
+                  healing, join and backup share
     healing       a wiped node rebuilt under load, and an idle cluster's repair traffic
     join          a 4th node joining a filled cluster under load
     backup        a backup and restores of a filled cluster under load

@@ -24,7 +24,8 @@ import sys
 import tempfile
 import time
 import urllib.request
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from kvnode.config import NodeConfig
 from kvnode.ops.local_cluster import start_local_cluster
 from kvnode.ops.processes import NodeProcess
 from loadtest.fill import fill
-from loadtest.healing import WINDOW_S, plot_p99, run_measurement, window, window_table
+from loadtest.windows import WINDOW_S, Window, plot_p99, run_measurement, window, window_table, write_report
 from loadtest.workload import Workload, key_name
 
 __all__ = ["main"]
@@ -40,16 +41,6 @@ __all__ = ["main"]
 BEFORE_WINDOWS = 3
 SAMPLE = 200  # keys read back from the recovered cluster
 PHASES = ("before", "backup", "restore")
-
-
-@dataclass
-class Window:
-    phase: str  # before, backup (a backup ran at its start), restore (a live restore did)
-    started_s: float  # since the first window's start
-    p50_ms: float
-    p99_ms: float
-    achieved: float
-    errors: int
 
 
 @dataclass
@@ -152,15 +143,6 @@ def _read_back(url: str, keys: int) -> int:
 
 
 def report(cost: BackupCost, out: Path, command: str) -> Path:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "backup.json").write_text(json.dumps(asdict(cost), indent=2) + "\n")
-    plot_p99(
-        cost.windows,
-        PHASES,
-        "seconds from the first window's start (window start)",
-        f"GET p99 at {cost.rate:.0f}/s while {cost.keys} records are backed up, then restored",
-        out / "backup-p99.png",
-    )
     by_phase = {phase: [w for w in cost.windows if w.phase == phase] for phase in PHASES}
 
     def p99s(phase: str) -> str:
@@ -190,10 +172,17 @@ def report(cost: BackupCost, out: Path, command: str) -> Path:
         "",
         *window_table(cost.windows, "from the start"),
     ]
-    lines += ["", "![p99 per window](backup-p99.png)", ""]
-    path = out / "backup.md"
-    path.write_text("\n".join(lines))
-    return path
+    return write_report(out, "backup", cost, lines, partial(_plot, cost))
+
+
+def _plot(cost: BackupCost, path: Path) -> None:
+    plot_p99(
+        cost.windows,
+        PHASES,
+        "seconds from the first window's start (window start)",
+        f"GET p99 at {cost.rate:.0f}/s while {cost.keys} records are backed up, then restored",
+        path,
+    )
 
 
 def main(argv: list[str], command: str) -> int:

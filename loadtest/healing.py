@@ -15,7 +15,6 @@ The cluster, the load generator and this script share the machine's cores: the r
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -23,23 +22,21 @@ import shutil
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from kvnode.config import NodeConfig
 from kvnode.ops.local_cluster import LocalCluster, start_local_cluster
 from kvnode.ops.processes import NodeProcess
 from loadtest.fill import fill
-from loadtest.openloop import run_rate
+from loadtest.windows import WINDOW_S, Window, plot_p99, run_measurement, window, write_report
 from loadtest.workload import Workload
 
-__all__ = ["main", "plot_p99", "run_measurement", "window", "window_table"]
+__all__ = ["main"]
 
-T = TypeVar("T")
 
-WINDOW_S = 5.0
 BEFORE_WINDOWS = 3
 REBUILD_DEADLINE_S = 300.0
 IDLE_S = 10.0
@@ -47,14 +44,10 @@ SAMPLE = 1000
 
 
 @dataclass
-class Window:
-    phase: str  # before, rebuilding, after
-    started_s: float  # since the wipe (negative before it)
-    p50_ms: float
-    p99_ms: float
-    achieved: float
-    errors: int
-    rebuild: str  # the wiped node's state and progress at the window's end
+class HealingWindow(Window):
+    """A window (phase: before, rebuilding, after; seconds since the wipe), with the wiped node's state."""
+
+    rebuild: str = ""  # the wiped node's state and progress at the window's end
 
 
 @dataclass
@@ -64,7 +57,7 @@ class Healing:
     rate: float
     cores: int
     fill_s: float = 0.0
-    windows: list[Window] = field(default_factory=list)
+    windows: list[HealingWindow] = field(default_factory=list)
     rebuild_s: float = 0.0
     rebuilt_records: int = 0
     alone_sample: int = 0
@@ -87,17 +80,6 @@ def rebuild_state(url: str) -> tuple[str, int]:
     """The node's rebuild state (serving, rebuilding, unknown) and the records it received so far."""
     rebuild = _stats(url).get("rebuild", {})
     return str(rebuild.get("state", "serving")), int(rebuild.get("records_received", 0))
-
-
-async def window(urls: list[str], keys: int, rate: float) -> tuple[float, float, float, int]:
-    """One window of GET load: p50 and p99 (ms), the rate achieved, the requests that failed."""
-    result = await run_rate(urls, Workload("get", keys, 100), rate, WINDOW_S, connections=32)
-    return (
-        result.latency.percentile_ms(50),
-        result.latency.percentile_ms(99),
-        result.achieved_rate,
-        result.failed,
-    )
 
 
 def measure(keys: int, value_size: int, rate: float, say: Any) -> Healing:
@@ -132,7 +114,7 @@ def _rebuild_phase(cluster: LocalCluster[NodeProcess], healing: Healing, say: An
     for index in range(BEFORE_WINDOWS):
         p50, p99, achieved, errors = asyncio.run(window(serving_urls, healing.keys, healing.rate))
         healing.windows.append(
-            Window("before", (index - BEFORE_WINDOWS) * WINDOW_S, p50, p99, achieved, errors, "-")
+            HealingWindow("before", (index - BEFORE_WINDOWS) * WINDOW_S, p50, p99, achieved, errors, "-")
         )
         say(f"before: p99 {p99:.2f} ms")
     say(f"wiping {wiped.url}")
@@ -149,7 +131,7 @@ def _rebuild_phase(cluster: LocalCluster[NodeProcess], healing: Healing, say: An
             healing.rebuild_s = _rebuild_seconds(wiped.url, time.monotonic() - wipe)
             healing.rebuilt_records = received
         healing.windows.append(
-            Window(phase, started, p50, p99, achieved, errors, f"{state}, {received} received")
+            HealingWindow(phase, started, p50, p99, achieved, errors, f"{state}, {received} received")
         )
         say(f"{phase}: p99 {p99:.2f} ms ({state}, {received} records received)")
         if phase == "after" or started > REBUILD_DEADLINE_S:
@@ -211,9 +193,6 @@ def _idle_traffic(urls: list[str]) -> dict[str, Any]:
 
 
 def report(healing: Healing, out: Path, command: str) -> Path:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "healing.json").write_text(json.dumps(asdict(healing), indent=2) + "\n")
-    _plot(healing, out / "healing-p99.png")
     before = [w for w in healing.windows if w.phase == "before"]
     during = [w for w in healing.windows if w.phase == "rebuilding"]
     idle = healing.idle
@@ -245,10 +224,7 @@ def report(healing: Healing, out: Path, command: str) -> Path:
         f"| {w.rebuild} |"
         for w in healing.windows
     ]
-    lines += ["", "![p99 per window](healing-p99.png)", ""]
-    path = out / "healing.md"
-    path.write_text("\n".join(lines))
-    return path
+    return write_report(out, "healing", healing, lines, partial(_plot, healing))
 
 
 def _plot(healing: Healing, path: Path) -> None:
@@ -260,62 +236,6 @@ def _plot(healing: Healing, path: Path) -> None:
         title,
         path,
     )
-
-
-def plot_p99(windows: Sequence[Any], phases: Sequence[str], xlabel: str, title: str, path: Path) -> None:
-    """p99 per window (``phase``, ``started_s``, ``p99_ms``), one colour per phase, from zero."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(8, 4))
-    for phase, color in zip(phases, ("tab:blue", "tab:red", "tab:green"), strict=True):
-        shown = [w for w in windows if w.phase == phase]
-        axes.plot([w.started_s for w in shown], [w.p99_ms for w in shown], "o-", color=color, label=phase)
-    axes.set_ylim(bottom=0)  # from zero, so a change looks as large as it is
-    axes.set_xlabel(xlabel)
-    axes.set_ylabel("GET p99 (ms)")
-    axes.set_title(title, pad=12)
-    axes.legend()
-    axes.grid(alpha=0.3)
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-
-
-def window_table(windows: Sequence[Any], since: str) -> list[str]:
-    """A report's table of windows (``phase``, ``started_s``, ``p50_ms``, ``p99_ms``, ``achieved``,
-    ``errors``), seconds counted ``since`` what its column says."""
-    rows = [
-        f"| {w.phase} | {w.started_s:.0f} | {w.p50_ms:.2f} | {w.p99_ms:.2f} | {w.achieved:.0f} | {w.errors} |"
-        for w in windows
-    ]
-    return [
-        f"| phase | {since} (s) | p50 (ms) | p99 (ms) | achieved (/s) | errors |",
-        "|---|---|---|---|---|---|",
-        *rows,
-    ]
-
-
-def run_measurement(
-    name: str,
-    doc: str,
-    argv: list[str],
-    command: str,
-    measure: Callable[[int, int, float, Callable[[str], None]], T],
-    report: Callable[[T, Path, str], Path],
-) -> int:
-    """``python -m loadtest NAME``'s flags (keys, value size, rate, out), its measurement and its report."""
-    parser = argparse.ArgumentParser(prog=f"python -m loadtest {name}", description=doc.split("\n")[0])
-    parser.add_argument("--keys", type=int, default=100_000)
-    parser.add_argument("--value-size", type=int, default=100)
-    parser.add_argument("--rate", type=float, default=1000.0, help="GET per second during the run")
-    parser.add_argument("--out", type=Path, default=Path(f"out/{name}"))
-    args = parser.parse_args(argv)
-    measured = measure(args.keys, args.value_size, args.rate, lambda line: print(line, flush=True))
-    print(f"report: {report(measured, args.out, command)}")
-    return 0
 
 
 def main(argv: list[str], command: str) -> int:

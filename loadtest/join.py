@@ -20,7 +20,8 @@ import tempfile
 import threading
 import time
 import urllib.request
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,25 +29,14 @@ from kvnode.config import NodeConfig
 from kvnode.ops.local_cluster import LocalCluster, start_local_cluster
 from kvnode.ops.processes import NodeProcess
 from loadtest.fill import fill
-from loadtest.healing import plot_p99, run_measurement, window, window_table
+from loadtest.windows import WINDOW_S, Window, plot_p99, run_measurement, window, window_table, write_report
 from loadtest.workload import Workload
 
 __all__ = ["main", "settled", "three_and_a_newcomer"]
 
-WINDOW_S = 5.0
 BEFORE_WINDOWS = 3
 AFTER_WINDOWS = 2
 JOIN_DEADLINE_S = 300.0
-
-
-@dataclass
-class Window:
-    phase: str  # before, joining, after
-    started_s: float  # since the 4th node was started (negative before)
-    p50_ms: float
-    p99_ms: float
-    achieved: float
-    errors: int
 
 
 @dataclass
@@ -56,7 +46,7 @@ class Join:
     rate: float
     cores: int
     fill_s: float = 0.0
-    windows: list[Window] = field(default_factory=list)
+    windows: list[Window] = field(default_factory=list)  # before, joining, after; since its start
     join_s: float = 0.0  # from the 4th node's start to every member running with it settled
     streamed: int = 0
 
@@ -146,9 +136,6 @@ def _run(urls: list[str], newcomer: NodeProcess, join: Join, say: Any) -> None:
 
 
 def report(join: Join, out: Path, command: str) -> Path:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "join.json").write_text(json.dumps(asdict(join), indent=2) + "\n")
-    _plot(join, out / "join-p99.png")
     before = [w for w in join.windows if w.phase == "before"]
     during = [w for w in join.windows if w.phase == "joining"]
     lines = [
@@ -167,10 +154,7 @@ def report(join: Join, out: Path, command: str) -> Path:
         "",
         *window_table(join.windows, "from its start"),
     ]
-    lines += ["", "![p99 per window](join-p99.png)", ""]
-    path = out / "join.md"
-    path.write_text("\n".join(lines))
-    return path
+    return write_report(out, "join", join, lines, partial(_plot, join))
 
 
 def _plot(join: Join, path: Path) -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from loadtest.backup import BackupCost, Step, Window, report
+from loadtest.backup import BackupCost, Step, report
+from loadtest.windows import Window
 
 
 def _cost() -> BackupCost:
