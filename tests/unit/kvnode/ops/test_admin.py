@@ -1,7 +1,8 @@
 """``python -m kvnode admin`` against real nodes: which members a node
-reaches, where a key lives, the hints it keeps; tables for people, ``--json`` for scripts, exit 2 with one
-line when the node cannot be asked. And against canned nodes: ``--wait`` following a change on the one
-member that walks it, as the node asked named it, until the version past it."""
+reaches, where a key lives and its owners' Paxos state, the hints it keeps; tables for people, ``--json``
+for scripts, exit 2 with one line when the node cannot be asked. And against canned nodes: ``--wait``
+following a change on the one member that walks it, as the node asked named it, until the version past
+it; locate asking every owner of a key's rounds, one gaining it included, with the admin token."""
 
 from __future__ import annotations
 
@@ -10,14 +11,16 @@ import subprocess
 import sys
 import urllib.parse
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kvnode.ops import admin as admin_tool
+from kvnode.ops.ports import free_ports
 from kvnode.topology.placement import Placement
 from tests.canned_http import Answer, canned_server
-from tests.harness import ClusterFactory, Node, stats
+from tests.harness import ClusterFactory, Node, request, stats
 
 
 def admin(url: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -75,12 +78,67 @@ def test_a_stopped_member_is_unreachable_in_status_locate_and_hints(start_cluste
         located = admin_json(asked, "locate", key)
         assert [r["url"] for r in located["replicas"]] == placement.order(key.encode())
         assert {r["url"]: r["reachable"] for r in located["replicas"]} == reachable
+        # Every member owns every key (N = 3): each is asked for its Paxos state, the stopped one in vain.
+        assert {r["url"]: r["paxos"]["answered"] for r in located["replicas"]} == reachable
     assert stopped.url in admin(asked.url, "locate", keys[0]).stdout
 
     hints = admin_json(asked, "hints")
     assert hints["pending"][stopped.url] == len(keys)
     assert hints["pending"] == {url: stats(asked)["hints"]["pending"].get(url, 0) for url in hints["pending"]}
     assert row_of(admin(asked.url, "hints").stdout, stopped.url)[1] == str(len(keys))
+
+
+def test_locate_shows_the_paxos_state_a_conditional_write_left_alike_on_every_owner(
+    start_cluster: ClusterFactory,
+) -> None:
+    cluster = start_cluster(3)
+    created = request(
+        cluster[1].url, "PUT", "/v0/entity", {"id": "lock"}, b"me", headers={"If-None-Match": "*"}
+    )
+    assert created.status == 201
+    located = admin_json(cluster[0], "locate", "lock")
+    states = [r["paxos"] for r in located["replicas"]]
+    # Committed everywhere: the promise is the commit's ballot, nothing is left accepted.
+    assert all(state["answered"] and state["accepted"] is None for state in states)
+    assert len({(state["promised"], state["committed"]) for state in states}) == 1
+    assert states[0]["promised"] == states[0]["committed"] is not None
+    table = admin(cluster[0].url, "locate", "lock").stdout
+    assert table.splitlines()[5].startswith("Paxos state of the key")
+    assert row_of(table, cluster[2].url)[1:] == [states[0]["promised"], "-", states[0]["committed"]]
+
+
+def test_locate_asks_every_owner_of_the_keys_rounds_with_the_token(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A member joining that will own the key counts in its rounds: it is asked too (and does not answer)."""
+    answers: dict[str, Answer] = {}
+    nothing = json.dumps({"promised": "7.00000000000000aa", "accepted": None, "committed": None}).encode()
+    with canned_server(answers) as a, canned_server(answers) as b, canned_server(answers) as c:
+        joining = f"http://127.0.0.1:{free_ports(1)[0]}"
+        urls = [a.url, b.url, c.url, joining]
+        key = next(
+            f"k{i}"
+            for i in range(100)
+            if joining in Placement(urls, replication=3).replicas_for(b"k%d" % i, 3)
+        )
+        view = {
+            "node": a.url, "cluster": urls, "tokens": urls, "joining": [joining], "leaving": [],
+            "replication_factor": 3, "next_replication_factor": 0,
+            "members": [{"url": url, "self": url == a.url, "reachable": url != joining} for url in urls],
+        }  # fmt: skip
+        answers["/v0/cluster"] = Answer(200, json.dumps(view).encode())
+        answers[f"/v0/paxos?id={key}"] = Answer(200, nothing)
+        token = tmp_path / "admin.token"
+        token.write_text("s3cret\n")
+        assert admin_tool.main(["--url", a.url, "--token-file", str(token), "locate", key, "--json"]) == 0
+    located = json.loads(capsys.readouterr().out)
+    states = {r["url"]: r["paxos"] for r in located["replicas"]}
+    answered = {"answered": True, "promised": "7.00000000000000aa", "accepted": None, "committed": None}
+    assert {url: states[url] for url in urls[:3]} == dict.fromkeys(urls[:3], answered)
+    assert not states[joining]["answered"] and "connection refused" in states[joining]["error"]
+    for server in (a, b, c):
+        asked = [sent for sent in server.requests if sent.path.startswith("/v0/paxos")]
+        assert [sent.headers["Authorization"] for sent in asked] == ["Bearer s3cret"]
 
 
 def test_a_node_that_cannot_be_asked_exits_2_with_one_line(node: Node) -> None:
