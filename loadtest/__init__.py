@@ -1,7 +1,7 @@
 """Load testing for kvnode: Locust users, open-loop constant-rate load, and the fan-out comparison.
 
-    python -m loadtest rate --url URL[,URL...] --op put|get|delete|mixed --rate R --duration S [--workers N]
-        [--routing token-aware|round-robin]   # each key to its first owner (default), or over --url
+    python -m loadtest rate --url URL[,URL...] --op put|get|delete|mixed|cas --rate R --duration S
+        [--workers N] [--routing token-aware|round-robin]  # each key to its first owner, or over --url
     python -m loadtest fill --url URL --keys N
     python -m loadtest compare [--quick] [--out DIR]
     python -m loadtest report --out DIR
