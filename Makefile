@@ -63,7 +63,8 @@ pytest: $(DEV_STAMP)
 	$(PY) -m compileall -q kvnode loadtest profiling tests
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-## bench: every fan-out mode's 3-node cluster under wrk, next to an aiohttp hello-world (1.5 minutes)
+## bench: every fan-out mode's 3-node cluster under wrk, next to an aiohttp hello-world, and the
+##        conditional-write rows on the first cluster (2.5 minutes)
 bench: $(DEV_STAMP)
 	$(PY) -m loadtest.bench $(BENCH_ARGS)
 

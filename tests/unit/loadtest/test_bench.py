@@ -5,17 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from kvnode.access.tls import verifying_context
-from loadtest.bench import Row, format_latency, render_table
+from loadtest.bench import Row, render_table
 from loadtest.targets import fill_cluster, kvnode_cluster
 from loadtest.workload import key_name
 from loadtest.wrk import Measured, WrkResult, lua_script
 from tests.harness import needs_openssl, request
-
-
-def test_format_latency() -> None:
-    assert format_latency(714e-6) == "0.71 ms"
-    assert format_latency(0.0123) == "12.3 ms"
-    assert format_latency(1.5) == "1,500 ms"
 
 
 def _row(target: str, cpu: list[float], calls: int | None = None) -> Row:
