@@ -346,7 +346,7 @@ def _paxos_state(url: str, args: argparse.Namespace) -> dict[str, Any]:
     """The member's acceptor state for the key (``answered``), or why it could not be had."""
     path = "/v0/paxos?" + urllib.parse.urlencode({"id": args.key})
     try:
-        state = fetch(url, args.token, args.tls_ca, path)
+        state = fetch(url, args.token, args.tls_ca, path, member=True)
     except (Unreachable, Refused) as error:
         return {"answered": False, "error": str(error)}
     return {"answered": True, **{name: state[name] for name in ("promised", "accepted", "committed")}}
