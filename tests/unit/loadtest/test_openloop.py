@@ -27,7 +27,7 @@ from loadtest.openloop import run_rate
 from loadtest.rate_result import ERROR_SHARE_LIMIT, LATENESS_FLOOR_MS, RateResult
 from loadtest.workers import GeneratorPool
 from loadtest.workload import Workload, key_name
-from tests.drivers import Serve
+from tests.drivers import Serve, served_members
 from tests.harness import ClusterFactory, scrape, total
 
 
@@ -248,10 +248,8 @@ async def test_cas_ops_on_served_nodes_agree_with_the_rounds_the_nodes_counted(s
     """Three keys, six connections, round-robin over three members: ops race on each key. Every op's
     read answers (a plain GET), so each op made one conditional write, and each write's answer is the
     outcome of the round its coordinator counted."""
-    ports = free_ports(3)
-    members = tuple(f"http://127.0.0.1:{port}" for port in ports)
-    nodes = [await serve(port=port, cluster=members) for port in ports]
-    result = await run_rate(list(members), Workload("cas", keys=3), 150, 1.0, connections=6)
+    nodes = await served_members(serve, 3, timeout_ms=1000)
+    result = await run_rate([node.url for node in nodes], Workload("cas", keys=3), 150, 1.0, connections=6)
     assert result.requests == result.sent == 150 and not result.errors.keys() - {"504"}
     assert sum(result.outcomes.values()) == 150 and result.outcomes["201"] > 0
     rounds: Counter[str] = Counter()

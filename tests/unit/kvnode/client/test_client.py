@@ -28,9 +28,8 @@ from kvnode.client import (
     Unreachable,
     Versioned,
 )
-from kvnode.ops.ports import free_ports
 from kvnode.topology.placement import Placement
-from tests.drivers import Serve, ServedNode
+from tests.drivers import Serve, served_members
 from tests.harness import Cluster, ClusterFactory, Node, eventually, scrape, slow_uploads, stats, total
 
 KEYS = [f"client-{index}" for index in range(30)]
@@ -286,23 +285,8 @@ def shed_count(node: Node) -> int:
     return sum(shed.values())
 
 
-async def served_cluster(
-    serve: Serve, size: int, served: int | None = None, timeout_ms: int = 500
-) -> list[ServedNode]:
-    """The first ``served`` (default: all) of a cluster of ``size`` members served in this process, each
-    connected to the others served; nothing answers on the other members' ports."""
-    ports = free_ports(size)
-    members = tuple(f"http://127.0.0.1:{port}" for port in ports)
-    nodes = [await serve(port=port, cluster=members, timeout_ms=timeout_ms) for port in ports[:served]]
-    for node in nodes:
-        for peer in node.parts.peers:
-            if peer.url in {other.url for other in nodes}:
-                assert await peer.reach(5.0)
-    return nodes
-
-
 async def test_conditional_writes_apply_only_over_the_version_named(serve: Serve) -> None:
-    nodes = await served_cluster(serve, 3)
+    nodes = await served_members(serve, 3)
     async with Client(nodes[0].url) as kv:
         created = await kv.put_if("c", b"one", None)
         assert await kv.get_versioned("c") == Versioned(b"one", created)
@@ -358,7 +342,7 @@ async def test_clients_racing_on_a_counter_count_each_increment_once(serve: Serv
     """Four clients, each seeded by another member, increment one counter five times each: whatever each
     write's outcome (applied, 412, or unknown: contention ends rounds so), each increment counts once. The
     timeout is long enough that no round ends unknown for want of time here."""
-    nodes = await served_cluster(serve, 3, timeout_ms=10_000)
+    nodes = await served_members(serve, 3, timeout_ms=10_000)
     async with contextlib.AsyncExitStack() as stack:
         clients = [await stack.enter_async_context(Client(nodes[i % 3].url)) for i in range(4)]
 
@@ -376,7 +360,7 @@ async def test_clients_racing_on_a_counter_count_each_increment_once(serve: Serv
 async def test_a_conditional_writes_504_is_an_unknown_outcome_never_sent_twice(serve: Serve) -> None:
     """One member of three served: a round has no majority. A 504 is the same on every coordinator, so the
     client raises it at once; a serial read's 504 is a read's, QuorumNotReached."""
-    (alone,) = await served_cluster(serve, 3, served=1)
+    (alone,) = await served_members(serve, 3, served=1)
     async with Client(alone.url) as kv:
         with pytest.raises(OutcomeUnknown) as unknown:
             await kv.put_if("k", b"v", None)
