@@ -79,7 +79,8 @@ pytest: $(DEV_STAMP)
 check-cluster: $(DEV_STAMP)
 	$(PY) -m kvnode check --local --time 300 --nemesis all --out out/check-cluster $(CHECK_ARGS)
 
-## bench: every fan-out mode's 3-node cluster under wrk, next to an aiohttp hello-world (1.5 minutes)
+## bench: every fan-out mode's 3-node cluster under wrk, next to an aiohttp hello-world, and the
+##        conditional-write rows on the first cluster (2.5 minutes)
 bench: $(DEV_STAMP)
 	$(PY) -m loadtest.bench $(BENCH_ARGS)
 

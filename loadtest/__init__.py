@@ -1,7 +1,7 @@
 """Load testing for kvnode: Locust users, open-loop constant-rate load, and the fan-out comparison.
 
-    python -m loadtest rate --url URL[,URL...] --op put|get|delete|mixed --rate R --duration S [--workers N]
-        [--routing token-aware|round-robin]   # each key to its first owner (default), or over --url
+    python -m loadtest rate --url URL[,URL...] --op put|get|delete|mixed|cas --rate R --duration S
+        [--workers N] [--routing token-aware|round-robin]  # each key to its first owner, or over --url
     python -m loadtest fill --url URL --keys N
     python -m loadtest compare [--quick] [--out DIR]
     python -m loadtest report --out DIR
@@ -39,6 +39,7 @@ Modules, one job each:
     scale_report  its report and conclusion, drawn from the runs alone
     locust_cluster  a filled local cluster under Locust: its web UI, or a headless run with reports
     bench, hello  wrk against the cluster next to an aiohttp hello-world (``make bench``)
+    bench_conditional  make bench's conditional-write rows: uncontended against a plain PUT, contended
     targets       what bench loads: the hello-world, and a filled cluster per fan-out mode and guard
     ladder        the highest constant rate a running cluster holds, rung by rung
     stalls        each node's worst event-loop lag during each long job (``python -m loadtest stalls``)

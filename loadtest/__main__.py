@@ -38,7 +38,13 @@ def _parser() -> argparse.ArgumentParser:
     rate.add_argument(
         "--url", type=http_urls, required=True, help="node URLs, comma-separated (the first one a seed)"
     )
-    rate.add_argument("--op", choices=OPS, required=True)
+    rate.add_argument(
+        "--op",
+        choices=OPS,
+        required=True,
+        help="cas: a read, then a conditional write over the version read (If-Match, or If-None-Match: * "
+        "where there was none); counted by outcome: applied, not_applied (412), unknown (504)",
+    )
     rate.add_argument("--rate", type=positive_float, required=True, help="requests per second, in total")
     rate.add_argument("--duration", type=positive_float, required=True, help="seconds of sending")
     rate.add_argument("--connections", type=positive_int, default=64, help="keep-alive connections, in total")
@@ -168,7 +174,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _stop_on_signals()
         code: int = measurement.main(arguments[1:], shlex.join(["python", "-m", "loadtest", *arguments]))
         return code
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     _stop_on_signals()
     if args.command == "compare":
         from loadtest.compare import CompareSettings, run_compare
@@ -198,7 +205,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     op: Op = args.op if rate else "put"
     path = args.path if rate else ENTITY_PATH
     token = args.token or ""
-    workload = Workload(op, args.keys, args.value_size, args.ack, args.from_, path=path, token=token)
+    try:
+        workload = Workload(op, args.keys, args.value_size, args.ack, args.from_, path=path, token=token)
+    except ValueError as error:  # a combination the workload refuses, such as cas with --ack
+        parser.error(str(error))
     if args.command == "fill":
         written, failures = interruptible.run(fill(args.url, workload, args.concurrency))
         print(f"filled {written} of {args.keys} keys ({args.value_size}-byte values) on {','.join(args.url)}")

@@ -1,5 +1,6 @@
 """``python -m loadtest.bench``: a fresh 3-node kvnode cluster per fan-out mode under wrk, next to an
-aiohttp hello-world (loadtest.hello) driven the same way, printed as one Markdown table.
+aiohttp hello-world (loadtest.hello) driven the same way, printed as one Markdown table; then, on the
+first cluster, the conditional-write rows (loadtest.bench_conditional) in a table of their own.
 
 For each mode the cluster is started on free loopback ports (kvnode.ops.local_cluster), filled with the GET
 key space (loadtest.fill), then driven by wrk (loadtest.wrk: GET and PUT on random keys of that space).
@@ -25,6 +26,12 @@ from typing import cast, get_args
 
 from kvnode.config import FanoutMode
 from kvnode.ops.argtypes import choices, non_negative_int, positive_int
+from loadtest.bench_conditional import (
+    CONTENDING_CLIENTS,
+    ConditionalRow,
+    measure_conditional,
+    render_conditional,
+)
 from loadtest.replica_calls import REQUEST_OPS, replica_calls
 from loadtest.targets import (
     GUARDS,
@@ -36,9 +43,18 @@ from loadtest.targets import (
     kvnode_cluster,
     progress,
 )
-from loadtest.wrk import Measured, WrkError, WrkResult, ensure_wrk, lua_script, run_wrk, split_connections
+from loadtest.wrk import (
+    Measured,
+    WrkError,
+    WrkResult,
+    ensure_wrk,
+    format_latency,
+    lua_script,
+    run_wrk,
+    split_connections,
+)
 
-__all__ = ["format_latency", "main", "render_table"]
+__all__ = ["main", "render_table"]
 
 OPS = ("get", "put")
 MODES: tuple[str, ...] = get_args(FanoutMode)
@@ -69,15 +85,6 @@ class Row:
         its replica calls, so this is a replica's cost per call."""
         calls = self.replica_calls
         return sum(self.measured.server_cpu[1:]) / calls if calls else None
-
-
-def format_latency(seconds: float) -> str:
-    milliseconds = seconds * 1000
-    if milliseconds < 10:
-        return f"{milliseconds:.2f} ms"
-    if milliseconds < 100:
-        return f"{milliseconds:.1f} ms"
-    return f"{milliseconds:,.0f} ms"
 
 
 def _format_errors(result: WrkResult) -> str:
@@ -157,6 +164,7 @@ def reproduce_command(args: argparse.Namespace) -> str:
         "--modes", ",".join(args.modes), "--ops", ",".join(args.ops), "--guards", ",".join(args.guards),
         "--keys", str(args.keys), "--value-size", str(args.value_size),
         "--spread" if args.spread else "--no-spread",
+        "--conditional" if args.conditional else "--no-conditional",
     ]  # fmt: skip
     return shlex.join(argv)
 
@@ -239,6 +247,8 @@ def run(args: argparse.Namespace) -> str:
     wrk = ensure_wrk()
     progress(_load_line(args))
     rows: list[Row] = []
+    conditional: list[ConditionalRow] = []
+    conditional_label = ""  # the cluster they ran on
     with tempfile.TemporaryDirectory(prefix="kvnode-bench-") as temp:
         scratch = Path(temp)
         progress("starting the hello-world app")
@@ -256,8 +266,43 @@ def run(args: argparse.Namespace) -> str:
                     rows += _measure_target(
                         wrk, "kvnode", label, nodes.urls, nodes.pids, "/v0/entity", args, scratch, token
                     )
+                    if args.conditional and not conditional:  # on the first cluster only
+                        progress(f"running the conditional-write rows on the {label} cluster")
+                        conditional = measure_conditional(
+                            wrk,
+                            nodes.urls,
+                            nodes.pids,
+                            args.keys,
+                            args.value_size,
+                            args.duration,
+                            scratch,
+                            token,
+                        )
+                        conditional_label = label
                 shutil.rmtree(data_dir, ignore_errors=True)  # free the disk before the next cluster
-    return report(rows, args)
+    text = report(rows, args)
+    if conditional:
+        text += "\n\n" + conditional_report(conditional, conditional_label, args)
+    return text
+
+
+def conditional_report(rows: Sequence[ConditionalRow], label: str, args: argparse.Namespace) -> str:
+    """The conditional-write rows' section of the report (loadtest.bench_conditional)."""
+    return "\n".join(
+        [
+            f"## Conditional writes on the {label} cluster, {args.duration}s per row",
+            "",
+            "Every request to the first node, each client a wrk process of one connection (-t1 -c1). The "
+            "conditional rows' clients write one key each (or one key together), each write over the "
+            "version its last answer named (If-Match: its own write's ETag, or a 412's current one), "
+            "without reading; applied/s counts the writes that took effect. coordinator CPU/req is the "
+            "first node's; round trips/write is its replica calls to each of the other two per request "
+            "(op write for the PUT, paxos for conditional writes: prepare, propose and commit make 3 when "
+            "uncontended). A conditional row's 412s and 504s are outcomes, not errors.",
+            "",
+            render_conditional(rows),
+        ]
+    )
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -297,6 +342,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=True,
         help="one wrk process per node, so every node coordinates, as clients of a Dynamo-style store "
         "would; --no-spread sends all load to the first node (default: --spread)",
+    )
+    parser.add_argument(
+        "--conditional",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="on the first cluster, the conditional-write rows too: uncontended against a plain PUT, and "
+        f"{CONTENDING_CLIENTS} clients on one key against {CONTENDING_CLIENTS} on their own keys (default: "
+        "--conditional)",
     )
     parser.add_argument("--out", type=Path, help="also write the report to this Markdown file")
     args = parser.parse_args(argv)

@@ -3,7 +3,8 @@
 aiohttp's client costs 110-150 µs of CPU a request on this machine, which capped the old generator near
 2,000 req/s. This is an ``asyncio.Protocol`` that writes request bytes the caller encoded
 (:class:`RequestEncoder`) and reads only what it needs from the answer: the status, ``Content-Length``
-and ``Connection: close``, a few µs of Python a request. It does not pipeline: a connection carries one
+and ``Connection: close``, a few µs of Python a request (and the ``ETag``, for a connection that carries
+the cas op, whose write names the version its read found). It does not pipeline: a connection carries one
 request at a time, as wrk2's connections do.
 
 The answer, or the failure, goes to the ``on_done`` callback given at construction, with the status as
@@ -17,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import cast
 from urllib.parse import urlsplit
 
-from loadtest.workload import Workload
+from loadtest.workload import Workload, cas_condition
 
 __all__ = ["BAD_RESPONSE", "CONNECTION_ERROR", "TIMEOUT", "HttpConnection", "RequestEncoder", "host_port"]
 
@@ -53,17 +54,32 @@ class RequestEncoder:
         headers = "".join(f"{name}: {value}\r\n" for name, value in workload.headers().items())
         head_end = f"{query} HTTP/1.1\r\nHost: {host}:{port}\r\n{headers}".encode()
         value = workload.value
+        body = f"Content-Length: {len(value)}\r\n\r\n".encode() + value
         self._pieces = {
             "GET": (b"GET " + target, head_end + b"\r\n"),
             "DELETE": (b"DELETE " + target, head_end + b"\r\n"),
-            "PUT": (b"PUT " + target, head_end + f"Content-Length: {len(value)}\r\n\r\n".encode() + value),
+            "PUT": (b"PUT " + target, head_end + body),
         }
+        self._put = (b"PUT " + target, head_end, body)  # a cas write's condition goes between
 
     def next(self) -> tuple[bytes, str]:
         """(request bytes, method) of the workload's next request."""
         method = self.workload.next_method()
         start, end = self._pieces[method]
         return start + self.workload.random_key(self.keys).encode() + end, method
+
+    def cas_read(self) -> tuple[bytes, bytes]:
+        """(request bytes, key) of the next cas op's read."""
+        key = self.workload.random_key(self.keys).encode()
+        start, end = self._pieces["GET"]
+        return start + key + end, key
+
+    def cas_write(self, key: bytes, etag: bytes) -> bytes:
+        """The request bytes of a cas op's conditional write of ``key``, over the version ``etag`` names
+        (b"": only if the key has no live value)."""
+        start, head_end, body = self._put
+        condition = "".join(f"{name}: {value}\r\n" for name, value in cas_condition(etag).items())
+        return start + key + head_end + condition.encode() + body
 
 
 class HttpConnection(asyncio.Protocol):
@@ -76,7 +92,8 @@ class HttpConnection(asyncio.Protocol):
 
     __slots__ = (
         "_buffer", "_close_after", "_closing", "_expected", "_on_done", "_status", "_timed_out",
-        "_transport", "busy", "host", "intended", "method", "port", "sent_at", "target",
+        "_transport", "busy", "etag", "host", "intended", "key", "method", "port", "reads_etag", "sent_at",
+        "target",
     )  # fmt: skip
 
     def __init__(
@@ -89,6 +106,9 @@ class HttpConnection(asyncio.Protocol):
         self.intended = 0.0
         self.sent_at = 0.0
         self.method = ""
+        self.key = b""  # a cas op's key, from its read to its write
+        self.reads_etag = False  # keep each answer's ETag (for the cas op); off, no time is spent on it
+        self.etag = b""  # the last answer's ETag as the server quoted it, where reads_etag (b"": none)
         self._on_done = on_done
         self._transport: asyncio.Transport | None = None
         self.busy = False  # a request was written and its outcome not reported yet
@@ -183,6 +203,8 @@ class HttpConnection(asyncio.Protocol):
         self._status = status
         self._expected = end + 4 + length
         self._close_after = b"\r\nconnection: close" in head
+        if self.reads_etag:
+            self.etag = _header(data, head, b"\r\netag:")
         return True
 
     def _reset(self) -> None:
@@ -208,3 +230,14 @@ class HttpConnection(asyncio.Protocol):
         if self.busy:
             self.busy = False
             self._on_done(self, outcome)
+
+
+def _header(data: bytes, head: bytes, name: bytes) -> bytes:
+    """The value of the header ``name`` (``b"\\r\\nname:"``, lowercase) in ``data``, whose head
+    lowercased is ``head`` (b"": it has none)."""
+    start = head.find(name)
+    if start < 0:
+        return b""
+    start += len(name)
+    stop = head.find(b"\r\n", start)
+    return bytes(data[start : stop if stop >= 0 else len(head)]).strip()

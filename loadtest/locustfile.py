@@ -12,6 +12,10 @@ show one elsewhere; ``python -m loadtest ui`` says so when it starts):
     put          PUT only
     delete       DELETE only: the keys it deletes answer 404 to a later get or read-mostly run
     mixed        70% GET, 25% PUT, 5% DELETE; a GET of a key it deleted (404) is not a failure
+    cas          a GET of a key's value and ETag, then its conditional PUT (If-Match, or If-None-Match: *
+                 where the GET found none), shown by outcome: "PUT /v0/entity (cas applied)", "(cas
+                 not_applied)" (412: another write came between; not a failure), "(cas unknown)" (504: a
+                 failure)
 
 One class with a choice, not one class per workload: Locust's class picker selects every class in the
 form when the UI starts, so the UI started with deletes running next to reads of the deleted keys.
@@ -36,7 +40,16 @@ from locust import FastHttpUser, constant, events, task
 from locust.env import Environment
 
 from kvnode.ops.argtypes import token_file
-from loadtest.workload import ENTITY_PATH, Op, Workload
+from loadtest.workload import (
+    CAS_OUTCOMES,
+    CAS_READ_STATUSES,
+    CAS_WRITE,
+    ENTITY_PATH,
+    Op,
+    Workload,
+    accepted_statuses,
+    cas_condition,
+)
 
 __all__ = ["DEFAULT_WORKLOAD", "WORKLOADS", "KvUser"]
 
@@ -47,6 +60,7 @@ WORKLOADS: dict[str, tuple[tuple[Op, int], ...]] = {
     "put": (("put", 1),),
     "delete": (("delete", 1),),
     "mixed": (("mixed", 1),),
+    "cas": (("cas", 1),),
 }
 DEFAULT_WORKLOAD = "read-mostly"
 
@@ -56,7 +70,8 @@ def _add_options(parser: Any) -> None:
         "workload": {
             "choices": list(WORKLOADS),
             "default": DEFAULT_WORKLOAD,
-            "help": "read-mostly (9 GETs to 1 PUT of the filled keys), get, put, delete, mixed (deletes too)",
+            "help": "read-mostly (9 GETs to 1 PUT of the filled keys), get, put, delete, mixed (deletes "
+            "too), cas (a GET, then a conditional PUT over the version read)",
         },
         "keys": {"type": int, "default": 10_000, "help": "key space: keys 0 .. N-1"},
         "value-size": {"type": int, "default": 100, "help": "bytes per PUT value"},
@@ -110,6 +125,9 @@ class KvUser(FastHttpUser):
         workload = self.rng.choices(self.workloads, self.weights)[0]
         request = workload.next_request()
         path = ENTITY_PATH + "?" + urllib.parse.urlencode(request.params)
+        if workload.op == "cas":
+            self._cas(workload, path)
+            return
         with self.client.request(
             request.method,
             path,
@@ -122,3 +140,29 @@ class KvUser(FastHttpUser):
                 response.failure(f"status {response.status_code}")
             else:
                 response.success()
+
+    def _cas(self, workload: Workload, path: str) -> None:
+        """A cas op: the GET (a 404 is a key without a live value, not a failure), then its conditional PUT,
+        reported under its outcome's name."""
+        with self.client.request(
+            "GET", path, headers=workload.headers(), name=ENTITY_PATH, catch_response=True
+        ) as read:
+            if read.status_code not in CAS_READ_STATUSES:
+                read.failure(f"status {read.status_code}")
+                return
+            read.success()
+            etag = (read.headers.get("ETag") or "").encode() if read.status_code == 200 else b""
+        with self.client.request(
+            "PUT",
+            path,
+            data=workload.value,  # type: ignore[arg-type]  # as in send
+            headers={**workload.headers(), **cas_condition(etag)},
+            name=ENTITY_PATH,
+            catch_response=True,
+        ) as write:
+            status = str(write.status_code)
+            write.request_meta["name"] = f"{ENTITY_PATH} (cas {CAS_OUTCOMES.get(status, status)})"
+            if write.status_code in accepted_statuses(CAS_WRITE, mixed=False):
+                write.success()
+            else:
+                write.failure(f"status {status}")

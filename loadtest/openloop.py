@@ -4,7 +4,10 @@ Request i is due at ``t0 + i / rate`` and is sent then whatever happened to the 
 generator never waits for an answer before sending the next request, so a stalled server does not slow
 the load down. Each latency is measured from the request's *intended* send time, so time a request
 spent queued behind a stall (in the server, or waiting for one of the generator's connections) counts,
-which a closed-loop tool such as Locust hides (coordinated omission).
+which a closed-loop tool such as Locust hides (coordinated omission). A ``cas`` op
+(:mod:`loadtest.workload`) is one scheduled request made of two: its read, then on the same connection its
+conditional write; its latency runs from its intended time to the write's answer, and the writes' answers
+are counted by outcome.
 
 The generator watches itself: its lateness (how long after its intended time each request's bytes were
 written to the socket), the requests that found every connection busy, and its own CPU per request.
@@ -29,7 +32,7 @@ from collections.abc import Callable, Sequence
 from kvnode.topology.placement import Placement
 from loadtest.httpclient import CONNECTION_ERROR, HttpConnection, RequestEncoder, host_port
 from loadtest.rate_result import RateResult, Share
-from loadtest.workload import Workload, accepted_statuses, key_name
+from loadtest.workload import CAS_READ_STATUSES, CAS_WRITE, Workload, accepted_statuses, key_name
 
 __all__ = ["REQUEST_TIMEOUT", "run_rate"]
 
@@ -147,8 +150,11 @@ class _Scheduler:
         mixed = workload.op == "mixed"
         self.accepted = {
             method: frozenset(str(status) for status in accepted_statuses(method, mixed))
-            for method in ("GET", "PUT", "DELETE")
+            for method in ("GET", "PUT", "DELETE", CAS_WRITE)
         }
+        self.cas = workload.op == "cas"
+        self.cas_read_goes_on = frozenset(str(status) for status in CAS_READ_STATUSES)
+        self.outcomes: Counter[str] = Counter()  # the cas writes' answers
         self.rate = rate
         self.total = total
         self.next_index = share.index  # of the whole schedule; this share sends every share.workers-th
@@ -172,6 +178,7 @@ class _Scheduler:
 
     def connection(self, url: int) -> HttpConnection:
         connection = HttpConnection(*host_port(self.urls[url]), url, self._finished)
+        connection.reads_etag = self.cas
         self.idle[url].append(connection)
         return connection
 
@@ -205,6 +212,7 @@ class _Scheduler:
         result.sent = self.sent
         result.requests = self.finished
         result.errors = self.errors
+        result.outcomes = self.outcomes
         result.connection_waits = self.connection_waits
         for histogram, counts in ((result.latency, self.latency_us), (result.lateness, self.lateness_us)):
             highest = histogram.hdr.highest_trackable_value
@@ -238,8 +246,16 @@ class _Scheduler:
 
     def _send(self, connection: HttpConnection, intended: float) -> None:
         self.outstanding += 1
-        payload, connection.method = self.encoders[connection.target].next()
+        encoder = self.encoders[connection.target]
+        if self.cas:
+            payload, connection.key = encoder.cas_read()
+            connection.method = "GET"
+        else:
+            payload, connection.method = encoder.next()
         connection.intended = intended
+        self._transmit(connection, payload)
+
+    def _transmit(self, connection: HttpConnection, payload: bytes) -> None:
         if connection.connected:
             self._write(connection, payload)
         else:  # the server closed it since: reconnect first, keeping the task until it is done
@@ -249,9 +265,10 @@ class _Scheduler:
 
     def _write(self, connection: HttpConnection, payload: bytes) -> None:
         now = connection.sent_at = _clock()
-        micros = int((now - connection.intended) * 1e6)
-        self.lateness_us[micros] = self.lateness_us.get(micros, 0) + 1
-        self.sent += 1
+        if connection.method != CAS_WRITE:  # a scheduled request leaving (a cas write follows one)
+            micros = int((now - connection.intended) * 1e6)
+            self.lateness_us[micros] = self.lateness_us.get(micros, 0) + 1
+            self.sent += 1
         self.in_flight.add(connection)
         connection.send(payload)
 
@@ -269,20 +286,33 @@ class _Scheduler:
             self._write(connection, payload)
             return
         self.finished += 1
-        self.errors[CONNECTION_ERROR] += 1
+        self._count_error(connection.method, CONNECTION_ERROR)
         self._release(connection)
 
     def _finished(self, connection: HttpConnection, outcome: str) -> None:
         """HttpConnection's on_done: an answer ("200", "504") or a failure ("timeout", "connection")."""
         now = _clock()
         self.in_flight.discard(connection)
+        method = connection.method
+        if self.cas:
+            if method == "GET" and outcome in self.cas_read_goes_on:  # read: the op's write follows
+                connection.method = CAS_WRITE
+                etag = connection.etag if outcome == "200" else b""
+                self._transmit(connection, self.encoders[connection.target].cas_write(connection.key, etag))
+                return
+            if method == CAS_WRITE:
+                self.outcomes[outcome] += 1
         if outcome != CONNECTION_ERROR:  # an answer, or a timeout: it took at least this long
             micros = int((now - connection.intended) * 1e6)
             self.latency_us[micros] = self.latency_us.get(micros, 0) + 1
-        if outcome not in self.accepted[connection.method]:
-            self.errors[outcome] += 1
+        if outcome not in self.accepted[method]:
+            self._count_error(method, outcome)
         self.finished += 1
         self._release(connection)
+
+    def _count_error(self, method: str, outcome: str) -> None:
+        """A request that failed, by its status or failure; a cas op's read's marked as the read's."""
+        self.errors[f"read {outcome}" if self.cas and method == "GET" else outcome] += 1
 
     def _release(self, connection: HttpConnection) -> None:
         self.outstanding -= 1

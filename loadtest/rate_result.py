@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kvnode.metrics import PERCENTILES, LatencyHistogram
+from loadtest.workload import CAS_OUTCOMES
 
 __all__ = ["ERROR_SHARE_LIMIT", "RateResult", "Share"]
 
@@ -65,6 +66,7 @@ class RateResult:
     sent: int = 0  # requests whose bytes were written
     requests: int = 0  # answered or failed: every request that finished
     errors: Counter[str] = field(default_factory=Counter)
+    outcomes: Counter[str] = field(default_factory=Counter)  # the cas op's writes, by status
     latency: LatencyHistogram = field(default_factory=LatencyHistogram)
     lateness: LatencyHistogram = field(default_factory=LatencyHistogram)  # write time - intended time
     connection_waits: int = 0  # requests due while every connection to their URL was busy
@@ -138,13 +140,23 @@ class RateResult:
         self.sent += other.sent
         self.requests += other.requests
         self.errors.update(other.errors)
+        self.outcomes.update(other.outcomes)
         self.latency.add(other.latency)
         self.lateness.add(other.lateness)
         self.connection_waits += other.connection_waits
         self.cpu_s += other.cpu_s
 
+    @property
+    def cas_outcomes(self) -> dict[str, int]:
+        """The cas op's conditional writes by outcome (applied, not_applied, unknown), any other answer
+        by its status."""
+        named = dict.fromkeys(CAS_OUTCOMES.values(), 0)
+        for status, count in sorted(self.outcomes.items()):
+            named[CAS_OUTCOMES.get(status, status)] = count
+        return named
+
     def to_json(self) -> dict[str, Any]:
-        return {
+        summary = {
             "op": self.op,
             "urls": list(self.urls),
             "asked_rate": self.asked_rate,
@@ -169,6 +181,9 @@ class RateResult:
                 "invalid_reasons": self.generator_reasons,
             },
         }
+        if self.op == "cas":
+            summary["cas_writes"] = self.cas_outcomes
+        return summary
 
     def to_wire(self) -> dict[str, Any]:
         """Everything, histograms included, as plain data a worker process can send to its parent."""
@@ -183,6 +198,7 @@ class RateResult:
             "sent": self.sent,
             "requests": self.requests,
             "errors": dict(self.errors),
+            "outcomes": dict(self.outcomes),
             "latency": self.latency.encode(),
             "lateness": self.lateness.encode(),
             "connection_waits": self.connection_waits,
@@ -192,7 +208,8 @@ class RateResult:
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> RateResult:
         histograms = {name: LatencyHistogram.decode(data[name]) for name in ("latency", "lateness")}
-        return cls(**{**data, "errors": Counter(data["errors"]), **histograms})
+        counters = {name: Counter(data[name]) for name in ("errors", "outcomes")}
+        return cls(**{**data, **counters, **histograms})
 
     def write_json(self, path: Path) -> None:
         path.write_text(json.dumps(self.to_json(), indent=2) + "\n")
@@ -219,6 +236,9 @@ class RateResult:
         if self.errors:
             by_status = ", ".join(f"{status}: {count}" for status, count in sorted(self.errors.items()))
             lines.append(f"  Errors: {self.failed} ({self.error_share:.1%} of requests; {by_status})")
+        if self.op == "cas":
+            outcomes = ", ".join(f"{name} {count}" for name, count in self.cas_outcomes.items())
+            lines.append(f"  Conditional writes: {outcomes} (of {sum(self.outcomes.values())})")
         late = self.lateness
         lines += [
             f"Generator: {self.cpu_per_request_us:.1f} us CPU/request; lateness p50 "

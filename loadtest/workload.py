@@ -5,6 +5,17 @@
 >>> w = Workload("put", keys=10, value_size=3)
 >>> w.request(w.key(7)).method, w.request(w.key(7)).params
 ('PUT', {'id': 'key-00000007'})
+
+The ``cas`` op is a read-modify-write in two requests: a GET of the key's value and ETag, then a
+conditional PUT of a new value, only over the version read (``If-Match``), or where the key had none,
+only if it still has none (``If-None-Match: *``). Its outcome is the PUT's: applied (201), not applied
+(412: another write came between), or unknown (504). Its read is a plain one, with the node's default
+quorum: a stale read costs a 412, never a lost update.
+
+>>> cas_condition(b'"00ff"'), cas_condition(b"")
+({'If-Match': '"00ff"'}, {'If-None-Match': '*'})
+>>> CAS_OUTCOMES["412"]
+'not_applied'
 """
 
 from __future__ import annotations
@@ -14,11 +25,27 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-__all__ = ["ENTITY_PATH", "OPS", "Op", "Request", "Workload", "accepted_statuses", "key_name"]
+__all__ = [
+    "CAS_OUTCOMES",
+    "CAS_READ_STATUSES",
+    "CAS_WRITE",
+    "ENTITY_PATH",
+    "OPS",
+    "Op",
+    "Request",
+    "Workload",
+    "accepted_statuses",
+    "cas_condition",
+    "key_name",
+]
 
 ENTITY_PATH = "/v0/entity"
-Op = Literal["put", "get", "delete", "mixed"]
-OPS: tuple[Op, ...] = ("put", "get", "delete", "mixed")
+Op = Literal["put", "get", "delete", "mixed", "cas"]
+OPS: tuple[Op, ...] = ("put", "get", "delete", "mixed", "cas")
+# A cas op's conditional write, by its answer: what a report calls each (any other answer is an error).
+CAS_OUTCOMES = {"201": "applied", "412": "not_applied", "504": "unknown"}  # as kvnode_paxos_rounds_total
+CAS_READ_STATUSES = frozenset((200, 404))  # a cas op's read that goes on to its write
+CAS_WRITE = "PUT If"  # a cas op's write, as the generators name it beside the methods
 # The mixed workload: mostly reads, as in a cache-like service; deletes are rare.
 _MIXED_OPS = ("get", "put", "delete")
 _MIXED_WEIGHTS = (0.7, 0.25, 0.05)
@@ -42,9 +69,18 @@ class Request:
         return status not in accepted_statuses(self.method, mixed)
 
 
+def cas_condition(etag: bytes) -> dict[str, str]:
+    """A cas op's write condition: over the version its read's ``etag`` names (as the node quoted it),
+    or, where the read found none (b""), only if the key still has no live value."""
+    return {"If-Match": etag.decode()} if etag else {"If-None-Match": "*"}
+
+
 def accepted_statuses(method: str, mixed: bool) -> frozenset[int]:
     """The answers that are not errors: the operation's success status, and in the mixed workload also
-    404 for a GET (of a key the mix deleted)."""
+    404 for a GET (of a key the mix deleted); a cas op's write: applied or not (412: a write came
+    between, which is what the op is for)."""
+    if method == CAS_WRITE:
+        return frozenset((201, 412))
     if mixed and method == "GET":
         return frozenset((_SUCCESS[method], 404))
     return frozenset((_SUCCESS[method],))
@@ -70,6 +106,10 @@ class Workload:
             raise ValueError(f"op is one of {', '.join(OPS)}, got {self.op!r}")
         if self.keys < 1 or self.value_size < 0:
             raise ValueError("keys must be positive and value_size not negative")
+        if self.op == "cas" and self.quorum_params():
+            raise ValueError(
+                "the cas op takes no ack or from: its write's round asks a majority of the owners"
+            )
         self._rng = random.Random(self.seed)
         # One value reused by every PUT: generating bytes per request would load the generator, not the store.
         self.value = random.Random(self.seed).randbytes(self.value_size)
@@ -91,7 +131,7 @@ class Workload:
         """The HTTP method of the next request: the op's own, or drawn from the mixed workload's mix."""
         if self.op == "mixed":
             return _METHODS[self._rng.choices(_MIXED_OPS, _MIXED_WEIGHTS)[0]]
-        return _METHODS[self.op]
+        return "GET" if self.op == "cas" else _METHODS[self.op]  # a cas op starts with its read
 
     def headers(self) -> dict[str, str]:
         """The headers every request carries: the client token, if any."""

@@ -1,4 +1,5 @@
-"""Running wrk: installing it if missing, the Lua script it runs, its output parsed, and several wrk
+"""Running wrk: installing it if missing, the Lua scripts it runs (a method on random keys; a chain of
+conditional writes, each over the version the last answer named), its output parsed, and several wrk
 processes run at once and merged into one result (``python -m loadtest.bench`` uses it).
 
 Every wrk process is started with die_with_parent, bounded in time, and stopped by PID.
@@ -14,7 +15,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +26,9 @@ __all__ = [
     "Measured",
     "WrkError",
     "WrkResult",
+    "conditional_lua_script",
     "ensure_wrk",
+    "format_latency",
     "lua_script",
     "merge_results",
     "parse_time",
@@ -53,6 +56,7 @@ _SOCKET_ERRORS = re.compile(
     re.MULTILINE,
 )
 _QUANTILE = re.compile(r"^wrk-quantile ([0-9.]+) ([0-9.]+)$", re.MULTILINE)
+_OUTCOMES = re.compile(r"^wrk-outcomes (.*)$", re.MULTILINE)  # a conditional script's: name count ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +71,8 @@ class WrkResult:
     socket_errors: int = 0  # connect + read + write + timeout
     # Latency at 0.1 %, 0.2 %, ..., 100 % (from the script's done()); empty if wrk printed none.
     quantiles: tuple[float, ...] = ()
+    # A conditional script's answers by outcome (applied, not_applied, unknown, other); empty for others.
+    outcomes: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def errors(self) -> int:
@@ -101,6 +107,8 @@ def parse_wrk_output(text: str) -> WrkResult:
     non_2xx = _NON_2XX.search(text)
     socket_errors = _SOCKET_ERRORS.search(text)
     quantiles = tuple(float(match[2]) * 1e-6 for match in _QUANTILE.finditer(text))  # printed in us
+    outcomes = _OUTCOMES.search(text)
+    counted = outcomes[1].split() if outcomes else []
     return WrkResult(
         requests=int(requests[1]),
         requests_per_sec=float(rate[1]),
@@ -109,7 +117,18 @@ def parse_wrk_output(text: str) -> WrkResult:
         non_2xx=int(non_2xx[1]) if non_2xx else 0,
         socket_errors=sum(int(count) for count in socket_errors.groups()) if socket_errors else 0,
         quantiles=quantiles if len(quantiles) == QUANTILE_STEPS else (),
+        outcomes={name: int(count) for name, count in zip(counted[::2], counted[1::2], strict=True)},
     )
+
+
+def format_latency(seconds: float) -> str:
+    """A latency as the bench's tables show it: three significant digits or so, in milliseconds."""
+    milliseconds = seconds * 1000
+    if milliseconds < 10:
+        return f"{milliseconds:.2f} ms"
+    if milliseconds < 100:
+        return f"{milliseconds:.1f} ms"
+    return f"{milliseconds:,.0f} ms"
 
 
 def merge_results(results: Sequence[WrkResult]) -> WrkResult:
@@ -127,6 +146,7 @@ def merge_results(results: Sequence[WrkResult]) -> WrkResult:
         p99=max(result.p99 for result in results),
         non_2xx=sum(result.non_2xx for result in results),
         socket_errors=sum(result.socket_errors for result in results),
+        outcomes=_added([result.outcomes for result in results]),
     )
     if any(not result.quantiles for result in results) or merged.requests == 0:
         return merged
@@ -140,6 +160,15 @@ def merge_results(results: Sequence[WrkResult]) -> WrkResult:
     )
 
 
+def _added(counts: Sequence[Mapping[str, int]]) -> dict[str, int]:
+    """Counts by name added up, a name counted 0 kept."""
+    total: dict[str, int] = {}
+    for each in counts:
+        for name, count in each.items():
+            total[name] = total.get(name, 0) + count
+    return total
+
+
 def _weighted_percentile(points: Sequence[tuple[float, float]], percent: float) -> float:
     """The smallest latency at or below which ``percent`` % of the weight lies; points sorted."""
     target = sum(weight for _, weight in points) * percent / 100
@@ -149,6 +178,16 @@ def _weighted_percentile(points: Sequence[tuple[float, float]], percent: float) 
         if seen >= target * (1 - 1e-12):  # tolerate float rounding of the running sum
             return latency
     return points[-1][0]
+
+
+# The body of a done() that prints the latency quantiles merge_results needs.
+_PRINT_QUANTILES = f"""  for i = 1, {QUANTILE_STEPS} do
+    local p = i * 100 / {QUANTILE_STEPS}
+    -- wrk's percentile(100) answers 0, so the top point is the maximum
+    local value = i == {QUANTILE_STEPS} and latency.max or latency:percentile(p)
+    io.write(string.format("wrk-quantile %.1f %.0f\\n", p, value))
+  end
+"""
 
 
 def lua_script(method: str, path: str, keys: int, value_size: int, seed: int, token: str = "") -> str:
@@ -170,12 +209,51 @@ request = function()
 end
 
 done = function(summary, latency, requests)
-  for i = 1, {QUANTILE_STEPS} do
-    local p = i * 100 / {QUANTILE_STEPS}
-    -- wrk's percentile(100) answers 0, so the top point is the maximum
-    local value = i == {QUANTILE_STEPS} and latency.max or latency:percentile(p)
-    io.write(string.format("wrk-quantile %.1f %.0f\\n", p, value))
+{_PRINT_QUANTILES}end
+"""
+
+
+def conditional_lua_script(path: str, key: str, value_size: int, token: str = "") -> str:
+    """A wrk script for one connection (``-t1 -c1``: wrk's Lua state is its thread's): conditional PUTs of
+    ``key``, each over the version the last answer named (its write's ETag, or a 412's current one), or,
+    where none did (at first, after a 504), only if the key has no live value; done() prints the latency
+    quantiles and the answers by outcome."""
+    auth = f'"Bearer {token}"' if token else "nil"
+    return f"""-- generated by loadtest.wrk
+local target = "{path}?id={key}"
+local body = string.rep("v", {value_size})
+local auth = {auth}
+local threads = {{}}
+etag = nil  -- the version the next write must replace (nil: none known)
+-- globals, so that done() can read them through each thread
+applied, not_applied, unknown, other = 0, 0, 0, 0
+
+setup = function(thread)
+  table.insert(threads, thread)
+end
+
+request = function()
+  local headers = {{["Authorization"] = auth}}
+  if etag then headers["If-Match"] = etag else headers["If-None-Match"] = "*" end
+  return wrk.format("PUT", target, headers, body)
+end
+
+response = function(status, headers, body)
+  if status == 201 then applied = applied + 1
+  elseif status == 412 then not_applied = not_applied + 1
+  elseif status == 504 then unknown = unknown + 1
+  else other = other + 1 end
+  etag = headers["ETag"] or headers["Etag"] or headers["etag"]
+end
+
+done = function(summary, latency, requests)
+{_PRINT_QUANTILES}  local line = "wrk-outcomes"
+  for _, name in ipairs({{"applied", "not_applied", "unknown", "other"}}) do
+    local count = 0
+    for _, thread in ipairs(threads) do count = count + thread:get(name) end
+    line = line .. " " .. name .. " " .. count
   end
+  io.write(line .. "\\n")
 end
 """
 

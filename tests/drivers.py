@@ -2,7 +2,8 @@
 and a node's part in a change): each a real Storage, SystemDb, summaries, clock and local replica in a
 temporary directory; a peer that answers another in-process node's replica calls directly (no socket); and
 a sleep that lets no real time pass, so a driver's retries and paces run at once. And whole nodes served
-in this process (:func:`served_nodes`), for the tests of a node's endpoints."""
+in this process (:func:`served_nodes`, :func:`served_members` for a cluster of them), for the tests of a
+node's endpoints."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from kvnode.memory import Settler
 from kvnode.node.app import create_app
 from kvnode.node.parts import NodeParts
 from kvnode.node.wiring import open_parts
+from kvnode.ops.ports import free_ports
 from kvnode.replica import pages
 from kvnode.replica.channel import wire
 from kvnode.replica.errors import ReplicaRejected, ReplicaUnavailable
@@ -288,6 +290,24 @@ class ServedNode:
 
 
 Serve = Callable[..., Awaitable[ServedNode]]
+
+
+async def served_members(
+    serve: Serve, size: int, served: int | None = None, **options: Any
+) -> list[ServedNode]:
+    """The first ``served`` (default: all) members of a cluster of ``size`` served by ``serve`` (the others
+    never answer), each channel to a served peer open; ``options`` as NodeConfig's (a 500 ms
+    ``timeout_ms`` unless given)."""
+    ports = free_ports(size)
+    members = tuple(f"http://127.0.0.1:{port}" for port in ports)
+    options.setdefault("timeout_ms", 500)
+    nodes = [await serve(port=port, cluster=members, **options) for port in ports[:served]]
+    urls = {node.url for node in nodes}
+    for node in nodes:
+        for peer in node.parts.peers:
+            if peer.url in urls:
+                assert await peer.reach(5.0)
+    return nodes
 
 
 @contextlib.asynccontextmanager

@@ -224,14 +224,18 @@ def test_admin_examples_print_what_the_readme_shows(start_cluster: ClusterFactor
             assert printed == shown, command
             continue
         # A key's order depends on the members' URLs: the README's is placement's for its own URLs, and
-        # the live table holds the same rows in its own order.
+        # the live tables (the replicas, then their Paxos state) hold the same rows in their own order.
         key = command.split()[-1]
-        shown_order = [line.split()[1] for line in shown[2:]]
+        paxos = next(index for index, line in enumerate(shown) if line.startswith("Paxos state"))
+        shown_order = [line.split()[1] for line in shown[2:paxos]]
         assert shown_order == Placement(readme_urls).order(key.encode()), "the README's order is placement's"
-        assert printed[:2] == shown[:2], command
-        assert sorted(line.split(" ", 1)[1] for line in printed[2:]) == sorted(
-            line.split(" ", 1)[1] for line in shown[2:]
+        assert printed[:2] == shown[:2] and printed[paxos : paxos + 2] == shown[paxos : paxos + 2], command
+        assert sorted(line.split(" ", 1)[1] for line in printed[2:paxos]) == sorted(
+            line.split(" ", 1)[1] for line in shown[2:paxos]
         ), command
+        owners = slice(paxos + 2, paxos + 2 + len(shown_order))
+        assert sorted(printed[owners]) == sorted(shown[owners]), command
+        assert printed[owners.stop :] == shown[owners.stop :], command  # why an owner did not answer
 
 
 def run_python(source: str, urls: list[str], cwd: Path, rewrite: Callable[[str], str] | None = None) -> None:

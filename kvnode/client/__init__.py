@@ -1,9 +1,13 @@
-"""An asyncio client for a kvnode cluster: get, put and delete, each routed to an owner of its key, and scan.
+"""An asyncio client for a kvnode cluster: get, put and delete, each routed to an owner of its key, scan,
+and conditional writes (compare-and-set on one key, docs/conditional-writes.md) with serial reads.
 
     async with Client("http://127.0.0.1:8080") as kv:
         await kv.put("greeting", b"hello")
         assert await kv.get("greeting") == b"hello"
         await kv.delete("greeting", ack=3)
+        etag = await kv.put_if("counter", b"1", None)          # only if absent (If-None-Match: *)
+        current = await kv.get_versioned("counter", serial=True)  # Versioned(value=b"1", etag=...)
+        await kv.put_if("counter", b"2", current.etag)           # only over that version (If-Match)
 
 **Routing (token-aware).** On entering, the client learns the cluster's members from ``GET /v0/cluster``
 of a seed (from the open ``GET /v0/status`` when its token's role is not admin: members without their
@@ -23,6 +27,10 @@ cannot reach either. Requests share one ``aiohttp.ClientSession``, so connection
   ``maybe_applied`` set: it may have been applied, as after a ``504``. aiohttp's own resending of
   idempotent methods on a dropped connection is turned off for the same reason.
 - A ``504`` is never retried: a write may have been applied, and a read would meet the same replicas.
+- A conditional write (``put_if``, ``delete_if``) is retried like a PUT: only when it surely did not
+  reach a node (a ``503``: shed, a clock fenced, or an owner that speaks an older replica protocol; a
+  connection that could not be opened). A ``504`` or no answer after it was sent raises
+  :class:`OutcomeUnknown`; a ``412`` raises :class:`PreconditionFailed` with the key's current version.
 - A member that answered ``503`` is not asked again before its ``Retry-After`` (seconds) has passed;
   when every member left to try is resting, the call waits for the first to be ready, unless that is
   longer than ``max_retry_wait``, and then raises :class:`Overloaded`.
@@ -37,8 +45,14 @@ say ``kvnode.access.tls.verifying_context(Path("ca.pem"))``; give it a certifica
 ``--tls-client-auth``.
 
 Errors are :class:`KvnodeError` subclasses: :class:`NotFound`, :class:`BadRequest`,
-:class:`QuorumNotReached`, :class:`Overloaded`, :class:`ServerError` and :class:`Unreachable`. When
-retries run out, the last one is raised.
+:class:`QuorumNotReached`, :class:`Overloaded`, :class:`ServerError`, :class:`Unreachable`, and for
+conditional writes :class:`PreconditionFailed` and :class:`OutcomeUnknown`. When retries run out, the last
+one is raised.
+
+routing   which member to ask for a key (pure)
+errors    one class per way a call fails, and the error an answer stands for
+versions  a value with its ETag; the condition headers of conditional writes (pure)
+chunks    a scan answer's records
 """
 
 from __future__ import annotations
@@ -60,27 +74,34 @@ from kvnode.client.errors import (
     BadRequest,
     KvnodeError,
     NotFound,
+    OutcomeUnknown,
     Overloaded,
+    PreconditionFailed,
     QuorumNotReached,
     ServerError,
     Unreachable,
     error_of,
 )
 from kvnode.client.routing import Members
+from kvnode.client.versions import Versioned, condition_headers, etag_of
 
 __all__ = [
     "BadRequest",
     "Client",
     "KvnodeError",
     "NotFound",
+    "OutcomeUnknown",
     "Overloaded",
+    "PreconditionFailed",
     "QuorumNotReached",
     "ServerError",
     "Unreachable",
+    "Versioned",
 ]
 
 _REFRESH_EVERY_S = 1.0  # at most one view refresh this often, however many requests fail
 _ENTITY = "/v0/entity"
+_OLDER_NODE = "the answer names no version (ETag): the node is older than conditional writes"
 
 
 class Client:
@@ -189,12 +210,28 @@ class Client:
             return
         raise error
 
-    async def get(self, key: str, *, ack: int | None = None, from_: int | None = None) -> bytes:
-        """The key's value. :class:`NotFound` if it is absent or deleted."""
-        answer = await self._entity("GET", key, ack, from_)
+    async def get(
+        self, key: str, *, ack: int | None = None, from_: int | None = None, serial: bool = False
+    ) -> bytes:
+        """The key's value. :class:`NotFound` if it is absent or deleted. ``serial``: a serial read
+        (``serial=1``), which sees every conditional write acknowledged before it (and completes one left
+        half-done first); it takes no ``ack`` or ``from_``."""
+        answer = await self._entity("GET", key, _read_params(ack, from_, serial))
         if answer.status != 200:
             raise error_of(answer, "GET")
         return answer.body
+
+    async def get_versioned(
+        self, key: str, *, ack: int | None = None, from_: int | None = None, serial: bool = False
+    ) -> Versioned | None:
+        """The key's value and the ETag naming its version, for a read-modify-write with :meth:`put_if`
+        (None where :meth:`get` raises NotFound: the key has no live value). ``serial`` as for get."""
+        answer = await self._entity("GET", key, _read_params(ack, from_, serial))
+        if answer.status == 404:
+            return None
+        if answer.status != 200:
+            raise error_of(answer, "GET")
+        return Versioned(answer.body, _written_etag(answer))
 
     async def put(
         self,
@@ -207,15 +244,35 @@ class Client:
     ) -> None:
         """Store ``value`` under ``key`` once ``ack`` of its ``from`` replicas have it (node defaults);
         with ``ttl_ms`` it expires that many milliseconds after the write, without it it is permanent."""
-        answer = await self._entity("PUT", key, ack, from_, value, ttl_ms)
+        answer = await self._entity("PUT", key, _write_params(ack, from_, ttl_ms), value)
         if answer.status != 201:
             raise error_of(answer, "PUT")
 
     async def delete(self, key: str, *, ack: int | None = None, from_: int | None = None) -> None:
         """Delete ``key`` (a tombstone) once ``ack`` of its ``from`` replicas have it."""
-        answer = await self._entity("DELETE", key, ack, from_)
+        answer = await self._entity("DELETE", key, _write_params(ack, from_, None))
         if answer.status != 202:
             raise error_of(answer, "DELETE")
+
+    async def put_if(self, key: str, value: bytes, etag: str | None, *, ttl_ms: int | None = None) -> str:
+        """Store ``value`` only if the key's newest version is the one ``etag`` names (``If-Match``; a
+        deleted key's tombstone has one too), or with ``etag`` None, only if the key has no live value
+        (``If-None-Match: *``). Linearizable with the key's other conditional writes and serial reads, as
+        long as the key is not also written by plain puts and deletes. Returns the ETag of the version
+        written.
+
+        Raises :class:`PreconditionFailed` when the condition did not hold (nothing was written), with the
+        key's current version as a serial read made after the ``412`` found it (if that read fails, its
+        error is raised instead, from the PreconditionFailed), and :class:`OutcomeUnknown` when it may or
+        may not have applied (a ``504``, or no answer): resolve it with ``get_versioned(key,
+        serial=True)``, it is never retried. ``ttl_ms`` as for :meth:`put`.
+        """
+        return await self._conditional("PUT", key, etag, _write_params(None, None, ttl_ms), value)
+
+    async def delete_if(self, key: str, etag: str) -> str:
+        """Delete ``key`` (a tombstone) only if its newest version is the one ``etag`` names; returns the
+        tombstone's ETag. Raises as :meth:`put_if` does."""
+        return await self._conditional("DELETE", key, etag, {})
 
     async def scan(
         self, start: str, end: str | None = None, *, node: str | None = None
@@ -252,20 +309,43 @@ class Client:
             return
         raise failure
 
+    async def _conditional(
+        self, method: str, key: str, etag: str | None, params: dict[str, str], body: bytes | None = None
+    ) -> str:
+        """A conditional write: the written version's ETag, or the errors put_if names."""
+        headers = condition_headers(etag)
+        try:
+            answer = await self._entity(method, key, params, body, headers)
+        except Unreachable as failure:
+            if not failure.maybe_applied:
+                raise
+            raise OutcomeUnknown(failure.url, f"{failure.reason}: the write may yet take effect") from None
+        if answer.status == (201 if method == "PUT" else 202):
+            written = etag_of(answer.headers)
+            if written is None:  # a node older than conditional writes ignores their headers
+                raise ServerError(answer.url, _OLDER_NODE + ": it ignored the condition", answer.status)
+            return written
+        if answer.status == 504:
+            raise OutcomeUnknown(answer.url, answer.reason)
+        if answer.status != 412:
+            raise error_of(answer, method)
+        refused = PreconditionFailed(answer.url, answer.reason, None)
+        try:
+            current = await self.get_versioned(key, serial=True)
+        except KvnodeError as failure:
+            raise failure from refused
+        raise PreconditionFailed(answer.url, refused.reason, current)
+
     async def _entity(
         self,
         method: str,
         key: str,
-        ack: int | None,
-        from_: int | None,
+        params: dict[str, str],
         body: bytes | None = None,
-        ttl_ms: int | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> Answer:
         """The first answer that is not a 503, after the retries the module doc allows."""
-        params = {"id": key}
-        for name, number in (("ack", ack), ("from", from_), ("ttl", ttl_ms)):
-            if number is not None:
-                params[name] = str(number)
+        params = {"id": key, **params}
         members = self._routing()
         order = members.order(key)
         tried: list[str] = []
@@ -278,7 +358,7 @@ class Client:
                 await asyncio.sleep(wait)
             tried.append(url)
             try:
-                answer = await self._send(url, method, _ENTITY, params, body)
+                answer = await self._send(url, method, _ENTITY, params, body, headers)
             except Unreachable as failure:
                 if failure.maybe_applied:
                     raise
@@ -300,11 +380,14 @@ class Client:
         path: str,
         params: Mapping[str, str] | None = None,
         body: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> Answer:
         """One request; :class:`Unreachable` without an answer (``maybe_applied``: a write was sent)."""
         session = self._open_session()
         try:
-            async with session.request(method, url + path, params=params, data=body) as response:
+            async with session.request(
+                method, url + path, params=params, data=body, headers=headers
+            ) as response:
                 return Answer(url, response.status, await response.read(), response.headers)
         except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as error:
             raise self._failed(url, error, sent=False) from None
@@ -342,3 +425,26 @@ class Client:
         if self._session is None:
             raise RuntimeError("use the client in `async with Client(...) as client:`")
         return self._session
+
+
+def _read_params(ack: int | None, from_: int | None, serial: bool) -> dict[str, str]:
+    params = _write_params(ack, from_, None)
+    if serial:
+        params["serial"] = "1"
+    return params
+
+
+def _write_params(ack: int | None, from_: int | None, ttl_ms: int | None) -> dict[str, str]:
+    return {
+        name: str(number)
+        for name, number in (("ack", ack), ("from", from_), ("ttl", ttl_ms))
+        if number is not None
+    }
+
+
+def _written_etag(answer: Answer) -> str:
+    """The ETag of the version a GET's answer names."""
+    etag = etag_of(answer.headers)
+    if etag is None:
+        raise ServerError(answer.url, _OLDER_NODE, answer.status)
+    return etag

@@ -5,12 +5,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from kvnode.client.versions import Versioned
+
 __all__ = [
     "Answer",
     "BadRequest",
     "KvnodeError",
     "NotFound",
+    "OutcomeUnknown",
     "Overloaded",
+    "PreconditionFailed",
     "QuorumNotReached",
     "ServerError",
     "Unreachable",
@@ -46,6 +50,32 @@ class BadRequest(KvnodeError):
 
 class QuorumNotReached(KvnodeError):
     """A ``504``: fewer than ``ack`` replicas answered. A write may still have been applied on some."""
+
+
+class PreconditionFailed(KvnodeError):
+    """A conditional write's ``412``: its condition did not hold, and nothing was written.
+
+    ``etag`` and ``value`` are the key's current version (None and None: it has no live value), as a
+    serial read made right after the 412 found it (the 412 names the version's ETag, not its value), so
+    they are the newest version at some instant after the refusal: a read-modify-write can go on from
+    them. ``current`` is the same pair as a :class:`Versioned` (None: no live value).
+    """
+
+    def __init__(self, url: str, reason: str, current: Versioned | None) -> None:
+        super().__init__(url, reason)
+        self.current = current
+        self.etag = None if current is None else current.etag
+        self.value = None if current is None else current.value
+
+
+class OutcomeUnknown(KvnodeError):
+    """A conditional write whose outcome is unknown: the node answered ``504`` (its round could not finish:
+    too few owners answered in time, or contention outlasted the timeout), or the request was sent and
+    no answer came. The write may or may not take effect; the next round on the key settles it. Never
+    retried by the client: a retry could apply the write twice, or answer 412 for the write's own success.
+    To resolve it, read the key with ``get_versioned(key, serial=True)`` (which completes a round left
+    half-done first) and decide from what it holds: the value written, or a version built on it, means it
+    applied."""
 
 
 class Overloaded(KvnodeError):
@@ -85,10 +115,15 @@ class Answer:
     body: bytes
     headers: Mapping[str, str]
 
+    @property
+    def reason(self) -> str:
+        """The node's one line (an error's body), or the status where it said none."""
+        return self.body.decode("utf-8", errors="replace").strip() or f"status {self.status}"
+
 
 def error_of(answer: Answer, method: str) -> KvnodeError:
     """The error an answer that is not a success stands for."""
-    reason = answer.body.decode("utf-8", errors="replace").strip() or f"status {answer.status}"
+    reason = answer.reason
     status = answer.status
     if status == 404 and method == "GET":
         return NotFound(answer.url, reason)

@@ -2,7 +2,7 @@
 
     python -m kvnode admin --url http://127.0.0.1:8080 status        # each member: reachable? rebuilding?
     python -m kvnode admin --url http://127.0.0.1:8080 ring          # the cluster list, each member's share
-    python -m kvnode admin --url http://127.0.0.1:8080 locate user:42  # the key's replicas, in order
+    python -m kvnode admin --url http://127.0.0.1:8080 locate user:42  # its replicas, their Paxos state
     python -m kvnode admin --url http://127.0.0.1:8080 hints --json  # hints waiting, per target
     python -m kvnode admin --url http://127.0.0.1:8080 repair --wait  # anti-entropy with every peer, now
     python -m kvnode admin --url http://127.0.0.1:8080 leave http://127.0.0.1:8082 --wait  # a member leaves
@@ -23,8 +23,11 @@ state of each member's data (serving, or rebuilding after a lost disk, with this
 clock fence's verdict (kvnode.clocks.fence: which member's clock is off, if any), its hints and tombstone
 GC's counts (what it dropped, what waits for a repair with which peer). A key's
 placement is computed here from that node's cluster list, by the same
-:class:`kvnode.topology.placement.Placement` every node uses. A node that cannot be reached, or a bad URL,
-exits 2 with one line.
+:class:`kvnode.topology.placement.Placement` every node uses; ``locate`` then asks each owner that takes
+part in the key's Paxos rounds (the present owners, and while a change moves the key, those gaining it)
+for its acceptor state for the key (``GET /v0/paxos``, kvnode.node.operator_api: the ballot promised, the
+proposal accepted and not yet committed, the last commit's ballot), an owner that does not answer shown
+as unreachable, with why. A node that cannot be reached, or a bad URL, exits 2 with one line.
 
 A node started with ``--auth-tokens-file`` needs an admin token (``--token-file``); an https:// node is
 verified against ``--tls-ca``:
@@ -111,7 +114,11 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     commands.add_parser(
         "ring", parents=[after], help="the cluster list and each member's share of first replicas"
     )
-    locate = commands.add_parser("locate", parents=[after], help="the replicas of a key, in placement order")
+    locate = commands.add_parser(
+        "locate",
+        parents=[after],
+        help="the replicas of a key, in placement order, and its owners' Paxos state",
+    )
     locate.add_argument("key", help="the entity id")
     commands.add_parser("hints", parents=[after], help="hints waiting for delivery, per target")
     repair = commands.add_parser(
@@ -299,9 +306,12 @@ def _shares(placement: Placement) -> dict[str, float]:
 
 
 def _locate(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """The key's replicas in placement order; each that takes part in its Paxos rounds with its acceptor
+    state as it says it (None for the others)."""
     members = {member["url"]: member for member in view["members"]}
+    key = args.key.encode("utf-8")
     placement = _placement(view)
-    order = placement.order(args.key.encode("utf-8"))
+    rounds = _round_owners(view, key)
     return {
         "node": view["node"],
         "key": args.key,
@@ -313,21 +323,46 @@ def _locate(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
                 "owner": rank <= placement.replication,
                 "self": members[url]["self"],
                 "reachable": members[url]["reachable"],
+                "paxos": _paxos_state(url, args) if url in rounds else None,
             }
-            for rank, url in enumerate(order, 1)
+            for rank, url in enumerate(placement.order(key), 1)
         ],
     }
 
 
-def _placement(view: dict[str, Any], leave_out: Sequence[str] = ()) -> Placement:
+def _round_owners(view: dict[str, Any], key: bytes) -> list[str]:
+    """The owners a Paxos round on ``key`` asks, as kvnode.paxos.rounds counts them: its present owners
+    (read placement: every member but one joining) and, while a change moves it, those gaining it (every
+    member but one leaving, under the larger of the two replication factors)."""
+    reads = _placement(view, leave_out=view["joining"])
+    coming = max(view["replication_factor"], view["next_replication_factor"])
+    writes = _placement(view, leave_out=view["leaving"], replication=coming)
+    current = reads.replicas_for(key, reads.replication)
+    gaining = writes.replicas_for(key, writes.replication)
+    return [*current, *(url for url in gaining if url not in current)]
+
+
+def _paxos_state(url: str, args: argparse.Namespace) -> dict[str, Any]:
+    """The member's acceptor state for the key (``answered``), or why it could not be had."""
+    path = "/v0/paxos?" + urllib.parse.urlencode({"id": args.key})
+    try:
+        state = fetch(url, args.token, args.tls_ca, path, member=True)
+    except (Unreachable, Refused) as error:
+        return {"answered": False, "error": str(error)}
+    return {"answered": True, **{name: state[name] for name in ("promised", "accepted", "committed")}}
+
+
+def _placement(view: dict[str, Any], leave_out: Sequence[str] = (), replication: int = 0) -> Placement:
     """The placement the node uses: its members (but ``leave_out``), scored by their tokens, with its
-    replication factor."""
+    replication factor (or ``replication``)."""
     kept = [
         (url, token)
         for url, token in zip(view["cluster"], view["tokens"], strict=True)
         if url not in leave_out
     ]
-    return Placement([url for url, _ in kept], [token for _, token in kept], view["replication_factor"])
+    return Placement(
+        [url for url, _ in kept], [token for _, token in kept], replication or view["replication_factor"]
+    )
 
 
 def _hints(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:

@@ -1,5 +1,6 @@
-"""How ``python -m kvnode admin`` shows a report to a person: a table per command, and a line under the
-status table for what needs saying (a change under way, a clock off, GC waiting, data not whole). The
+"""How ``python -m kvnode admin`` shows a report to a person: a table per command (locate's with its owners'
+Paxos state in a second one), and a line under the status table for what needs saying (a change under
+way, a clock off, GC waiting, data not whole). The
 hints table has a column for each of the hint store's figures by target, as their table describes them
 (kvnode.figures); the lines are sentences, each worded for the figures it speaks of."""
 
@@ -62,8 +63,31 @@ def render(command: str, view: dict[str, Any], report: dict[str, Any]) -> str:
             f"key {report['key']!r}: owned by the first N={report['replication_factor']}, from=k uses the "
             f"first k; reachable as {node} sees it"
         )
-        return title + "\n" + _table(["#", "MEMBER", "OWNER", "REACHABLE"], rows)
+        return title + "\n" + _table(["#", "MEMBER", "OWNER", "REACHABLE"], rows) + _paxos(report)
     return _hints(node, report)
+
+
+def _paxos(report: dict[str, Any]) -> str:
+    """A table under locate's of each owner's Paxos acceptor state for the key, as it said it: the ballot
+    it promised, the proposal it accepted and no commit has voided (its ballot, put or delete, the ETag
+    of the version proposed), the ballot of its last commit; a line for each owner that did not answer."""
+    owners = [(r["url"], r["paxos"]) for r in report["replicas"] if r["paxos"] is not None]
+    rows = [
+        [url, state.get("promised") or "-", _accepted(state.get("accepted")), state.get("committed") or "-"]
+        if state["answered"]
+        else [url, "unreachable", "-", "-"]
+        for url, state in owners
+    ]
+    title = "\nPaxos state of the key on the owners its rounds ask (ballots are microseconds.node)"
+    table = _table(["OWNER", "PROMISED", "ACCEPTED, NOT COMMITTED", "LAST COMMIT"], rows)
+    unreached = "".join(f"\n{url}: {state['error']}" for url, state in owners if not state["answered"])
+    return title + "\n" + table + unreached
+
+
+def _accepted(accepted: dict[str, Any] | None) -> str:
+    if accepted is None:
+        return "-"
+    return f'{accepted["ballot"]} {"delete" if accepted["delete"] else "put"} "{accepted["etag"]}"'
 
 
 def _hints(node: str, report: dict[str, Any]) -> str:

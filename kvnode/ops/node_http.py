@@ -35,9 +35,16 @@ class Refused(Exception):
 
 
 def fetch(
-    url: str, token: str | None, tls_ca: Path | None, path: str = "/v0/cluster", method: str = "GET"
+    url: str,
+    token: str | None,
+    tls_ca: Path | None,
+    path: str = "/v0/cluster",
+    method: str = "GET",
+    member: bool = False,
 ) -> dict[str, Any]:
-    """The node's JSON answer; raises Refused (a 400 or a 409: the body says why) or Unreachable."""
+    """The node's JSON answer; raises Refused (a 400 or a 409: the body says why) or Unreachable.
+    ``member``: the URL is a member's, as a node named it, not the one given: a refusal gives no advice
+    about ``--url``."""
     headers = {} if token is None else {"Authorization": f"Bearer {token}"}
     context = None if tls_ca is None else verifying_context(tls_ca)
     try:
@@ -50,7 +57,7 @@ def fetch(
         advice = advice_for_status(error.code, token)
         raise Unreachable(f"{method} {url}{path} answered {error.code} {error.reason}{advice}") from None
     except urllib.error.URLError as error:
-        raise Unreachable(_unreachable(url, error.reason, tls_ca)) from None
+        raise Unreachable(_unreachable(url, error.reason, tls_ca, member)) from None
     except ConnectionError as error:  # closed without an answer: what a TLS node does to plain HTTP
         if url.startswith("http://") and _serves_https(url):
             https = "https://" + url.removeprefix("http://")
@@ -72,7 +79,7 @@ def advice_for_status(status: int, token: str | None) -> str:
     return ""
 
 
-def _unreachable(url: str, reason: object, tls_ca: Path | None) -> str:
+def _unreachable(url: str, reason: object, tls_ca: Path | None, member: bool) -> str:
     if isinstance(reason, ssl.SSLCertVerificationError):
         why = reason.verify_message or reason
         if tls_ca is None:
@@ -81,6 +88,8 @@ def _unreachable(url: str, reason: object, tls_ca: Path | None) -> str:
     if isinstance(reason, ssl.SSLError) and reason.reason == "WRONG_VERSION_NUMBER":
         return f"{url} does not serve HTTPS: use http:// in --url"
     if isinstance(reason, ConnectionRefusedError):
+        if member:
+            return f"cannot reach {url}: connection refused"
         return f"cannot reach {url}: connection refused: check --url (or KVNODE_URL), and that the node runs"
     return f"cannot reach {url}: {reason}"
 

@@ -1,6 +1,7 @@
 """loadtest.openloop and loadtest.workers: percentiles against servers of known latency (a fixed delay,
 a one-off stall) in processes of their own, errors and the CLI against an in-process stub, the rule
-that marks a run INVALID, and token-aware routing against a real cluster."""
+that marks a run INVALID, token-aware routing against a real cluster, and the cas op against a stub that
+judges its conditions and against nodes served in this process."""
 
 from __future__ import annotations
 
@@ -115,18 +116,37 @@ def test_a_run_short_of_connections_is_invalid() -> None:
 
 
 class Stub:
-    """Answers at once with the operation's success status, or 504 for a key in ``fail``."""
+    """Answers at once with the operation's success status, or 504 for a key in ``fail``. A conditional
+    write it judges against the versions it numbers per key (a GET names the key's in its ETag), and
+    answers 504 for a key in ``unknown``."""
 
     def __init__(self) -> None:
         self.fail: set[str] = set()
+        self.unknown: set[str] = set()
         self.keys: list[str] = []
+        self.versions: dict[str, int] = {}
 
     async def handle(self, request: web.Request) -> web.Response:
         key = request.query["id"]
         self.keys.append(key)
         if key in self.fail:
             return web.Response(status=504)
+        condition = request.headers.get("If-Match") or request.headers.get("If-None-Match")
+        if condition is not None:
+            return self._conditional(key, condition)
+        version = self.versions.get(key)
+        if request.method == "GET" and version is not None:
+            return web.Response(status=200, body=b"v", headers={"ETag": f'"{version}"'})
         return web.Response(status={"GET": 200, "PUT": 201, "DELETE": 202}[request.method], body=b"v")
+
+    def _conditional(self, key: str, condition: str) -> web.Response:
+        version = self.versions.get(key)
+        if key in self.unknown:
+            return web.Response(status=504)
+        if condition != ("*" if version is None else f'"{version}"'):
+            return web.Response(status=412)
+        self.versions[key] = (version or 0) + 1
+        return web.Response(status=201)
 
 
 @pytest.fixture

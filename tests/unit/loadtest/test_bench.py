@@ -2,14 +2,8 @@
 
 from __future__ import annotations
 
-from loadtest.bench import Row, format_latency, render_table
+from loadtest.bench import Row, render_table
 from loadtest.wrk import Measured, WrkResult, lua_script
-
-
-def test_format_latency() -> None:
-    assert format_latency(714e-6) == "0.71 ms"
-    assert format_latency(0.0123) == "12.3 ms"
-    assert format_latency(1.5) == "1,500 ms"
 
 
 def _row(target: str, cpu: list[float], calls: int | None = None) -> Row:

@@ -1,5 +1,6 @@
 """loadtest.httpclient through the generator, against raw TCP servers that answer in awkward ways:
-split into pieces, closing after each answer, garbage, no length, never."""
+split into pieces, closing after each answer, garbage, no length, never; and the cas op's requests, and
+the ETag a connection keeps for it."""
 
 from __future__ import annotations
 
@@ -64,6 +65,20 @@ def test_requests_are_encoded_once_with_the_query_headers_and_body() -> None:
     assert get == b"GET /?id=key-00000000 HTTP/1.1\r\nHost: localhost:9\r\n\r\n"
 
 
+def test_a_cas_op_reads_then_writes_on_the_condition_its_read_found() -> None:
+    encoder = RequestEncoder(Workload("cas", keys=1, value_size=2, token="t"), "http://127.0.0.1:8080")
+    read, key = encoder.cas_read()
+    assert (read, key) == (
+        b"GET /v0/entity?id=key-00000000 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nAuthorization: Bearer t\r\n\r\n",
+        b"key-00000000",
+    )
+    value = Workload("cas", keys=1, value_size=2).value
+    head = b"PUT /v0/entity?id=key-00000000 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nAuthorization: Bearer t\r\n"
+    body = b"Content-Length: 2\r\n\r\n" + value
+    assert encoder.cas_write(key, b'"00ff"') == head + b'If-Match: "00ff"\r\n' + body
+    assert encoder.cas_write(key, b"") == head + b"If-None-Match: *\r\n" + body
+
+
 async def test_an_answer_in_pieces_is_put_together(raw_server: Callable[[Answer], Awaitable[str]]) -> None:
     async def in_pieces(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         for piece in (OK[:10], OK[10:40], OK[40:-2], OK[-2:]):
@@ -122,6 +137,21 @@ def test_a_connection_closed_after_its_answer_is_let_go_before_the_next_request_
     assert connection.connected and connection.busy and seen == [("200", False)]
     connection.data_received(OK)
     assert seen == [("200", False), ("200", True)] and second.written and not second.closed
+
+
+def test_a_connection_that_reads_etags_keeps_each_answers_etag() -> None:
+    seen: list[bytes] = []
+    connection = HttpConnection("127.0.0.1", 9, 0, lambda done, outcome: seen.append(done.etag))
+    connection.connection_made(Transport())  # type: ignore[arg-type]
+    tagged = OK.replace(b"\r\n\r\n", b'\r\nEtag:  "00ff" \r\n\r\n', 1)
+    connection.reads_etag = True
+    for answer in (tagged, OK):
+        connection.send(b"GET / HTTP/1.1\r\n\r\n")
+        connection.data_received(answer)
+    connection.reads_etag = False  # the other ops: no time spent on it
+    connection.send(b"GET / HTTP/1.1\r\n\r\n")
+    connection.data_received(tagged)
+    assert seen == [b'"00ff"', b"", b""]
 
 
 @pytest.mark.parametrize(

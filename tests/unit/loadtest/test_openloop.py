@@ -1,9 +1,11 @@
 """loadtest.openloop and loadtest.workers: percentiles against servers of known latency (a fixed delay,
 a one-off stall) in processes of their own, errors and the CLI against an in-process stub, the rule
-that marks a run INVALID, and token-aware routing against a real cluster."""
+that marks a run INVALID, token-aware routing against a real cluster, and the cas op against a stub that
+judges its conditions and against nodes served in this process."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import AsyncIterator
 
 import pytest
@@ -12,6 +14,7 @@ from aiohttp import web
 from loadtest.openloop import run_rate
 from loadtest.rate_result import ERROR_SHARE_LIMIT, LATENESS_FLOOR_MS, RateResult
 from loadtest.workload import Workload, key_name
+from tests.drivers import Serve, served_members
 
 
 def _result(latency_ms: float, lateness_ms: float, count: int = 1000, waits: int = 0) -> RateResult:
@@ -49,11 +52,13 @@ def test_validity_rule_allows_one_percent_of_errors() -> None:
 def test_worker_results_merge_and_survive_the_wire() -> None:
     one, two = _result(1, 0.1, count=100), _result(3, 0.2, count=300, waits=2)
     one.errors["504"], two.errors["504"], two.errors["timeout"] = 1, 2, 3
+    one.outcomes["201"], two.outcomes["201"], two.outcomes["412"] = 4, 5, 6
     one.cpu_s, two.cpu_s, one.elapsed_s, two.elapsed_s = 0.01, 0.02, 1.0, 1.1
     merged = RateResult.from_wire(one.to_wire())
     merged.merge(RateResult.from_wire(two.to_wire()))
     assert (merged.workers, merged.requests, merged.sent, merged.connection_waits) == (2, 400, 400, 2)
     assert merged.errors == {"504": 3, "timeout": 3}
+    assert merged.outcomes == {"201": 9, "412": 6}
     assert merged.latency.count == merged.lateness.count == 400
     assert merged.latency.percentile_ms(50) == pytest.approx(3, rel=0.01)
     assert merged.cpu_per_request_us == pytest.approx(0.03 / 400 * 1e6)
@@ -64,18 +69,37 @@ def test_worker_results_merge_and_survive_the_wire() -> None:
 
 
 class Stub:
-    """Answers at once with the operation's success status, or 504 for a key in ``fail``."""
+    """Answers at once with the operation's success status, or 504 for a key in ``fail``. A conditional
+    write it judges against the versions it numbers per key (a GET names the key's in its ETag), and
+    answers 504 for a key in ``unknown``."""
 
     def __init__(self) -> None:
         self.fail: set[str] = set()
+        self.unknown: set[str] = set()
         self.keys: list[str] = []
+        self.versions: dict[str, int] = {}
 
     async def handle(self, request: web.Request) -> web.Response:
         key = request.query["id"]
         self.keys.append(key)
         if key in self.fail:
             return web.Response(status=504)
+        condition = request.headers.get("If-Match") or request.headers.get("If-None-Match")
+        if condition is not None:
+            return self._conditional(key, condition)
+        version = self.versions.get(key)
+        if request.method == "GET" and version is not None:
+            return web.Response(status=200, body=b"v", headers={"ETag": f'"{version}"'})
         return web.Response(status={"GET": 200, "PUT": 201, "DELETE": 202}[request.method], body=b"v")
+
+    def _conditional(self, key: str, condition: str) -> web.Response:
+        version = self.versions.get(key)
+        if key in self.unknown:
+            return web.Response(status=504)
+        if condition != ("*" if version is None else f'"{version}"'):
+            return web.Response(status=412)
+        self.versions[key] = (version or 0) + 1
+        return web.Response(status=201)
 
 
 @pytest.fixture
@@ -99,6 +123,42 @@ async def test_errors_are_counted_by_status(stub: tuple[Stub, str]) -> None:
     assert set(result.errors) == {"504"}
     assert 0 < result.errors["504"] < result.requests
     assert result.latency.count == result.requests
+
+
+async def test_cas_ops_write_over_the_version_read_and_are_counted_by_outcome(stub: tuple[Stub, str]) -> None:
+    """A key's first op creates it (its read found no ETag), the next update it (If-Match): every write
+    applies, on a key no two ops share at once. A 504 of a write is an unknown outcome and an error; a
+    read's error is marked as the read's."""
+    server, url = stub
+    server.unknown = {key_name(0)}
+    server.fail = {key_name(1)}
+    result = await run_rate([url], Workload("cas", keys=4), 40, 1.0, connections=1)
+    assert result.requests == result.sent == 40 and result.latency.count == 40
+    same = Workload("cas", keys=4)  # one connection: the ops go one after the other, in the draw's order
+    drawn = Counter(same.random_key() for _ in range(40))
+    assert result.errors == {"504": drawn[key_name(0)], "read 504": drawn[key_name(1)]}
+    assert server.versions == {key_name(i): drawn[key_name(i)] for i in (2, 3)}
+    assert result.outcomes == {"201": drawn[key_name(2)] + drawn[key_name(3)], "504": drawn[key_name(0)]}
+    named = {"applied": result.outcomes["201"], "not_applied": 0, "unknown": result.outcomes["504"]}
+    assert result.cas_outcomes == result.to_json()["cas_writes"] == named
+    applied, unknown, writes = named["applied"], named["unknown"], sum(result.outcomes.values())
+    line = f"  Conditional writes: applied {applied}, not_applied 0, unknown {unknown} (of {writes})"
+    assert line in result.wrk2_text().splitlines()
+
+
+async def test_cas_ops_on_served_nodes_agree_with_the_rounds_the_nodes_counted(serve: Serve) -> None:
+    """Three keys, six connections, round-robin over three members: ops race on each key. Every op's
+    read answers (a plain GET), so each op made one conditional write, and each write's answer is the
+    outcome of the round its coordinator counted."""
+    nodes = await served_members(serve, 3, timeout_ms=1000)
+    result = await run_rate([node.url for node in nodes], Workload("cas", keys=3), 150, 1.0, connections=6)
+    assert result.requests == result.sent == 150 and not result.errors.keys() - {"504"}
+    assert sum(result.outcomes.values()) == 150 and result.outcomes["201"] > 0
+    rounds: Counter[str] = Counter()
+    for node in nodes:
+        rounds.update(node.parts.paxos.stats.rounds)
+    named = {name: rounds[name] for name in ("applied", "not_applied", "unknown")}
+    assert result.cas_outcomes == named
 
 
 async def test_a_dead_url_counts_as_connection_errors() -> None:

@@ -9,6 +9,8 @@ from loadtest.workload import key_name
 from loadtest.wrk import (
     QUANTILE_STEPS,
     WrkResult,
+    conditional_lua_script,
+    format_latency,
     lua_script,
     merge_results,
     parse_time,
@@ -34,6 +36,12 @@ Running 5s test @ http://127.0.0.1:8080
 Requests/sec:   4469.06
 Transfer/sec:    688.94KB
 """
+
+
+def test_format_latency() -> None:
+    assert format_latency(714e-6) == "0.71 ms"
+    assert format_latency(0.0123) == "12.3 ms"
+    assert format_latency(1.5) == "1,500 ms"
 
 
 def test_parse_time_units() -> None:
@@ -101,6 +109,15 @@ def test_merge_weights_latency_by_requests() -> None:
     assert even.p50 == pytest.approx(0.001)
 
 
+def test_a_conditional_scripts_outcomes_are_parsed_and_merged() -> None:
+    text = WRK_OUTPUT + "wrk-outcomes applied 20 not_applied 3 unknown 1 other 0\n"
+    result = parse_wrk_output(text)
+    assert result.outcomes == {"applied": 20, "not_applied": 3, "unknown": 1, "other": 0}
+    assert parse_wrk_output(WRK_OUTPUT).outcomes == {}
+    merged = merge_results([result, result])
+    assert merged.outcomes == {"applied": 40, "not_applied": 6, "unknown": 2, "other": 0}
+
+
 def test_merge_of_one_is_that_one() -> None:
     single = _result(5, 1.0)
     assert merge_results([single]) is single
@@ -112,6 +129,14 @@ def test_split_connections() -> None:
     assert sum(split_connections(100, 3)) == 100
     with pytest.raises(ValueError):
         split_connections(2, 3)
+
+
+def test_the_conditional_script_writes_over_the_version_the_last_answer_named() -> None:
+    script = conditional_lua_script("/v0/entity", "k", value_size=4, token="t0k")
+    assert 'local target = "/v0/entity?id=k"' in script and 'local auth = "Bearer t0k"' in script
+    assert 'if etag then headers["If-Match"] = etag else headers["If-None-Match"] = "*" end' in script
+    assert 'etag = headers["ETag"]' in script and "wrk-quantile" in script and "wrk-outcomes" in script
+    assert "local auth = nil" in conditional_lua_script("/v0/entity", "k", value_size=4)
 
 
 def test_lua_script_names_keys_like_the_fill() -> None:

@@ -1,7 +1,8 @@
 """``python -m kvnode admin`` against real nodes: which members a node
-reaches, where a key lives, the hints it keeps; tables for people, ``--json`` for scripts, exit 2 with one
-line when the node cannot be asked. And against canned nodes: ``--wait`` following a change on the one
-member that walks it, as the node asked named it, until the version past it."""
+reaches, where a key lives and its owners' Paxos state, the hints it keeps; tables for people, ``--json``
+for scripts, exit 2 with one line when the node cannot be asked. And against canned nodes: ``--wait``
+following a change on the one member that walks it, as the node asked named it, until the version past
+it; locate asking every owner of a key's rounds, one gaining it included, with the admin token."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import sys
 from typing import Any
 
 from kvnode.topology.placement import Placement
-from tests.harness import ClusterFactory, Node, stats
+from tests.harness import ClusterFactory, Node, request, stats
 
 
 def admin(url: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -69,12 +70,33 @@ def test_a_stopped_member_is_unreachable_in_status_locate_and_hints(start_cluste
         located = admin_json(asked, "locate", key)
         assert [r["url"] for r in located["replicas"]] == placement.order(key.encode())
         assert {r["url"]: r["reachable"] for r in located["replicas"]} == reachable
+        # Every member owns every key (N = 3): each is asked for its Paxos state, the stopped one in vain.
+        assert {r["url"]: r["paxos"]["answered"] for r in located["replicas"]} == reachable
     assert stopped.url in admin(asked.url, "locate", keys[0]).stdout
 
     hints = admin_json(asked, "hints")
     assert hints["pending"][stopped.url] == len(keys)
     assert hints["pending"] == {url: stats(asked)["hints"]["pending"].get(url, 0) for url in hints["pending"]}
     assert row_of(admin(asked.url, "hints").stdout, stopped.url)[1] == str(len(keys))
+
+
+def test_locate_shows_the_paxos_state_a_conditional_write_left_alike_on_every_owner(
+    start_cluster: ClusterFactory,
+) -> None:
+    cluster = start_cluster(3)
+    created = request(
+        cluster[1].url, "PUT", "/v0/entity", {"id": "lock"}, b"me", headers={"If-None-Match": "*"}
+    )
+    assert created.status == 201
+    located = admin_json(cluster[0], "locate", "lock")
+    states = [r["paxos"] for r in located["replicas"]]
+    # Committed everywhere: the promise is the commit's ballot, nothing is left accepted.
+    assert all(state["answered"] and state["accepted"] is None for state in states)
+    assert len({(state["promised"], state["committed"]) for state in states}) == 1
+    assert states[0]["promised"] == states[0]["committed"] is not None
+    table = admin(cluster[0].url, "locate", "lock").stdout
+    assert table.splitlines()[5].startswith("Paxos state of the key")
+    assert row_of(table, cluster[2].url)[1:] == [states[0]["promised"], "-", states[0]["committed"]]
 
 
 def test_a_node_that_cannot_be_asked_exits_2_with_one_line(node: Node) -> None:

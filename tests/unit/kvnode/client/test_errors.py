@@ -1,4 +1,5 @@
-"""kvnode.client.errors: the error each answer that is not a success stands for, with the node's reason."""
+"""kvnode.client.errors: the error each answer that is not a success stands for, with the node's reason;
+a refused conditional write's current version."""
 
 from __future__ import annotations
 
@@ -9,12 +10,15 @@ from kvnode.client.errors import (
     BadRequest,
     KvnodeError,
     NotFound,
+    OutcomeUnknown,
     Overloaded,
+    PreconditionFailed,
     QuorumNotReached,
     ServerError,
     Unreachable,
     error_of,
 )
+from kvnode.client.versions import Versioned
 
 URL = "http://n1:8080"
 
@@ -72,3 +76,13 @@ def test_every_error_is_a_kvnode_error_naming_the_node() -> None:
     assert isinstance(unreachable, KvnodeError) and unreachable.maybe_applied
     assert (unreachable.url, str(unreachable)) == (URL, f"{URL}: connection refused")
     assert not Unreachable(URL, "connection refused").maybe_applied
+
+
+def test_a_precondition_failed_carries_the_current_version_or_none() -> None:
+    current = Versioned(b"v", "00ff")
+    refused = PreconditionFailed(URL, "precondition failed: the key has a live value", current)
+    assert (refused.current, refused.etag, refused.value) == (current, "00ff", b"v")
+    absent = PreconditionFailed(URL, "precondition failed: the key has no version", None)
+    assert (absent.current, absent.etag, absent.value) == (None, None, None)
+    assert isinstance(absent, KvnodeError) and isinstance(OutcomeUnknown(URL, "504"), KvnodeError)
+    assert not isinstance(OutcomeUnknown(URL, "504"), QuorumNotReached)  # not a write to retry as it is

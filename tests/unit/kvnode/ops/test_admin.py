@@ -1,18 +1,56 @@
 """``python -m kvnode admin`` against real nodes: which members a node
-reaches, where a key lives, the hints it keeps; tables for people, ``--json`` for scripts, exit 2 with one
-line when the node cannot be asked. And against canned nodes: ``--wait`` following a change on the one
-member that walks it, as the node asked named it, until the version past it."""
+reaches, where a key lives and its owners' Paxos state, the hints it keeps; tables for people, ``--json``
+for scripts, exit 2 with one line when the node cannot be asked. And against canned nodes: ``--wait``
+following a change on the one member that walks it, as the node asked named it, until the version past
+it; locate asking every owner of a key's rounds, one gaining it included, with the admin token."""
 
 from __future__ import annotations
 
 import json
 import urllib.parse
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 
 import pytest
 
 from kvnode.ops import admin as admin_tool
+from kvnode.ops.ports import free_ports
+from kvnode.topology.placement import Placement
 from tests.canned_http import Answer, canned_server
+
+
+def test_locate_asks_every_owner_of_the_keys_rounds_with_the_token(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A member joining that will own the key counts in its rounds: it is asked too (and does not answer)."""
+    answers: dict[str, Answer] = {}
+    nothing = json.dumps({"promised": "7.00000000000000aa", "accepted": None, "committed": None}).encode()
+    with canned_server(answers) as a, canned_server(answers) as b, canned_server(answers) as c:
+        joining = f"http://127.0.0.1:{free_ports(1)[0]}"
+        urls = [a.url, b.url, c.url, joining]
+        key = next(
+            f"k{i}"
+            for i in range(100)
+            if joining in Placement(urls, replication=3).replicas_for(b"k%d" % i, 3)
+        )
+        view = {
+            "node": a.url, "cluster": urls, "tokens": urls, "joining": [joining], "leaving": [],
+            "replication_factor": 3, "next_replication_factor": 0,
+            "members": [{"url": url, "self": url == a.url, "reachable": url != joining} for url in urls],
+        }  # fmt: skip
+        answers["/v0/cluster"] = Answer(200, json.dumps(view).encode())
+        answers[f"/v0/paxos?id={key}"] = Answer(200, nothing)
+        token = tmp_path / "admin.token"
+        token.write_text("s3cret\n")
+        assert admin_tool.main(["--url", a.url, "--token-file", str(token), "locate", key, "--json"]) == 0
+    located = json.loads(capsys.readouterr().out)
+    states = {r["url"]: r["paxos"] for r in located["replicas"]}
+    answered = {"answered": True, "promised": "7.00000000000000aa", "accepted": None, "committed": None}
+    assert {url: states[url] for url in urls[:3]} == dict.fromkeys(urls[:3], answered)
+    assert states[joining] == {"answered": False, "error": f"cannot reach {joining}: connection refused"}
+    for server in (a, b, c):
+        asked = [sent for sent in server.requests if sent.path.startswith("/v0/paxos")]
+        assert [sent.headers["Authorization"] for sent in asked] == ["Bearer s3cret"]
 
 
 class InTurn(Mapping[str, Answer]):

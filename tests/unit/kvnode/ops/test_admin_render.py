@@ -107,3 +107,59 @@ def test_hints_is_a_column_for_each_figure_by_target_and_the_drops_by_reason_in_
     assert render("hints", {}, report | {"dropped": {}}).startswith(
         "hints kept by http://a:1 (since it started: kept, delivered; dropped: none)\n"
     )
+
+
+def replica(order: int, url: str, paxos: dict[str, Any] | None, **fields: Any) -> dict[str, Any]:
+    return {"order": order, "url": url, "owner": order <= 2, "self": False, "reachable": True,
+            "paxos": paxos, **fields}  # fmt: skip
+
+
+def test_locate_shows_each_round_owners_paxos_state_and_why_one_did_not_answer() -> None:
+    accepted = {"ballot": "1002.00000000000000bb", "etag": "0" * 31 + "9", "delete": False}
+    report = {
+        "node": A,
+        "key": "user:42",
+        "replication_factor": 2,
+        "replicas": [
+            replica(
+                1,
+                B,
+                {
+                    "answered": True,
+                    "promised": "1002.00000000000000bb",
+                    "accepted": accepted,
+                    "committed": "1001.00000000000000aa",
+                },
+            ),
+            replica(
+                2,
+                C,
+                {"answered": False, "error": "cannot reach http://c:3: connection refused"},
+                reachable=False,
+            ),
+            replica(3, A, None, self=True),
+        ],
+    }
+    assert render("locate", {}, report) == (
+        "key 'user:42': owned by the first N=2, from=k uses the first k; reachable as http://a:1 sees it\n"
+        "#  MEMBER                  OWNER  REACHABLE\n"
+        "1  http://b:2              yes    yes\n"
+        "2  http://c:3              yes    no\n"
+        "3  http://a:1 (this node)  no     yes\n"
+        "Paxos state of the key on the owners its rounds ask (ballots are microseconds.node)\n"
+        "OWNER       PROMISED               ACCEPTED, NOT COMMITTED                                       "
+        "LAST COMMIT\n"
+        'http://b:2  1002.00000000000000bb  1002.00000000000000bb put "00000000000000000000000000000009"  '
+        "1001.00000000000000aa\n"
+        "http://c:3  unreachable            -                                                             -\n"
+        "http://c:3: cannot reach http://c:3: connection refused"
+    )
+
+
+def test_locate_shows_a_key_no_round_touched_as_dashes() -> None:
+    nothing = {"answered": True, "promised": None, "accepted": None, "committed": None}
+    report = {"node": A, "key": "k", "replication_factor": 1, "replicas": [replica(1, A, nothing, self=True)]}
+    assert render("locate", {}, report).splitlines()[-2:] == [
+        "OWNER       PROMISED  ACCEPTED, NOT COMMITTED  LAST COMMIT",
+        "http://a:1  -         -                        -",
+    ]

@@ -71,9 +71,12 @@ def test_a_port_nobody_listens_on_is_refused_naming_the_fix() -> None:
         url = f"http://127.0.0.1:{bound.getsockname()[1]}"
         with pytest.raises(Unreachable) as failed:
             fetch(url, None, None)
+        with pytest.raises(Unreachable) as member:  # a member's URL, as a node named it: no --url advice
+            fetch(url, None, None, member=True)
     assert str(failed.value) == (
         f"cannot reach {url}: connection refused: check --url (or KVNODE_URL), and that the node runs"
     )
+    assert str(member.value) == f"cannot reach {url}: connection refused"
 
 
 def test_a_node_that_closes_without_an_answer_and_serves_no_https_cannot_be_read() -> None:

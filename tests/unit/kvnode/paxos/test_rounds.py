@@ -16,26 +16,13 @@ from kvnode.paxos.conditions import IfAbsent, IfMatch, etag
 from kvnode.paxos.proposer import Applied, NotApplied, Read, Unknown, Write
 from kvnode.paxos.rounds import PaxosUnsupported
 from kvnode.storage.records import Record
-from tests.drivers import Serve, ServedNode
+from tests.drivers import Serve, ServedNode, served_members
 
 KEY = b"counter"
 
 
-async def cluster(serve: Serve, size: int, served: int, **options: object) -> list[ServedNode]:
-    """The first ``served`` members of a cluster of ``size`` (the others never answer), each channel
-    to a served peer open."""
-    ports = free_ports(size)
-    members = tuple(f"http://127.0.0.1:{port}" for port in ports)
-    nodes = [await serve(port=port, cluster=members, timeout_ms=500, **options) for port in ports[:served]]
-    for node in nodes:
-        for peer in node.parts.peers:
-            if peer.url in {other.url for other in nodes}:
-                assert await peer.reach(5.0)
-    return nodes
-
-
 async def test_a_conditional_write_is_applied_or_not_and_a_serial_read_sees_it(serve: Serve) -> None:
-    first, second, _ = await cluster(serve, 3, 3)
+    first, second, _ = await served_members(serve, 3, 3)
     created = await first.parts.paxos.write(KEY, Write.put(b"1"), IfAbsent())
     assert isinstance(created, Applied) and created.record.value == b"1"
     again = await second.parts.paxos.write(KEY, Write.put(b"2"), IfAbsent())
@@ -49,7 +36,7 @@ async def test_a_conditional_write_is_applied_or_not_and_a_serial_read_sees_it(s
 
 
 async def test_one_owner_down_a_round_finishes_and_its_commit_is_hinted(serve: Serve) -> None:
-    first, second = await cluster(serve, 3, 2)
+    first, second = await served_members(serve, 3, 2)
     down = next(url for url in first.parts.membership.urls if url not in (first.url, second.url))
     applied = await first.parts.paxos.write(KEY, Write.put(b"v"), IfAbsent())
     assert isinstance(applied, Applied)
@@ -58,7 +45,7 @@ async def test_one_owner_down_a_round_finishes_and_its_commit_is_hinted(serve: S
 
 
 async def test_two_owners_down_a_round_is_unknown_within_the_timeout(serve: Serve) -> None:
-    (only,) = await cluster(serve, 3, 1)
+    (only,) = await served_members(serve, 3, 1)
     only.clock_checked()  # its peers went down after they answered
     loop = asyncio.get_running_loop()
     started = loop.time()
@@ -80,7 +67,7 @@ async def test_an_owner_speaking_an_older_protocol_refuses_the_round(serve: Serv
 
 
 async def test_contending_rounds_each_end_and_the_applied_ones_are_every_increment(serve: Serve) -> None:
-    nodes = await cluster(serve, 3, 3)
+    nodes = await served_members(serve, 3, 3)
     applied: list[Record] = []
     unknown = 0
 

@@ -1,0 +1,50 @@
+"""loadtest.bench_conditional: its table and verdicts from known figures, pinned; and its rows run for a
+second each against a real filled cluster (a smoke run: the figures exist and add up, the uncontended
+chain applies every write in three round trips, the contended one races)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from loadtest.bench_conditional import ConditionalRow, measure_conditional, render_conditional
+from loadtest.targets import fill_cluster, kvnode_cluster
+from loadtest.wrk import Measured, WrkResult
+
+
+def row(
+    name: str, clients: int, rate: float, p50: float, outcomes: dict[str, int], calls: int
+) -> ConditionalRow:
+    requests = int(rate * 10)
+    result = WrkResult(requests, rate, p50=p50, p99=4 * p50, non_2xx=outcomes.get("not_applied", 0),
+                       outcomes=outcomes)  # fmt: skip
+    measured = Measured(result, server_cpu=[requests * 200e-6, 1.0, 1.0], wrk_cpu=0.1, elapsed=10.0)
+    return ConditionalRow(name, bool(outcomes), clients, measured, calls, peers=2)
+
+
+@pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk not installed")
+def test_the_rows_run_against_a_filled_cluster(tmp_path: Path) -> None:
+    wrk = shutil.which("wrk")
+    assert wrk is not None
+    with kvnode_cluster("async", tmp_path / "data") as nodes:
+        fill_cluster(nodes.urls, keys=50, value_size=10, concurrency=4)
+        rows = measure_conditional(wrk, nodes.urls, nodes.pids, 50, 10, 1, tmp_path)
+    put, alone, spread, shared = rows
+    assert [row.clients for row in rows] == [1, 1, 8, 8] and not put.conditional
+    assert put.measured.result.requests > 0 and put.measured.result.errors == 0
+    assert put.round_trips == pytest.approx(1.0)  # one write call to each peer
+    alone_result = alone.measured.result
+    assert alone_result.outcomes == {
+        "applied": alone_result.requests,
+        "not_applied": 0,
+        "unknown": 0,
+        "other": 0,
+    }
+    assert alone.round_trips is not None and 3 <= alone.round_trips <= 3.1  # prepare, propose, commit
+    assert spread.measured.result.outcomes["not_applied"] == 0  # a key each: nobody to race
+    assert shared.measured.result.outcomes["applied"] > 0
+    for conditional in (alone, spread, shared):
+        assert conditional.measured.result.outcomes["other"] == 0 and conditional.coordinator_cpu
+    assert "goal: at most 4x" in render_conditional(rows)
