@@ -24,8 +24,11 @@ current owners and, while a change moves the key, of the owners gaining it)::
    stamped above every version the round saw and at or above the ballot's clock reading, then COMMIT
    it (a normal write of it to every owner), and answer ``Applied`` once a quorum stored it.
 
-A refusal that names a higher ballot ends the attempt (``Contended``): the driver waits
-``backoff_delay`` and starts again above it. A proposal of this round may then have been chosen by
+Refusals end the attempt (``Contended``) once the owners that have not refused can no longer be a quorum:
+the driver waits ``backoff_delay`` and starts again above the highest ballot they named. Until then the
+attempt goes on, since a refusal is no news about the other owners: accepts from a quorum choose its
+proposal, however many others refused it (ending at the first refusal would leave a chosen proposal's
+outcome unknown). A proposal of this round may then have been chosen by
 some acceptors' accepts; the next attempt finds it (completed, or as the stored version) and answers
 ``Applied``, or, when a newer version hides whether it was, ``Unknown``. Replies from another attempt,
 another phase, an owner that already answered, or an owner not asked are ignored. An uncontended write
@@ -251,6 +254,7 @@ class Round:
         self._expected = ZERO_BALLOT  # the ballot this phase's replies carry
         self._asked: frozenset[str] = frozenset()
         self._answered: set[str] = set()
+        self._refused: dict[str, Ballot] = {}  # this phase's refusals: who, and the ballot each named
         self._promises: dict[str, Promise] = {}
         self._proposal = Proposal(ZERO_BALLOT, Record.delete(0))  # what COMPLETE or PROPOSE proposes
         self._current: Record | None = None  # the newest version the promisers store
@@ -278,10 +282,12 @@ class Round:
         if self._status is not None or owner not in self._asked:
             return []
         if isinstance(reply, Refused):
-            if reply.promised > self.ballot and self._phase in _REFUSABLE:
-                self.contentions += 1
-                self._status = Contended(reply.promised)
-            return []  # else a stale refusal, or a proposal this owner had not promised: no news
+            if reply.ballot == self._expected and self._phase in _REFUSABLE and owner not in self._answered:
+                self._refused[owner] = reply.promised
+                if not self.quorum(self._asked - self._refused.keys()):  # the others cannot be enough
+                    self.contentions += 1
+                    self._status = Contended(max(self.ballot, *self._refused.values()))
+            return []  # else a refusal of another attempt or phase: no news
         if not isinstance(reply, _ANSWER[self._phase]) or reply.ballot != self._expected:
             return []  # a reply to another phase or attempt
         if owner in self._answered:
@@ -394,6 +400,7 @@ class Round:
         self._phase = phase
         self._expected = expected
         self._answered = set()
+        self._refused = {}
         sends = [Send(owner, message) for owner in owners]
         self._asked = frozenset(send.to for send in sends)
         return sends

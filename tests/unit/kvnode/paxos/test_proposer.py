@@ -266,12 +266,14 @@ def test_the_unfinished_hook_names_the_proposal_to_complete() -> None:
 # --- contention
 
 
-def test_a_refusal_naming_a_higher_ballot_ends_the_attempt_and_the_next_starts_above_it() -> None:
+def test_refusals_end_the_attempt_once_the_others_cannot_be_a_quorum_and_the_next_starts_above() -> None:
     round_ = new_round()
     round_.start(B2)
     round_.receive("a", promise(B2))
     assert round_.receive("b", Refused(B2, B3)) == []
-    assert status_of(round_) == Contended(B3) and round_.contentions == 1
+    assert phase_of(round_) is Phase.PREPARE  # a and c may still be a majority
+    assert round_.receive("c", Refused(B2, B2)) == []
+    assert status_of(round_) == Contended(B3) and round_.contentions == 1  # above the highest named
     assert round_.receive("c", promise(B2)) == []  # the attempt is over
     with pytest.raises(ImpossibleStep, match="not above"):
         round_.start(B2)
@@ -290,6 +292,19 @@ def test_a_refusal_not_above_the_ballot_is_no_news() -> None:
     assert phase_of(round_) is Phase.PROPOSE and len(sends) == 3
 
 
+def test_a_proposal_a_majority_accepted_is_chosen_whoever_refused_it() -> None:
+    """A refusal is no news about the other owners: accepts from a majority choose the proposal (it is
+    committed and applied), where ending the attempt at the refusal would leave its outcome unknown."""
+    round_ = new_round()
+    round_.start(B1)
+    answer_all(round_, promise(B1), ["a", "b"])
+    round_.receive("c", Refused(B1, B3))
+    assert phase_of(round_) is Phase.PROPOSE
+    assert kinds(answer_all(round_, Accepted(B1), ["a", "b"]))[0] == ("a", "Commit")
+    answer_all(round_, Committed(B1), ["a", "b"])
+    assert isinstance(round_.status, Applied) and round_.contentions == 0
+
+
 def test_refusals_do_not_end_a_commit() -> None:
     round_ = new_round()
     round_.start(B1)
@@ -300,13 +315,14 @@ def test_refusals_do_not_end_a_commit() -> None:
 
 
 def contended_after_proposing(stored: Record | None = None) -> tuple[Round, Record]:
-    """A round whose proposal one owner accepted before another refused it for a higher ballot."""
+    """A round whose proposal one owner accepted before the two others refused it for a higher ballot."""
     round_ = new_round(condition=IfAbsent())
     round_.start(B1)
     answer_all(round_, promise(B1, stored), ["a", "b"])
     (mine,) = round_.proposed
     round_.receive("a", Accepted(B1))
     round_.receive("b", Refused(B1, B2))
+    round_.receive("c", Refused(B1, B2))
     assert status_of(round_) == Contended(B2)
     round_.start(B3)
     return round_, mine
@@ -376,7 +392,7 @@ def test_a_time_out_is_unknown_and_names_what_the_round_waited_for() -> None:
     assert status_of(round_) == outcome and round_.receive("b", promise(B1)) == []
     contended = new_round()
     contended.start(B1)
-    contended.receive("a", Refused(B1, B2))
+    answer_all(contended, Refused(B1, B2), ["a", "b"])
     assert "contended by ballot 200." in contended.time_out().reason  # type: ignore[union-attr]
     assert "no attempt" in new_round().time_out().reason  # type: ignore[union-attr]
 
