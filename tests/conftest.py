@@ -11,6 +11,7 @@ import pytest
 from kvnode.ops.processes import stop_together
 from kvnode.storage.system_db import SystemDb
 from tests.drivers import Serve, served_nodes
+from tests.entity_stub import Stub, serving_stub
 from tests.harness import Cluster, ClusterFactory, Node, launch_cluster
 
 
@@ -64,6 +65,13 @@ async def serve(tmp_path: Path) -> AsyncIterator[Serve]:
     ends."""
     async with served_nodes(tmp_path) as start:
         yield start
+
+
+@pytest.fixture
+async def stub() -> AsyncIterator[tuple[Stub, str]]:
+    """An in-process stand-in for a node's /v0/entity (tests/entity_stub.py), and its URL."""
+    async with serving_stub() as served:
+        yield served
 
 
 @pytest.fixture

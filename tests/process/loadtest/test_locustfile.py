@@ -180,3 +180,20 @@ def test_ui_starts_with_the_default_workload_and_stops_everything(tmp_path: Path
     assert "Traceback" not in output
     assert len(started) == 4
     assert not [pid for pid in started if Path(f"/proc/{pid}").exists()]
+
+
+def test_headless_run_writes_locust_report_and_summary(headless_run: Path) -> None:
+    out = headless_run
+    assert (out / "locust.html").stat().st_size > 0
+    rows = read_stats(out / "locust")
+    gets, puts = (int(rows[f"{method} /v0/entity"]["Request Count"]) for method in ("GET", "PUT"))
+    assert "DELETE /v0/entity" not in rows
+    assert int(rows["Aggregated"]["Failure Count"]) == 0
+    # The default workload is read-mostly: 9 GETs to 1 PUT (a wide band: the draw is random).
+    assert 0.8 < gets / (gets + puts) < 0.97
+    summary = (out / "summary.md").read_text()
+    # The CSV holds the whole run (Locust's final write is waited for): the summary's count is its total.
+    assert f"**{gets + puts:,} requests in 4 s" in summary
+    assert "no request failed" in summary
+    for link in re.findall(r"\]\(([^)]+)\)", summary):
+        assert (out / link).exists(), link

@@ -1,7 +1,6 @@
-"""loadtest.openloop and loadtest.workers: percentiles against servers of known latency (a fixed delay,
-a one-off stall) in processes of their own, errors and the CLI against an in-process stub, the rule
-that marks a run INVALID, token-aware routing against a real cluster, and the cas op against a stub that
-judges its conditions and against nodes served in this process."""
+"""loadtest.openloop and loadtest.workers with processes: percentiles against servers of known latency (a
+fixed delay, a one-off stall) in processes of their own, the CLI against an in-process stub, and
+token-aware routing against a real cluster."""
 
 from __future__ import annotations
 
@@ -11,13 +10,12 @@ import json
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import uvloop
-from aiohttp import web
 
 from kvnode.metrics import LatencyHistogram
 from kvnode.ops.ports import free_ports
@@ -25,6 +23,7 @@ from kvnode.ops.processes import ServerProcess
 from loadtest.openloop import run_rate
 from loadtest.workers import GeneratorPool
 from loadtest.workload import Workload
+from tests.entity_stub import Stub
 from tests.harness import ClusterFactory, scrape, total
 
 
@@ -113,54 +112,6 @@ def test_a_run_short_of_connections_is_invalid() -> None:
 
 
 # --- errors, fill and the command line, against an in-process stub --------------------------------------
-
-
-class Stub:
-    """Answers at once with the operation's success status, or 504 for a key in ``fail``. A conditional
-    write it judges against the versions it numbers per key (a GET names the key's in its ETag), and
-    answers 504 for a key in ``unknown``."""
-
-    def __init__(self) -> None:
-        self.fail: set[str] = set()
-        self.unknown: set[str] = set()
-        self.keys: list[str] = []
-        self.versions: dict[str, int] = {}
-
-    async def handle(self, request: web.Request) -> web.Response:
-        key = request.query["id"]
-        self.keys.append(key)
-        if key in self.fail:
-            return web.Response(status=504)
-        condition = request.headers.get("If-Match") or request.headers.get("If-None-Match")
-        if condition is not None:
-            return self._conditional(key, condition)
-        version = self.versions.get(key)
-        if request.method == "GET" and version is not None:
-            return web.Response(status=200, body=b"v", headers={"ETag": f'"{version}"'})
-        return web.Response(status={"GET": 200, "PUT": 201, "DELETE": 202}[request.method], body=b"v")
-
-    def _conditional(self, key: str, condition: str) -> web.Response:
-        version = self.versions.get(key)
-        if key in self.unknown:
-            return web.Response(status=504)
-        if condition != ("*" if version is None else f'"{version}"'):
-            return web.Response(status=412)
-        self.versions[key] = (version or 0) + 1
-        return web.Response(status=201)
-
-
-@pytest.fixture
-async def stub() -> AsyncIterator[tuple[Stub, str]]:
-    server = Stub()
-    app = web.Application()
-    app.router.add_route("*", "/v0/entity", server.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    host, port = runner.addresses[0][:2]
-    yield server, f"http://{host}:{port}"
-    await runner.cleanup()
 
 
 def _rate_command(url: str, json_path: Path) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:

@@ -1,6 +1,5 @@
-"""loadtest.bench_conditional: its table and verdicts from known figures, pinned; and its rows run for a
-second each against a real filled cluster (a smoke run: the figures exist and add up, the uncontended
-chain applies every write in three round trips, the contended one races)."""
+"""loadtest.bench_conditional: its table and verdicts from known figures, pinned. (Its rows run against a
+real cluster: tests/process/loadtest/test_bench_conditional.py.)"""
 
 from __future__ import annotations
 

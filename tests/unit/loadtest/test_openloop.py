@@ -1,20 +1,18 @@
-"""loadtest.openloop and loadtest.workers: percentiles against servers of known latency (a fixed delay,
-a one-off stall) in processes of their own, errors and the CLI against an in-process stub, the rule
-that marks a run INVALID, token-aware routing against a real cluster, and the cas op against a stub that
-judges its conditions and against nodes served in this process."""
+"""loadtest.openloop and loadtest.workers in this process: the rule that marks a run INVALID, results merged
+from workers, errors counted against an in-process stub, and the cas op against a stub that judges its
+conditions and against nodes served in this process."""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import AsyncIterator
 
 import pytest
-from aiohttp import web
 
 from loadtest.openloop import run_rate
 from loadtest.rate_result import ERROR_SHARE_LIMIT, LATENESS_FLOOR_MS, RateResult
 from loadtest.workload import Workload, key_name
 from tests.drivers import Serve, served_members
+from tests.entity_stub import Stub
 
 
 def _result(latency_ms: float, lateness_ms: float, count: int = 1000, waits: int = 0) -> RateResult:
@@ -66,54 +64,6 @@ def test_worker_results_merge_and_survive_the_wire() -> None:
 
 
 # --- errors, fill and the command line, against an in-process stub --------------------------------------
-
-
-class Stub:
-    """Answers at once with the operation's success status, or 504 for a key in ``fail``. A conditional
-    write it judges against the versions it numbers per key (a GET names the key's in its ETag), and
-    answers 504 for a key in ``unknown``."""
-
-    def __init__(self) -> None:
-        self.fail: set[str] = set()
-        self.unknown: set[str] = set()
-        self.keys: list[str] = []
-        self.versions: dict[str, int] = {}
-
-    async def handle(self, request: web.Request) -> web.Response:
-        key = request.query["id"]
-        self.keys.append(key)
-        if key in self.fail:
-            return web.Response(status=504)
-        condition = request.headers.get("If-Match") or request.headers.get("If-None-Match")
-        if condition is not None:
-            return self._conditional(key, condition)
-        version = self.versions.get(key)
-        if request.method == "GET" and version is not None:
-            return web.Response(status=200, body=b"v", headers={"ETag": f'"{version}"'})
-        return web.Response(status={"GET": 200, "PUT": 201, "DELETE": 202}[request.method], body=b"v")
-
-    def _conditional(self, key: str, condition: str) -> web.Response:
-        version = self.versions.get(key)
-        if key in self.unknown:
-            return web.Response(status=504)
-        if condition != ("*" if version is None else f'"{version}"'):
-            return web.Response(status=412)
-        self.versions[key] = (version or 0) + 1
-        return web.Response(status=201)
-
-
-@pytest.fixture
-async def stub() -> AsyncIterator[tuple[Stub, str]]:
-    server = Stub()
-    app = web.Application()
-    app.router.add_route("*", "/v0/entity", server.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    host, port = runner.addresses[0][:2]
-    yield server, f"http://{host}:{port}"
-    await runner.cleanup()
 
 
 async def test_errors_are_counted_by_status(stub: tuple[Stub, str]) -> None:

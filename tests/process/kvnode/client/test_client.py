@@ -1,7 +1,5 @@
 """kvnode.client against real node processes: every call and error, token-aware routing (seen in each
-node's /metrics), a killed or frozen member routed around, and a 503's Retry-After honoured. Conditional
-writes and serial reads against nodes served in this process (tests/drivers.py): each outcome typed, the
-current version fetched after a 412, an unknown outcome never sent twice."""
+node's /metrics), a killed or frozen member routed around, and a 503's Retry-After honoured."""
 
 from __future__ import annotations
 

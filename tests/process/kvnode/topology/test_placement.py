@@ -1,5 +1,4 @@
-"""kvnode.topology.placement: rendezvous placement is deterministic, prefix-stable, balanced and moves
-little."""
+"""kvnode.topology.placement in another process: the same order under another hash seed."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The one snapshot of a node's figures (kvnode.node.snapshot, read by NodeParts.snapshot): every table in
-kvnode read, each once, into a copy; and every figure described shown by /v0/stats, /metrics and admin."""
+kvnode read, each once, into a copy."""
 
 from __future__ import annotations
 
