@@ -265,6 +265,23 @@ class MultiHostCluster:
         return self.client.run(request, node.url, method, "/v0/entity", {"id": key, **quorum}, body, 5.0)
 
 
+def member_per_host(network: NamespaceNetwork, roles: dict[str, int], data: Path) -> list[NamespacedNode]:
+    """A node in each role's namespace (198.51.100.HOST, the port PORT), the cluster every one of them,
+    its data dir and log under ``data``: as an operator on each host starts it (not yet started)."""
+    members = ",".join(f"http://{SUBNET}.{host_part}:{PORT}" for host_part in roles.values())
+    return [
+        NamespacedNode(
+            f"{network.prefix}-{role}",
+            f"{SUBNET}.{host_part}",
+            [sys.executable, "-m", "kvnode", "node", "--host", f"{SUBNET}.{host_part}",
+             "--port", str(PORT), "--data-dir", str(data / role), "--cluster", members],
+            environment_without_kvnode(),
+            data / f"{role}.log",
+        )
+        for role, host_part in roles.items()
+    ]  # fmt: skip
+
+
 def skip_unless_namespaces_possible() -> None:
     if not sys.platform.startswith("linux"):
         pytest.skip("network namespaces are a Linux feature")

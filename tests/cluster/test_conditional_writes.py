@@ -8,7 +8,6 @@ classic defect planted (accepted proposals in promises ignored), it finds lost o
 from __future__ import annotations
 
 import json
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -22,12 +21,9 @@ from tests.harness import ClusterFactory, request, run_kvnode, wait_for
 from tests.list_append import Appends, final_lists, http_send, problems, run_clients
 from tests.namespaces import (
     NODE_HOSTS,
-    PORT,
-    SUBNET,
     MultiHostCluster,
-    NamespacedNode,
-    environment_without_kvnode,
     hosts,
+    member_per_host,
     run_ip,
 )
 
@@ -137,18 +133,7 @@ def test_appends_across_a_join_and_a_leave(start_cluster: ClusterFactory, tmp_pa
 def test_appends_with_a_member_partitioned_away(tmp_path: Path) -> None:
     roles = {f"n{host_part}": host_part for host_part in NODE_HOSTS}
     with hosts(roles) as (network, client):
-        members = ",".join(f"http://{SUBNET}.{host_part}:{PORT}" for host_part in NODE_HOSTS)
-        nodes = [
-            NamespacedNode(
-                f"{network.prefix}-{role}",
-                f"{SUBNET}.{host_part}",
-                [sys.executable, "-m", "kvnode", "node", "--host", f"{SUBNET}.{host_part}",
-                 "--port", str(PORT), "--data-dir", str(tmp_path / role), "--cluster", members],
-                environment_without_kvnode(),
-                tmp_path / f"{role}.log",
-            )
-            for role, host_part in roles.items()
-        ]  # fmt: skip
+        nodes = member_per_host(network, roles, tmp_path)
         with MultiHostCluster(client, nodes).running():
             urls = [node.url for node in nodes]
             bridge = f"{network.prefix}-br"

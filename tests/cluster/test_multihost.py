@@ -20,13 +20,11 @@ from tests.harness import Cluster, Node, poll, written
 from tests.namespaces import (
     DEADLINE,
     NODE_HOSTS,
-    PORT,
     SUBNET,
     MultiHostCluster,
-    NamespacedNode,
-    environment_without_kvnode,
     hosts,
     leftover_namespaces,
+    member_per_host,
     run_ip,
     same_namespace,
 )
@@ -36,19 +34,7 @@ from tests.namespaces import (
 def multihost(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MultiHostCluster]:
     roles = {f"n{host_part}": host_part for host_part in NODE_HOSTS}
     with hosts(roles) as (network, client):
-        tmp = tmp_path_factory.mktemp("multihost")
-        cluster = ",".join(f"http://{SUBNET}.{host_part}:{PORT}" for host_part in NODE_HOSTS)
-        nodes = [
-            NamespacedNode(
-                f"{network.prefix}-{role}",
-                f"{SUBNET}.{host_part}",
-                [sys.executable, "-m", "kvnode", "node", "--host", f"{SUBNET}.{host_part}",
-                 "--port", str(PORT), "--data-dir", str(tmp / role), "--cluster", cluster],
-                environment_without_kvnode(),
-                tmp / f"{role}.log",
-            )
-            for role, host_part in roles.items()
-        ]  # fmt: skip
+        nodes = member_per_host(network, roles, tmp_path_factory.mktemp("multihost"))
         with MultiHostCluster(client, nodes).running() as running:
             yield running
 

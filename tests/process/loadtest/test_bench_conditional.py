@@ -9,19 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from loadtest.bench_conditional import ConditionalRow, measure_conditional, render_conditional
+from loadtest.bench_conditional import measure_conditional, render_conditional
 from loadtest.targets import fill_cluster, kvnode_cluster
-from loadtest.wrk import Measured, WrkResult
-
-
-def row(
-    name: str, clients: int, rate: float, p50: float, outcomes: dict[str, int], calls: int
-) -> ConditionalRow:
-    requests = int(rate * 10)
-    result = WrkResult(requests, rate, p50=p50, p99=4 * p50, non_2xx=outcomes.get("not_applied", 0),
-                       outcomes=outcomes)  # fmt: skip
-    measured = Measured(result, server_cpu=[requests * 200e-6, 1.0, 1.0], wrk_cpu=0.1, elapsed=10.0)
-    return ConditionalRow(name, bool(outcomes), clients, measured, calls, peers=2)
 
 
 @pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk not installed")

@@ -9,16 +9,8 @@ import sys
 
 from kvnode.topology.placement import Placement
 
-NODES = ["http://127.0.0.1:8080", "http://127.0.0.1:8081", "http://127.0.0.1:8082"]
-FIVE_NODES = [*NODES, "http://127.0.0.1:8083", "http://127.0.0.1:8084"]
-SAMPLE_KEYS = [
-    b"",
-    b"a",
-    b"user:42",
-    "ключ".encode(),
-    b"\x00\xff" * 40,
-    *(f"k{i}".encode() for i in range(200)),
-]
+MEMBERS = [f"http://127.0.0.1:{port}" for port in range(8080, 8085)]
+KEYS = [b"", "ключ".encode(), b"\x00\xff" * 40, *(f"k{i}".encode() for i in range(200))]
 
 
 def test_same_order_in_a_subprocess_with_another_hash_seed() -> None:
@@ -30,9 +22,9 @@ def test_same_order_in_a_subprocess_with_another_hash_seed() -> None:
         "p = Placement(nodes)\n"
         "print(json.dumps([p.order(bytes.fromhex(k)) for k in keys]))\n"
     )
-    local = Placement(FIVE_NODES)
-    expected = [local.order(key) for key in SAMPLE_KEYS]
-    payload = json.dumps([FIVE_NODES, [key.hex() for key in SAMPLE_KEYS]])
+    local = Placement(MEMBERS)
+    expected = [local.order(key) for key in KEYS]
+    payload = json.dumps([MEMBERS, [key.hex() for key in KEYS]])
     for seed in ("0", "1", "12345"):
         result = subprocess.run(
             [sys.executable, "-c", script],
@@ -44,9 +36,3 @@ def test_same_order_in_a_subprocess_with_another_hash_seed() -> None:
             check=True,
         )
         assert json.loads(result.stdout) == expected, f"PYTHONHASHSEED={seed}"
-
-
-# --- host-aware placement: several nodes per machine ----------------------------------------------------
-
-
-# --- owners: the first N of a key's order ---------------------------------------------------------------
