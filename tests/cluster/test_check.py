@@ -50,6 +50,7 @@ def assert_valid(
     return report
 
 
+@pytest.mark.slow
 def test_a_local_cluster_killed_and_restarted_is_valid_with_its_report(tmp_path: Path) -> None:
     done = check_local(tmp_path, "--time", "4", "--nemesis", "kill", "--seed", "1")
     report = assert_valid(done, tmp_path)
@@ -60,6 +61,7 @@ def test_a_local_cluster_killed_and_restarted_is_valid_with_its_report(tmp_path:
     assert "Run it again (seed 1): `python -m kvnode check --local --workload set,register" in report
 
 
+@pytest.mark.slow
 def test_a_node_that_joins_then_leaves_loses_nothing(tmp_path: Path) -> None:
     done = check_local(tmp_path, "--time", "8", "--nemesis", "membership", "--seed", "2")
     report = assert_valid(done, tmp_path)
@@ -67,6 +69,7 @@ def test_a_node_that_joins_then_leaves_loses_nothing(tmp_path: Path) -> None:
     assert "| joined |" in report
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     bool(isolation_unavailable()), reason=f"partitions and full disks: {isolation_unavailable()}"
 )

@@ -8,6 +8,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.harness import (
     ClusterFactory,
     Node,
@@ -28,6 +30,7 @@ def disk_bytes(node: Node) -> int:
     return sum(path.stat().st_size for path in Path(node.config.data_dir, "records").iterdir())
 
 
+@pytest.mark.slow
 def test_a_deleted_value_stays_deleted_whatever_order_repairs_hints_and_restarts_come_in(
     start_cluster: ClusterFactory, tmp_path: Path
 ) -> None:

@@ -119,6 +119,7 @@ def test_a_claimant_killed_as_it_takes_a_join_finishes_it_when_both_start_again(
     assert owned_by(new.url, [*cluster.urls, new.url], everywhere) <= local_keys(new)
 
 
+@pytest.mark.slow
 def test_after_a_join_the_displaced_owners_drop_what_they_no_longer_own_once_its_owners_hold_it(
     start_cluster: ClusterFactory, tmp_path: Path
 ) -> None:

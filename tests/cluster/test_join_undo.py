@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.changes import (
     SECRET,
     Writer,
@@ -55,6 +57,7 @@ def join_again(cluster: Cluster, tmp_path: Path) -> tuple[list[Node], list[str]]
     return nodes, writer.acknowledged
 
 
+@pytest.mark.slow
 def test_a_join_whose_member_died_before_it_streamed_is_undone_after_the_timeout(
     start_cluster: ClusterFactory, tmp_path: Path
 ) -> None:

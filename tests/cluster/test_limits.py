@@ -151,6 +151,7 @@ class _SlowClients:
                 writer.close()
 
 
+@pytest.mark.slow
 def test_2000_slow_connections_do_not_stop_the_node_answering_others(start_cluster: ClusterFactory) -> None:
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     if hard != resource.RLIM_INFINITY and hard < 2 * SLOW_CONNECTIONS:

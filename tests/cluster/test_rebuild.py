@@ -116,6 +116,7 @@ def test_a_wiped_node_rebuilds_never_answering_404_then_serves_every_key_alone(
     assert b.get(written, ack=1).body == b"taken"
 
 
+@pytest.mark.slow
 def test_a_rebuild_that_a_member_leaves_during_completes_with_the_members_left(
     start_cluster: ClusterFactory, tmp_path: Path
 ) -> None:

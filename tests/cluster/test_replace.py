@@ -30,6 +30,7 @@ from tests.changes import (
 from tests.harness import ClusterFactory, Node, assert_exit_2_with_one_line, clean_env, run_kvnode, wait_for
 
 
+@pytest.mark.slow
 def test_a_member_down_for_good_is_replaced_without_losing_an_acknowledged_write(
     start_cluster: ClusterFactory, tmp_path: Path
 ) -> None:

@@ -121,6 +121,7 @@ def readable(cluster: Cluster, keys: list[str], n: int) -> None:
         assert not unread, f"{len(unread)} acknowledged keys do not read through {node.url}: {unread[:5]}"
 
 
+@pytest.mark.slow
 def test_the_replication_factor_changes_online_under_writes_without_losing_an_acknowledged_one(
     start_cluster: ClusterFactory, tmp_path: Path
 ) -> None:

@@ -8,9 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from kvnode.coordinator.fanout import FANOUTS
 
 
+@pytest.mark.slow
 def test_compare_quick_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "report"
     # Low rates and short runs: the pipeline end to end, at a fraction of the CPU the --quick rates take.

@@ -13,6 +13,7 @@ import pytest
 from loadtest.scale_report import CALLS_TOLERANCE
 
 
+@pytest.mark.slow
 def test_a_short_run_on_3_and_4_members_writes_its_report_and_plot(tmp_path: Path) -> None:
     """Real nodes on modelled hosts (127.0.0.1, 127.0.0.2), token-aware load: each request makes from = 3
     replica calls, whatever the members; two rounds, each shape in turn in each, with an idle reading

@@ -44,6 +44,7 @@ def compare_quick(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subpr
 @pytest.mark.skipif(
     find_chromium() is None, reason="Debian's chromium is not installed (apt-get install chromium)"
 )
+@pytest.mark.slow
 def test_every_page_renders_offline(compare_quick: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
     out, _ = compare_quick
     checked = subprocess.run(
@@ -118,6 +119,7 @@ def test_ctrl_c_stops_every_process_started(tmp_path: Path) -> None:
     assert not _processes_mentioning(str(out))
 
 
+@pytest.mark.slow
 def test_report_rewrites_from_the_runs(compare_quick: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
     out, _ = compare_quick
     before = (out / "report.md").read_text()
@@ -147,6 +149,7 @@ NODE_ONE_FILES = (
 KEPT_SUFFIXES = {".md", ".png", ".svg", ".json", ".txt", ""}  # summaries, dumps and .gitignore
 
 
+@pytest.mark.slow
 def test_compare_quick_succeeds_with_progress(
     compare_quick: tuple[Path, subprocess.CompletedProcess[str]],
 ) -> None:
@@ -160,6 +163,7 @@ def test_compare_quick_succeeds_with_progress(
     assert "Traceback" not in finished.stderr
 
 
+@pytest.mark.slow
 def test_every_artifact_exists(compare_quick: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
     out, _ = compare_quick
     for run in RUNS:
@@ -181,6 +185,7 @@ def test_every_artifact_exists(compare_quick: tuple[Path, subprocess.CompletedPr
             assert phase["cpu_s"]["n1"] > 0
 
 
+@pytest.mark.slow
 def test_the_slow_replica_is_slow(compare_quick: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
     """Sync asks the replicas one after another: more than 1 % of its reads wait on n3's 20 ms."""
     out, _ = compare_quick
@@ -188,6 +193,7 @@ def test_the_slow_replica_is_slow(compare_quick: tuple[Path, subprocess.Complete
     assert manifest["phases"][0]["load"]["latency_ms"]["p99"] >= SLOW_REPLICA_DELAY_MS
 
 
+@pytest.mark.slow
 def test_svgs_are_readable_flamegraphs_with_samples(
     compare_quick: tuple[Path, subprocess.CompletedProcess[str]],
 ) -> None:
@@ -210,6 +216,7 @@ def test_svgs_are_readable_flamegraphs_with_samples(
             assert f"Smoke check: {found.group(1)} samples in Python code (under {MIN_SAMPLES:,})" in text
 
 
+@pytest.mark.slow
 def test_report_has_both_modes_and_working_links(
     compare_quick: tuple[Path, subprocess.CompletedProcess[str]],
 ) -> None:
@@ -256,6 +263,7 @@ def test_report_has_both_modes_and_working_links(
         assert (out / link).resolve() in {path.resolve() for path in kept}, link
 
 
+@pytest.mark.slow
 def test_raw_files_stay_out_of_git(compare_quick: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
     """What a checked-in set keeps is summaries and flamegraphs; captures, raw stacks and logs are
     ignored, and each flamegraph is small."""
