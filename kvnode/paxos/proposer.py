@@ -339,12 +339,16 @@ class Round:
         return []
 
     def _promised(self) -> list[Send]:
-        unfinished = self.unfinished()
-        if unfinished is not None:
-            self._proposal = Proposal(self.ballot, unfinished.record)
-            return self._ask(Phase.COMPLETE, self.owners, Propose(self._proposal), self.ballot)
         promises = self._promises
         self._current = current = newest(promise.stored for promise in promises.values())
+        unfinished = self.unfinished()
+        # An unfinished proposal whose version a promiser already stores (or stores a newer one of) needs no
+        # completing: committing it would store nothing new anywhere (a store keeps the newest version), and
+        # the catch-up below brings that version to a quorum. Completing it anyway made contending rounds
+        # chase each other's completions of one version until their time ran out.
+        if unfinished is not None and (current is None or unfinished.record > current):
+            self._proposal = Proposal(self.ballot, unfinished.record)
+            return self._ask(Phase.COMPLETE, self.owners, Propose(self._proposal), self.ballot)
         if current is None:  # nothing stored to catch anyone up with
             return self._judge()
         committed = max(promise.committed for promise in promises.values())

@@ -263,6 +263,25 @@ def test_the_unfinished_hook_names_the_proposal_to_complete() -> None:
     assert round_.unfinished() == Proposal(Ballot(90, 9), Record.put(90, b"x"))
 
 
+def test_an_unfinished_proposal_whose_version_is_stored_needs_no_completing() -> None:
+    """Committing it would store nothing new (a store keeps the newest version); the catch-up brings the
+    version to a quorum. Contending rounds completing one version again and again chased each other until
+    their time ran out."""
+    stored = Record.put(90, b"x")
+    round_ = new_round(write=None)
+    round_.start(B2)
+    round_.receive("a", promise(B2, stored, accepted=Proposal(B1, stored)))
+    sends = round_.receive("b", promise(B2, None, accepted=Proposal(B1, stored)))
+    assert kinds(sends) == [("b", "Commit")]  # b caught up with the stored version, not completed
+    round_.receive("b", Committed(NONE))  # at the last commit's ballot: none here
+    assert status_of(round_) == Read(stored)
+    older = new_round(write=None)
+    older.start(B2)
+    newer = Record.put(95, b"y")  # a version newer than the unfinished one is stored: nothing to complete
+    answer_all(older, promise(B2, newer, accepted=Proposal(B1, stored)), ["a", "b"])
+    assert status_of(older) == Read(newer)
+
+
 # --- contention
 
 
