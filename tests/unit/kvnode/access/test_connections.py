@@ -1,7 +1,8 @@
 """The connection guard (kvnode.access.connections) in one process: its counts and bounds, and an app
 served through GuardedRunner on a loopback port, spoken to with raw bytes (a refused request answered in
-one line, request headers timed, the cap with its reserve for peers, the direct routes); and the aiohttp
-internals it relies on, checked by name. (tests/cluster/test_limits.py has the guard in real nodes.)"""
+one line, a line over the parser's limit with the limit, request headers timed, the cap with its reserve
+for peers, the direct routes); and the aiohttp internals it relies on, checked by name.
+(tests/cluster/test_limits.py has the guard in real nodes.)"""
 
 from __future__ import annotations
 
@@ -122,6 +123,31 @@ async def test_a_request_the_parser_refuses_is_answered_400_in_one_line() -> Non
     head, _, body = answer.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.0 400 ")  # the request line was refused: aiohttp answers in HTTP/1.0
     assert body.startswith(b"malformed request: ") and body.count(b"\n") == 1 and body.endswith(b"\n")
+
+
+async def test_a_request_line_or_header_over_the_parsers_limit_is_answered_with_the_limit() -> None:
+    """Not aiohttp's "Got more than 8190 bytes when reading: bytearray(b'/v0/entity?...": a 414 for the
+    request line (a key too long), with the longest key that always fits, and a 431 for a header line."""
+    async with guarded(ConnectionGuard(100, 0, 10.0)) as port:
+        long_key = await exchange(port, get("/v0/entity?id=" + "k" * 9000))
+        long_header = await exchange(port, get("/", "X-Big: " + "b" * 9000))
+    head, _, body = long_key.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.0 414 ")
+    assert body == (
+        b"request line too long: it is at most 8190 bytes, and a key of up to 8000 bytes percent-encoded "
+        b"always fits (a byte other than A-Z a-z 0-9 - . _ ~ takes 3)\n"
+    )
+    head, _, body = long_header.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.0 431 ")
+    assert body == b"request header too long: a header line is at most 8190 bytes\n"
+
+
+async def test_a_key_of_the_length_said_to_fit_fits_with_every_parameter() -> None:
+    """The 414's promise: a PUT's request line with an 8000-byte key and every parameter is parsed."""
+    line = "/v0/entity?id=" + "k" * 8000 + "&ack=3&from=3&ttl=630720000000"
+    async with guarded(ConnectionGuard(100, 0, 10.0)) as port:
+        answer = await exchange(port, get(line).replace(b"GET ", b"PUT ", 1))
+    assert answer.startswith(b"HTTP/1.1 404 ")  # parsed, and routed: the test's app has no such route
 
 
 async def test_request_headers_not_all_in_within_the_timeout_close_the_connection() -> None:
