@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from kvnode.access.client_auth import unauthorized_reason
 from kvnode.access.connections import DIRECT_ROUTES
 from kvnode.node.app import create_app
 from tests.drivers import Serve, ServedNode
@@ -82,9 +83,12 @@ async def test_with_tokens_a_request_needs_a_token_whose_role_allows_it(
     node = await serve(auth_tokens_file=tokens_file)
     assert DIRECT_ROUTES not in create_app(node.parts)  # every request passes the check
     status, text, headers = await answer(node, "GET", "/v0/entity?id=k")
-    assert (status, text) == (401, "a client token is needed: Authorization: Bearer TOKEN\n")
+    assert (status, text) == (401, unauthorized_reason(None) + "\n")
+    assert text.startswith("no client token: send 'Authorization: Bearer TOKEN'")
     assert headers["WWW-Authenticate"] == 'Bearer realm="kvnode"'
-    assert (await answer(node, "GET", "/v0/entity?id=k", "not-a-token"))[0] == 401
+    status, text, _ = await answer(node, "GET", "/v0/entity?id=k", "not-a-token")
+    assert (status, text) == (401, unauthorized_reason("Bearer not-a-token") + "\n")
+    assert text.startswith("a client token this node does not know: check it against the node's")
     assert (await answer(node, "PUT", "/v0/entity?id=k", TOKENS["read"]))[:2] == (
         403,
         "a read token may not PUT /v0/entity\n",
