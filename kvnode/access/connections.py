@@ -17,6 +17,8 @@ aiohttp's RequestHandler) that:
 - answers a request the parser refuses with one plain-text line, logged as one rate-limited warning: a
   request line over aiohttp's limit is a 414 naming it and the longest key that fits, a header line over
   it a 431;
+- logs a client that closed its connection while a handler wrote its answer (a backup that stops its
+  other streams when one fails) as one line at INFO, not as aiohttp's ERROR with a traceback;
 - calls the app's hot routes (DIRECT_ROUTES) itself, past the app's router.
 
 aiohttp's private names this relies on, all here (tests/unit/kvnode/access/test_connections.py checks
@@ -211,6 +213,14 @@ class _GuardedProtocol(RequestHandler):
         exc: BaseException | None = None,
         message: str | None = None,
     ) -> web.StreamResponse:
+        if isinstance(exc, ConnectionError) and (self.transport is None or self.transport.is_closing()):
+            # The client went away while its answer was written: nothing to answer, no fault of the node.
+            log.info(
+                "%s %s: the client closed the connection during the answer", request.method, request.path
+            )
+            gone = web.Response(status=status)
+            gone.force_close()
+            return gone
         if not isinstance(exc, HttpProcessingError):
             return super().handle_error(request, status, exc, message)
         # The parser refused the request (a raw non-ASCII byte in the request line, say): the client's

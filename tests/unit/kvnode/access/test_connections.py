@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import resource
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import pytest
 from aiohttp import web
 from aiohttp.typedefs import Handler
 from aiohttp.web_protocol import RequestHandler
@@ -148,6 +150,45 @@ async def test_a_key_of_the_length_said_to_fit_fits_with_every_parameter() -> No
     async with guarded(ConnectionGuard(100, 0, 10.0)) as port:
         answer = await exchange(port, get(line).replace(b"GET ", b"PUT ", 1))
     assert answer.startswith(b"HTTP/1.1 404 ")  # parsed, and routed: the test's app has no such route
+
+
+async def test_a_client_gone_during_a_streamed_answer_is_one_info_line_not_an_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A backup that fails on one member stops its streams from the others: their handlers' writes fail
+    (aiohttp's ClientConnectionResetError), which aiohttp logged as an ERROR with a traceback."""
+    streaming, ended = asyncio.Event(), asyncio.Event()
+
+    async def endless(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse()
+        await response.prepare(request)
+        try:
+            while True:  # until the client is gone: each write waits while the client is behind
+                await response.write(b"x" * (1 << 20))
+                streaming.set()
+        finally:
+            ended.set()
+
+    app = web.Application()
+    app.router.add_get("/stream", endless)
+    runner = GuardedRunner(app, ConnectionGuard(100, 0, 10.0), idle_timeout=60)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    try:
+        with caplog.at_level(logging.INFO):
+            reader, writer = await asyncio.open_connection("127.0.0.1", runner.addresses[0][1])
+            writer.write(get("/stream"))
+            await asyncio.wait_for(streaming.wait(), ANSWER_S)
+            await reader.read(1 << 16)
+            writer.close()
+            await asyncio.wait_for(ended.wait(), ANSWER_S)
+            await eventually(lambda: "closed the connection" in caplog.text)
+    finally:
+        await runner.cleanup()
+    assert [record.getMessage() for record in caplog.records if record.name == "kvnode"] == [
+        "GET /stream: the client closed the connection during the answer"
+    ]
+    assert not [record for record in caplog.records if record.levelno >= logging.WARNING]
 
 
 async def test_request_headers_not_all_in_within_the_timeout_close_the_connection() -> None:
