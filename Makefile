@@ -3,9 +3,11 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
+LOAD_STAMP := $(VENV)/.installed-load
+PROFILE_STAMP := $(VENV)/.installed-profile
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: help run reset check test test-duration lint typecheck pytest check-cluster bench genbench compare scale loadtest-ui loadtest profile clean
+.PHONY: help run reset check test test-duration lint typecheck pytest check-cluster bench genbench compare scale loadtest-ui loadtest profile load-tools profile-tools clean
 
 $(VENV)/bin/python:
 	@echo "Creating $(VENV) and installing kvnode's dependencies into it (once; about a minute)"
@@ -16,9 +18,19 @@ $(RUN_STAMP): pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install -e .
 	touch $@
 
+# The load tools (Locust, matplotlib) and the profiler (memray, and the load tools it runs) without the
+# linters and the test tools; dev holds them all.
+$(LOAD_STAMP): pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install -e '.[load]'
+	touch $@ $(RUN_STAMP)
+
+$(PROFILE_STAMP): pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install -e '.[load,profile]'
+	touch $@ $(LOAD_STAMP) $(RUN_STAMP)
+
 $(DEV_STAMP): pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install -e '.[dev]'
-	touch $@ $(RUN_STAMP)
+	touch $@ $(PROFILE_STAMP) $(LOAD_STAMP) $(RUN_STAMP)
 
 ## help: this list of targets; every duration is measured on this project's 2-core machine, plus about a
 ##       minute for a first install into .venv
@@ -29,6 +41,13 @@ help:
 ##      stores (see reset); serving within seconds (Ctrl-C stops it)
 run: $(RUN_STAMP)
 	$(PY) -m kvnode --replication-factor 3
+
+## load-tools: install the load extra into .venv (Locust, matplotlib: python -m loadtest's reports, its UI,
+##             the check's plots), without the linters; the load targets below do it themselves
+load-tools: $(LOAD_STAMP)
+
+## profile-tools: install the profile extra and the load tools it runs (memray) into .venv
+profile-tools: $(PROFILE_STAMP)
 
 ## reset: delete data/, make run's nodes (records, membership, secret), keeping .venv; refused while a node
 ##        uses it. Use it after the README's membership tour, so that make run serves 8080-8082 again
@@ -76,23 +95,23 @@ pytest: $(DEV_STAMP)
 ## check-cluster: python -m kvnode check --local for 5 minutes, every fault (partitions and a full disk as root only):
 ##                the set, register and cas workloads checked; out/check-cluster/report.md, plots and history
 ##                (5 minutes: 305 s measured; CHECK_ARGS="--workload set,register --seed N" to choose)
-check-cluster: $(DEV_STAMP)
+check-cluster: $(LOAD_STAMP)
 	$(PY) -m kvnode check --local --time 300 --nemesis all --out out/check-cluster $(CHECK_ARGS)
 
 ## bench: every fan-out mode's 3-node cluster under wrk, next to an aiohttp hello-world, and the
 ##        conditional-write rows on the first cluster (2.5 minutes)
-bench: $(DEV_STAMP)
+bench: $(RUN_STAMP)
 	$(PY) -m loadtest.bench $(BENCH_ARGS)
 
 ## genbench: the load generator's own capacity against a hello-world app: rate asked/achieved, lateness,
 ##           generator CPU per request, VALID/INVALID (about a minute; GENBENCH_ARGS=--rates 5000,10000 ...)
-genbench: $(DEV_STAMP)
+genbench: $(RUN_STAMP)
 	$(PY) -m loadtest selfbench $(GENBENCH_ARGS)
 
 ## compare: every fan-out mode on fresh 3-node clusters (healthy, slow-replica, replica-down): latency at fixed
 ##          rates and the highest rate each sustains; writes out/compare/report.md (at most 40 minutes;
 ##          COMPARE_ARGS=--quick, a smoke check: about 4 minutes)
-compare: $(DEV_STAMP)
+compare: $(LOAD_STAMP)
 	$(PY) -m loadtest compare --out out/compare $(COMPARE_ARGS)
 
 ## scale: the same constant-rate load (300/s, token-aware) on fresh clusters of 3, 6 and 12 members, a member
@@ -100,16 +119,16 @@ compare: $(DEV_STAMP)
 ##        writes out/scale/scale.md (4 minutes: 3 rounds, each a run of 15 s of every shape in turn on a
 ##        fresh cluster, after its fill, idle reading and warm-up; SCALE_ARGS="--machines 3 --per-host 1,4"
 ##        for machines x members)
-scale: $(DEV_STAMP)
+scale: $(LOAD_STAMP)
 	$(PY) -m loadtest scale --out out/scale $(SCALE_ARGS)
 
 ## loadtest-ui: a filled local 3-node cluster and Locust's web UI on http://127.0.0.1:8089
-loadtest-ui: $(DEV_STAMP)
+loadtest-ui: $(LOAD_STAMP)
 	$(PY) -m loadtest ui
 
 ## loadtest: the same cluster under Locust's default workload, headless, 30 s; Locust's HTML and CSV report
 ##           and summary.md in out/loadtest/ (about 45 s; LOADTEST_ARGS="--duration 60 --users 50")
-loadtest: $(DEV_STAMP)
+loadtest: $(LOAD_STAMP)
 	$(PY) -m loadtest locust --out out/loadtest $(LOADTEST_ARGS)
 
 ## profile: the checked-in profile set: py-spy (CPU, waits, GIL, dumps) and memray flamegraphs of async vs
@@ -117,7 +136,7 @@ loadtest: $(DEV_STAMP)
 ##          profiling/reports/<today>/report.md (about 11 minutes; needs ptrace rights;
 ##          PROFILE_ARGS=--quick: a smoke check, about 6; PROFILE_OUT=DIR writes elsewhere)
 PROFILE_OUT ?= profiling/reports/$(shell date -u +%Y-%m-%d)
-profile: $(DEV_STAMP)
+profile: $(PROFILE_STAMP)
 	$(PY) -m profiling compare --out $(PROFILE_OUT) $(PROFILE_ARGS)
 
 ## clean: remove the virtual environment, data/ and the tools' caches

@@ -16,9 +16,10 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from kvnode.client import Client
+from kvnode.client import Client, KvnodeError
 from kvnode.coordinator.fanout import FANOUTS
 from kvnode.ops.argtypes import choices, comma_list, http_urls, positive_float, positive_int, token_file
+from kvnode.ops.extras import needs
 from loadtest import interruptible
 from loadtest.fill import describe_failures, fill
 from loadtest.openloop import run_rate
@@ -27,6 +28,9 @@ from loadtest.scenarios import SCENARIOS
 from loadtest.workload import ENTITY_PATH, OPS, Op, Workload
 
 ROUTINGS = ("token-aware", "round-robin")
+# The commands that draw plots (matplotlib) or run Locust: the load extra, which `make run` leaves out. The
+# others (rate, fill, selfbench, stalls) need kvnode's own dependencies only.
+NEEDS_LOAD_EXTRA = frozenset({"compare", "report", "ui", "locust", "healing", "join", "backup", "scale"})
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -168,6 +172,11 @@ def _stop_on_signals() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments and arguments[0] in NEEDS_LOAD_EXTRA:
+        refusal = needs(f"python -m loadtest {arguments[0]}", ["load"])
+        if refusal:
+            print(refusal, file=sys.stderr)
+            return 2
     measurements = (["healing"], ["join"], ["backup"], ["scale"], ["stalls"])
     if arguments[:1] in measurements:  # measurements with their own parsers
         measurement = importlib.import_module(f"loadtest.{arguments[0]}")
@@ -218,8 +227,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     token_aware = (args.routing or _default_routing(path)) == "token-aware"
     if token_aware:
-        args.url = interruptible.run(_members(args.url[0], args.token))
-        print(f"token-aware: each request to its key's first owner of {','.join(args.url)}")
+        try:
+            args.url = interruptible.run(_members(args.url[0], args.token))
+        except KvnodeError as error:  # no kvnode there (a hello-world, another store): no members to learn
+            unknown = (
+                f"token-aware routing learns the members from /v0/cluster: {error.url} gave none "
+                f"({error.reason})"
+            )
+            if args.routing:
+                advice = "for a server that is not kvnode, give --routing round-robin"
+                print(f"loadtest rate: {unknown}; {advice}", file=sys.stderr)
+                return 2
+            token_aware = False
+            print(f"round-robin over --url, as --routing round-robin: {unknown}")
+        else:
+            print(f"token-aware: each request to its key's first owner of {','.join(args.url)}")
     result = _rate(args, workload, token_aware)
     print(result.wrk2_text())
     if args.json:

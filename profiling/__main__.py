@@ -1,7 +1,9 @@
 """``python -m profiling record|compare|report``: profile kvnode under load (see profiling/__init__).
 
 Exit status: 0 done, 1 a cluster or load failed, 2 bad usage or missing tools/rights (py-spy, ptrace,
-the load-testing pipeline), 130 interrupted. Progress goes to stderr.
+the load-testing pipeline, the load and profile extras: one line naming the command that installs them),
+130 interrupted. Progress goes to stderr. The modules that need the extras (memray, matplotlib) are
+imported once they are known to be there.
 """
 
 from __future__ import annotations
@@ -15,16 +17,18 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from kvnode.config import FanoutMode
 from kvnode.ops.argtypes import positive_float, positive_int
+from kvnode.ops.extras import needs
 from profiling import pyspy
 from profiling.children import Children
 from profiling.cluster import SCENARIOS, ClusterError
 from profiling.load import LoadError, loadtest_available
-from profiling.record import RunSpec, record_run
-from profiling.report import kept_files, write_report
+
+if TYPE_CHECKING:
+    from profiling.record import RunSpec
 
 __all__ = ["main"]
 
@@ -105,6 +109,8 @@ def _choices(allowed: Sequence[str]) -> Callable[[str], tuple[str, ...]]:
 
 
 def _specs(args: argparse.Namespace) -> list[RunSpec]:
+    from profiling.record import RunSpec
+
     defaults = _QUICK if getattr(args, "quick", False) else _FULL
     common = {
         "rate": int(args.rate or defaults["rate"]),
@@ -132,6 +138,8 @@ def _planned_s(spec: RunSpec) -> float:
 
 def _rewrite_report(out: Path) -> int:
     """Rebuild report.md from the run.json files under ``out``, keeping the command that made them."""
+    from profiling.report import write_report
+
     run_dirs = sorted({path.parent for path in [*out.glob("run.json"), *out.glob("*/run.json")]})
     if not run_dirs:
         print(f"profiling: no run.json in {out} or its subdirectories", file=sys.stderr)
@@ -152,8 +160,17 @@ def _interrupt(signum: int, frame: FrameType | None) -> NoReturn:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     command = shlex.join(["python", "-m", "profiling", *(sys.argv[1:] if argv is None else argv)])
+    # A report draws its plots (the load extra); a run also reads memray's captures (the profile extra).
+    extras = ["load"] if args.command == "report" else ["load", "profile"]
+    refusal = needs(f"python -m profiling {args.command}", extras)
+    if refusal:
+        print(f"profiling: {refusal}", file=sys.stderr)
+        return 2
     if args.command == "report":
         return _rewrite_report(args.out)
+    from profiling.record import record_run
+    from profiling.report import kept_files, write_report
+
     py_spy = args.py_spy or pyspy.find_py_spy()
     if py_spy is None:
         print("profiling: py-spy not found; install it with: pip install -e '.[profile]'", file=sys.stderr)

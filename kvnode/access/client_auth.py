@@ -15,6 +15,8 @@ again with ``hmac.compare_digest``, so neither the lookup's timing nor the table
     (False, True)
     >>> role_needed("GET", "/v0/status", metrics_open=False) is None  # open to anyone
     True
+    >>> unauthorized_reason(None)
+    "no client token: send 'Authorization: Bearer TOKEN' with a token of the node's --auth-tokens-file"
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ __all__ = [
     "read_tokens_file",
     "role_allows",
     "role_needed",
+    "unauthorized_reason",
 ]
 
 log = logging.getLogger("kvnode")
@@ -88,6 +91,21 @@ class TokenTable:
         # The dict matched the digest (whose bytes a caller cannot steer); compare again in constant time.
         known, role = entry
         return role if hmac.compare_digest(known, digest) else None
+
+
+def unauthorized_reason(authorization: str | None) -> str:
+    """The 401's one line for a request whose ``Authorization`` header holds no valid token: none sent,
+    or one this node does not know. It says nothing a stranger could not tell already (never the token,
+    nor whether a token like it exists)."""
+    if authorization is None or not authorization.startswith(_BEARER):
+        return (
+            "no client token: send 'Authorization: Bearer TOKEN' with a token of the node's "
+            "--auth-tokens-file"
+        )
+    return (
+        "a client token this node does not know: check it against the node's --auth-tokens-file "
+        "(the node reads it again on SIGHUP)"
+    )
 
 
 def role_needed(method: str, path: str, *, metrics_open: bool) -> Role | None:

@@ -14,7 +14,11 @@ aiohttp's RequestHandler) that:
   a provisional connection whose first request is not the handshake is answered 503 and closed; beyond the
   reserve a connection is answered 503 at once. A connection that upgrades to the replica channel stops
   counting as a client's;
-- answers a request the parser refuses with one plain-text line, logged as one rate-limited warning;
+- answers a request the parser refuses with one plain-text line, logged as one rate-limited warning: a
+  request line over aiohttp's limit is a 414 naming it and the longest key that fits, a header line over
+  it a 431;
+- logs a client that closed its connection while a handler wrote its answer (a backup that stops its
+  other streams when one fails) as one line at INFO, not as aiohttp's ERROR with a traceback;
 - calls the app's hot routes (DIRECT_ROUTES) itself, past the app's router.
 
 aiohttp's private names this relies on, all here (tests/unit/kvnode/access/test_connections.py checks
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import resource
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -35,7 +40,7 @@ from enum import Enum
 from typing import Any, cast
 
 from aiohttp import hdrs, web
-from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 from aiohttp.typedefs import Handler
 from aiohttp.web_protocol import RequestHandler
 
@@ -208,14 +213,26 @@ class _GuardedProtocol(RequestHandler):
         exc: BaseException | None = None,
         message: str | None = None,
     ) -> web.StreamResponse:
+        if isinstance(exc, ConnectionError) and (self.transport is None or self.transport.is_closing()):
+            # The client went away while its answer was written: nothing to answer, no fault of the node.
+            log.info(
+                "%s %s: the client closed the connection during the answer", request.method, request.path
+            )
+            gone = web.Response(status=status)
+            gone.force_close()
+            return gone
         if not isinstance(exc, HttpProcessingError):
             return super().handle_error(request, status, exc, message)
         # The parser refused the request (a raw non-ASCII byte in the request line, say): the client's
         # fault, so no traceback, and one warning line stands for a flood of them.
-        reason = (str(exc.message).strip().splitlines() or ["malformed request"])[0].rstrip(":")
+        if isinstance(exc, LineTooLong):
+            status, line = _too_long(exc)
+        else:
+            reason = (str(exc.message).strip().splitlines() or ["malformed request"])[0].rstrip(":")
+            line = f"malformed request: {reason}"
         remote = request.remote
-        self._malformed.warning("answered %d to a malformed request from %s: %s", status, remote, reason)
-        response = web.Response(status=status, text=f"malformed request: {reason}\n")
+        self._malformed.warning("answered %d to a request from %s: %s", status, remote, line)
+        response = web.Response(status=status, text=f"{line}\n")
         response.force_close()
         return response
 
@@ -244,6 +261,26 @@ class _GuardedProtocol(RequestHandler):
             line = f"request headers not received within {self._guard.header_timeout:g} s"
             self.transport.write(_answer(_HEADERS_LATE, line))
         self.force_close()
+
+
+# What a request line holds besides its key, at most: the method, the path, the other parameters
+# (ack, from, ttl), the HTTP version. A key this much shorter than the line's limit always fits.
+_AROUND_A_KEY = 190
+# How the parser quotes a refused request line: aiohttp's C parser its URL, its Python parser the whole
+# line (method first). A refused header line starts with a name, which holds no "/".
+_REQUEST_LINE = re.compile(rb"(?:[A-Z]+ )?/")
+
+
+def _too_long(refused: LineTooLong) -> tuple[int, str]:
+    """The status and line that answer a request line or a header line over aiohttp's limit."""
+    quoted, limit = refused.args[0], refused.args[1]
+    if isinstance(quoted, bytes | bytearray) and _REQUEST_LINE.match(quoted):
+        return 414, (
+            f"request line too long: it is at most {limit} bytes, and a key of up to "
+            f"{int(limit) - _AROUND_A_KEY} bytes percent-encoded always fits (a byte other than "
+            "A-Z a-z 0-9 - . _ ~ takes 3)"
+        )
+    return 431, f"request header too long: a header line is at most {limit} bytes"
 
 
 _AppHandler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]

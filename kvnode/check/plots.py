@@ -13,6 +13,7 @@ from typing import Any
 
 from kvnode.check.history import Call, Op, calls
 from kvnode.check.nemesis import Fault
+from kvnode.ops.extras import install_command
 
 __all__ = ["COLOURS", "PlotsUnavailable", "draw"]
 
@@ -25,7 +26,6 @@ _FAULT_COLOURS = {
     "membership": "tab:cyan",
     "disk": "tab:brown",
 }
-INSTALL = ".venv/bin/pip install -e '.[load]'"
 
 
 class PlotsUnavailable(Exception):
@@ -40,7 +40,9 @@ def draw(ops: Sequence[Op], faults: Sequence[Fault], out: Path) -> list[Path]:
         matplotlib.use("Agg")  # files only, never a window
         import matplotlib.pyplot as plt
     except ImportError:
-        raise PlotsUnavailable(f"no plots: matplotlib is not installed (to draw them: {INSTALL})") from None
+        raise PlotsUnavailable(
+            f"no plots: matplotlib is not installed (to draw them: {install_command('load')})"
+        ) from None
     done = [call for call in calls(ops) if call.completion is not None]
     paths = [out / "timeline.png", out / "latency.png", out / "latency-by-outcome.png"]
     for path, drawing in zip(paths, (_timeline, _latency, _by_outcome), strict=True):

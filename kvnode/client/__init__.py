@@ -186,7 +186,8 @@ class Client:
 
     async def refresh(self) -> None:
         """Learn the members from ``GET /v0/cluster`` of the first node that answers (seeds first, then
-        the members known), and demote those it cannot reach. :class:`Unreachable` if none answers."""
+        the members known), and demote those it cannot reach. :class:`Unreachable` if none answers,
+        :class:`BadRequest` (401) if one needs a token this client lacks or gave wrong."""
         self._refreshed_at = time.monotonic()
         known = () if self._members is None else self._members.placement.nodes
         error = Unreachable(self.seeds[0], "no node asked")
@@ -198,6 +199,8 @@ class Client:
             except Unreachable as failure:
                 error = failure
                 continue
+            if answer.status == 401:  # no valid token: the call is wrong on every node alike
+                raise error_of(answer, "GET")
             if answer.status != 200:
                 said = answer.body.decode("utf-8", "replace").strip()
                 error = Unreachable(url, f"/v0/cluster answered {answer.status} {said}".rstrip())

@@ -77,7 +77,7 @@ async def take_place(
 
     try:
         if not await peer(config.join).reach(_REACH_S):
-            raise ChangeRefused(f"the seed {config.join} is unreachable: {peer(config.join).refusal}")
+            raise ChangeRefused(f"cannot {kind}: {_seed_not_reached(config.join, peer(config.join))}")
         current = Membership.decode(await peer(config.join).fetch_membership())
         if start_from(current, config.url) is Start.STORE:
             plan = current  # the claimant took this node's change before it crashed
@@ -103,6 +103,15 @@ async def take_place(
     finally:
         for opened_peer in opened.values():
             await opened_peer.close()
+
+
+def _seed_not_reached(seed: str, channel: PeerReplica) -> str:
+    """Why the seed, which answered its /v0/status, opened no replica channel: its refusal in full (the
+    fix with it: the secret's flag), or what the attempt met."""
+    why = channel.attempt_failure or f"no replica channel within {_REACH_S:g}s"
+    if channel.refusal:
+        return f"the seed {seed} refused this node's replica channel: {why}"
+    return f"the seed {seed} answered its status but not on the replica channel: {why}"
 
 
 def _store(system: SystemDb, plan: Membership, config: NodeConfig) -> None:

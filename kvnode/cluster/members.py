@@ -163,7 +163,7 @@ class Members:
         refused: it is no longer a member); it goes on answering its peers as it did until it is
         stopped."""
         if self.without_this_node is None:
-            self._stored.save(without, self._now())
+            self._stored.save(without, self._now(), left=self.own_url)
             self.without_this_node = without
             if self.own_url in self.membership.joining:
                 log.warning(

@@ -12,7 +12,7 @@ from __future__ import annotations
 from aiohttp import hdrs, web
 from aiohttp.typedefs import Handler, Middleware
 
-from kvnode.access.client_auth import ClientTokens, covers, role_needed
+from kvnode.access.client_auth import ClientTokens, covers, role_needed, unauthorized_reason
 from kvnode.access.connections import DIRECT_ROUTES
 from kvnode.node import client_api, operator_api, stats, versions_api
 from kvnode.node.parts import PARTS, NodeParts
@@ -51,11 +51,12 @@ def _token_check(tokens: ClientTokens, metrics_open: bool) -> Middleware:
         path = request.path if resource is None else resource.canonical
         needed = role_needed(request.method, path, metrics_open=metrics_open)
         if needed is not None:
-            role = tokens.table.role_of(request.headers.get(hdrs.AUTHORIZATION))
+            authorization = request.headers.get(hdrs.AUTHORIZATION)
+            role = tokens.table.role_of(authorization)
             if role is None:
                 return web.Response(
                     status=401,
-                    text="a client token is needed: Authorization: Bearer TOKEN\n",
+                    text=unauthorized_reason(authorization) + "\n",
                     headers={hdrs.WWW_AUTHENTICATE: 'Bearer realm="kvnode"'},
                 )
             if not covers(role, needed):

@@ -353,14 +353,25 @@ async def _membership_at_start(
         log.info("a member already (membership version %d): --join and --replace are ignored", stored.version)
         membership, warnings = stored, list[str]()
     else:
-        membership, warnings = at_start(stored, config.members, config.replication_factor)
+        membership, warnings = at_start(stored, config.cluster, config.replication_factor, config.url)
+    if config.url not in membership.urls:  # before the warnings: how the flags differ is beside the point
+        raise StorageUnavailable(_not_a_member(config, membership, system.membership.left()))
     if stored is None:
         system.membership.save(membership)
     for warning in warnings:
         log.warning("%s", warning)
-    if config.url not in membership.urls:
-        raise StorageUnavailable(
-            f"{config.url} is not a member of the cluster stored in {config.data_dir} "
-            f"({','.join(membership.urls)}): start it with its member URL, or with another data dir"
-        )
     return membership
+
+
+def _not_a_member(config: NodeConfig, membership: Membership, left: str) -> str:
+    """Why a node whose data dir stores a membership without it cannot start, and what to do."""
+    if left:
+        return (
+            f"{left} left the cluster (or its join was undone) in membership version {membership.version}: "
+            f"the data dir {config.data_dir} is no longer a member's; to serve again, join with --join "
+            f"SEED_URL and a new --data-dir (or this one wiped)"
+        )
+    return (
+        f"{config.url} is not a member of the cluster stored in {config.data_dir} "
+        f"({','.join(membership.urls)}): start it with its member URL, or with another data dir"
+    )

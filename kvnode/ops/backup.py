@@ -8,8 +8,10 @@ taken while the cluster serves, and its restore without bringing deleted keys ba
 versions (``GET /v0/versions``, kvnode.node.versions_api), merges them by key keeping each key's newest
 version (kvnode.ops.backup_rules.merge_newest: one read buffer per member in memory, never the store), and
 writes DIR/versions (the merged frames, kvnode.storage.frames) and, last, DIR/manifest.json: a directory
-without a manifest is no backup. Every member must answer: a member down fails the backup (exit 1, naming
-it), since what only it holds would be missing.
+without a manifest is no backup. DIR is new or empty (anything else is refused before a node is asked); a
+backup holds every value, so DIR is created 0700 and its files 0600, readable by their owner only. Every
+member must answer: a member down fails the backup (exit 1, naming it), since what only it holds would be
+missing.
 
 ``restore`` is kvnode.ops.restore. Both print progress on stderr while they run and one summary line at
 the end (``--json``: a JSON object).
@@ -66,8 +68,9 @@ def run(args: argparse.Namespace, fetch: Fetch) -> int:
 
 def _backup(args: argparse.Namespace, fetch: Fetch) -> int:
     directory: Path = args.dir
-    if (directory / MANIFEST).exists():
-        print(f"kvnode admin: {directory} holds a backup already: give another directory", file=sys.stderr)
+    refusal = _not_new_or_empty(directory)
+    if refusal:
+        print(f"kvnode admin: {refusal}", file=sys.stderr)
         return 2
     view = fetch(args.url, args.token, args.tls_ca)
     members: list[str] = view["cluster"]
@@ -87,8 +90,8 @@ def _backup(args: argparse.Namespace, fetch: Fetch) -> int:
         say(f"backup: streaming the versions of {len(members)} members")
         partial = directory / (VERSIONS + ".partial")
         try:
-            directory.mkdir(parents=True, exist_ok=True)
-            with partial.open("wb") as out:
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            with _private(partial) as out:
                 counts, written, digest = _write_merged(replies, out)
                 _synced(out)
             partial.replace(directory / VERSIONS)
@@ -107,6 +110,24 @@ def _backup(args: argparse.Namespace, fetch: Fetch) -> int:
         f"{counts.tombstones} tombstones, {counts.expired} expired), {written} bytes, {seconds:.1f} s"
     )
     return 0
+
+
+def _not_new_or_empty(directory: Path) -> str:
+    """Why ``directory`` cannot take a backup ("" when it can: it is new, or an empty directory)."""
+    if (directory / MANIFEST).exists():
+        return f"{directory} holds a backup already: give another directory"
+    if directory.exists() and not directory.is_dir():
+        return f"{directory} is not a directory: give a new or empty directory"
+    held = sorted(entry.name for entry in directory.iterdir()) if directory.is_dir() else []
+    if held:
+        more = f" and {len(held) - 1} more" if len(held) > 1 else ""
+        return f"{directory} is not empty (it holds {held[0]}{more}): give a new or empty directory"
+    return ""
+
+
+def _private(path: Path) -> BinaryIO:
+    """``path`` opened for writing, created 0600 (a backup holds every value), truncated if it exists."""
+    return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb")
 
 
 def _manifest(view: dict[str, Any], counts: Counts, written: int, digest: str) -> dict[str, Any]:
@@ -148,8 +169,8 @@ def _write_merged(replies: dict[str, BinaryIO], out: BinaryIO) -> tuple[Counts, 
 
 def _write_atomically(path: Path, text: str) -> None:
     partial = path.with_name(path.name + ".partial")
-    with partial.open("w") as out:
-        out.write(text)
+    with _private(partial) as out:
+        out.write(text.encode())
         _synced(out)
     os.replace(partial, path)
 

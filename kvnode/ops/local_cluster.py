@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -24,7 +25,7 @@ from kvnode.ops.certs import CertificatesUnavailable
 from kvnode.ops.cluster_config import ClusterConfig, cluster_configs, member_configs, stored_membership
 from kvnode.ops.data_dir import ClusterPidFile, ClusterRunning
 from kvnode.ops.flags import read_cluster_secret, unknown_variables
-from kvnode.ops.ports import start_on_free_ports
+from kvnode.ops.ports import free_ports, start_on_free_ports
 from kvnode.ops.processes import (
     READY_TIMEOUT,
     STOP_TIMEOUT,
@@ -35,6 +36,7 @@ from kvnode.ops.processes import (
     stop_together,
 )
 from kvnode.replica.channel.handshake import create_secret_file
+from kvnode.topology.membership import Membership
 
 __all__ = ["LocalCluster", "run_cluster", "start_local_cluster"]
 
@@ -141,14 +143,18 @@ def run_cluster(config: ClusterConfig) -> int:
     dir locked or unusable) ends the command: the others are stopped, its one line is printed, and the
     exit status is 2. Nothing is reported ready unless all of its own nodes are. A second command on the
     same data dir is refused, naming the first (DATA_DIR/cluster.pid). Without a cluster secret, it
-    keeps one of its own in DATA_DIR/cluster.secret, the same on every start."""
+    keeps one of its own in DATA_DIR/cluster.secret, the same on every start. A new cluster that fails to
+    start leaves the data dir as it found it: its secret and its nodes' dirs would otherwise hold a
+    membership on the refused ports, which the next start, on other ports, would run instead."""
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     # main() has warned about them once; each node would warn again.
     for name in unknown_variables(os.environ):
         del os.environ[name]
-    pid_file = ClusterPidFile(config.node.data_dir)
+    data_dir = config.node.data_dir
+    found = _entries(data_dir)
+    pid_file = ClusterPidFile(data_dir)
     try:
         pid_file.acquire()
     except ClusterRunning as error:
@@ -157,35 +163,62 @@ def run_cluster(config: ClusterConfig) -> int:
     except OSError as error:
         print(f"kvnode: cannot keep the pid file {pid_file.path}: {error.strerror}", file=sys.stderr)
         return 2
+    stored = stored_membership(data_dir)
     try:
-        secret_path = None
-        if not config.node.cluster_secret:
-            secret_path = config.node.data_dir / "cluster.secret"
-            try:
-                secret = _own_secret(secret_path)
-            except ValueError as error:
-                print(f"kvnode: {error}", file=sys.stderr)
-                return 2
-            config = dataclasses.replace(config, node=dataclasses.replace(config.node, cluster_secret=secret))
-        configs = _configs(config)
-        if config.tls:
-            try:
-                config.certificates.make(f"node-{node.port}" for node in configs)
-            except (CertificatesUnavailable, OSError) as error:
-                reason = error.strerror if isinstance(error, OSError) else str(error)
-                print(f"kvnode: cannot make certificates in {config.certificates.directory}: {reason}",
-                      file=sys.stderr)  # fmt: skip
-                return 2
-        return _serve(config, configs, secret_path, stop)
+        status = _start(config, stop, stored)
     finally:
         pid_file.release()
+    if status == 2 and stored is None:
+        _leave_as_found(data_dir, found)
+    return status
 
 
-def _configs(config: ClusterConfig) -> list[NodeConfig]:
+def _start(config: ClusterConfig, stop: threading.Event, stored: Membership | None) -> int:
+    """The cluster started and served until ``stop``; 2 (its one line printed) if it could not start."""
+    secret_path = None
+    if not config.node.cluster_secret:
+        secret_path = config.node.data_dir / "cluster.secret"
+        try:
+            secret = _own_secret(secret_path)
+        except ValueError as error:
+            print(f"kvnode: {error}", file=sys.stderr)
+            return 2
+        config = dataclasses.replace(config, node=dataclasses.replace(config.node, cluster_secret=secret))
+    configs = _configs(config, stored)
+    if config.tls:
+        try:
+            config.certificates.make(f"node-{node.port}" for node in configs)
+        except (CertificatesUnavailable, OSError) as error:
+            reason = error.strerror if isinstance(error, OSError) else str(error)
+            print(f"kvnode: cannot make certificates in {config.certificates.directory}: {reason}",
+                  file=sys.stderr)  # fmt: skip
+            return 2
+    return _serve(config, configs, secret_path, stop, fresh=stored is None)
+
+
+def _entries(data_dir: Path) -> set[str] | None:
+    """What the data dir holds (None: it does not exist)."""
+    return {entry.name for entry in data_dir.iterdir()} if data_dir.is_dir() else None
+
+
+def _leave_as_found(data_dir: Path, found: set[str] | None) -> None:
+    """Remove what a failed first start made in the data dir (the data dir itself, if it made that)."""
+    if found is None:
+        shutil.rmtree(data_dir, ignore_errors=True)
+        return
+    for entry in _entries(data_dir) or set():
+        if entry not in found:
+            path = data_dir / entry
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+
+
+def _configs(config: ClusterConfig, stored: Membership | None) -> list[NodeConfig]:
     """The nodes to run: the members of the membership stored in the data dir (nodes added or removed
     since its first start included), else ``--nodes`` new ones. Says so when they are not the latter."""
     default = config.node_configs()
-    stored = stored_membership(config.node.data_dir)
     if stored is None:
         return default
     configs, elsewhere = member_configs(config, stored)
@@ -210,14 +243,20 @@ def _own_secret(path: Path) -> bytes:
 
 
 def _serve(
-    config: ClusterConfig, configs: list[NodeConfig], secret_path: Path | None, stop: threading.Event
+    config: ClusterConfig,
+    configs: list[NodeConfig],
+    secret_path: Path | None,
+    stop: threading.Event,
+    *,
+    fresh: bool,
 ) -> int:
     nodes = LocalCluster(NodeProcess(node) for node in configs)
     try:
         try:
             nodes.start(cancel=stop)
         except NodeStartError as error:
-            print(error.reason, file=sys.stderr)
+            print(error.reason + (_port_advice(config, configs, fresh) if error.port_taken else ""),
+                  file=sys.stderr)  # fmt: skip
             return 2
         if stop.is_set():
             return 0
@@ -235,6 +274,21 @@ def _serve(
         return _watch(nodes, stop)
     finally:
         nodes.stop()
+
+
+def _port_advice(config: ClusterConfig, configs: list[NodeConfig], fresh: bool) -> str:
+    """What to do about a port another process holds: a new cluster can start on others (a free range
+    named), a stored one's members keep their URLs."""
+    if not fresh:
+        return (
+            f": another process holds the port, and the members {config.node.data_dir} stores keep "
+            "their URLs: stop that process (or start afresh in another --data-dir)"
+        )
+    span = max(node.port for node in configs) - config.node.port + 1
+    return (
+        f": another process holds the port; the cluster takes {span} consecutive ports from --port "
+        f"{config.node.port}: start it on others, e.g. --port {free_ports(span)[0]}"
+    )
 
 
 def _watch(nodes: LocalCluster[NodeProcess], stop: threading.Event) -> int:

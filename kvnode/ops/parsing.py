@@ -43,15 +43,26 @@ class OneLineParser(argparse.ArgumentParser):
 
     def _first_unknown_flag(self, arguments: Sequence[str]) -> str | None:
         """The first ``--flag`` this parser does not have, before the subcommand (whose parser checks the
-        rest) or ``--``."""
+        rest) or ``--``. Where a subcommand is due, a word that is no command ends the search: argparse
+        refuses it as an invalid choice, the mistake to name first (``nod --port 1`` is no unknown flag
+        --port)."""
         commands = self._command_names()
+        value_due = False  # the argument is the value of the flag before it
         for argument in arguments:
             if argument == "--" or argument in commands:
                 return None
-            flag = argument.split("=", 1)[0]
-            if not flag.startswith("--") or flag in self._option_string_actions:
+            if value_due:
+                value_due = False
                 continue
-            return flag
+            flag = argument.split("=", 1)[0]
+            if not flag.startswith("-"):
+                if commands:
+                    return None
+                continue
+            action = self._option_string_actions.get(flag)
+            if action is None and flag.startswith("--"):
+                return flag
+            value_due = action is not None and action.nargs != 0 and "=" not in argument
         return None
 
     def _long_flags(self) -> list[str]:

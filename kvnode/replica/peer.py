@@ -97,6 +97,7 @@ class PeerReplica(AwaitableCalls):
         self._outbox = Outbox(self._limits.max_calls)
         self._channel: ClientChannel | None = None
         self._connecting: asyncio.Task[None] | None = None
+        self._attempt_failure = ""  # why the last connect attempt failed, until one succeeds
         self.became_connected = asyncio.Event()
 
     # --- the Replica interface ----------------------------------------------------------------------
@@ -175,6 +176,12 @@ class PeerReplica(AwaitableCalls):
         """While refused: what the peer's refusal of the handshake was about ("secret", "membership",
         "protocol", "handshake", "tls"); "" otherwise."""
         return self._life.refusal if self._life.state is PeerState.REFUSED else ""
+
+    @property
+    def attempt_failure(self) -> str:
+        """While not connected: why the last connect attempt failed, in full (the peer's reason for a
+        refusal, and its fix); "" before any attempt failed, and while connected."""
+        return "" if self.connected else self._attempt_failure
 
     def speculative_delay(self) -> float:
         """How long a speculative read waits for this peer before asking one more replica: the p99 of
@@ -264,6 +271,7 @@ class PeerReplica(AwaitableCalls):
             channel.transport.close()
             return
         self._channel = channel
+        self._attempt_failure = ""
         self._heartbeat.start()
         self.became_connected.set()
         self._outbox.attach(channel)
@@ -276,6 +284,7 @@ class PeerReplica(AwaitableCalls):
             self._refusals.warning("replica channel to %s refused: %s", self.url, failed.reason)
         elif failed.failure is AttemptFailure.NO_ANSWER and self._life.state is not PeerState.SUSPECT:
             self._log.warning("replica %s is suspect: no answer within %gs", self.url, self._timeout)
+        self._attempt_failure = failed.reason
         self._life.attempt_failed(failed.failure, now=self._loop.time(), refusal=failed.refusal)
         self._disconnect(ReplicaUnavailable(f"{self.url} is unreachable: {failed.reason}"))
 

@@ -232,11 +232,15 @@ class StoredMembership:
         >>> system.membership.save(Membership.seeded(["http://a:1"]))
         >>> system.membership.load().urls
         ('http://a:1',)
+        >>> system.membership.save(Membership.seeded(["http://b:1"]), left="http://a:1")
+        >>> system.membership.left()  # stored without this node, which was http://a:1
+        'http://a:1'
         >>> system.close(); tmp.cleanup()
     """
 
     _KEY = b"current"
     _SINCE = b"since"
+    _LEFT = b"left"
 
     def __init__(self, part: plyvel.DB) -> None:
         self._part = part
@@ -247,12 +251,18 @@ class StoredMembership:
         raw: bytes | None = self._part.get(self._KEY)
         return None if raw is None else Membership.decode(raw)
 
-    def save(self, membership: Membership, since: int = 0) -> None:
-        """Store ``membership``, run with ``since`` (0: the time is not known yet, :meth:`since` says 0)."""
+    def save(self, membership: Membership, since: int = 0, *, left: str = "") -> None:
+        """Store ``membership``, run with ``since`` (0: the time is not known yet, :meth:`since` says 0);
+        ``left``: this node's URL, where ``membership`` is one without it (it left, or its join was
+        undone)."""
         try:
             with self._part.write_batch(sync=True) as batch:
                 batch.put(self._KEY, membership.encode())
                 batch.put(self._SINCE, since.to_bytes(8, "big"))
+                if left:
+                    batch.put(self._LEFT, left.encode())
+                else:
+                    batch.delete(self._LEFT)
         except plyvel.Error as error:
             raise storage_error(error) from error
 
@@ -260,6 +270,11 @@ class StoredMembership:
         """Since when this node runs with the stored membership; 0 when not known."""
         raw: bytes | None = self._part.get(self._SINCE)
         return int.from_bytes(raw, "big") if raw else 0
+
+    def left(self) -> str:
+        """The URL this node had when it stored a membership without itself; "" when it did not."""
+        raw: bytes | None = self._part.get(self._LEFT)
+        return raw.decode() if raw else ""
 
 
 class PaxosStates:

@@ -287,15 +287,16 @@ class Membership:
 
 
 def at_start(
-    stored: Membership | None, flag: Sequence[str], replication: int = 0
+    stored: Membership | None, flag: Sequence[str], replication: int = 0, own: str = ""
 ) -> tuple[Membership, list[str]]:
     """The membership a node runs with, given what its system database holds (None at its first start),
-    its ``--cluster`` members and its ``--replication-factor`` (0: not given); and a warning line for each
-    flag that differs from what is stored."""
+    its ``--cluster`` members (empty: not given, as a restart on its data dir has it: a first start seeds
+    a cluster of ``own`` alone) and its ``--replication-factor`` (0: not given); and a warning line for
+    each flag given that differs from what is stored."""
     if stored is None:
-        return Membership.seeded(flag, replication), []
+        return Membership.seeded(flag or (own,), replication), []
     warnings = []
-    difference = stored.difference(flag)
+    difference = stored.difference(flag) if flag else ""
     if difference:
         warnings.append(
             f"--cluster differs from the stored membership (version {stored.version}), which this node "

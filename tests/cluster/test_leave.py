@@ -5,9 +5,13 @@ when a node taking part is killed at a step of the change."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
+import pytest
+
+from kvnode.ops.processes import NodeStartError
 from kvnode.topology.placement import Placement
 from tests.changes import (
     SECRET,
@@ -56,6 +60,17 @@ def test_a_member_leaves_under_writes_without_losing_an_acknowledged_one(
     remaining = list(cluster.nodes[:3])
     gone(remaining, leaving.url)
     leaving.stop()
+    # Started again as the README restarts a member (no --cluster): refused in one line saying it left,
+    # with no warning of a --cluster that differs before it.
+    again = Node(dataclasses.replace(leaving.config, cluster=()), tmp_path / "again.log")
+    with pytest.raises(NodeStartError) as refused:
+        again.start()
+    assert refused.value.reason == (
+        f"kvnode: {leaving.url} left the cluster (or its join was undone) in membership version 3: the data "
+        f"dir {leaving.config.data_dir} is no longer a member's; to serve again, join with --join SEED_URL "
+        "and a new --data-dir (or this one wiped)"
+    )
+    assert "WARNING" not in again.log_path.read_text()
     # Written with the default from (every member, 4 then 3): every remaining member holds them.
     everywhere += writer.acknowledged
     wait_for(lambda: set(everywhere) <= local_keys(remaining[2]), what="the last writes' copies")

@@ -11,6 +11,7 @@ import os
 import queue
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -256,10 +257,42 @@ def test_cluster_refuses_a_port_held_by_another_node_and_leaves_it_alone(node: N
     data = tmp_path / "launcher-data"
     launcher = run_launcher(["--port", str(node.config.port), "--data-dir", str(data)], tmp_path)
     stderr = assert_exit_2_with_one_line(launcher.result)
-    assert "cannot listen on" in stderr and "address already in use" in stderr.lower(), stderr
+    port = node.config.port
+    advice = (
+        f"kvnode: cannot listen on {node.url}: Address already in use: another process holds the port; "
+        f"the cluster takes 3 consecutive ports from --port {port}: start it on others, e.g. --port "
+    )
+    assert stderr.startswith(advice) and stderr[len(advice) :].strip().isdigit(), stderr
     assert_no_node_left(launcher, data)
+    # A new cluster that could not start leaves nothing: no secret, no node dir holding a membership on
+    # these ports (which the next start, on the ports advised, would run instead).
+    assert not data.exists()
     assert node.running and node.scan("\x00") == [], "the launcher touched a node it does not own"
     assert node.put("k", b"still fine").status == 201
+    # A data dir that held other files keeps them, and only them.
+    data.mkdir()
+    (data / "notes.txt").write_text("mine\n")
+    launcher = run_launcher(["--port", str(port), "--data-dir", str(data)], tmp_path)
+    assert_exit_2_with_one_line(launcher.result)
+    assert [entry.name for entry in data.iterdir()] == ["notes.txt"]
+
+
+def test_a_stored_clusters_port_held_by_another_process_is_said_to_keep_its_url(tmp_path: Path) -> None:
+    """A stored membership's members keep their URLs: no other --port to advise, and nothing removed."""
+    with launched_cluster(tmp_path, 2) as (_, urls, _):
+        pass
+    data = tmp_path / "data"
+    stored = sorted(entry.name for entry in data.iterdir())
+    port = urls[0].rpartition(":")[2]
+    with socket.create_server(("127.0.0.1", int(port))):
+        launcher = run_launcher(["--nodes", "2", "--port", port, "--data-dir", str(data)], tmp_path)
+    stderr = assert_exit_2_with_one_line(launcher.result)
+    assert stderr == (
+        f"kvnode: cannot listen on {urls[0]}: Address already in use: another process holds the port, and "
+        f"the members {data} stores keep their URLs: stop that process (or start afresh in another "
+        "--data-dir)\n"
+    ), stderr
+    assert sorted(entry.name for entry in data.iterdir()) == stored
 
 
 def test_cluster_with_a_data_dir_that_is_a_file_says_so_once_and_exits_2(tmp_path: Path) -> None:

@@ -1,16 +1,19 @@
 """The connection guard (kvnode.access.connections) in one process: its counts and bounds, and an app
 served through GuardedRunner on a loopback port, spoken to with raw bytes (a refused request answered in
-one line, request headers timed, the cap with its reserve for peers, the direct routes); and the aiohttp
-internals it relies on, checked by name. (tests/cluster/test_limits.py has the guard in real nodes.)"""
+one line, a line over the parser's limit with the limit, request headers timed, the cap with its reserve
+for peers, the direct routes); and the aiohttp internals it relies on, checked by name.
+(tests/cluster/test_limits.py has the guard in real nodes.)"""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import resource
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import pytest
 from aiohttp import web
 from aiohttp.typedefs import Handler
 from aiohttp.web_protocol import RequestHandler
@@ -122,6 +125,70 @@ async def test_a_request_the_parser_refuses_is_answered_400_in_one_line() -> Non
     head, _, body = answer.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.0 400 ")  # the request line was refused: aiohttp answers in HTTP/1.0
     assert body.startswith(b"malformed request: ") and body.count(b"\n") == 1 and body.endswith(b"\n")
+
+
+async def test_a_request_line_or_header_over_the_parsers_limit_is_answered_with_the_limit() -> None:
+    """Not aiohttp's "Got more than 8190 bytes when reading: bytearray(b'/v0/entity?...": a 414 for the
+    request line (a key too long), with the longest key that always fits, and a 431 for a header line."""
+    async with guarded(ConnectionGuard(100, 0, 10.0)) as port:
+        long_key = await exchange(port, get("/v0/entity?id=" + "k" * 9000))
+        long_header = await exchange(port, get("/", "X-Big: " + "b" * 9000))
+    head, _, body = long_key.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.0 414 ")
+    assert body == (
+        b"request line too long: it is at most 8190 bytes, and a key of up to 8000 bytes percent-encoded "
+        b"always fits (a byte other than A-Z a-z 0-9 - . _ ~ takes 3)\n"
+    )
+    head, _, body = long_header.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.0 431 ")
+    assert body == b"request header too long: a header line is at most 8190 bytes\n"
+
+
+async def test_a_key_of_the_length_said_to_fit_fits_with_every_parameter() -> None:
+    """The 414's promise: a PUT's request line with an 8000-byte key and every parameter is parsed."""
+    line = "/v0/entity?id=" + "k" * 8000 + "&ack=3&from=3&ttl=630720000000"
+    async with guarded(ConnectionGuard(100, 0, 10.0)) as port:
+        answer = await exchange(port, get(line).replace(b"GET ", b"PUT ", 1))
+    assert answer.startswith(b"HTTP/1.1 404 ")  # parsed, and routed: the test's app has no such route
+
+
+async def test_a_client_gone_during_a_streamed_answer_is_one_info_line_not_an_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A backup that fails on one member stops its streams from the others: their handlers' writes fail
+    (aiohttp's ClientConnectionResetError), which aiohttp logged as an ERROR with a traceback."""
+    streaming, ended = asyncio.Event(), asyncio.Event()
+
+    async def endless(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse()
+        await response.prepare(request)
+        try:
+            while True:  # until the client is gone: each write waits while the client is behind
+                await response.write(b"x" * (1 << 20))
+                streaming.set()
+        finally:
+            ended.set()
+
+    app = web.Application()
+    app.router.add_get("/stream", endless)
+    runner = GuardedRunner(app, ConnectionGuard(100, 0, 10.0), idle_timeout=60)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    try:
+        with caplog.at_level(logging.INFO):
+            reader, writer = await asyncio.open_connection("127.0.0.1", runner.addresses[0][1])
+            writer.write(get("/stream"))
+            await asyncio.wait_for(streaming.wait(), ANSWER_S)
+            await reader.read(1 << 16)
+            writer.close()
+            await asyncio.wait_for(ended.wait(), ANSWER_S)
+            await eventually(lambda: "closed the connection" in caplog.text)
+    finally:
+        await runner.cleanup()
+    assert [record.getMessage() for record in caplog.records if record.name == "kvnode"] == [
+        "GET /stream: the client closed the connection during the answer"
+    ]
+    assert not [record for record in caplog.records if record.levelno >= logging.WARNING]
 
 
 async def test_request_headers_not_all_in_within_the_timeout_close_the_connection() -> None:

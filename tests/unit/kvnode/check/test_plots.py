@@ -40,8 +40,8 @@ def test_without_matplotlib_none_is_drawn_and_the_install_command_is_named(
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
     with pytest.raises(plots.PlotsUnavailable) as raised:
         plots.draw(OPS, FAULTS, tmp_path)
-    assert (
-        str(raised.value)
-        == "no plots: matplotlib is not installed (to draw them: .venv/bin/pip install -e '.[load]')"
+    assert str(raised.value) == (
+        "no plots: matplotlib is not installed (to draw them: `make load-tools` (that is, .venv/bin/pip "
+        "install -e '.[load]'))"
     )
     assert list(tmp_path.iterdir()) == []

@@ -1,6 +1,7 @@
 """kvnode.cluster.bootstrap in-process: a node joining through a seed (the claimant first, then the rest),
 refused while a member is unreachable with nothing left behind, and a replacement refused while the
-member answers; the change's own channels log nothing, and no other channel is silenced. Every member
+member answers; a seed that refuses the joiner's cluster secret is named as refusing it, with the flag that
+fixes it; the change's own channels log nothing, and no other channel is silenced. Every member
 in-process, the seed's /v0/status on an HTTP server of the test. (tests/cluster/test_join.py and
 test_replace.py run real nodes, crash points included.)"""
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import cast
@@ -17,7 +19,10 @@ from aiohttp import web
 
 from kvnode.cluster.bootstrap import CHANNELS_LOG, OpenPeer, take_place
 from kvnode.config import NodeConfig
-from kvnode.replica.channel.handshake import ClusterAuth
+from kvnode.replica.channel import wire
+from kvnode.replica.channel.answerers import Answerers
+from kvnode.replica.channel.handshake import SECRET_ADVICE, ClusterAuth
+from kvnode.replica.channel.server import PeerGate, ReplicaServer
 from kvnode.replica.peer import PeerReplica
 from kvnode.storage.system_db import SystemDb
 from kvnode.topology.membership import ChangeRefused
@@ -96,6 +101,63 @@ async def test_a_member_that_answers_is_not_replaced_and_one_down_is(tmp_path: P
             plan = await take_place(*joining(newcomer, seed, old[0], replace=old[2].url))
         assert plan.urls == (old[0].url, old[1].url, newcomer.url)
         assert newcomer.system.identity.saved_state() == "rebuilding"  # it rebuilds the member's data
+
+
+SEED_SECRET = b"the-seed-holds-this-secret"
+
+
+@contextlib.asynccontextmanager
+async def seed_with_secret(cluster: str) -> AsyncIterator[str]:
+    """A seed answering /v0/status and, holding SEED_SECRET, the replica channel's routes as a node does."""
+    listening = socket.create_server(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{listening.getsockname()[1]}"
+
+    async def status(request: web.Request) -> web.Response:
+        return web.json_response({"cluster_id": cluster})
+
+    app = web.Application()
+    app.router.add_get("/v0/status", status)
+    gate = PeerGate(ClusterAuth(SEED_SECRET, cluster, url), wire.Limits.for_body(1 << 20))
+    ReplicaServer(gate, Answerers(), lambda: b"").add_routes(app)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.SockSite(runner, listening).start()
+    try:
+        yield url
+    finally:
+        await runner.cleanup()
+
+
+@pytest.mark.parametrize(
+    ("secret", "why"),
+    [
+        (b"", "{seed} requires a cluster secret, and this node has none"),
+        (
+            b"a-secret-the-seed-does-not-hold",
+            "{seed} says: replica channel refused: wrong proof: the connecting node holds a different "
+            "cluster secret than this node (or belongs to another cluster)",
+        ),
+    ],
+)
+async def test_a_seed_refusing_the_secret_is_said_to_refuse_it_with_the_flag_that_fixes_it(
+    tmp_path: Path, secret: bytes, why: str
+) -> None:
+    """Not "the seed is unreachable: secret": the seed answered, refused this node's secret (or its
+    lack of one), and the line says so in full, as the seed's own log does."""
+    async with in_process_nodes(tmp_path, 1, members=1) as (newcomer,), seed_with_secret("c1") as seed:
+        config = NodeConfig(host="127.0.0.1", join=seed, cluster_secret=secret)
+
+        def open_peer(url: str, auth: ClusterAuth | None, logger: logging.Logger) -> PeerReplica:
+            return PeerReplica(url, 2.0, auth=auth, logger=logger)
+
+        with pytest.raises(ChangeRefused) as refused:
+            await take_place(config, newcomer.system, None, open_peer)
+        assert newcomer.system.membership.load() is None
+    assert str(refused.value) == (
+        f"cannot join: the seed {seed} refused this node's replica channel: upgrade refused "
+        f"('HTTP/1.1 403 Forbidden'): {why.format(seed=seed)}; {SECRET_ADVICE}"
+    )
+    assert "--cluster-secret-file" in SECRET_ADVICE
 
 
 def test_the_changes_channels_log_nothing_and_the_nodes_own_channels_still_do(

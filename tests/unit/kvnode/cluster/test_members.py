@@ -93,6 +93,7 @@ async def test_a_version_without_this_node_is_stored_and_the_epoch_stays_as_it_w
         members.adopt(leaving.removed(three.url))
         assert members.without_this_node == leaving.removed(three.url)
         assert three.system.membership.load() == leaving.removed(three.url)  # a restart is refused
+        assert three.system.membership.left() == three.url  # ... saying that it left
         assert members.membership == leaving and told.versions == [1, 2]  # it answers as it did
 
 

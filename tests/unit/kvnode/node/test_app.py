@@ -1,7 +1,8 @@
 """A node's application (kvnode.node.app) served in this process: a method a path does not take is a 405
 naming the ones it does, an unknown path a 404, both in one line and writing nothing; the client token
-check, only with a tokens file (401 without a valid token, 403 beyond its role, open paths untouched);
-the hot routes called directly only without it."""
+check, only with a tokens file (401 without a valid token, its line telling a missing token from an
+unknown one, as kvnode.client reports it; 403 beyond its role, open paths untouched); the hot routes called
+directly only without it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from kvnode.access.client_auth import unauthorized_reason
 from kvnode.access.connections import DIRECT_ROUTES
+from kvnode.client import BadRequest, Client
 from kvnode.node.app import create_app
 from tests.drivers import Serve, ServedNode
 
@@ -82,9 +85,12 @@ async def test_with_tokens_a_request_needs_a_token_whose_role_allows_it(
     node = await serve(auth_tokens_file=tokens_file)
     assert DIRECT_ROUTES not in create_app(node.parts)  # every request passes the check
     status, text, headers = await answer(node, "GET", "/v0/entity?id=k")
-    assert (status, text) == (401, "a client token is needed: Authorization: Bearer TOKEN\n")
+    assert (status, text) == (401, unauthorized_reason(None) + "\n")
+    assert text.startswith("no client token: send 'Authorization: Bearer TOKEN'")
     assert headers["WWW-Authenticate"] == 'Bearer realm="kvnode"'
-    assert (await answer(node, "GET", "/v0/entity?id=k", "not-a-token"))[0] == 401
+    status, text, _ = await answer(node, "GET", "/v0/entity?id=k", "not-a-token")
+    assert (status, text) == (401, unauthorized_reason("Bearer not-a-token") + "\n")
+    assert text.startswith("a client token this node does not know: check it against the node's")
     assert (await answer(node, "PUT", "/v0/entity?id=k", TOKENS["read"]))[:2] == (
         403,
         "a read token may not PUT /v0/entity\n",
@@ -95,6 +101,22 @@ async def test_with_tokens_a_request_needs_a_token_whose_role_allows_it(
     assert (await answer(node, "POST", "/v0/repair", TOKENS["admin"]))[0] == 202
     assert (await answer(node, "GET", "/v0/status"))[0] == 200  # open to anyone
     assert (await answer(node, "GET", "/metrics"))[0] == 401
+
+
+async def test_the_client_library_reports_a_missing_or_unknown_token_as_a_bad_request_401(
+    serve: Serve, tokens_file: Path
+) -> None:
+    """docs/client.md's promise, from ``async with Client(...)`` on: BadRequest with the status and the
+    node's line (it raised Unreachable, "answered 401 a client token is needed", for both)."""
+    node = await serve(auth_tokens_file=tokens_file)
+    for token in (None, "not-a-token"):
+        with pytest.raises(BadRequest) as unauthorized:
+            async with Client(node.url, token=token):
+                pass
+        expected = unauthorized_reason(None if token is None else f"Bearer {token}")
+        assert (unauthorized.value.status, unauthorized.value.reason) == (401, expected)
+    async with Client(node.url, token=TOKENS["readwrite"]) as kv:  # a valid token: members from /v0/status
+        assert len(kv.members) == 1
 
 
 async def test_metrics_open_lets_metrics_answer_without_a_token(serve: Serve, tokens_file: Path) -> None:

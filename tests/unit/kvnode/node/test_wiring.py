@@ -61,6 +61,25 @@ async def test_a_node_that_is_not_a_member_of_its_stored_cluster_is_refused(tmp_
     )
 
 
+async def test_a_node_that_left_is_refused_saying_so_with_no_warning_first(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What a node that left stores (kvnode.cluster.members): the others' membership, and its own URL."""
+    async with open_parts(member(tmp_path, (A, B))) as parts:
+        without = parts.membership.with_leaving(A).removed(A)
+        parts.system.membership.save(without, left=A)
+    for cluster in [(), (A, B)]:  # as the README restarts a member; with the --cluster it started with
+        with caplog.at_level(logging.WARNING), pytest.raises(StorageUnavailable) as refused:
+            async with open_parts(member(tmp_path, cluster)):
+                pass
+        assert str(refused.value) == (
+            f"{A} left the cluster (or its join was undone) in membership version 3: the data dir "
+            f"{tmp_path} is no longer a member's; to serve again, join with --join SEED_URL and a new "
+            "--data-dir (or this one wiped)"
+        )
+        assert caplog.text == ""
+
+
 async def test_unusable_tls_or_tokens_files_are_refused_before_the_data_dir_is_made(tmp_path: Path) -> None:
     missing = tmp_path / "missing"
     data_dir = tmp_path / "data"

@@ -1,12 +1,14 @@
 """kvnode.ops.backup: a backup of members (canned servers in this process) is each key's newest version
 among them, tombstones included, in one file of frames, with the manifest written last and checked by a
-restore; a directory that holds a backup already is refused, and a member down, a stream that breaks off
-or one out of key order leaves no backup."""
+restore; the directory is created 0700 and the files 0600 (a backup holds every value); a directory that
+holds a backup already, or anything else, is refused, and a member down, a stream that breaks off or one
+out of key order leaves no backup."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import stat
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -69,6 +71,10 @@ def test_a_backup_holds_each_keys_newest_version_and_a_manifest_that_checks(
         f"backup of 2 members in {tmp_path / 'b'}: 4 keys (2 values, 1 tombstones, 1 expired)"
     )
     assert out.err == "backup: streaming the versions of 2 members\n"
+    modes = {
+        path.name: stat.S_IMODE(path.stat().st_mode) for path in [tmp_path / "b", *(tmp_path / "b").iterdir()]
+    }
+    assert modes == {"b": 0o700, VERSIONS: 0o600, MANIFEST: 0o600}  # its owner's only: it holds every value
 
 
 def test_the_summary_is_json_on_request(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -89,6 +95,26 @@ def test_a_directory_that_holds_a_backup_is_refused(
         capsys.readouterr().err
         == f"kvnode admin: {tmp_path / 'b'} holds a backup already: give another directory\n"
     )
+
+
+def test_a_directory_that_holds_anything_else_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/backup.md's "a new or empty directory", made true: refused before any node is asked."""
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "notes.txt").write_text("mine\n")
+    (tmp_path / "b" / "old").mkdir()
+    assert run("backup", tmp_path / "b", "http://127.0.0.1:1") == 2
+    assert capsys.readouterr().err == (
+        f"kvnode admin: {tmp_path / 'b'} is not empty (it holds notes.txt and 1 more): give a new or empty "
+        "directory\n"
+    )
+    (tmp_path / "file").write_text("")
+    assert run("backup", tmp_path / "file", "http://127.0.0.1:1") == 2
+    assert capsys.readouterr().err == (
+        f"kvnode admin: {tmp_path / 'file'} is not a directory: give a new or empty directory\n"
+    )
+    assert sorted(path.name for path in (tmp_path / "b").iterdir()) == ["notes.txt", "old"]
 
 
 @pytest.mark.parametrize(

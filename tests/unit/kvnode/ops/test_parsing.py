@@ -92,3 +92,22 @@ def test_a_misspelled_flag_is_named_by_its_command_with_the_closest_one(
     unknown = next(arg for arg in args if arg in ("--prot", "--nodse", "--node", "--ulr", "--jsn"))
     advice = f": did you mean {meant}?" if meant else ""
     assert capsys.readouterr().err == f"python -m kvnode {command}: error: unknown flag {unknown}{advice}\n"
+
+
+def test_a_word_that_is_no_command_is_named_before_the_flags_after_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``nod --port 8085``: the mistake is the command, not a flag node has."""
+    with pytest.raises(SystemExit):
+        cli.main(["nod", "--port", "8085"])
+    error = capsys.readouterr().err  # the list of choices is quoted as the Python version quotes it
+    assert error.startswith(
+        "python -m kvnode: error: argument {cluster,node,admin,check}: invalid choice: 'nod'"
+    )
+    assert error.count("\n") == 1
+    top = OneLineParser(prog="tool")
+    top.add_argument("--url")
+    top.add_subparsers(dest="command", parser_class=OneLineParser).add_parser("status")
+    assert "invalid choice: 'stauts'" in refusal(top, ["--url", "u", "stauts", "--json"], capsys)
+    # A flag's value is no command: an unknown flag after it is still named.
+    assert refusal(top, ["--url", "u", "--jsn", "status"], capsys) == "tool: error: unknown flag --jsn\n"

@@ -32,6 +32,10 @@ def test_the_stored_membership_rules_and_a_differing_flag_is_named() -> None:
     ]
     assert "another order" in at_start(stored, [C, B, A])[1][0]
     assert "http://c:1 is a member and not in --cluster" in at_start(stored, [A])[1][0]
+    # No --cluster (a restart on the data dir, as the README's): nothing to compare; a first start without
+    # it seeds a cluster of this node alone.
+    assert at_start(stored, [], own=A) == (stored, [])
+    assert at_start(None, [], own=A) == (Membership.seeded([A]), [])
 
 
 def test_the_replication_factor_is_set_at_the_first_start_and_kept_by_every_change() -> None:
