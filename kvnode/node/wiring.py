@@ -262,6 +262,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
         members.start(
             [
                 coordinator,
+                hints,
                 paxos,
                 summaries,
                 parts.gc,
