@@ -24,7 +24,8 @@ from typing import Any
 from aiohttp import web
 
 from kvnode.cluster.changes import start_leave, start_resize, undo_join
-from kvnode.healing.cleanup_run import CleanupRefused
+from kvnode.healing.cleanup_run import CleanupRefused, CleanupRun
+from kvnode.healing.outcomes import RepairRun
 from kvnode.node.params import bad_request, query_of
 from kvnode.node.parts import PARTS
 from kvnode.node.query import BadQuery
@@ -140,10 +141,7 @@ async def start_repair(request: web.Request) -> web.Response:
 
 
 async def repair_progress(request: web.Request) -> web.Response:
-    run = request.app[PARTS].anti_entropy.run
-    if run is None:
-        return web.Response(status=404, text="no repair has been asked of this node since it started\n")
-    return web.json_response(run.to_json(), dumps=_dumps)
+    return _progress(request.app[PARTS].anti_entropy.run, "repair")
 
 
 async def start_cleanup(request: web.Request) -> web.Response:
@@ -155,9 +153,13 @@ async def start_cleanup(request: web.Request) -> web.Response:
 
 
 async def cleanup_progress(request: web.Request) -> web.Response:
-    run = request.app[PARTS].gc.cleanup
+    return _progress(request.app[PARTS].gc.cleanup, "cleanup")
+
+
+def _progress(run: RepairRun | CleanupRun | None, what: str) -> web.Response:
+    """The run's progress as JSON; 404 when none was asked (``what``: a repair, a cleanup)."""
     if run is None:
-        return web.Response(status=404, text="no cleanup has been asked of this node since it started\n")
+        return web.Response(status=404, text=f"no {what} has been asked of this node since it started\n")
     return web.json_response(run.to_json(), dumps=_dumps)
 
 
