@@ -1,5 +1,5 @@
-"""Helpers for the tombstone GC tests (test_gc, test_backup): short GC settings, repairs run to their
-end, and waiting for tombstones past their grace period."""
+"""Helpers for the tombstone GC tests (test_gc, test_backup, test_cleanup): short GC settings, repairs run
+to their end, waiting for tombstones past their grace period, and every version a node holds."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from tests.harness import Node, run_kvnode, stats, wait_for
+from kvnode.storage.frames import FrameParser
+from kvnode.storage.records import Record, decode
+from tests.harness import Node, request, run_kvnode, stats, wait_for
 
 # The shortest grace period (the hint window may not be longer), and short bounds on how late a version
 # can reach a replica, which GC waits for too (kvnode.healing.gc_rule).
@@ -45,3 +47,13 @@ def past_grace(nodes: list[Node], count: int) -> None:
         return bool(figures["waiting"] + figures["tombstones_dropped"] >= count)
 
     wait_for(lambda: all(found(node) for node in nodes), what="the tombstones past their grace period")
+
+
+def versions_of(node: Node, **bounds: str) -> dict[str, Record]:
+    """Every version the node holds (with ``start`` <= key < ``end``), tombstones included, by key."""
+    reply = request(node.url, "GET", "/v0/versions", bounds)
+    assert reply.status == 200, reply.text
+    parser = FrameParser()
+    frames = parser.feed(reply.body)
+    parser.finish()
+    return {key.decode(): decode(raw) for key, raw in frames}

@@ -3,8 +3,9 @@ each request needs, and the table kept current on SIGHUP.
 
 The file has one ``TOKEN ROLE`` a line (blank lines and ``#`` comments aside), roles ``read`` (GET of
 /v0/entity and /v0/entities), ``readwrite`` (also PUT and DELETE) and ``admin`` (also /v0/cluster,
-/v0/stats, /metrics, /v0/repair, /v0/leave, /v0/remove, /v0/replication-factor and /v0/versions); it
-must be readable by its owner only, as the cluster secret's file. An error names the line, never a token.
+/v0/stats, /metrics, /v0/repair, /v0/cleanup, /v0/leave, /v0/remove, /v0/replication-factor and
+/v0/versions); it must be readable by its owner only, as the cluster secret's file. An error names the
+line, never a token.
 Tokens are kept by their SHA-256 digest: a lookup is one dict access, and the digest found is compared
 again with ``hmac.compare_digest``, so neither the lookup's timing nor the table in memory gives a token away.
 
@@ -62,6 +63,7 @@ _ADMIN_PATHS = frozenset(
         "/v0/replication-factor",
         "/v0/versions",
         "/v0/paxos",
+        "/v0/cleanup",
     }
 )  # kvnode.node.operator_api, kvnode.node.versions_api
 _BEARER = "Bearer "

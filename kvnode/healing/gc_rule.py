@@ -8,9 +8,12 @@ repair gave the peer this version (or a newer one), so once it is dropped here n
 it was hiding. docs/gc.md says why nothing can then bring the deleted value back.
 
 A version this node holds but no longer owns (a member joined, or one it replaced left: the key's owners
-changed) is handed over the same way: once the membership has been settled (no member joining or leaving)
-for longer than the grace period, it may be dropped once its owners hold it (kvnode.healing.gc
-confirms): a node that no longer owns a key drops it after a grace period.
+changed) is a surplus copy, handed over the same way: once the membership has been settled (no member
+joining or leaving) for longer than the grace period, it may be dropped once its owners hold it
+(kvnode.healing.gc confirms): a node that no longer owns a key drops it after a grace period. A cleanup
+(``admin cleanup``) judges a live surplus copy droppable as soon as the membership is settled, without
+the grace period; a surplus tombstone or expired version keeps it, since it is what beats an older value
+that may still reach this node.
 
 When a version reached this node is not stored; its timestamp bounds it, a known time later
 (``arrival_us``): a write reaches its replicas within the replica timeout, a hint within the hint window
@@ -29,6 +32,12 @@ Verdict(outcome=<Outcome.WAIT: 'wait'>, waiting_for=('http://c:1',))
 <Outcome.DROP: 'drop'>
 >>> rule.judge(b"k", Record.delete(500), now=610, completed=marks.__getitem__).outcome   # in its grace
 <Outcome.KEEP: 'keep'>
+>>> two_owners = Placement(["http://a:1", "http://b:1", "http://c:1"], replication=2)  # k's: a and b
+>>> rule = GcRule("http://c:1", two_owners, grace_us=100, arrival_us=10, settled_since=600)
+>>> rule.judge(b"k", Record.put(500, b"v"), now=700, completed=marks.__getitem__).outcome  # in the grace
+<Outcome.SURPLUS: 'surplus'>
+>>> rule.judge(b"k", Record.put(500, b"v"), now=700, completed=marks.__getitem__, cleanup=True).outcome
+<Outcome.UNOWNED: 'unowned'>
 """
 
 from __future__ import annotations
@@ -45,10 +54,11 @@ __all__ = ["GcRule", "Outcome", "Verdict"]
 
 
 class Outcome(enum.Enum):
-    KEEP = "keep"  # live, absent for less than the grace period, or not owned for less than it
+    KEEP = "keep"  # live, or absent for less than the grace period
     WAIT = "wait"  # past its grace, but some replica has not completed a repair with this node since
     DROP = "drop"
-    UNOWNED = "unowned"  # not this node's any more, past the grace period: dropped once its owners hold it
+    UNOWNED = "unowned"  # a surplus copy that may go (past the grace period): dropped once its owners hold it
+    SURPLUS = "surplus"  # not this node's any more, kept: within the grace period, or a change under way
 
 
 class Verdict(NamedTuple):
@@ -59,6 +69,7 @@ class Verdict(NamedTuple):
 _KEEP = Verdict(Outcome.KEEP)
 _DROP = Verdict(Outcome.DROP)
 _UNOWNED = Verdict(Outcome.UNOWNED)
+_SURPLUS = Verdict(Outcome.SURPLUS)
 
 
 class GcRule:
@@ -91,14 +102,20 @@ class GcRule:
             settled_since=epoch.settled_since,
         )
 
-    def judge(self, key: bytes, record: Record, *, now: int, completed: Callable[[str], int]) -> Verdict:
+    def judge(
+        self, key: bytes, record: Record, *, now: int, completed: Callable[[str], int], cleanup: bool = False
+    ) -> Verdict:
         """Whether ``record``, key's stored version, may be dropped at ``now``; ``completed(peer)`` is
-        when the last repair with peer that completed started (kvnode.storage.system_db.RepairMarks)."""
+        when the last repair with peer that completed started (kvnode.storage.system_db.RepairMarks).
+        ``cleanup``: a live surplus copy may go without the grace period (``admin cleanup``)."""
         others = self.other_replicas(key, record.copies)
         if others is None:  # this node should not hold it at all
             settled = self.settled_since
-            unowned_long = settled is not None and now - settled > self.grace_us + self.arrival_us
-            return _UNOWNED if unowned_long else _KEEP
+            if settled is None:  # a change under way: its owners are not final
+                return _SURPLUS
+            if cleanup and not record.absent_at(now):
+                return _UNOWNED
+            return _UNOWNED if now - settled > self.grace_us + self.arrival_us else _SURPLUS
         if not record.absent_at(now):
             return _KEEP
         absent_since = record.timestamp if record.tombstone else record.expires

@@ -1,6 +1,10 @@
 """The operator's commands over HTTP, which ``python -m kvnode admin`` calls: ``POST /v0/repair`` starts a
 full anti-entropy repair of this node's keys with every peer (or joins the one running) and ``GET
-/v0/repair`` shows its progress, both as JSON (kvnode.healing.outcomes.RepairRun); ``POST
+/v0/repair`` shows its progress, both as JSON (kvnode.healing.outcomes.RepairRun); ``POST /v0/cleanup``
+starts a cleanup of this node's surplus copies (the versions of keys it no longer owns, dropped without
+the grace period once their owners hold them: kvnode.healing.gc) or joins the one running, 409 with the
+reason while a membership change is under way, and ``GET /v0/cleanup`` shows its progress, both as JSON
+(kvnode.healing.cleanup_run.CleanupRun); ``POST
 /v0/leave?member=URL`` makes a member leave (kvnode.cluster.changes.start_leave): 202 with the
 membership version that has it leaving and the change under way (as ``/v0/cluster`` says it: its kind,
 its member, the member that walks it, its version), or 409 with the one-line reason it cannot; ``POST
@@ -20,6 +24,8 @@ from typing import Any
 from aiohttp import web
 
 from kvnode.cluster.changes import start_leave, start_resize, undo_join
+from kvnode.healing.cleanup_run import CleanupRefused, CleanupRun
+from kvnode.healing.outcomes import RepairRun
 from kvnode.node.params import bad_request, query_of
 from kvnode.node.parts import PARTS
 from kvnode.node.query import BadQuery
@@ -30,9 +36,18 @@ from kvnode.topology.adoption import NotAdopted
 from kvnode.topology.change_steps import change_under_way
 from kvnode.topology.membership import ChangeRefused, Membership
 
-__all__ = ["LEAVE_PATH", "PAXOS_PATH", "REMOVE_PATH", "REPAIR_PATH", "RESIZE_PATH", "add_routes"]
+__all__ = [
+    "CLEANUP_PATH",
+    "LEAVE_PATH",
+    "PAXOS_PATH",
+    "REMOVE_PATH",
+    "REPAIR_PATH",
+    "RESIZE_PATH",
+    "add_routes",
+]
 
 REPAIR_PATH = "/v0/repair"
+CLEANUP_PATH = "/v0/cleanup"
 LEAVE_PATH = "/v0/leave"
 REMOVE_PATH = "/v0/remove"
 RESIZE_PATH = "/v0/replication-factor"
@@ -42,6 +57,8 @@ PAXOS_PATH = "/v0/paxos"
 def add_routes(app: web.Application) -> None:
     app.router.add_post(REPAIR_PATH, start_repair)
     app.router.add_get(REPAIR_PATH, repair_progress, allow_head=False)
+    app.router.add_post(CLEANUP_PATH, start_cleanup)
+    app.router.add_get(CLEANUP_PATH, cleanup_progress, allow_head=False)
     app.router.add_post(LEAVE_PATH, leave)
     app.router.add_post(RESIZE_PATH, resize)
     app.router.add_post(REMOVE_PATH, remove)
@@ -124,9 +141,25 @@ async def start_repair(request: web.Request) -> web.Response:
 
 
 async def repair_progress(request: web.Request) -> web.Response:
-    run = request.app[PARTS].anti_entropy.run
+    return _progress(request.app[PARTS].anti_entropy.run, "repair")
+
+
+async def start_cleanup(request: web.Request) -> web.Response:
+    try:
+        run = request.app[PARTS].gc.request_cleanup()
+    except CleanupRefused as refusal:
+        return web.Response(status=409, text=f"{refusal}\n")
+    return web.json_response(run.to_json(), status=202, dumps=_dumps)
+
+
+async def cleanup_progress(request: web.Request) -> web.Response:
+    return _progress(request.app[PARTS].gc.cleanup, "cleanup")
+
+
+def _progress(run: RepairRun | CleanupRun | None, what: str) -> web.Response:
+    """The run's progress as JSON; 404 when none was asked (``what``: a repair, a cleanup)."""
     if run is None:
-        return web.Response(status=404, text="no repair has been asked of this node since it started\n")
+        return web.Response(status=404, text=f"no {what} has been asked of this node since it started\n")
     return web.json_response(run.to_json(), dumps=_dumps)
 
 

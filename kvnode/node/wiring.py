@@ -158,7 +158,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             )
 
         settler = Settler()
-        # Its starvation: client requests shed, hints and repair yield. Quiet, it ticks with the heartbeats.
+        # Its starvation: client requests shed, hints, repair and GC yield. Quiet, it ticks with the beats.
         loop_lag = LoopLagMonitor(quiet_interval=beat_interval(config.timeout))
 
         def follow(peer: PeerReplica) -> Callable[[], Awaitable[None]]:
@@ -237,6 +237,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
                 clock.current,
                 pass_interval_s(config.gc_grace_s),
                 epoch.peers,
+                starvation=loop_lag.starvation,
             ),
             anti_entropy=anti_entropy,
             tokens=tokens,
@@ -261,6 +262,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
         members.start(
             [
                 coordinator,
+                hints,
                 paxos,
                 summaries,
                 parts.gc,

@@ -5,6 +5,7 @@
     python -m kvnode admin --url http://127.0.0.1:8080 locate user:42  # its replicas, their Paxos state
     python -m kvnode admin --url http://127.0.0.1:8080 hints --json  # hints waiting, per target
     python -m kvnode admin --url http://127.0.0.1:8080 repair --wait  # anti-entropy with every peer, now
+    python -m kvnode admin --url http://127.0.0.1:8080 cleanup --wait  # surplus copies dropped, everywhere
     python -m kvnode admin --url http://127.0.0.1:8080 leave http://127.0.0.1:8082 --wait  # a member leaves
     python -m kvnode admin --url http://127.0.0.1:8080 replication-factor 2 --wait  # N owners a key
     python -m kvnode admin --url http://127.0.0.1:8080 remove http://127.0.0.1:8083  # a join undone
@@ -29,6 +30,13 @@ for its acceptor state for the key (``GET /v0/paxos``, kvnode.node.operator_api:
 proposal accepted and not yet committed, the last commit's ballot), an owner that does not answer shown
 as unreachable, with why. A node that cannot be reached, or a bad URL, exits 2 with one line.
 
+``cleanup`` asks every member (as the node at ``--url`` lists them) to drop its surplus copies now
+(``POST /v0/cleanup``: the versions of keys it no longer owns, once every owner holds them); with
+``--wait`` it follows them all as ``repair --wait`` does, prints each member's summary and the totals, and
+exits 1 naming the members that could not complete (unreachable, a change under way, an owner that did
+not confirm). ``status`` shows each member's surplus copies as its last GC pass counted them (asked of
+each member the node reaches).
+
 A node started with ``--auth-tokens-file`` needs an admin token (``--token-file``); an https:// node is
 verified against ``--tls-ca``:
 
@@ -38,6 +46,7 @@ verified against ``--tls-ca``:
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
 import os
 import sys
@@ -65,6 +74,8 @@ def main(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
     try:
         if args.command == "repair":
             return _repair(args)
+        if args.command == "cleanup":
+            return _cleanup(args)
         if args.command == "leave":
             return _leave(args)
         if args.command == "replication-factor":
@@ -108,7 +119,7 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     commands = parser.add_subparsers(
         dest="command",
         required=True,
-        metavar="{status,ring,locate,hints,repair,leave,remove,replication-factor,backup,restore}",
+        metavar="{status,ring,locate,hints,repair,cleanup,leave,remove,replication-factor,backup,restore}",
     )
     commands.add_parser("status", parents=[after], help="each member, and whether this node reaches it")
     commands.add_parser(
@@ -125,6 +136,15 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         "repair", parents=[after], help="a full anti-entropy repair of the node's keys with every peer, now"
     )
     repair.add_argument("--wait", action="store_true", help="follow it to its end (exit 1 if a peer failed)")
+    cleanup = commands.add_parser(
+        "cleanup",
+        parents=[after],
+        help="every member drops now the copies it no longer owns, once their owners hold them (after a "
+        "join); admin status shows the surplus copies each member's last GC pass counted",
+    )
+    cleanup.add_argument(
+        "--wait", action="store_true", help="follow it to its end (exit 1 naming the members that could not)"
+    )
     leave = commands.add_parser(
         "leave",
         parents=[after],
@@ -166,6 +186,61 @@ def _repair(args: argparse.Namespace) -> int:
         run = fetch(args.url, args.token, args.tls_ca, "/v0/repair")
     print(json.dumps(run, indent=2) if args.json else run["summary"])
     return 1 if run["unreached"] else 0
+
+
+def _cleanup(args: argparse.Namespace) -> int:
+    """Start a cleanup on every member the node at --url lists; with --wait, follow each to its end."""
+    members = fetch(args.url, args.token, args.tls_ca)["cluster"]
+    runs: dict[str, dict[str, Any]] = {}
+    failed: dict[str, str] = {}  # the members that could not, and why
+    for member in members:
+        try:
+            runs[member] = fetch(member, args.token, args.tls_ca, "/v0/cleanup", "POST")
+        except (Refused, Unreachable) as error:
+            failed[member] = str(error)
+    if args.wait:
+        _follow_cleanups(args, runs, failed)
+        failed |= {member: run["summary"] for member, run in runs.items() if not run["completed"]}
+    if args.json:
+        print(json.dumps({"members": runs, "failed": failed}, indent=2))
+    elif args.wait:
+        dropped = sum(run["dropped"] for run in runs.values())
+        size = sum(run["bytes"] for run in runs.values())
+        for member, run in runs.items():
+            print(f"{member}: {run['summary']}")
+        print(
+            f"cleanup completed on {len(members) - len(failed)} of {len(members)} members: {dropped} surplus "
+            f"copies dropped ({size} bytes)"
+        )
+    else:
+        print(f"cleanup started on {len(runs)} of {len(members)} members; follow it with --wait")
+    for member, why in failed.items():
+        print(f"kvnode admin: cleanup did not complete on {member}: {why}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _follow_cleanups(
+    args: argparse.Namespace, runs: dict[str, dict[str, Any]], failed: dict[str, str]
+) -> None:
+    """Ask each member for its cleanup's progress until every one is done; a member that cannot be asked
+    any more (stopped: its cleanup is gone with it) moves from ``runs`` to ``failed``. Progress on stderr."""
+    shown = ""
+    while not all(run["done"] for run in runs.values()):
+        line = (
+            f"cleaning up: {sum(run['done'] for run in runs.values())} of {len(runs)} members done, "
+            f"{sum(run['scanned'] for run in runs.values())} versions read, "
+            f"{sum(run['dropped'] for run in runs.values())} surplus copies dropped"
+        )
+        if line != shown:
+            print(line, file=sys.stderr, flush=True)
+            shown = line
+        time.sleep(_POLL_S)
+        for member in [member for member, run in runs.items() if not run["done"]]:
+            try:
+                runs[member] = fetch(member, args.token, args.tls_ca, "/v0/cleanup")
+            except Unreachable as error:
+                failed[member] = str(error)
+                del runs[member]
 
 
 def _leave(args: argparse.Namespace) -> int:
@@ -267,7 +342,11 @@ def _progress(run: dict[str, Any]) -> str:
 
 def _status(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     pending = view["hints"]["pending"]
-    members = [{**member, "hints_pending": pending.get(member["url"], 0)} for member in view["members"]]
+    surplus = _surplus(view, args)
+    members = [
+        {**member, "hints_pending": pending.get(member["url"], 0), "surplus": surplus[member["url"]]}
+        for member in view["members"]
+    ]
     return {
         "node": view["node"],
         "membership_version": view["membership_version"],
@@ -282,6 +361,27 @@ def _status(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
         "gc": view["gc"],
         "rebuild": view["rebuild"],
     }
+
+
+def _surplus(view: dict[str, Any], args: argparse.Namespace) -> dict[str, int | None]:
+    """Each member's surplus copies, as its last GC pass counted them: this node's from its view, each
+    other's asked of it, at once (None for a member the node does not reach, or that cannot be asked)."""
+
+    def counted(member: dict[str, Any]) -> int | None:
+        gc = view["gc"]
+        if not member["self"]:
+            if not member["reachable"]:
+                return None
+            try:
+                gc = fetch(member["url"], args.token, args.tls_ca, "/v0/stats")["gc"]
+            except (Refused, Unreachable):
+                return None
+        surplus = gc.get("surplus")  # None from a node older than the figure
+        return None if surplus is None else int(surplus)
+
+    members = view["members"]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(members))) as pool:
+        return dict(zip((member["url"] for member in members), pool.map(counted, members), strict=True))
 
 
 def _ring(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:

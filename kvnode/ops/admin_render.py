@@ -1,6 +1,6 @@
 """How ``python -m kvnode admin`` shows a report to a person: a table per command (locate's with its owners'
 Paxos state in a second one), and a line under the status table for what needs saying (a change under
-way, a clock off, GC waiting, data not whole). The
+way, a clock off, GC waiting, surplus copies, data not whole). The
 hints table has a column for each of the hint store's figures by target, as their table describes them
 (kvnode.figures); the lines are sentences, each worded for the figures it speaks of."""
 
@@ -27,15 +27,18 @@ def render(command: str, view: dict[str, Any], report: dict[str, Any]) -> str:
                 _down_for(m),
                 "-" if m["self"] else str(m["hints_pending"]),
                 str(m.get("protocol") or "-"),
+                "-" if m["surplus"] is None else str(m["surplus"]),
             ]
             for m in report["members"]
         ]
         n = report["replication_factor"]
         title = f"cluster of {len(rows)} as {node} sees it; each key on N={n} of them"
-        table = _table(["MEMBER", "STATE", "REACHABLE", "DOWN FOR", "HINTS PENDING", "PROTOCOL"], rows)
+        headers = ["MEMBER", "STATE", "REACHABLE", "DOWN FOR", "HINTS PENDING", "PROTOCOL", "SURPLUS"]
+        table = _table(headers, rows)
         data = _data_lines(report["members"], report["rebuild"])
         change = _change_line(report) + (f"\n{report['undone']}" if report["undone"] else "")
-        return title + "\n" + table + change + _clock_line(report["clock"]) + _gc_line(report["gc"]) + data
+        gc = _gc_line(report["gc"]) + _surplus_line(report["members"])
+        return title + "\n" + table + change + _clock_line(report["clock"]) + gc + data
     if command == "ring":
         title = (
             f"cluster list of {node} (placement: rendezvous hashing; share from {SHARE_SAMPLE} sample keys)"
@@ -152,6 +155,18 @@ def _gc_line(gc: dict[str, Any]) -> str:
         peers = ", ".join(f"{peer} ({count})" for peer, count in gc["waiting_for"].items())
         line += f" with {peers}"
     return line
+
+
+def _surplus_line(members: list[dict[str, Any]]) -> str:
+    """A line under the status table while a member holds surplus copies (none otherwise)."""
+    surplus = sum(m["surplus"] or 0 for m in members)
+    if not surplus:
+        return ""
+    holders = sum(1 for m in members if m["surplus"])
+    return (
+        f"\nsurplus: {surplus} copies of keys their holder no longer owns, on {holders} of {len(members)} "
+        "members (as each one's last GC pass counted them): admin cleanup drops them now"
+    )
 
 
 def _data_lines(members: list[dict[str, Any]], rebuild: dict[str, Any]) -> str:

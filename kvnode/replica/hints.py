@@ -4,9 +4,11 @@ As in Cassandra: one ordered log per target node (here in the hints part of the 
 kvnode.storage.system_db, never the client keyspace), bounded per target, with a hint window: no new hints for
 a replica down longer than the window, and hints older than the window are dropped at delivery, and so are
 hints whose record is older than the tombstone GC's grace period, which a dropped tombstone could no
-longer beat (docs/gc.md; the hint window is at most the grace period, so this is a second guard). One task
-per peer delivers its hints in order, a batch at a time, at a throttled rate, whenever the peer is
-reachable; it also connects its peer at start.
+longer beat (docs/gc.md; the hint window is at most the grace period, so this is a second guard), and,
+once a membership change has settled, hints whose target no longer owns their key: delivered, such a
+hint would put back a surplus copy that ``admin cleanup`` dropped, one no tombstone on that node beats.
+One task per peer delivers its hints in order, a batch at a time, at a throttled rate, whenever the peer
+is reachable; it also connects its peer at start.
 
     >>> import tempfile, pathlib
     >>> tmp = tempfile.TemporaryDirectory()
@@ -37,6 +39,8 @@ from kvnode.loop_lag import Starvation
 from kvnode.memory import Settler
 from kvnode.replica.errors import ReplicaError, ReplicaSkewRefused
 from kvnode.storage.records import Record, decode, encode
+from kvnode.topology.epoch import Epoch
+from kvnode.topology.placement import Placement
 
 __all__ = ["HINT_FIGURES", "Hint", "HintDelivery", "HintStore", "HintTarget"]
 
@@ -69,7 +73,8 @@ HINT_FIGURES = Figures("hints", (
            by="peer", every_peer=True),
     Figure("dropped", Kind.COUNTER, "Hints not kept or dropped undelivered: window (target down too long), "
            "expired (older than the window), grace (record older than the GC grace period), full, refused "
-           "(for clock skew), storage, member (the target is no longer a member)", "kvnode_hints_dropped",
+           "(for clock skew), storage, member (the target is no longer a member), unowned (the target no "
+           "longer owns the key)", "kvnode_hints_dropped",
            by="reason"),
 ))  # fmt: skip
 
@@ -97,6 +102,7 @@ class HintStore:
         self.delivered: collections.Counter[str] = collections.Counter()  # by target
         self._added: dict[str, asyncio.Event] = {}
         self._seq = 0
+        self._settled: Placement | None = None  # the membership's placement while no change is under way
         for raw_key in self._db.iterator(include_value=False):  # target | NUL | seq
             self._pending[raw_key[: -_SEQ.size - 1].decode()] += 1
             self._seq = max(self._seq, _SEQ.unpack(raw_key[-_SEQ.size :])[0])
@@ -170,14 +176,23 @@ class HintStore:
                 break
         return hints
 
-    def stale(self, hint: Hint) -> str | None:
-        """Why ``hint`` must be dropped undelivered, if it must: "expired", kept longer than the hint
-        window; "grace", its record older than the GC grace period. None: deliver it."""
+    def use(self, epoch: Epoch[object]) -> None:
+        """Judge the hints by this membership from now on (kvnode.cluster.members tells each one)."""
+        self._settled = None if epoch.settled_since is None else epoch.placement
+
+    def stale(self, hint: Hint, target: str) -> str | None:
+        """Why ``hint`` for ``target`` must be dropped undelivered, if it must: "expired", kept longer
+        than the hint window; "grace", its record older than the GC grace period; "unowned", the target
+        no longer owns its key and no change is under way (its owners took the write or have hints of
+        their own). None: deliver it."""
         now_ms = self._wall_ms()
         if now_ms - hint.created_ms > self.window_ms:
             return "expired"
         if now_ms - hint.record.timestamp // 1000 > self.grace_ms:
             return "grace"
+        settled = self._settled
+        if settled is not None and target not in settled.owners(hint.key, hint.record.copies):
+            return "unowned"
         return None
 
     def added_event(self, target: str) -> asyncio.Event:
@@ -270,7 +285,7 @@ class HintDelivery:
         hints = store.oldest(url, _BATCH, _BATCH_BYTES)
         live, stale = [], []
         for hint in hints:
-            reason = store.stale(hint)
+            reason = store.stale(hint, url)
             if reason is None:
                 live.append(hint)
             else:

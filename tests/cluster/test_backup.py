@@ -11,25 +11,13 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from kvnode.storage.frames import FrameParser
-from kvnode.storage.records import Record, decode
 from tests.changes import Writer, assert_readable, fill, status_of
 from tests.harness import ClusterFactory, Node, assert_exit_2_with_one_line, request, run_kvnode, wait_for
-from tests.healing import GC, past_grace, repair_all
+from tests.healing import GC, past_grace, repair_all, versions_of
 
 
 def admin(node: Node, *args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     return run_kvnode(["admin", "--url", node.url, *map(str, args)], cwd)
-
-
-def versions_of(node: Node, **bounds: str) -> dict[str, Record]:
-    """Every version the node holds (with ``start`` <= key < ``end``), tombstones included, by key."""
-    reply = request(node.url, "GET", "/v0/versions", bounds)
-    assert reply.status == 200, reply.text
-    parser = FrameParser()
-    frames = parser.feed(reply.body)
-    parser.finish()
-    return {key.decode(): decode(raw) for key, raw in frames}
 
 
 def test_a_backup_taken_under_writes_restores_into_a_fresh_cluster(

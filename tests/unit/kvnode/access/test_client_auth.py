@@ -47,6 +47,8 @@ ADMIN = {
     ("GET", "/v0/versions"),
     ("POST", "/v0/versions"),
     ("POST", "/v0/remove"),
+    ("POST", "/v0/cleanup"),
+    ("GET", "/v0/cleanup"),
 }
 
 

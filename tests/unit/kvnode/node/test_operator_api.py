@@ -1,8 +1,9 @@
 """The operator's endpoints (kvnode.node.operator_api) on nodes served in this process: a repair started
-and its progress, as JSON ending with a newline; a leave answered 202 with the membership version that
-has the member leaving and the change (who walks it), or 409 with the one-line reason it cannot be; a join
-undone (remove) answered 200 with the version without the joiner, or 409 for a member that is not
-joining."""
+and its progress, as JSON ending with a newline; a cleanup started and followed to its end, its surplus
+copy dropped once the owner confirmed it, or 409 while a change is under way; a leave answered 202 with
+the membership version that has the member leaving and the change (who walks it), or 409 with the
+one-line reason it cannot be; a join undone (remove) answered 200 with the version without the joiner, or
+409 for a member that is not joining."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from typing import Any
 
 from kvnode.cluster.changes import make_as_member
 from kvnode.ops.ports import free_ports
+from kvnode.storage.records import Record
 from tests.drivers import Serve, ServedNode
+from tests.harness import eventually
 
 
 def as_json(body: bytes) -> Any:
@@ -29,6 +32,46 @@ async def test_a_repair_is_started_and_its_progress_shown(served: ServedNode) ->
     assert status == 202 and started["peers"] == [] and "summary" in started
     status, body = await served.call("GET", "/v0/repair")
     assert status == 200 and as_json(body)["peers"] == []
+
+
+async def test_a_cleanup_drops_a_surplus_copy_its_owner_holds_and_shows_its_progress(serve: Serve) -> None:
+    ports = free_ports(2)
+    members = tuple(f"http://127.0.0.1:{port}" for port in ports)
+    first, second = [await serve(port=port, cluster=members, replication_factor=1) for port in ports]
+    assert await first.call("GET", "/v0/cleanup") == (
+        404,
+        b"no cleanup has been asked of this node since it started\n",
+    )
+    placement = first.parts.members.placement
+    key = next(b"key-%d" % i for i in range(100) if placement.owners(b"key-%d" % i) == [members[1]])
+    record = Record.put(first.parts.clock.now(), b"value")
+    for node in (first, second):
+        node.parts.storage.apply(key, record)  # on its owner, and a surplus copy on the first
+    status, body = await first.call("POST", "/v0/cleanup")
+    assert status == 202 and {"done", "completed", "dropped", "summary"} <= as_json(body).keys()
+    cleanup = first.parts.gc.cleanup
+    await eventually(lambda: cleanup is not None and cleanup.done, what="the cleanup's end")
+    status, body = await first.call("GET", "/v0/cleanup")
+    run = as_json(body)
+    assert status == 200 and (run["completed"], run["scanned"], run["dropped"], run["unconfirmed_by"]) == (
+        True,
+        1,
+        1,
+        {},
+    )
+    assert first.parts.storage.read(key) is None and second.parts.storage.read(key) == record
+
+
+async def test_a_cleanup_is_409_while_a_member_joins(serve: Serve) -> None:
+    ports = free_ports(2)
+    members = tuple(f"http://127.0.0.1:{port}" for port in ports)
+    first, _ = [await serve(port=port, cluster=members) for port in ports]
+    await make_as_member(first.parts.members, first.parts.members.membership.with_joining("http://ghost:1"))
+    assert await first.call("POST", "/v0/cleanup") == (
+        409,
+        b"a membership change is under way (a member joining or leaving, or a new replication factor): run "
+        b"cleanup once it is over\n",
+    )
 
 
 async def test_a_leave_that_cannot_be_made_is_409_with_its_reason(serve: Serve) -> None:

@@ -1,8 +1,8 @@
-"""``python -m kvnode admin`` against real nodes: which members a node
-reaches, where a key lives and its owners' Paxos state, the hints it keeps; tables for people, ``--json``
-for scripts, exit 2 with one line when the node cannot be asked. And against canned nodes: ``--wait``
-following a change on the one member that walks it, as the node asked named it, until the version past
-it; locate asking every owner of a key's rounds, one gaining it included, with the admin token."""
+"""``python -m kvnode admin`` against canned nodes: ``--wait`` following a change on the one member that
+walks it, as the node asked named it, until the version past it; locate asking every owner of a key's
+rounds, one gaining it included, with the admin token; ``cleanup`` started on every member the node asked
+lists, followed to each one's end, exit 1 naming the members that could not complete; ``status`` asking
+each member it reaches for its surplus copies."""
 
 from __future__ import annotations
 
@@ -105,3 +105,88 @@ def test_wait_follows_a_change_asking_only_the_member_that_walks_it(
         "replication-factor": "replication factor 2 (membership version 3, 25 records streamed, ",
     }
     assert shown.startswith(ended[command]), shown
+
+
+def cleanup_run(done: bool, dropped: int = 0, unconfirmed_by: str = "") -> Answer:
+    """A member's ``/v0/cleanup`` (the parts admin reads)."""
+    summary = f"{dropped} surplus copies dropped ({dropped * 100} bytes) of 1000 versions read; in 0.5 s"
+    if unconfirmed_by:
+        summary = f"{dropped} surplus copies dropped; 2 kept: not confirmed by {unconfirmed_by} (2); in 0.5 s"
+    run = {
+        "done": done,
+        "completed": done and not unconfirmed_by,
+        "scanned": 1000 if done else 400,
+        "dropped": dropped,
+        "bytes": dropped * 100,
+        "summary": summary,
+    }
+    return Answer(202, json.dumps(run).encode())
+
+
+def test_cleanup_waits_for_every_member_and_names_those_that_could_not_complete(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(admin_tool, "_POLL_S", 0.0)
+    asked: dict[str, list[Answer]] = {"/v0/cleanup": [cleanup_run(False), cleanup_run(True, dropped=7)]}
+    behind: dict[str, list[Answer]] = {
+        "/v0/cleanup": [cleanup_run(False), cleanup_run(True, 3, "http://x:1")]
+    }
+    with (
+        canned_server(InTurn(asked)) as first,
+        canned_server(InTurn(behind)) as second,
+        canned_server({"/v0/cleanup": Answer(0)}) as gone,
+    ):
+        members = [first.url, second.url, gone.url]
+        asked["/v0/cluster"] = [Answer(200, json.dumps({"cluster": members}).encode())]
+        assert admin_tool.main(["--url", first.url, "cleanup", "--wait"]) == 1
+    shown, said = capsys.readouterr()
+    assert [(sent.method, sent.path) for sent in second.requests] == [("POST", "/v0/cleanup")] + [
+        ("GET", "/v0/cleanup")
+    ] * (len(second.requests) - 1)
+    assert shown.splitlines() == [
+        f"{first.url}: 7 surplus copies dropped (700 bytes) of 1000 versions read; in 0.5 s",
+        f"{second.url}: 3 surplus copies dropped; 2 kept: not confirmed by http://x:1 (2); in 0.5 s",
+        "cleanup completed on 1 of 3 members: 10 surplus copies dropped (1000 bytes)",
+    ]
+    progress, *failures = said.splitlines()
+    assert progress == "cleaning up: 0 of 2 members done, 800 versions read, 0 surplus copies dropped"
+    assert failures[0].startswith(f"kvnode admin: cleanup did not complete on {gone.url}: cannot read ")
+    assert failures[1] == (
+        f"kvnode admin: cleanup did not complete on {second.url}: 3 surplus copies dropped; 2 kept: not "
+        "confirmed by http://x:1 (2); in 0.5 s"
+    )
+
+
+def test_cleanup_without_wait_starts_it_on_every_member_and_json_shows_each_run(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    answers: dict[str, Answer] = {"/v0/cleanup": cleanup_run(False)}
+    with canned_server(answers) as only:
+        answers["/v0/cluster"] = Answer(200, json.dumps({"cluster": [only.url]}).encode())
+        assert admin_tool.main(["--url", only.url, "cleanup"]) == 0
+        assert capsys.readouterr().out == "cleanup started on 1 of 1 members; follow it with --wait\n"
+        assert admin_tool.main(["--url", only.url, "cleanup", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["failed"] == {} and shown["members"][only.url]["scanned"] == 400
+
+
+def test_status_asks_each_member_it_reaches_for_its_surplus_copies(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    peer_stats = Answer(200, json.dumps({"gc": {"surplus": 35}}).encode())
+    answers: dict[str, Answer] = {"/v0/stats": peer_stats}
+    with canned_server(answers) as peer, canned_server({}) as asked:
+        member = {"state": "connected", "reachable": True, "down_for_s": 0.0, "node_state": "serving"}
+        members = [
+            {**member, "url": asked.url, "self": True},
+            {**member, "url": peer.url, "self": False},
+            {**member, "url": "http://down:1", "self": False, "reachable": False},
+        ]
+        view = {
+            "node": asked.url, "membership_version": 1, "replication_factor": 3, "next_replication_factor": 0,
+            "joining": [], "leaving": [], "streamed": 0, "undone": "", "members": members,
+            "clock": {}, "gc": {"surplus": 187}, "rebuild": {}, "hints": {"pending": {}},
+        }  # fmt: skip
+        report = admin_tool._status(view, admin_tool._parser({}).parse_args(["--url", asked.url, "status"]))
+    assert [m["surplus"] for m in report["members"]] == [187, 35, None]
+    assert [sent.path for sent in peer.requests] == ["/v0/stats"] and asked.requests == []

@@ -13,7 +13,7 @@ A, B, C = "http://a:1", "http://b:2", "http://c:3"
 def member(url: str, **fields: Any) -> dict[str, Any]:
     return {
         "url": url, "self": False, "state": "connected", "refusal": "", "reachable": True, "down_for_s": 0.0,
-        "node_state": "serving", "hints_pending": 0, "protocol": 2, **fields,
+        "node_state": "serving", "hints_pending": 0, "protocol": 2, "surplus": 0, **fields,
     }  # fmt: skip
 
 
@@ -37,6 +37,7 @@ def status(**changes: Any) -> dict[str, Any]:
                 down_for_s=12.34,
                 hints_pending=5,
                 protocol=0,
+                surplus=None,
             ),
             member(C),
         ],
@@ -52,10 +53,10 @@ def status(**changes: Any) -> dict[str, Any]:
 
 
 TABLE = """cluster of 3 as http://a:1 sees it; each key on N=3 of them
-MEMBER      STATE            REACHABLE  DOWN FOR  HINTS PENDING  PROTOCOL
-http://a:1  self             yes        -         -              1-2
-http://b:2  refused: secret  no         12.3s     5              -
-http://c:3  connected        yes        -         0              2"""
+MEMBER      STATE            REACHABLE  DOWN FOR  HINTS PENDING  PROTOCOL  SURPLUS
+http://a:1  self             yes        -         -              1-2       0
+http://b:2  refused: secret  no         12.3s     5              -         -
+http://c:3  connected        yes        -         0              2         0"""
 
 
 def test_status_is_a_table_of_members_and_no_line_while_all_is_well() -> None:
@@ -80,6 +81,20 @@ def test_status_has_a_line_for_a_change_a_clock_off_gc_waiting_and_a_rebuild() -
         "\ndata: http://a:1 is rebuilding: 1 of 2 peers done, 40 records received; waiting for http://b:2: "
         "refused"
         "\ndata: http://c:3 is unknown"
+    )
+
+
+def test_status_shows_each_member_s_surplus_copies_and_a_line_that_says_admin_cleanup_drops_them() -> None:
+    report = status()
+    report["members"][0]["surplus"], report["members"][2]["surplus"] = 187, 35
+    assert render("status", {}, report) == (
+        """cluster of 3 as http://a:1 sees it; each key on N=3 of them
+MEMBER      STATE            REACHABLE  DOWN FOR  HINTS PENDING  PROTOCOL  SURPLUS
+http://a:1  self             yes        -         -              1-2       187
+http://b:2  refused: secret  no         12.3s     5              -         -
+http://c:3  connected        yes        -         0              2         35
+surplus: 222 copies of keys their holder no longer owns, on 2 of 3 members (as each one's last GC pass """
+        "counted them): admin cleanup drops them now"
     )
 
 

@@ -1,6 +1,6 @@
 """kvnode.replica.hints.HintStore on real LevelDB (the hints part of a SystemDb in a temporary directory):
-what is kept, counted, listed, expired and forgotten, and what a restart finds; and HintDelivery to a
-scripted target, which waits while the node's loop is busy."""
+what is kept, counted, listed, expired (or no longer owned by its target) and forgotten, and what a
+restart finds; and HintDelivery to a scripted target, which waits while the node's loop is busy."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from kvnode.memory import Settler
 from kvnode.replica.hints import Hint, HintDelivery, HintStore
 from kvnode.storage.records import Record, encode
 from kvnode.storage.system_db import SystemDb
+from kvnode.topology.epoch import Epoch
+from kvnode.topology.membership import Membership
 from tests.drivers import until
 
 B, C = "http://b:8080", "http://c:8080"
@@ -88,9 +90,9 @@ def test_a_hint_expires_once_older_than_the_window(system_db: SystemDb, wall: li
     store.add(B, b"k", Record.put(wall[0] * 1000, b"v"), down_for=0.0)
     [hint] = store.oldest(B, 1)
     wall[0] += int(WINDOW_S * 1000)
-    assert store.stale(hint) is None
+    assert store.stale(hint, B) is None
     wall[0] += 1
-    assert store.stale(hint) == "expired"
+    assert store.stale(hint, B) == "expired"
 
 
 def test_a_hint_whose_record_is_older_than_the_grace_period_is_never_delivered(
@@ -100,9 +102,29 @@ def test_a_hint_whose_record_is_older_than_the_grace_period_is_never_delivered(
     stamped_ms = wall[0] - int(GRACE_S * 1000)  # a record stamped long before the hint was kept
     store.add(B, b"k", Record.delete(stamped_ms * 1000), down_for=0.0)
     [hint] = store.oldest(B, 1)
-    assert store.stale(hint) is None
+    assert store.stale(hint, B) is None
     wall[0] += 1
-    assert store.stale(hint) == "grace"
+    assert store.stale(hint, B) == "grace"
+
+
+def test_a_hint_whose_target_no_longer_owns_its_key_is_dropped_once_the_membership_settled(
+    system_db: SystemDb, wall: list[int]
+) -> None:
+    store = hint_store(system_db, wall)
+    a = "http://a:8080"
+    settled = Membership.seeded([a, B, C], 2)
+    placement = settled.placement()
+    key = next(b"k%d" % i for i in range(100) if B not in placement.owners(b"k%d" % i))
+    store.add(B, key, Record.put(wall[0] * 1000, b"v"), down_for=0.0)
+    [hint] = store.oldest(B, 1)
+    assert store.stale(hint, B) is None  # no membership told yet
+    joining = Membership.seeded([a, B], 2).with_joining(C)  # B owns every key, C joins
+    store.use(Epoch(a, joining, {}, since=1))
+    assert store.stale(hint, B) is None  # a change under way: B is still an owner
+    store.use(Epoch(a, settled, {}, since=2))
+    assert store.stale(hint, B) == "unowned"
+    owned = Record.put(wall[0] * 1000, b"v", copies=1)  # written to one replica: the first owner's
+    assert store.stale(Hint(2, wall[0], key, owned), placement.owners(key)[0]) is None
 
 
 def test_a_hint_removed_twice_is_counted_once(system_db: SystemDb, wall: list[int]) -> None:
