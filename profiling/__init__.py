@@ -13,4 +13,6 @@ profiles sync and async x PUT and GET and writes report.md. The modules, in the 
     cpu        CPU per request from /proc next to py-spy's samples: a table and a plot
     conclusion what the runs' CPU lets the report conclude, and what falls short
     report     report.md from the runs
+    flamegraph a flamegraph drawn as one SVG from collapsed stacks
+    render_check  each written page rendered offline in headless Chromium: drawn, and nothing fetched
 """

@@ -1,6 +1,6 @@
-"""Operator tooling around a node, below the server: the command line (cli, parsing: one-line errors and
-"did you mean"), its flags (flag_table, flags, argtypes), local server processes by PID (processes, ports),
-who holds a data dir (data_dir), local clusters and the ``cluster`` command (cluster_config, local_cluster,
-certs: throwaway certificates for ``--tls``), ``admin`` (admin, admin_render, node_http) and its backup
-and restore (backup, restore, backup_rules, node_streams), and the optional extras a tool needs (extras).
-The server modules never import this package."""
+"""Operator tooling around a node, below the server: the command line (cli, parsing: one-line errors and "did
+you mean"), its flags (flag_table, flags, argtypes), local server processes by PID (processes, ports), a local
+server's output held until it serves (output_relay), who holds a data dir (data_dir), local clusters and the
+``cluster`` command (cluster_config, local_cluster, certs: throwaway certificates for ``--tls``), ``admin``
+(admin, admin_render, node_http) and its backup and restore (backup, restore, backup_rules, node_streams), and
+the optional extras a tool needs (extras). The server modules never import this package."""
