@@ -146,7 +146,10 @@ async def serve_peer(
         await ws.prepare(request)
     except ConnectionError:  # the peer went away before its 101: a normal disconnect, no traceback
         log.info("the replica channel from %s went away during the upgrade", request.remote)
-        return ws
+        # Not the unprepared WebSocket: aiohttp would close it after the handler, an ERROR with a traceback.
+        gone = web.Response(status=400, text="the peer went away during the upgrade\n")
+        gone.force_close()
+        return gone
     sockets.add(ws)
     try:
         limits = dataclasses.replace(gate.limits, ops=ops_of(version))

@@ -23,7 +23,8 @@ def test_the_rows_run_against_a_filled_cluster(tmp_path: Path) -> None:
     put, alone, spread, shared = rows
     assert [row.clients for row in rows] == [1, 1, 8, 8] and not put.conditional
     assert put.measured.result.requests > 0 and put.measured.result.errors == 0
-    assert put.round_trips == pytest.approx(1.0)  # one write call to each peer
+    # One write call to each peer; now and then a write that lost to a newer version is written again.
+    assert put.round_trips == pytest.approx(1.0, abs=0.01)
     alone_result = alone.measured.result
     assert alone_result.outcomes == {
         "applied": alone_result.requests,
