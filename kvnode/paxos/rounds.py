@@ -152,8 +152,8 @@ class PaxosRounds:
     async def _run(self, key: bytes, write: Write | None, condition: Condition | None) -> Outcome:
         started = time.perf_counter()
         current = self._reads.replicas_for(key, self._reads.replication)
-        gaining = [url for url in self._placement.replicas_for(key, self._placement.replication)]
-        gaining = [url for url in gaining if url not in current]
+        placement = self._placement  # while a change moves the key, the owners gaining it count too
+        gaining = [url for url in placement.replicas_for(key, placement.replication) if url not in current]
         owners = [*current, *gaining]
         self._check_protocols(owners)
         round_ = Round(
@@ -186,12 +186,11 @@ class PaxosRounds:
             )
 
 
+_NAMES: dict[type, str] = {Applied: "applied", NotApplied: "not_applied", Read: "read", Unknown: "unknown"}
+
+
 def _outcome_name(outcome: Outcome) -> str:
-    if isinstance(outcome, Applied):
-        return "applied"
-    if isinstance(outcome, NotApplied):
-        return "not_applied"
-    return "read" if isinstance(outcome, Read) else "unknown"
+    return _NAMES[type(outcome)]
 
 
 @dataclass(frozen=True, slots=True)
