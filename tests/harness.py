@@ -28,7 +28,7 @@ from typing import IO, Any, ClassVar, TypeVar, get_args
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from kvnode.config import FanoutMode, NodeConfig
+from kvnode.config import FanoutMode, NodeConfig, ReplicationFactor
 from kvnode.ops.local_cluster import LocalCluster, start_local_cluster
 from kvnode.ops.processes import Child, NodeProcess, ServerProcess
 from kvnode.topology.placement import Placement
@@ -190,7 +190,7 @@ def launch_cluster(
     if cluster_secret:
         secret_file = write_secret_file(tmp_path / "cluster.secret", cluster_secret)
         options.update(cluster_secret=cluster_secret.encode(), cluster_secret_file=secret_file)
-    base = NodeConfig(data_dir=tmp_path, fanout=fanout, timeout_ms=timeout_ms, **options)  # type: ignore[arg-type]
+    base = node_config(data_dir=tmp_path, fanout=fanout, timeout_ms=timeout_ms, **options)
     offsets = list(clock_offsets_ms) or [0] * size
 
     def skew(index: int, config: NodeConfig, _: list[int]) -> NodeConfig:
@@ -199,6 +199,14 @@ def launch_cluster(
     cluster = Cluster(start_local_cluster(base, size, Node, log_dir=tmp_path, configure=skew).nodes)
     Node.loose[:] = [node for node in Node.loose if node not in cluster.nodes]
     return cluster
+
+
+def node_config(**options: Any) -> NodeConfig:
+    """A NodeConfig of these options, in which a test may give ``replication_factor`` as an int (the same
+    N in every datacenter)."""
+    if isinstance(options.get("replication_factor"), int):
+        options["replication_factor"] = ReplicationFactor(options["replication_factor"])
+    return NodeConfig(**options)
 
 
 def write_secret_file(path: Path, secret: str) -> Path:

@@ -74,4 +74,4 @@ class Members:
 
 
 def _same(one: Placement, other: Placement) -> bool:
-    return (one.nodes, one.tokens, one.replication) == (other.nodes, other.tokens, other.replication)
+    return one.layout == other.layout

@@ -1,7 +1,9 @@
 """The coordinator: turns a client's GET/PUT/DELETE into replica calls and a quorum verdict.
 
-It picks the key's replicas (placement), stamps writes with the node's hybrid logical clock, hands the
-calls to the fan-out strategy the node runs with, and merges read answers (the newest version wins).
+It picks the key's replicas (placement: the owners in this node's datacenter first), stamps writes with the
+node's hybrid logical clock, hands the calls to the fan-out strategy the node runs with, and merges read
+answers (the newest version wins). A request's quorum is ack/from by number or a consistency level by name
+(kvnode.coordinator.quorum), over the owners in each datacenter as this node's placement counts them.
 Around the verdict it keeps the replicas converging: a write that a replica missed becomes a hint
 (kvnode.replica.hints), a read that found stale replicas repairs them (kvnode.coordinator.read_repair), and a
 write that lost to a newer version on a replica is stamped again past it and rewritten, once. A node whose
@@ -20,7 +22,7 @@ from typing import Protocol, TypeVar
 from kvnode.clocks.fence import ClockFence
 from kvnode.clocks.hybrid import HybridClock
 from kvnode.coordinator.fanout import CallStarter, Fanout, Patient
-from kvnode.coordinator.quorum import Quorum
+from kvnode.coordinator.quorum import NO_GROUP, Quorum
 from kvnode.coordinator.read_repair import ReadRound
 from kvnode.figures import Figure, Figures, Kind
 from kvnode.replica import Answered, Replica
@@ -109,6 +111,11 @@ class Coordinator:
         most a request's ``from`` may be."""
         return self.owning.replication
 
+    def quorum(self, ack: str | None, copies: str | None, *, read: bool = False) -> Quorum:
+        """A request's quorum from its ``ack`` and ``from`` (raises BadQuorum), over a key's present
+        owners in each datacenter, this node's first."""
+        return Quorum.parse(ack, copies, self.owning.owners_by_datacenter, read=read)
+
     async def get(self, key: bytes, quorum: Quorum) -> Record | None:
         """The newest version among ack replicas (a tombstone or an expired one included: it still hides
         older versions and read repair spreads it); None where none holds the key."""
@@ -117,7 +124,10 @@ class Coordinator:
         if self._fanout.nearest_first:
             replicas = nearest_first(replicas, self._local)
         try:
-            calls = [CallStarter(read.ask, replica, read.answered) for replica in replicas]
+            calls = [
+                CallStarter(read.ask, replica, read.answered, self._group(quorum, replica))
+                for replica in replicas
+            ]
             answers = await self._fanout.read(calls, quorum)
         finally:
             read.close()
@@ -183,7 +193,14 @@ class Coordinator:
         hinted: dict[str, _DispatchHint] = {}  # the replicas not connected when the write was sent
         send = partial(self._send_write, key=key, record=record, hinted=hinted)
         ended = partial(self._write_done, key=key, record=record, hinted=hinted)
-        return await self._fanout.write([CallStarter(send, r, ended) for r in replicas], quorum)
+        calls = [CallStarter(send, replica, ended, self._group(quorum, replica)) for replica in replicas]
+        return await self._fanout.write(calls, quorum)
+
+    def _group(self, quorum: Quorum, replica: Replica) -> int:
+        """The replica's datacenter among ``quorum``'s groups (NO_GROUP when it counts none apart)."""
+        if not quorum.groups:
+            return NO_GROUP
+        return quorum.group_of(self.placement.datacenter_of(replica.url))
 
     def _send_write(
         self,
@@ -261,7 +278,7 @@ class Coordinator:
         )
         pending = [url for url in self.placement.replicas_for(key, future) if url not in owners]
         targets = [self._replicas[url] for url in (*owners, *pending)]
-        return targets, Quorum(quorum.ack + len(pending), quorum.copies + len(pending))
+        return targets, quorum.with_pending([self.placement.datacenter_of(url) for url in pending])
 
 
 class Ranked(Patient, Protocol):

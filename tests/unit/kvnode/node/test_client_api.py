@@ -94,6 +94,8 @@ def test_status_answers_200_naming_the_node(shared: Node) -> None:
         "pid": shared.pid,
         "cluster": [shared.url],
         "tokens": [shared.url],
+        "zones": ["127.0.0.1"],
+        "datacenters": ["dc1"],
         "cluster_id": cluster_identity([shared.url]),
         "membership_version": 1,
         "replication_factor": 1,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kvnode.config import NodeConfig
+from kvnode.config import NodeConfig, ReplicationFactor
 from kvnode.ops.cluster_config import ClusterConfig, cluster_configs, member_configs, stored_membership
 from kvnode.storage.system_db import SystemDb
 from kvnode.topology.membership import Membership
@@ -61,9 +61,9 @@ def test_machines_are_loopback_addresses_whose_members_share_a_client_port() -> 
 def test_machines_keep_three_copies_unless_told_or_fewer_members(
     machines: int, per_machine: int, replication_factor: int, expected: int
 ) -> None:
-    node = NodeConfig(replication_factor=replication_factor)
+    node = NodeConfig(replication_factor=ReplicationFactor(replication_factor))
     configs = ClusterConfig(node=node, machines=machines, per_machine=per_machine).node_configs()
-    assert {config.replication_factor for config in configs} == {expected}
+    assert {config.replication_factor for config in configs} == {ReplicationFactor(expected)}
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
+from kvnode.config import ReplicationFactor
 from kvnode.topology.membership import ChangeRefused, Membership, at_start, cluster_identity
 
 A, B, C, D = "http://a:1", "http://b:1", "http://c:1", "http://d:1"
@@ -36,8 +37,10 @@ def test_the_stored_membership_rules_and_a_differing_flag_is_named() -> None:
 
 def test_the_replication_factor_is_set_at_the_first_start_and_kept_by_every_change() -> None:
     first, warnings = at_start(None, [A, B, C], replication=2)
-    assert (first.replication, warnings) == (2, [])
-    assert Membership.seeded([A, B, C]).replication == 3  # by default, the number of first members
+    assert (first.replication, warnings) == (ReplicationFactor(2), [])
+    assert Membership.seeded([A, B, C]).replication == ReplicationFactor(
+        3
+    )  # by default, the number of first members
     joined = first.with_joining(D)
     changed = [
         joined,
@@ -46,7 +49,7 @@ def test_the_replication_factor_is_set_at_the_first_start_and_kept_by_every_chan
         first.with_leaving(C).removed(C),
         first.replaced(C, D),
     ]
-    assert [membership.replication for membership in changed] == [2] * 5
+    assert [membership.replication for membership in changed] == [ReplicationFactor(2)] * 5
     assert Membership.decode(joined.encode()) == joined
     reads = joined.read_placement()
     assert reads is not None and reads.replication == joined.placement().replication == 2
@@ -61,7 +64,7 @@ def test_the_replication_factor_is_set_at_the_first_start_and_kept_by_every_chan
 def test_a_membership_stored_before_the_replication_factor_has_every_member_own_every_key() -> None:
     old = b'{"cluster": "x", "version": 2, "members": [{"url": "http://a:1", "token": "http://a:1", '
     old += b'"state": "normal"}, {"url": "http://b:1", "token": "http://b:1", "state": "normal"}]}'
-    assert Membership.decode(old).replication == 2
+    assert Membership.decode(old).replication == ReplicationFactor(2)
 
 
 @pytest.mark.parametrize(
@@ -119,14 +122,16 @@ def test_a_new_replication_factor_writes_to_the_owners_under_both_and_reads_by_t
 ) -> None:
     start = Membership.seeded([A, B, C, D], replication=3)
     resizing = start.resized(factor)
-    assert (resizing.version, resizing.replication, resizing.next_replication) == (2, 3, factor)
+    assert (resizing.version, resizing.replication) == (2, ReplicationFactor(3))
+    assert resizing.next_replication == ReplicationFactor(factor)
     assert resizing.changing and resizing.claimant == A
     assert resizing.placement().replication == max(3, factor)  # writes: the owners under both factors
     read = resizing.read_placement()
     assert read is not None and read.replication == 3  # reads: the present owners
     assert Membership.decode(resizing.encode()) == resizing
     done = resizing.resettled()
-    assert (done.version, done.replication, done.next_replication, done.changing) == (3, factor, 0, False)
+    assert (done.version, done.replication, done.next_replication) == (3, ReplicationFactor(factor), None)
+    assert not done.changing
     assert done.read_placement() is None and done.placement().replication == factor
     with pytest.raises(ChangeRefused, match="the replication factor is not changing"):
         done.resettled()
@@ -140,7 +145,7 @@ def test_a_replication_factor_out_of_one_to_the_members_or_the_present_one_is_re
     with pytest.raises(ChangeRefused, match="the replication factor is 3 already"):
         start.resized(3)
     with pytest.raises(ValueError, match="changes only while no member joins or leaves"):
-        dataclasses.replace(start.with_joining("http://e:1"), next_replication=2)
+        dataclasses.replace(start.with_joining("http://e:1"), next_replication=ReplicationFactor(2))
 
 
 def test_one_change_at_a_time_and_no_change_that_cannot_be() -> None:
