@@ -97,16 +97,16 @@ class ClusterConfig:
     running ``per_machine`` members (0: one per core) on the ports after ``node.port``, which they share
     for clients (SO_REUSEPORT), so a client needs one URL per machine. A cluster of machines has a
     replication factor of 3 unless ``node.replication_factor`` says otherwise (fewer with fewer members):
-    it models a cluster that grows by adding room, not copies. ``datacenters`` and
-    ``zones_per_datacenter`` model where the machines (or nodes) are (:func:`modelled_places`; 0: not)."""
+    it models a cluster that grows by adding room, not copies. ``model_datacenters`` and ``model_zones``
+    (zones a datacenter) model where the machines (or nodes) are (:func:`modelled_places`; 0: not)."""
 
     nodes: int = 3
     node: NodeConfig = field(default_factory=NodeConfig)
     tls: bool = False  # the launcher makes a throwaway CA and each node's certificate (kvnode.ops.certs)
     machines: int = 0
     per_machine: int = 0
-    datacenters: int = 0
-    zones_per_datacenter: int = 0
+    model_datacenters: int = 0
+    model_zones: int = 0
 
     def __post_init__(self) -> None:
         if self.nodes < 1:
@@ -124,8 +124,10 @@ class ClusterConfig:
                     "--machines models its machines at 127.0.0.1, 127.0.0.2, ...: leave out --host"
                 )
         units = self.machines or self.nodes
-        if self.datacenters > units:
-            raise ValueError(f"--datacenters {self.datacenters} exceeds the {units} machines (or nodes)")
+        if self.model_datacenters > units:
+            raise ValueError(
+                f"--model-datacenters {self.model_datacenters} exceeds the {units} machines (or nodes)"
+            )
 
     @property
     def members_per_machine(self) -> int:
@@ -179,7 +181,7 @@ class ClusterConfig:
         """The first members' ``configs``, ``per_unit`` a machine (or node), in the datacenters and zones
         modelled (each given the lists); as they are when none are."""
         units = len(configs) // per_unit
-        zones, dcs = modelled_places(units, self.datacenters, self.zones_per_datacenter)
+        zones, dcs = modelled_places(units, self.model_datacenters, self.model_zones)
         if not (zones or dcs):
             return configs
         zones = tuple(zone for zone in zones for _ in range(per_unit))

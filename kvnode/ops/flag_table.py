@@ -407,14 +407,14 @@ CLUSTER_FLAGS = [
         "with --machines: members per machine, on the ports after --port (default 0: one per core)",
     ),
     Flag(
-        "--datacenters",
+        "--model-datacenters",
         non_negative_int,
         0,
         "model this many datacenters, dc1, dc2, ...: the machines (or nodes) split into as many runs, one "
         "a datacenter, each holding N copies of every key (default 0: one datacenter)",
     ),
     Flag(
-        "--zones-per-datacenter",
+        "--model-zones",
         non_negative_int,
         0,
         "model this many zones in each datacenter, z1, z2, ...: its machines (or nodes) dealt to them in "

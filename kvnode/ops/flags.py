@@ -123,7 +123,7 @@ def parse_args(argv: Sequence[str], env: Mapping[str, str]) -> NodeConfig | Clus
 
 
 # The cluster command's flags that shape the cluster (ClusterConfig's fields), not each node.
-_CLUSTER_SHAPE = ("nodes", "tls", "machines", "per_machine", "datacenters", "zones_per_datacenter")
+_CLUSTER_SHAPE = ("nodes", "tls", "machines", "per_machine", "model_datacenters", "model_zones")
 
 
 def _not_a_directory(path: Path) -> Path | None:

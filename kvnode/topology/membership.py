@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -267,23 +267,29 @@ class Membership:
         """Where keys are written under this membership: every member but one leaving (one joining too),
         to the owners under both replication factors while it changes; ``home``: the datacenter whose
         owners come first (the node's own; by default the first by name)."""
-        factors = [self.replication, self.next_replication or self.replication]
-        counts = {name: max(factor.of(name) for factor in factors) for name in self.datacenters}
-        return self._placement(self.leaving, counts, home)
+        return self.placement_without(self.leaving, home, coming=True)
 
     def read_placement(self, home: str = "") -> Placement | None:
         """Where keys are read during a change: every member but one joining (one leaving too), by the
         present replication factor; None when no change is under way (the same as :meth:`placement`)."""
         if not self.changing:
             return None
-        counts = {name: self.replication.of(name) for name in self.datacenters}
-        return self._placement(self.joining, counts, home)
+        return self.placement_without(self.joining, home)
 
-    def _placement(self, left_out: frozenset[str], counts: dict[str, int], home: str) -> Placement:
+    def placement_without(
+        self, left_out: Collection[str], home: str = "", *, coming: bool = False
+    ) -> Placement:
+        """The placement of every member but ``left_out``, ``home``'s owners first, by the present
+        replication factor; with ``coming``, by the larger of it and the one it moves to, in each
+        datacenter."""
+        factors = [self.replication]
+        if coming and self.next_replication is not None:
+            factors.append(self.next_replication)
+        counts = {name: max(factor.of(name) for factor in factors) for name in self.datacenters}
         urls, tokens, zones, datacenters = zip(*self._members_but(left_out), strict=True)
         return Placement(urls, tokens, counts, zones=zones, datacenters=datacenters, home=home)
 
-    def _members_but(self, left_out: frozenset[str]) -> list[tuple[str, str, str, str]]:
+    def _members_but(self, left_out: Collection[str]) -> list[tuple[str, str, str, str]]:
         """Each member but ``left_out``: its URL, token, zone and datacenter, in the cluster's order."""
         columns = (self.urls, self.tokens, self.zones, self.datacenters)
         return [member for member in zip(*columns, strict=True) if member[0] not in left_out]
@@ -320,6 +326,31 @@ class Membership:
             "joining": sorted(self.joining),
             "leaving": sorted(self.leaving),
         }
+
+    @classmethod
+    def from_described(cls, view: Mapping[str, Any]) -> Membership:
+        """The membership :meth:`described` says (a node's ``/v0/status`` or ``/v0/cluster``), as a client
+        or a tool reads it; one from a node older than zones and datacenters, or without a version or an
+        identity, with their defaults. Raises ValueError, KeyError or TypeError for a view it cannot read.
+
+        >>> first = Membership.seeded(["http://a:1", "http://b:1"], datacenters=["east", "west"])
+        >>> Membership.from_described(first.described()) == first
+        True
+        """
+        urls = tuple(str(url) for url in view["cluster"])
+        coming = view.get("next_replication_factor", 0)
+        return cls(
+            str(view.get("cluster_id", "")),
+            int(view.get("membership_version", 1)),
+            urls,
+            tuple(str(token) for token in view.get("tokens", urls)),
+            frozenset(view.get("joining", ())),
+            frozenset(view.get("leaving", ())),
+            replication=ReplicationFactor.from_json(view.get("replication_factor", len(urls))),
+            next_replication=None if coming == 0 else ReplicationFactor.from_json(coming),
+            zones=tuple(str(zone) for zone in view.get("zones", ())),
+            datacenters=tuple(str(datacenter) for datacenter in view.get("datacenters", ())),
+        )
 
     def encode(self) -> bytes:
         members = [
