@@ -114,13 +114,12 @@ class Placement:
         if isinstance(replication, int):
             if replication < 0:
                 raise ValueError(f"a replication factor is at least 1, got {replication}")
-            wanted = dict.fromkeys(self.datacenters, replication)
+            wanted = dict.fromkeys(self.datacenters, replication or len(nodes))  # 0: every node
         else:
             wanted = {name: replication.get(name, 0) for name in self.datacenters}
         # The owners of every key in each datacenter: its N, or every member there while it has fewer.
         self.owners_by_datacenter: tuple[tuple[str, int], ...] = tuple(
-            (name, min(wanted[name], members[name]) if wanted[name] else members[name])
-            for name in self.datacenters
+            (name, min(wanted[name], members[name])) for name in self.datacenters
         )
         if isinstance(replication, Mapping) and not any(n for _, n in self.owners_by_datacenter):
             raise ValueError("a placement needs an owner for every key")
