@@ -39,3 +39,33 @@ def test_once_every_member_was_tried_the_next_ask_backs_off() -> None:
     order = members.order("k")
     url, wait = members.next_for(order, tried=order)
     assert url in order and wait > 0
+
+
+SPREAD_VIEW = {
+    "cluster": URLS,
+    "tokens": URLS,
+    "zones": ["r1", "r2", "r1"],
+    "datacenters": ["east", "west", "west"],
+    "replication_factor": {"east": 1, "west": 2},
+    "next_replication_factor": 0,
+    "members": [{"url": url, "reachable": url != URLS[2]} for url in URLS],
+}
+
+
+def test_a_view_with_datacenters_places_keys_as_the_nodes_do_the_clients_datacenter_first() -> None:
+    west = Members.learnt(SPREAD_VIEW, None, "west")
+    assert west.placement.owners_by_datacenter == (("west", 2), ("east", 1))
+    assert [west.placement.zone_of(url) for url in URLS] == ["r1", "r2", "r1"]
+    placement = Placement(URLS, replication={"east": 1, "west": 2}, datacenters=["east", "west", "west"])
+    for key in ("k1", "user:42"):
+        owners = placement.owners(key.encode())
+        assert sorted(west.placement.owners(key.encode())) == sorted(owners)
+        assert west.placement.datacenter_of(west.placement.order(key.encode())[0]) == "west"
+    assert west.order("k1")[-1] == URLS[2]  # the node cannot reach it: demoted
+    assert Members.learnt(SPREAD_VIEW, west, "west") is west  # the same placement: its cache kept
+    assert Members.learnt(SPREAD_VIEW, west, "east").placement.datacenters == ("east", "west")
+
+
+def test_a_view_from_a_node_older_than_zones_places_keys_as_it_did() -> None:
+    old = {"cluster": URLS, "tokens": URLS, "replication_factor": 2, "members": []}
+    assert Members.learnt(old, None).placement.layout == Placement(URLS, replication=2).layout

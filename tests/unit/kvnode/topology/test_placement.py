@@ -326,7 +326,9 @@ def host_aware_order(nodes: list[str], tokens: list[str], key: bytes) -> list[st
         ((_score(token, key)[0], url) for url, token in zip(nodes, tokens, strict=True)), reverse=True
     )
     hosts = {url: host_of(token) for url, token in zip(nodes, tokens, strict=True)}
-    first, rest, seen = [], [], set()
+    first: list[str] = []
+    rest: list[str] = []
+    seen: set[str] = set()
     for _, url in scored:
         (rest if hosts[url] in seen else first).append(url)
         seen.add(hosts[url])
