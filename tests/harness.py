@@ -95,13 +95,13 @@ class Node(NodeProcess):
         env = {**os.environ, **self.extra_env}
         return forkserver.spawn(self.argv, env, stdout.fileno(), new_session=self.new_session)
 
-    def get(self, key: str, **quorum: int) -> Response:
+    def get(self, key: str, **quorum: int | str) -> Response:
         return request(self.url, "GET", "/v0/entity", {"id": key, **_quorum(quorum)})
 
-    def put(self, key: str, value: bytes, **quorum: int) -> Response:
+    def put(self, key: str, value: bytes, **quorum: int | str) -> Response:
         return request(self.url, "PUT", "/v0/entity", {"id": key, **_quorum(quorum)}, body=value)
 
-    def delete(self, key: str, **quorum: int) -> Response:
+    def delete(self, key: str, **quorum: int | str) -> Response:
         return request(self.url, "DELETE", "/v0/entity", {"id": key, **_quorum(quorum)})
 
     def scan(self, start: str, end: str | None = None) -> list[tuple[bytes, bytes]]:
@@ -118,8 +118,8 @@ def listed_on(node: Node, key: str) -> bytes | None:
     return found[0][1] if found else None
 
 
-def _quorum(quorum: Mapping[str, int]) -> dict[str, int]:
-    # `from` is a Python keyword: callers write from_=3.
+def _quorum(quorum: Mapping[str, int | str]) -> dict[str, int | str]:
+    # `from` is a Python keyword: callers write from_=3; ack is a number or a level by name (ack="quorum").
     return {name.rstrip("_"): value for name, value in quorum.items()}
 
 
