@@ -12,9 +12,10 @@ clock is fenced (kvnode.clocks.fence) refuses to coordinate writes: ClockFenced.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Protocol, TypeVar
@@ -124,9 +125,10 @@ class Coordinator:
         if self._fanout.nearest_first:
             replicas = nearest_first(replicas, self._local)
         try:
+            groups = self._groups(quorum, replicas)
             calls = [
-                CallStarter(read.ask, replica, read.answered, self._group(quorum, replica))
-                for replica in replicas
+                CallStarter(read.ask, replica, read.answered, group)
+                for replica, group in zip(replicas, groups, strict=False)
             ]
             answers = await self._fanout.read(calls, quorum)
         finally:
@@ -193,14 +195,17 @@ class Coordinator:
         hinted: dict[str, _DispatchHint] = {}  # the replicas not connected when the write was sent
         send = partial(self._send_write, key=key, record=record, hinted=hinted)
         ended = partial(self._write_done, key=key, record=record, hinted=hinted)
-        calls = [CallStarter(send, replica, ended, self._group(quorum, replica)) for replica in replicas]
+        groups = self._groups(quorum, replicas)
+        calls = [
+            CallStarter(send, replica, ended, group) for replica, group in zip(replicas, groups, strict=False)
+        ]
         return await self._fanout.write(calls, quorum)
 
-    def _group(self, quorum: Quorum, replica: Replica) -> int:
-        """The replica's datacenter among ``quorum``'s groups (NO_GROUP when it counts none apart)."""
+    def _groups(self, quorum: Quorum, replicas: list[Replica]) -> Iterable[int]:
+        """Each replica's datacenter among ``quorum``'s groups (NO_GROUP where it counts none apart)."""
         if not quorum.groups:
-            return NO_GROUP
-        return quorum.group_of(self.placement.datacenter_of(replica.url))
+            return itertools.repeat(NO_GROUP)  # the usual case: nothing looked up on the request path
+        return [quorum.group_of(self.placement.datacenter_of(replica.url)) for replica in replicas]
 
     def _send_write(
         self,

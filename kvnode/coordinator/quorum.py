@@ -188,8 +188,8 @@ class QuorumTally:
     quorum: Quorum
     successes: int = 0
     failures: int = 0
-    group_successes: list[int] = field(default_factory=list)  # by group, as quorum.groups lists them
-    group_failures: list[int] = field(default_factory=list)
+    group_successes: list[int] = field(init=False)  # by group, as quorum.groups lists them
+    group_failures: list[int] = field(init=False)
 
     def __post_init__(self) -> None:
         groups = len(self.quorum.groups)
@@ -211,7 +211,7 @@ class QuorumTally:
         quorum = self.quorum
         if self.successes < quorum.ack:
             return False
-        return all(
+        return not quorum.groups or all(
             successes >= group.ack
             for group, successes in zip(quorum.groups, self.group_successes, strict=True)
         )
@@ -222,7 +222,7 @@ class QuorumTally:
         quorum = self.quorum
         if quorum.copies - self.failures < quorum.ack:
             return True
-        return any(
+        return bool(quorum.groups) and any(
             group.copies - failures < group.ack
             for group, failures in zip(quorum.groups, self.group_failures, strict=True)
         )
