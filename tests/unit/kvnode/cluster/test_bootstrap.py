@@ -47,12 +47,16 @@ async def seed_status(cluster: str) -> AsyncIterator[str]:
 
 
 def joining(
-    newcomer: InProcessNode, seed: str, seed_node: InProcessNode, replace: str = "", **place: str
+    newcomer: InProcessNode,
+    seed: str,
+    seed_node: InProcessNode,
+    replace: str = "",
+    zone: str = "",
+    datacenter: str = "",
 ) -> tuple[NodeConfig, SystemDb, None, OpenPeer]:
-    """take_place's arguments for ``newcomer``: its config (``place``: its zone and datacenter), system
-    database, and peers (in-process)."""
+    """take_place's arguments for ``newcomer``: its config, system database, and peers (in-process)."""
     host = newcomer.url.split("//")[1].split(":")[0]
-    config = NodeConfig(host=host, join=seed, replace=replace, **place)
+    config = NodeConfig(host=host, join=seed, replace=replace, zone=zone, datacenter=datacenter)
     assert config.url == newcomer.url
 
     def open_peer(url: str, auth: ClusterAuth | None, logger: logging.Logger) -> PeerReplica:
