@@ -296,9 +296,9 @@ def _status(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _ring(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
-    """Each member's share of first replicas; while a member joins or leaves, before the change (the
-    present owners) and after it (the next ones). Each datacenter's and each zone's share of the owners
-    of a key (after the change), with their members."""
+    """Each member's share of first replicas (in its datacenter); while a member joins or leaves, before
+    the change (the present owners) and after it (the next ones). Each datacenter's and each zone's share
+    of the owners of a key (after the change), with their members."""
     before = _shares(_placement(view, leave_out=view["joining"]))
     placement = _placement(view, leave_out=view["leaving"])
     after = _shares(placement)
@@ -350,9 +350,15 @@ def _owner_shares(placement: Placement) -> tuple[list[dict[str, Any]], list[dict
 
 
 def _shares(placement: Placement) -> dict[str, float]:
+    """Each member's share of first replicas in its datacenter (of every key, in one datacenter)."""
     firsts = dict.fromkeys(placement.nodes, 0)
     for i in range(SHARE_SAMPLE):
-        firsts[placement.order(b"share-sample-%d" % i)[0]] += 1
+        seen: set[str] = set()
+        for url in placement.order(b"share-sample-%d" % i):
+            datacenter = placement.datacenter_of(url)
+            if datacenter not in seen:
+                seen.add(datacenter)
+                firsts[url] += 1
     return {url: round(count / SHARE_SAMPLE, 4) for url, count in firsts.items()}
 
 

@@ -32,9 +32,7 @@ def render(command: str, view: dict[str, Any], report: dict[str, Any]) -> str:
             ]
             for m in report["members"]
         ]
-        n = report["replication_factor"]
-        on = f"N={n}" if isinstance(n, int) else f"N={_factor(n)} (each datacenter's)"
-        title = f"cluster of {len(rows)} as {node} sees it; each key on {on} of them"
+        title = f"cluster of {len(rows)} as {node} sees it; each key on {_on(report)} of them"
         headers = ["MEMBER", "STATE", "REACHABLE", "DOWN FOR", "HINTS PENDING", "PROTOCOL"]
         if _placed(report["members"]):  # zones or datacenters given: where each member is
             headers += ["ZONE", "DATACENTER"]
@@ -68,9 +66,12 @@ def render(command: str, view: dict[str, Any], report: dict[str, Any]) -> str:
             ]
             for r in report["replicas"]
         ]
+        owners = sum(1 for r in report["replicas"] if r["owner"])
+        factor = report["replication_factor"]
+        first = f"N={factor}" if factor == owners else f"{owners} (N={_factor(factor)})"
         title = (
-            f"key {report['key']!r}: owned by the first N={_factor(report['replication_factor'])}, from=k "
-            f"uses the first k; reachable as {node} sees it"
+            f"key {report['key']!r}: owned by the first {first}, from=k uses the first k; reachable as "
+            f"{node} sees it"
         )
         return title + "\n" + _table(["#", "MEMBER", "OWNER", "REACHABLE"], rows) + _paxos(report)
     return _hints(node, report)
@@ -79,6 +80,16 @@ def render(command: str, view: dict[str, Any], report: dict[str, Any]) -> str:
 def _factor(given: int | dict[str, int]) -> str:
     """A replication factor as the flag says it: ``3``, or ``dc1:3,dc2:2``."""
     return str(ReplicationFactor.from_json(given))
+
+
+def _on(report: dict[str, Any]) -> str:
+    """How many members hold each key, as the status title says it: ``N=3``, or ``N=3 in each
+    datacenter``, or each datacenter's (``N=east:3,west:2 (each datacenter's)``)."""
+    n = report["replication_factor"]
+    if not isinstance(n, int):
+        return f"N={_factor(n)} (each datacenter's)"
+    datacenters = {m.get("datacenter", DEFAULT_DATACENTER) for m in report["members"]}
+    return f"N={n} in each datacenter" if len(datacenters) > 1 else f"N={n}"
 
 
 def _placed(members: list[dict[str, Any]]) -> bool:

@@ -106,6 +106,11 @@ def test_status_shows_each_members_zone_and_datacenter_once_they_were_given() ->
     for m in report["members"]:  # each its host's zone, one datacenter: the defaults, not shown
         m.update(zone=m["url"][7], datacenter="dc1")
     assert render("status", {}, status() | {"members": report["members"]}) == TABLE
+    for m, dc in zip(report["members"], ("east", "east", "west"), strict=True):
+        m.update(datacenter=dc)
+    assert render("status", {}, status() | {"members": report["members"]}).startswith(
+        "cluster of 3 as http://a:1 sees it; each key on N=3 in each datacenter of them\n"
+    )
 
 
 def test_the_ring_shows_each_datacenters_and_each_zones_share_of_a_keys_copies() -> None:
