@@ -111,7 +111,8 @@ def test_ring_counts_each_zones_and_each_datacenters_share_of_a_keys_copies(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Three zones of two, N = 3: every key is on three zones, so each zone holds exactly a third of the
-    copies; two datacenters, 2 and 1 copies a key: two thirds and one third."""
+    copies; two datacenters, 2 and 1 copies a key: two thirds and one third, and each datacenter's first
+    replicas shared among its own members."""
     urls = [f"http://127.0.0.{host}:8080" for host in range(1, 7)]
     view = {
         "node": urls[0], "membership_version": 1, "cluster": urls, "tokens": urls, "joining": [],
@@ -139,3 +140,5 @@ def test_ring_counts_each_zones_and_each_datacenters_share_of_a_keys_copies(
         (dc["datacenter"], dc["owners_per_key"], dc["owner_share"]) for dc in spread_ring["datacenters"]
     ]
     assert shares == [("east", 2, 0.6667), ("west", 1, 0.3333)]
+    firsts = [member["first_replica_share"] for member in spread_ring["members"]]  # in each datacenter
+    assert abs(sum(firsts[:3]) - 1) < 1e-3 and abs(sum(firsts[3:]) - 1) < 1e-3
