@@ -1,14 +1,157 @@
-"""A node's configuration: one frozen dataclass, built once from the command line and passed down."""
+"""A node's configuration: one frozen dataclass, built once from the command line and passed down; and the
+values of its flags that lower layers read too (the fan-out mode, a replication factor per datacenter)."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["FanoutMode", "NodeConfig", "node_url"]
+__all__ = [
+    "DEFAULT_DATACENTER",
+    "FanoutMode",
+    "NodeConfig",
+    "ReplicationFactor",
+    "check_place_name",
+    "node_url",
+]
 
 FanoutMode = Literal["async", "sync", "speculative"]
+
+DEFAULT_DATACENTER = (
+    "dc1"  # a member's datacenter when none is given: one datacenter, as before there were any
+)
+# A zone's or a datacenter's name: it goes in flags (``dc1:3,dc2:2``), JSON and tables as it is.
+_PLACE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+
+
+def check_place_name(kind: str, name: str) -> str:
+    """``name`` if it may name a zone or a datacenter (``kind`` says which), else ValueError with one line.
+
+    >>> check_place_name("datacenter", "eu-west-1")
+    'eu-west-1'
+    """
+    if not _PLACE_NAME.fullmatch(name):
+        raise ValueError(
+            f"a {kind} name is 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit; "
+            f"got {name[:40]!r}"
+        )
+    return name
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicationFactor:
+    """N, how many members of a datacenter hold each key: the same in every datacenter (``every``; 0: not
+    given, which a new cluster takes as the number of its first members in each), or one for each
+    datacenter named (``by_datacenter``, in name order; one not named holds no copies), as
+    ``--replication-factor 3`` and ``--replication-factor dc1:3,dc2:2`` say it (Cassandra's
+    NetworkTopologyStrategy options).
+
+    >>> both = ReplicationFactor.parse("dc2:2,dc1:3")
+    >>> both, str(both), both.of("dc2"), both.of("dc3")
+    (ReplicationFactor(every=0, by_datacenter=(('dc1', 3), ('dc2', 2))), 'dc1:3,dc2:2', 2, 0)
+    >>> ReplicationFactor.parse("3").of("anywhere"), ReplicationFactor.parse("3").to_json()
+    (3, 3)
+    """
+
+    every: int = 0
+    by_datacenter: tuple[tuple[str, int], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.every < 0 or (self.every and self.by_datacenter):
+            raise ValueError("a replication factor is one N for every datacenter, or one N a datacenter")
+        names = [name for name, _ in self.by_datacenter]
+        if names != sorted(set(names)):
+            raise ValueError("a replication factor names each datacenter once, in name order")
+        for name, n in self.by_datacenter:
+            check_place_name("datacenter", name)
+            if n < 0:
+                raise ValueError(f"datacenter {name}'s replication factor is negative: {n}")
+        if self.by_datacenter and not any(n for _, n in self.by_datacenter):
+            raise ValueError("a replication factor keeps at least one copy of each key somewhere")
+
+    @classmethod
+    def parse(cls, text: str) -> ReplicationFactor:
+        """``N`` (every datacenter; 0: not given) or ``DC:N,DC:N,...``; ValueError with one line."""
+        text = text.strip()
+        if ":" not in text:
+            if not text.isascii() or not text.isdigit() or len(text) > 6:
+                raise ValueError(f"a replication factor is N or DC:N,DC:N,...; got {text[:40]!r}")
+            return cls(int(text))
+        counts: dict[str, int] = {}
+        for part in text.split(","):
+            name, _, n = part.strip().partition(":")
+            if not n.isascii() or not n.isdigit() or len(n) > 6:
+                raise ValueError(f"a replication factor is N or DC:N,DC:N,...; got {part.strip()[:40]!r}")
+            if name in counts:
+                raise ValueError(f"the replication factor names datacenter {name} twice")
+            counts[check_place_name("datacenter", name)] = int(n)
+        return cls(by_datacenter=tuple(sorted(counts.items())))
+
+    def __bool__(self) -> bool:
+        """Whether it was given (``every`` 0 was not)."""
+        return bool(self.every or self.by_datacenter)
+
+    def __str__(self) -> str:
+        if self.by_datacenter:
+            return ",".join(f"{name}:{n}" for name, n in self.by_datacenter)
+        return str(self.every)
+
+    def of(self, datacenter: str) -> int:
+        """N in ``datacenter`` (0: none there, or ``every`` not given)."""
+        return dict(self.by_datacenter).get(datacenter, 0) if self.by_datacenter else self.every
+
+    def to_json(self) -> int | dict[str, int]:
+        """An int (the same N everywhere), or an object of each datacenter's N."""
+        return dict(self.by_datacenter) if self.by_datacenter else self.every
+
+    @classmethod
+    def from_json(cls, value: object) -> ReplicationFactor:
+        """What :meth:`to_json` wrote; ValueError for anything else."""
+        if type(value) is int:
+            return cls(value)
+        if isinstance(value, dict) and all(type(n) is int for n in value.values()):
+            return cls(by_datacenter=tuple(sorted((str(name), n) for name, n in value.items())))
+        raise ValueError(f"not a replication factor: {value!r}")
+
+    @classmethod
+    def default_for(cls, members: Mapping[str, int]) -> ReplicationFactor:
+        """What a new cluster takes when none is given: every member of a datacenter holds each key, from
+        ``members`` (each datacenter's first members). One N when they are the same everywhere."""
+        counts = set(members.values())
+        if len(counts) == 1:
+            return cls(counts.pop())
+        return cls(by_datacenter=tuple(sorted(members.items())))
+
+    def check(self, members: Mapping[str, int]) -> None:
+        """ValueError (one line) unless this factor fits ``members`` (each datacenter's members): it names
+        exactly the datacenters with members (a misspelt one would leave a datacenter without copies),
+        and no datacenter's N exceeds its members.
+
+        >>> ReplicationFactor.parse("dc1:3,dc3:3").check({"dc1": 3})
+        Traceback (most recent call last):
+        ...
+        ValueError: the replication factor names dc3, which has no members (the datacenters are dc1)
+        """
+        if self.by_datacenter:
+            named = {name for name, _ in self.by_datacenter}
+            strangers, left_out = sorted(named - set(members)), sorted(set(members) - named)
+            if strangers or left_out:
+                parts = [f"names {', '.join(strangers)}, which has no members"] if strangers else []
+                parts += [f"leaves out {', '.join(left_out)}"] if left_out else []
+                raise ValueError(
+                    f"the replication factor {', and '.join(parts)} (the datacenters are "
+                    f"{', '.join(sorted(members))})"
+                )
+        for name, count in sorted(members.items()):
+            n = self.of(name)
+            if n > count:
+                where = f" of datacenter {name}" if len(members) > 1 else ""
+                raise ValueError(f"N={n} exceeds the {count} members{where}")
+        if not self.by_datacenter and self.every < 1:
+            raise ValueError(f"N is at least 1, got {self.every}")
 
 
 def node_url(host: str, port: int, tls: bool = False) -> str:
@@ -27,9 +170,15 @@ class NodeConfig:
     client_port: int | None = None
     data_dir: Path = Path("data")
     cluster: tuple[str, ...] = ()  # every node's URL, in the same order on every node; () = just this one
-    # N: how many members hold each key, stored with the membership at the cluster's first start (a
-    # restart with another value keeps the stored one); 0 = the number of first members.
-    replication_factor: int = 0
+    # N: how many members of a datacenter hold each key, stored with the membership at the cluster's first
+    # start (a restart with another value keeps the stored one); not given = the number of first members.
+    replication_factor: ReplicationFactor = ReplicationFactor()
+    # The first members' zones and datacenters, in the order of ``cluster`` (() = a member's zone is its
+    # host, its datacenter DEFAULT_DATACENTER); a joining node's own (""= the same defaults).
+    zones: tuple[str, ...] = ()
+    datacenters: tuple[str, ...] = ()
+    zone: str = ""
+    datacenter: str = ""
     fanout: FanoutMode = "async"
     timeout_ms: int = 1000
     speculative_ceiling_ms: int = 50  # the longest a speculative read waits before asking one more
@@ -106,11 +255,7 @@ class NodeConfig:
             )
         if len(set(self.cluster)) != len(self.cluster):
             raise ValueError("the cluster list names a node twice")
-        if self.cluster and self.replication_factor > len(self.cluster):
-            raise ValueError(
-                f"--replication-factor {self.replication_factor} exceeds the {len(self.cluster)} members "
-                "of --cluster"
-            )
+        self._check_topology()
         if self.hint_window_s > self.gc_grace_s:
             # A hint delivered after the tombstones it could have been beaten by were dropped would bring
             # a deleted value back.
@@ -134,6 +279,36 @@ class NodeConfig:
         if other:
             with_tls = "with" if self.tls else "without"
             raise ValueError(f"{with_tls} TLS every member's URL is {scheme}..., not {other[0]}")
+
+    def _check_topology(self) -> None:
+        for flag, names in (("--zones", self.zones), ("--datacenters", self.datacenters)):
+            if names and len(names) != len(self.members):
+                raise ValueError(
+                    f"{flag} names {len(names)}, and --cluster has {len(self.members)} members: one a "
+                    "member, in the order of --cluster"
+                )
+            if names and self.join:
+                raise ValueError(f"{flag} is for first members; a node joining takes --zone and --datacenter")
+        for flag, name in (("--zone", self.zone), ("--datacenter", self.datacenter)):
+            if name and not self.join:
+                raise ValueError(f"{flag} is for a node joining (with --join); first members take {flag}s")
+            if name and self.replace:
+                raise ValueError(f"a node replacing a member takes its zone and datacenter: leave out {flag}")
+        for name in (*self.zones, self.zone):
+            if name:
+                check_place_name("zone", name)
+        for name in (*self.datacenters, self.datacenter):
+            if name:
+                check_place_name("datacenter", name)
+        given = self.replication_factor
+        if given and self.cluster:  # (a node joining has no --cluster: it learns the factor)
+            members: dict[str, int] = {}
+            for name in self.datacenters or (DEFAULT_DATACENTER,) * len(self.members):
+                members[name] = members.get(name, 0) + 1
+            try:
+                given.check(members)
+            except ValueError as error:
+                raise ValueError(f"--replication-factor {given}: {error}") from None
 
     @property
     def tls(self) -> bool:

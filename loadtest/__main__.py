@@ -18,7 +18,7 @@ from pathlib import Path
 
 from kvnode.client import Client, KvnodeError
 from kvnode.coordinator.fanout import FANOUTS
-from kvnode.ops.argtypes import choices, comma_list, http_urls, positive_float, positive_int, token_file
+from kvnode.ops.argtypes import ack, choices, comma_list, http_urls, positive_float, positive_int, token_file
 from kvnode.ops.extras import needs
 from loadtest import interruptible
 from loadtest.fill import describe_failures, fill
@@ -76,7 +76,12 @@ def _parser() -> argparse.ArgumentParser:
     for command in (rate, filler):
         command.add_argument("--keys", type=int, default=10_000, help="key space: keys 0 .. N-1")
         command.add_argument("--value-size", type=int, default=100, help="bytes per PUT value")
-        command.add_argument("--ack", type=int, help="replicas that must answer (default: the node's)")
+        command.add_argument(
+            "--ack",
+            type=ack,
+            help="replicas that must answer, or a consistency level by name: one, quorum, local_quorum, "
+            "each_quorum, all (without --from) (default: the node's)",
+        )
         command.add_argument("--from", dest="from_", type=int, help="replicas asked (default: all)")
         command.add_argument(
             "--token-file",

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
-from kvnode.ops.argtypes import http_urls, positive_float, positive_int
+from kvnode.ops.argtypes import ack, http_urls, positive_float, positive_int
 from kvnode.ops.processes import cpu_seconds
 from loadtest import interruptible
 from loadtest.fill import fill
@@ -126,7 +126,11 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--path", default=ENTITY_PATH, help="request path (default: %(default)s; / for loadtest.hello)"
     )
-    parser.add_argument("--ack", type=positive_int, help="replicas that must answer (default: the node's)")
+    parser.add_argument(
+        "--ack",
+        type=ack,
+        help="replicas that must answer, or a level by name: quorum, ... (default: the node's)",
+    )
     parser.add_argument("--from", dest="from_", type=positive_int, help="replicas asked (default: all)")
     parser.add_argument("--slo-ms", type=positive_float, default=50.0, help="p99 objective (default 50)")
     parser.add_argument(

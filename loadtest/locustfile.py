@@ -21,7 +21,8 @@ One class with a choice, not one class per workload: Locust's class picker selec
 form when the UI starts, so the UI started with deletes running next to reads of the deleted keys.
 
 Other options (flags, ``LOCUST_KV_*`` environment variables, or the UI's form): ``--kv-keys``,
-``--kv-value-size``, ``--kv-ack``, ``--kv-from``, ``--kv-token-file`` (``LOCUST_KV_TOKEN_FILE``: a file
+``--kv-value-size``, ``--kv-ack`` (a number, or a consistency level by name: ``--kv-ack local_quorum``),
+``--kv-from``, ``--kv-token-file`` (``LOCUST_KV_TOKEN_FILE``: a file
 whose first line is the client token, for a node started with ``--auth-tokens-file``). Reads expect a
 filled store: run ``python -m loadtest fill --url URL --keys N`` first with the same N. Locust users wait
 for each answer (closed loop), so under a stall they slow down and Locust's latencies understate it: use
@@ -39,7 +40,7 @@ import locust.stats
 from locust import FastHttpUser, constant, events, task
 from locust.env import Environment
 
-from kvnode.ops.argtypes import token_file
+from kvnode.ops.argtypes import ack, token_file
 from loadtest.workload import (
     CAS_OUTCOMES,
     CAS_READ_STATUSES,
@@ -75,7 +76,11 @@ def _add_options(parser: Any) -> None:
         },
         "keys": {"type": int, "default": 10_000, "help": "key space: keys 0 .. N-1"},
         "value-size": {"type": int, "default": 100, "help": "bytes per PUT value"},
-        "ack": {"type": int, "default": 0, "help": "replicas that must answer (0: node default)"},
+        "ack": {
+            "default": "",
+            "help": "replicas that must answer, or a consistency level by name: one, quorum, local_quorum, "
+            "each_quorum, all (empty: node default)",
+        },
         "from": {"type": int, "default": 0, "help": "replicas asked (0: node default)"},
         "token-file": {"default": "", "help": "file whose first line is the client token (none: no token)"},
     }
@@ -111,7 +116,7 @@ class KvUser(FastHttpUser):
                 op,
                 keys=options.kv_keys,
                 value_size=options.kv_value_size,
-                ack=options.kv_ack or None,
+                ack=ack(options.kv_ack) if options.kv_ack not in ("", "0") else None,
                 from_=options.kv_from or None,
                 seed=seed + index,
                 token=token,

@@ -93,7 +93,7 @@ class Workload:
     op: Op
     keys: int = 10_000
     value_size: int = 100
-    ack: int | None = None
+    ack: int | str | None = None  # a number, or a consistency level by name (quorum, local_quorum, ...)
     from_: int | None = None
     seed: int = 1
     path: str = ENTITY_PATH  # loadtest.selfbench points the generator at the hello-world app's "/"
@@ -110,6 +110,8 @@ class Workload:
             raise ValueError(
                 "the cas op takes no ack or from: its write's round asks a majority of the owners"
             )
+        if isinstance(self.ack, str) and self.from_ is not None:
+            raise ValueError(f"from goes without a named ack: ack={self.ack} counts the key's owners itself")
         self._rng = random.Random(self.seed)
         # One value reused by every PUT: generating bytes per request would load the generator, not the store.
         self.value = random.Random(self.seed).randbytes(self.value_size)

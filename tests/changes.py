@@ -28,17 +28,25 @@ SECRET = "replace-test-secret-" * 2
 FILL_KEYS = 100  # fill's keys on every member; half as many again on two: enough for every member to own some
 
 
-def on_machines(tmp_path: Path, machines: int, per_machine: int, replication: int) -> Cluster:
+def on_machines(
+    tmp_path: Path, machines: int, per_machine: int, replication: int, datacenters: int = 0, zones: int = 0
+) -> Cluster:
     """A running cluster of ``machines`` machines modelled on loopback (127.0.0.1, 127.0.0.2, ...: distinct
     hosts to placement) of ``per_machine`` members each, as ``cluster --machines`` runs them, with
-    replication factor ``replication`` and the cluster secret. Its nodes are loose (conftest stops them)."""
+    replication factor ``replication`` (in each datacenter), the cluster secret, and ``datacenters`` and
+    ``zones`` (a datacenter) modelled as ``cluster --model-datacenters --model-zones`` does (0: not). Its
+    nodes are loose (conftest stops them)."""
     secret = write_secret_file(tmp_path / "cluster.secret", SECRET)
     base = NodeConfig(data_dir=tmp_path, cluster_secret=SECRET.encode(), cluster_secret_file=secret)
 
     size = machines * per_machine
     return Cluster(
         start_local_cluster(
-            base, size, Node, log_dir=tmp_path, configure=machine_placement(per_machine, replication)
+            base,
+            size,
+            Node,
+            log_dir=tmp_path,
+            configure=machine_placement(per_machine, replication, datacenters, zones),
         ).nodes
     )
 

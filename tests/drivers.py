@@ -25,7 +25,6 @@ from kvnode.clocks.hybrid import HybridClock, wall_clock_us
 from kvnode.clocks.offsets import Offset
 from kvnode.cluster.changes import make_as_member
 from kvnode.cluster.members import Members
-from kvnode.config import NodeConfig
 from kvnode.healing.anti_entropy import AntiEntropy
 from kvnode.healing.repair_calls import RepairCalls
 from kvnode.healing.upkeep import SummaryUpkeep
@@ -46,6 +45,7 @@ from kvnode.storage.records import Record, decode
 from kvnode.storage.system_db import SystemDb
 from kvnode.topology.epoch import Epoch
 from kvnode.topology.membership import Membership
+from tests.harness import node_config
 from tests.replicas import unjudged_fence
 
 
@@ -320,7 +320,7 @@ async def served_nodes(tmp_path: Path) -> AsyncIterator[Serve]:
 
         async def serve(**options: Any) -> ServedNode:
             data_dir = tmp_path / f"node-{next(started)}"
-            parts = await stack.enter_async_context(open_parts(NodeConfig(data_dir=data_dir, **options)))
+            parts = await stack.enter_async_context(open_parts(node_config(data_dir=data_dir, **options)))
             runner = GuardedRunner(create_app(parts), parts.connections, parts.config.idle_timeout_s)
             await runner.setup()
             stack.push_async_callback(runner.cleanup)

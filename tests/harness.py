@@ -28,7 +28,7 @@ from typing import IO, Any, ClassVar, TypeVar, get_args
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from kvnode.config import FanoutMode, NodeConfig
+from kvnode.config import FanoutMode, NodeConfig, ReplicationFactor
 from kvnode.ops.local_cluster import LocalCluster, start_local_cluster
 from kvnode.ops.processes import Child, NodeProcess, ServerProcess
 from kvnode.topology.placement import Placement
@@ -95,13 +95,13 @@ class Node(NodeProcess):
         env = {**os.environ, **self.extra_env}
         return forkserver.spawn(self.argv, env, stdout.fileno(), new_session=self.new_session)
 
-    def get(self, key: str, **quorum: int) -> Response:
+    def get(self, key: str, **quorum: int | str) -> Response:
         return request(self.url, "GET", "/v0/entity", {"id": key, **_quorum(quorum)})
 
-    def put(self, key: str, value: bytes, **quorum: int) -> Response:
+    def put(self, key: str, value: bytes, **quorum: int | str) -> Response:
         return request(self.url, "PUT", "/v0/entity", {"id": key, **_quorum(quorum)}, body=value)
 
-    def delete(self, key: str, **quorum: int) -> Response:
+    def delete(self, key: str, **quorum: int | str) -> Response:
         return request(self.url, "DELETE", "/v0/entity", {"id": key, **_quorum(quorum)})
 
     def scan(self, start: str, end: str | None = None) -> list[tuple[bytes, bytes]]:
@@ -118,8 +118,8 @@ def listed_on(node: Node, key: str) -> bytes | None:
     return found[0][1] if found else None
 
 
-def _quorum(quorum: Mapping[str, int]) -> dict[str, int]:
-    # `from` is a Python keyword: callers write from_=3.
+def _quorum(quorum: Mapping[str, int | str]) -> dict[str, int | str]:
+    # `from` is a Python keyword: callers write from_=3; ack is a number or a level by name (ack="quorum").
     return {name.rstrip("_"): value for name, value in quorum.items()}
 
 
@@ -190,7 +190,7 @@ def launch_cluster(
     if cluster_secret:
         secret_file = write_secret_file(tmp_path / "cluster.secret", cluster_secret)
         options.update(cluster_secret=cluster_secret.encode(), cluster_secret_file=secret_file)
-    base = NodeConfig(data_dir=tmp_path, fanout=fanout, timeout_ms=timeout_ms, **options)  # type: ignore[arg-type]
+    base = node_config(data_dir=tmp_path, fanout=fanout, timeout_ms=timeout_ms, **options)
     offsets = list(clock_offsets_ms) or [0] * size
 
     def skew(index: int, config: NodeConfig, _: list[int]) -> NodeConfig:
@@ -199,6 +199,14 @@ def launch_cluster(
     cluster = Cluster(start_local_cluster(base, size, Node, log_dir=tmp_path, configure=skew).nodes)
     Node.loose[:] = [node for node in Node.loose if node not in cluster.nodes]
     return cluster
+
+
+def node_config(**options: Any) -> NodeConfig:
+    """A NodeConfig of these options, in which a test may give ``replication_factor`` as an int (the same
+    N in every datacenter)."""
+    if isinstance(options.get("replication_factor"), int):
+        options["replication_factor"] = ReplicationFactor(options["replication_factor"])
+    return NodeConfig(**options)
 
 
 def write_secret_file(path: Path, secret: str) -> Path:

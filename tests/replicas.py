@@ -67,6 +67,7 @@ class ScriptedReplica(AwaitableCalls):
         self.holding = False
         self._held: list[Callable[[ReplicaError | None], None]] = []
         self.writes: list[tuple[bytes, Record]] = []
+        self.reads: list[bytes] = []
 
     def speculative_delay(self) -> float:
         return 0.05
@@ -75,6 +76,7 @@ class ScriptedReplica(AwaitableCalls):
         return 0.0 if self.connected else 1.0
 
     def read_then(self, key: bytes, answered: Answered[Record | None]) -> None:
+        self.reads.append(key)
         self._answer(partial(self._store.read_then, key), answered)
 
     def write_then(self, key: bytes, record: Record, answered: Answered[int | None]) -> None:
@@ -141,11 +143,14 @@ class CoordinatorNode:
 
 
 @contextmanager
-def coordinator_node(tmp_path: Path, fanout: FanoutMode = "async") -> Iterator[CoordinatorNode]:
+def coordinator_node(
+    tmp_path: Path, fanout: FanoutMode = "async", membership: Membership | None = None
+) -> Iterator[CoordinatorNode]:
+    """The coordinator of http://a:1 in ``membership`` (by default URLS, each owning every key)."""
     with storages(tmp_path, ["a", "b", "c"]) as (a, b, c):
         local = LocalReplica(URLS[0], a, unjudged_fence())
         peers = ScriptedReplica(URLS[1], b), ScriptedReplica(URLS[2], c)
-        membership = Membership.seeded(URLS)
+        membership = membership or Membership.seeded(URLS)
         epoch: Epoch[Replica] = Epoch(URLS[0], membership, dict(zip(URLS[1:], peers, strict=True)), 0)
         clock = HybridClock(wall_clock_us(), max_skew_us=5_000_000)
         system = SystemDb.open(tmp_path / "a-system")

@@ -20,7 +20,7 @@ from pathlib import Path
 from kvnode.check.disk import FullDisk
 from kvnode.check.nemesis import Fault
 from kvnode.check.netns import Hosts, address
-from kvnode.config import NodeConfig, node_url
+from kvnode.config import NodeConfig, ReplicationFactor, node_url
 from kvnode.ops.local_cluster import start_local_cluster
 from kvnode.ops.node_http import fetch
 from kvnode.ops.ports import free_ports
@@ -54,7 +54,7 @@ class LocalNodes:
         self._base = NodeConfig(
             data_dir=directory,
             cluster_secret=secrets.token_hex(16).encode(),
-            replication_factor=replication_factor,
+            replication_factor=ReplicationFactor(replication_factor),
         )
         self.nodes: dict[str, NodeProcess] = {}
         self.members: list[str] = []

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from kvnode.check.nemesis import Fault
 from kvnode.ops.node_http import Unreachable, fetch
+from kvnode.topology.membership import Membership
 
 __all__ = ["RemoteFaults"]
 
@@ -45,10 +46,11 @@ class RemoteFaults:
             view = fetch(self._urls[0], self._token, self._tls_ca)
         except Unreachable as error:
             return f"membership skipped: {error}"
-        if len(view["cluster"]) <= view["replication_factor"]:
+        owners = Membership.from_described(view).placement().replication  # N: a key's, in every datacenter
+        if len(view["cluster"]) <= owners:
             return (
                 f"membership skipped: a member may leave only a cluster of more members "
-                f"({len(view['cluster'])}) than its replication factor ({view['replication_factor']})"
+                f"({len(view['cluster'])}) than its replication factor ({owners})"
             )
         return ""
 

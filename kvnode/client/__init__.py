@@ -13,10 +13,12 @@ and conditional writes (compare-and-set on one key, docs/conditional-writes.md) 
 of a seed (from the open ``GET /v0/status`` when its token's role is not admin: members without their
 reachability) and places keys with :class:`kvnode.topology.placement.Placement`, the rule every node uses. A
 request goes to the first member in its key's placement order that the client has not found failing, so the
-coordinator is a replica and its own copy answers locally. A member that refused a connection, dropped
-one or did not answer in time is demoted (asked after every other member) for 5 s, and the client
-refreshes its view in the background, at most once a second, demoting the members the answering node
-cannot reach either. Requests share one ``aiohttp.ClientSession``, so connections are reused.
+coordinator is a replica and its own copy answers locally. In a cluster of several datacenters, a client
+made with ``datacenter=`` asks the owners in that one first (its own: ``ack="local_quorum"`` is then
+answered at local latency); without it, those of the first datacenter by name. A member that refused a
+connection, dropped one or did not answer in time is demoted (asked after every other member) for 5 s,
+and the client refreshes its view in the background, at most once a second, demoting the members the
+answering node cannot reach either. Requests share one ``aiohttp.ClientSession``, so connections are reused.
 
 **Retries: only what is safe, at most ``attempts`` requests per call.**
 
@@ -109,7 +111,13 @@ class Client:
 
     ``seeds`` are nodes to learn the cluster from (the first that answers; later refreshes ask the
     members too). ``timeout`` bounds each request (for a scan: each read of its stream), ``connect_timeout``
-    each connection attempt; ``attempts`` is the most requests one call sends.
+    each connection attempt; ``attempts`` is the most requests one call sends. ``datacenter``: the
+    datacenter whose members the client asks first (its own).
+
+    A request's ``ack`` is a number (of its ``from`` first owners; the node's defaults without them) or a
+    consistency level by name, which goes without ``from``: ``"one"``, ``"quorum"`` (a majority of all
+    the key's owners), ``"local_quorum"`` (a majority of its owners in the coordinator's datacenter),
+    ``"each_quorum"`` (a majority in every datacenter) or ``"all"``.
     """
 
     def __init__(
@@ -121,6 +129,7 @@ class Client:
         max_retry_wait: float = 5.0,
         token: str | None = None,
         ssl: SSLContext | None = None,
+        datacenter: str = "",
     ) -> None:
         if not seeds:
             raise ValueError("a client needs at least one seed URL")
@@ -133,6 +142,7 @@ class Client:
         self._scan_timeout = aiohttp.ClientTimeout(sock_connect=connect_timeout, sock_read=timeout)
         self._headers = {} if token is None else {"Authorization": f"Bearer {token}"}
         self._ssl = ssl
+        self.datacenter = datacenter
         self._session: aiohttp.ClientSession | None = None
         self._members: Members | None = None
         self._refresh: asyncio.Task[None] | None = None
@@ -180,6 +190,24 @@ class Client:
         """N, how many members hold each key (a request's ``from`` is at most N), as the last view said."""
         return self._routing().placement.replication
 
+    @property
+    def owners_by_datacenter(self) -> dict[str, int]:
+        """How many members of each datacenter hold each key (its replication factor there, or all its
+        members while it has fewer), as the last view said."""
+        return dict(self._routing().placement.owners_by_datacenter)
+
+    @property
+    def zones(self) -> dict[str, str]:
+        """Each member's zone, as the last view said."""
+        placement = self._routing().placement
+        return {url: placement.zone_of(url) for url in placement.nodes}
+
+    @property
+    def datacenters(self) -> dict[str, str]:
+        """Each member's datacenter, as the last view said."""
+        placement = self._routing().placement
+        return {url: placement.datacenter_of(url) for url in placement.nodes}
+
     def route(self, key: str) -> list[str]:
         """The members a request for ``key`` would be sent to, in order (its N owners first)."""
         return self._routing().order(key)
@@ -214,7 +242,7 @@ class Client:
         raise error
 
     async def get(
-        self, key: str, *, ack: int | None = None, from_: int | None = None, serial: bool = False
+        self, key: str, *, ack: int | str | None = None, from_: int | None = None, serial: bool = False
     ) -> bytes:
         """The key's value. :class:`NotFound` if it is absent or deleted. ``serial``: a serial read
         (``serial=1``), which sees every conditional write acknowledged before it (and completes one left
@@ -225,7 +253,7 @@ class Client:
         return answer.body
 
     async def get_versioned(
-        self, key: str, *, ack: int | None = None, from_: int | None = None, serial: bool = False
+        self, key: str, *, ack: int | str | None = None, from_: int | None = None, serial: bool = False
     ) -> Versioned | None:
         """The key's value and the ETag naming its version, for a read-modify-write with :meth:`put_if`
         (None where :meth:`get` raises NotFound: the key has no live value). ``serial`` as for get."""
@@ -241,7 +269,7 @@ class Client:
         key: str,
         value: bytes,
         *,
-        ack: int | None = None,
+        ack: int | str | None = None,
         from_: int | None = None,
         ttl_ms: int | None = None,
     ) -> None:
@@ -251,7 +279,7 @@ class Client:
         if answer.status != 201:
             raise error_of(answer, "PUT")
 
-    async def delete(self, key: str, *, ack: int | None = None, from_: int | None = None) -> None:
+    async def delete(self, key: str, *, ack: int | str | None = None, from_: int | None = None) -> None:
         """Delete ``key`` (a tombstone) once ``ack`` of its ``from`` replicas have it."""
         answer = await self._entity("DELETE", key, _write_params(ack, from_, None))
         if answer.status != 202:
@@ -417,7 +445,7 @@ class Client:
 
     def _learn(self, view: dict[str, Any]) -> None:
         """Take a ``/v0/cluster`` view (or ``/v0/status``); a bad one changes nothing."""
-        self._members = Members.learnt(view, self._members)
+        self._members = Members.learnt(view, self._members, self.datacenter)
 
     def _routing(self) -> Members:
         if self._members is None:
@@ -430,18 +458,18 @@ class Client:
         return self._session
 
 
-def _read_params(ack: int | None, from_: int | None, serial: bool) -> dict[str, str]:
+def _read_params(ack: int | str | None, from_: int | None, serial: bool) -> dict[str, str]:
     params = _write_params(ack, from_, None)
     if serial:
         params["serial"] = "1"
     return params
 
 
-def _write_params(ack: int | None, from_: int | None, ttl_ms: int | None) -> dict[str, str]:
+def _write_params(ack: int | str | None, from_: int | None, ttl_ms: int | None) -> dict[str, str]:
     return {
-        name: str(number)
-        for name, number in (("ack", ack), ("from", from_), ("ttl", ttl_ms))
-        if number is not None
+        name: str(value)
+        for name, value in (("ack", ack), ("from", from_), ("ttl", ttl_ms))
+        if value is not None
     }
 
 

@@ -6,6 +6,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from kvnode.topology.membership import Membership
 from kvnode.topology.placement import Placement
 
 __all__ = ["Members"]
@@ -17,26 +18,25 @@ _BACKOFF_S = 0.1  # before asking a member again within one call
 class Members:
     """The cluster as the client sees it: the placement, and when each member may be asked again."""
 
-    def __init__(self, members: Sequence[str], tokens: Sequence[str] = (), replication: int = 0) -> None:
-        """``tokens``: each member's placement token, as the nodes say (by default its URL);
-        ``replication``: the cluster's N (0: every member owns every key)."""
-        self.placement = Placement(members, tokens, replication)
+    def __init__(self, placement: Placement) -> None:
+        """``placement``: the members' placement, as the nodes place keys (its home: the datacenter whose
+        owners the client asks first)."""
+        self.placement = placement
         self.demoted_until: dict[str, float] = {}  # failed: tried after the others until then
         self.resting_until: dict[str, float] = {}  # answered 503: not asked before then
 
     @classmethod
-    def learnt(cls, view: dict[str, Any], known: Members | None) -> Members:
+    def learnt(cls, view: dict[str, Any], known: Members | None, datacenter: str = "") -> Members:
         """The members a ``/v0/cluster`` view (or a ``/v0/status``, which has no reachability) says, read
-        whole first so that a bad one raises (ValueError, KeyError, TypeError) and changes nothing; what
-        ``known`` learnt of members still in the cluster stays, and those the node cannot reach are
-        demoted."""
-        members = [str(url) for url in view["cluster"]]
-        tokens = [str(token) for token in view.get("tokens", members)]
-        replication = int(view.get("replication_factor", 0))
+        whole first so that a bad one raises (ValueError, KeyError, TypeError) and changes nothing, with
+        ``datacenter``'s owners first (by default the first datacenter by name); what ``known`` learnt of
+        members still in the cluster stays, and those the node cannot reach are demoted."""
+        membership = Membership.from_described(view)
+        members = membership.urls
         unreachable = [str(member["url"]) for member in view.get("members", []) if not member["reachable"]]
-        routing = cls(members, tokens, replication)
+        routing = cls(membership.placement_without((), datacenter))
         if known is not None:
-            if _same(known.placement, routing.placement):
+            if known.placement.layout == routing.placement.layout:
                 routing = known  # keeps its placement's cache of recent keys
             else:
                 routing.demoted_until = {url: t for url, t in known.demoted_until.items() if url in members}
@@ -71,7 +71,3 @@ class Members:
         url = min(untried or order, key=lambda member: self.resting_until.get(member, 0.0))
         wait = self.resting_until.get(url, 0.0) - now
         return url, max(wait, 0.0 if untried else _BACKOFF_S)
-
-
-def _same(one: Placement, other: Placement) -> bool:
-    return (one.nodes, one.tokens, one.replication) == (other.nodes, other.tokens, other.replication)

@@ -88,7 +88,7 @@ async def take_place(
                     f"{config.replace} answers: a member that is up is not replaced; stop it first"
                 )
         else:
-            plan = current.with_joining(config.url)
+            plan = current.with_joining(config.url, config.zone, config.datacenter)
         others = [url for url in plan.urls if url != config.url]
         reached = await asyncio.gather(*(peer(url).reach(_REACH_S) for url in others))
         unreachable = [url for url, ok in zip(others, reached, strict=True) if not ok]

@@ -21,6 +21,7 @@ from typing import Protocol
 
 from kvnode.cluster.crash_points import crash_point
 from kvnode.cluster.members import Members
+from kvnode.config import ReplicationFactor
 from kvnode.replica.errors import ReplicaError
 from kvnode.topology.change_steps import offer_order
 from kvnode.topology.membership import ChangeRefused, Membership
@@ -97,11 +98,15 @@ async def start_leave(members: Members, member: str, timeout_s: float) -> Member
     return plan
 
 
-async def start_resize(members: Members, replication: int, timeout_s: float) -> Membership:
-    """``admin replication-factor N``, on the node asked: the version moving to ``replication`` owners a
-    key, made and returned; the claimant streams the new copies, then makes the next version with the new
-    factor (kvnode.cluster.own_part). Raises ValueError for a factor out of 1..members, ChangeRefused:
-    another change under way, or a member unreachable (every member's records stream)."""
+async def start_resize(
+    members: Members, replication: ReplicationFactor | int, timeout_s: float
+) -> Membership:
+    """``admin replication-factor N`` (or ``DC:N,DC:N,...``), on the node asked: the version moving to
+    ``replication`` owners a key in each datacenter, made and returned; the claimant streams the new
+    copies, then makes the next version with the new factor (kvnode.cluster.own_part). Raises ValueError
+    for a factor that does not fit the members (out of 1..members in a datacenter, one misnamed or left
+    out), ChangeRefused: another change under way, or a member unreachable (every member's records
+    stream)."""
     plan = members.membership.resized(replication)
     await _reach_all(members, "a new replication factor", timeout_s)
     await make_as_member(members, plan)

@@ -1,7 +1,9 @@
 """The coordinator: turns a client's GET/PUT/DELETE into replica calls and a quorum verdict.
 
-It picks the key's replicas (placement), stamps writes with the node's hybrid logical clock, hands the
-calls to the fan-out strategy the node runs with, and merges read answers (the newest version wins).
+It picks the key's replicas (placement: the owners in this node's datacenter first), stamps writes with the
+node's hybrid logical clock, hands the calls to the fan-out strategy the node runs with, and merges read
+answers (the newest version wins). A request's quorum is ack/from by number or a consistency level by name
+(kvnode.coordinator.quorum), over the owners in each datacenter as this node's placement counts them.
 Around the verdict it keeps the replicas converging: a write that a replica missed becomes a hint
 (kvnode.replica.hints), a read that found stale replicas repairs them (kvnode.coordinator.read_repair), and a
 write that lost to a newer version on a replica is stamped again past it and rewritten, once. A node whose
@@ -10,9 +12,10 @@ clock is fenced (kvnode.clocks.fence) refuses to coordinate writes: ClockFenced.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Protocol, TypeVar
@@ -20,7 +23,7 @@ from typing import Protocol, TypeVar
 from kvnode.clocks.fence import ClockFence
 from kvnode.clocks.hybrid import HybridClock
 from kvnode.coordinator.fanout import CallStarter, Fanout, Patient
-from kvnode.coordinator.quorum import Quorum
+from kvnode.coordinator.quorum import NO_GROUP, Quorum
 from kvnode.coordinator.read_repair import ReadRound
 from kvnode.figures import Figure, Figures, Kind
 from kvnode.replica import Answered, Replica
@@ -109,6 +112,11 @@ class Coordinator:
         most a request's ``from`` may be."""
         return self.owning.replication
 
+    def quorum(self, ack: str | None, copies: str | None, *, read: bool = False) -> Quorum:
+        """A request's quorum from its ``ack`` and ``from`` (raises BadQuorum), over a key's present
+        owners in each datacenter, this node's first."""
+        return Quorum.parse(ack, copies, self.owning.owners_by_datacenter, read=read)
+
     async def get(self, key: bytes, quorum: Quorum) -> Record | None:
         """The newest version among ack replicas (a tombstone or an expired one included: it still hides
         older versions and read repair spreads it); None where none holds the key."""
@@ -117,7 +125,11 @@ class Coordinator:
         if self._fanout.nearest_first:
             replicas = nearest_first(replicas, self._local)
         try:
-            calls = [CallStarter(read.ask, replica, read.answered) for replica in replicas]
+            groups = self._groups(quorum, replicas)
+            calls = [
+                CallStarter(read.ask, replica, read.answered, group)
+                for replica, group in zip(replicas, groups, strict=False)
+            ]
             answers = await self._fanout.read(calls, quorum)
         finally:
             read.close()
@@ -183,7 +195,17 @@ class Coordinator:
         hinted: dict[str, _DispatchHint] = {}  # the replicas not connected when the write was sent
         send = partial(self._send_write, key=key, record=record, hinted=hinted)
         ended = partial(self._write_done, key=key, record=record, hinted=hinted)
-        return await self._fanout.write([CallStarter(send, r, ended) for r in replicas], quorum)
+        groups = self._groups(quorum, replicas)
+        calls = [
+            CallStarter(send, replica, ended, group) for replica, group in zip(replicas, groups, strict=False)
+        ]
+        return await self._fanout.write(calls, quorum)
+
+    def _groups(self, quorum: Quorum, replicas: list[Replica]) -> Iterable[int]:
+        """Each replica's datacenter among ``quorum``'s groups (NO_GROUP where it counts none apart)."""
+        if not quorum.groups:
+            return itertools.repeat(NO_GROUP)  # the usual case: nothing looked up on the request path
+        return [quorum.group_of(self.placement.datacenter_of(replica.url)) for replica in replicas]
 
     def _send_write(
         self,
@@ -261,7 +283,7 @@ class Coordinator:
         )
         pending = [url for url in self.placement.replicas_for(key, future) if url not in owners]
         targets = [self._replicas[url] for url in (*owners, *pending)]
-        return targets, Quorum(quorum.ack + len(pending), quorum.copies + len(pending))
+        return targets, quorum.with_pending([self.placement.datacenter_of(url) for url in pending])
 
 
 class Ranked(Patient, Protocol):

@@ -3,6 +3,8 @@
 Each takes the replica calls in order (each a :class:`CallStarter`, which starts one call with a callback
 told its outcome) and the quorum, and returns the answers of the first ``ack`` replicas that succeeded, or
 raises :class:`QuorumFailed` once ``ack`` is out of reach. They differ only in how many calls are in flight.
+A quorum that counts datacenters apart (``each_quorum``, a ``local_quorum`` write) counts each call in its
+replica's group as well (the call's ``group``), and is reached only once every group has its ack.
 A :class:`Fanout` (one per ``--fanout`` mode) pairs a strategy for reads with one for writes; every mode's
 write asks all ``from`` replicas, and only reads may stop early.
 """
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Generic, Protocol, TypeVar
 
-from kvnode.coordinator.quorum import Quorum, QuorumTally
+from kvnode.coordinator.quorum import NO_GROUP, Quorum, QuorumTally
 from kvnode.replica import Answered, answer_future
 from kvnode.replica.errors import ReplicaDiskFull, ReplicaError
 
@@ -55,17 +57,19 @@ class CallStarter(Generic[R, T]):
     included, just before the verdict counts it: what the coordinator does around the verdict (hints,
     read repair) costs no callback of its own."""
 
-    __slots__ = ("_ended", "_replica", "_start")
+    __slots__ = ("_ended", "_replica", "_start", "group")
 
     def __init__(
         self,
         start: Callable[[R, Answered[T]], None],
         replica: R,
         ended: Callable[[R, ReplicaError | None, T], None] | None = None,
+        group: int = NO_GROUP,
     ) -> None:
         self._start = start
         self._replica = replica
         self._ended = ended
+        self.group = group  # its replica's datacenter among the quorum's groups (NO_GROUP: none)
 
     def __call__(self, answered: Answered[T]) -> None:
         self._start(self._replica, answered)
@@ -94,7 +98,8 @@ class QuorumFailed(Exception):
         quorum = tally.quorum
         detail = "; ".join(" ".join(str(error).split()) for error in errors)  # a peer's text may span lines
         super().__init__(
-            f"{tally.successes} of {quorum.copies} replicas answered, {quorum.ack} needed: {detail}"
+            f"{tally.successes} of {quorum.copies} replicas answered, {quorum.ack} needed"
+            f"{tally.shortfall()}: {detail}"
         )
 
 
@@ -138,10 +143,10 @@ async def sequential(
         future: asyncio.Future[T] = answer_future(loop, partial(_start_told, call))
         try:
             answers.append(await future)
-            tally.succeed()
+            tally.succeed(call.group)
         except ReplicaError as error:
             errors.append(error)
-            tally.fail()
+            tally.fail(call.group)
         if not ask_all and (tally.reached or tally.impossible):
             break
     if tally.reached:
@@ -153,7 +158,11 @@ async def speculative(calls: Sequence[CallStarter[Any, T]], quorum: Quorum) -> l
     """speculative (reads): ask the first ``ack`` replicas; each one that fails, or has not answered
     within its patience (a per-peer latency percentile, see PeerReplica.speculative_delay), brings in
     the next replica, once. Otherwise as ``parallel``: the ack-th success answers, and the failure that
-    puts ack out of reach fails at once. Cassandra's speculative retry, per call."""
+    puts ack out of reach fails at once. Cassandra's speculative retry, per call. A quorum that counts
+    datacenters apart asks every replica at once, as ``parallel``: the next replica in line may not be in
+    the group that needs one."""
+    if quorum.groups:
+        return await parallel(calls, quorum)
     speculation: _Speculation[T] = _Speculation(calls, quorum, asyncio.get_running_loop())
     for _ in range(quorum.ack):
         speculation.start_next()
@@ -171,20 +180,21 @@ class _Verdict(Generic[T]):
         self.errors: list[ReplicaError] = []
         self.future: asyncio.Future[list[T]] = loop.create_future()
 
-    def take(self, error: ReplicaError | None, answer: T) -> bool:
-        """Count one call's outcome; whether it was a failed replica. Settles the outcome at the ack-th
-        success, or at the failure that puts ack out of reach; one told after that is only dropped."""
+    def take(self, error: ReplicaError | None, answer: T, group: int) -> bool:
+        """Count one call's outcome (its replica in ``group``); whether it was a failed replica. Settles the
+        outcome at the ack-th success, or at the failure that puts ack out of reach; one told after that
+        is only dropped."""
         future, tally = self.future, self.tally
         if future.done():
             return False
         if error is None:
             self.answers.append(answer)
-            tally.succeed()
+            tally.succeed(group)
             if tally.reached:
                 future.set_result(self.answers)
             return False
         self.errors.append(error)
-        tally.fail()
+        tally.fail(group)
         if tally.impossible:
             future.set_exception(QuorumFailed(tally, self.errors))
         return True
@@ -193,7 +203,7 @@ class _Verdict(Generic[T]):
 def _settle(call: CallStarter[Any, T], verdict: _Verdict[T], error: ReplicaError | None, answer: T) -> None:
     """A call's outcome (its callback in ``parallel``): to the call's ``ended``, then to the verdict."""
     call.ended(error, answer)
-    verdict.take(error, answer)
+    verdict.take(error, answer, call.group)
 
 
 def _start_told(call: CallStarter[Any, T], answered: Answered[T]) -> None:
@@ -250,7 +260,7 @@ class _Attempt(Generic[T]):
             self.timer.cancel()
         self.call.ended(error, answer)
         verdict = self.speculation.verdict
-        if verdict.take(error, answer) and not self.replaced and not verdict.future.done():
+        if verdict.take(error, answer, self.call.group) and not self.replaced and not verdict.future.done():
             self.replaced = True
             self.speculation.start_next()
 

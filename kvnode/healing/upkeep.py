@@ -73,12 +73,7 @@ class SummaryUpkeep:
         """Summarise for another membership's placement: which peer shares a key changed, so the trees
         are rebuilt from a scan (not ready meanwhile: exchanges wait). The same placement changes nothing."""
         placement = epoch.placement
-        current = self.summaries.placement
-        if (current.nodes, current.tokens, current.replication) == (
-            placement.nodes,
-            placement.tokens,
-            placement.replication,
-        ):
+        if self.summaries.placement.layout == placement.layout:
             return
         if self._task is not None:
             self._task.cancel()  # a rebuild for the old placement
@@ -124,5 +119,6 @@ class SummaryUpkeep:
 
 
 def _stamp(own_url: str, placement: Placement) -> bytes:
-    """What saved trees were built for: this node and the members, with their tokens, and N."""
-    return "\n".join((own_url, *placement.nodes, *placement.tokens, str(placement.replication))).encode()
+    """What saved trees were built for: this node and the placement's layout (the members, with their
+    tokens, and N; with zones and datacenters, those too)."""
+    return "\n".join((own_url, *placement.layout)).encode()

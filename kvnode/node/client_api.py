@@ -24,6 +24,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from kvnode.clocks.fence import ClockFenced
+from kvnode.coordinator.coordinator import Coordinator
 from kvnode.coordinator.fanout import QuorumFailed
 from kvnode.coordinator.quorum import BadQuorum, Quorum
 from kvnode.metrics import FixedBuckets
@@ -111,7 +112,7 @@ async def get_entity(parts: NodeParts, request: web.Request) -> web.Response:
     query, key = _query_and_key(request, _GET_PARAMS)
     if "serial" in query:
         return await serial_read(parts, query, key)
-    quorum = _quorum(query, coordinator.replication)
+    quorum = _quorum(query, coordinator, read=True)
     try:
         record = await coordinator.get(key, quorum)
     except QuorumFailed as error:
@@ -128,7 +129,7 @@ async def put_entity(parts: NodeParts, request: web.Request) -> web.Response:
     coordinator = parts.coordinator
     query, key = _query_and_key(request, _PUT_PARAMS)
     condition = condition_of(request, query)
-    quorum = None if condition is not None else _quorum(query, coordinator.replication)
+    quorum = None if condition is not None else _quorum(query, coordinator)
     ttl_ms = _ttl_ms(query)
     limit = parts.config.max_body_bytes
     if request.content_length is not None and request.content_length > limit:
@@ -160,7 +161,7 @@ async def delete_entity(parts: NodeParts, request: web.Request) -> web.Response:
     if condition is not None:
         return await conditional_write(parts, key, Write.delete(), condition)
     try:
-        record = await coordinator.delete(key, _quorum(query, coordinator.replication))
+        record = await coordinator.delete(key, _quorum(query, coordinator))
     except (QuorumFailed, StorageFull) as error:
         return _write_failed(error)
     except ClockFenced as error:
@@ -206,19 +207,8 @@ async def get_status(request: web.Request) -> web.Response:
     parts = request.app[PARTS]
     config = parts.config
     data = parts.rebuild.node_state()
-    body = {
-        "url": config.url,
-        "pid": os.getpid(),
-        "cluster": list(parts.membership.urls),
-        "tokens": list(parts.membership.tokens),
-        "cluster_id": parts.membership.cluster,  # what a node joining proves in its handshakes
-        "membership_version": parts.membership.version,
-        "replication_factor": parts.membership.replication,
-        "next_replication_factor": parts.membership.next_replication,
-        "joining": sorted(parts.membership.joining),
-        "leaving": sorted(parts.membership.leaving),
-        "data": data.value,
-    }
+    # The cluster's identity among the membership: what a node joining proves in its handshakes.
+    body = {"url": config.url, "pid": os.getpid(), **parts.membership.described(), "data": data.value}
     status = 503 if asked is not None and not is_ready(data, config.url, parts.membership.joining) else 200
     return web.Response(status=status, text=json.dumps(body) + "\n", content_type="application/json")
 
@@ -248,10 +238,11 @@ def _query_and_key(request: web.Request, known: tuple[str, ...]) -> tuple[Query,
         raise bad_request(str(error)) from None
 
 
-def _quorum(query: Query, replication: int) -> Quorum:
-    """The request's ack of from (defaults: a majority of the N owners)."""
+def _quorum(query: Query, coordinator: Coordinator, *, read: bool = False) -> Quorum:
+    """The request's ack of from, or its consistency level by name (defaults: a majority of the N
+    owners)."""
     try:
-        return Quorum.parse(query.single("ack"), query.single("from"), replication)
+        return coordinator.quorum(query.single("ack"), query.single("from"), read=read)
     except (BadQuery, BadQuorum) as error:
         raise bad_request(str(error)) from None
 

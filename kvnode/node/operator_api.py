@@ -24,6 +24,7 @@ from typing import Any
 from aiohttp import web
 
 from kvnode.cluster.changes import start_leave, start_resize, undo_join
+from kvnode.config import ReplicationFactor
 from kvnode.healing.cleanup_run import CleanupRefused, CleanupRun
 from kvnode.healing.outcomes import RepairRun
 from kvnode.node.params import bad_request, query_of
@@ -104,20 +105,23 @@ async def leave(request: web.Request) -> web.Response:
 async def resize(request: web.Request) -> web.Response:
     parts = request.app[PARTS]
     given = request.query.get("n", "")
-    try:
-        replication = int(given)
-    except ValueError:
-        return web.Response(
-            status=400, text=f"query parameter 'n' must be a whole number, not {given[:40]!r}\n"
+    replication: int | ReplicationFactor
+    try:  # N in every datacenter, or DC:N,DC:N,...
+        replication = ReplicationFactor.parse(given) if ":" in given else int(given)
+    except ValueError as error:
+        reason = (
+            str(error) if ":" in given else f"query parameter 'n' must be a whole number, not {given[:40]!r}"
         )
+        return web.Response(status=400, text=f"{reason}\n")
     try:
         plan = await start_resize(parts.members, replication, parts.config.timeout)
-    except ValueError as error:  # not from 1 to the members
+    except ValueError as error:  # not from 1 to the members, a datacenter misnamed or left out
         return web.Response(status=400, text=f"{error}\n")
     except (ChangeRefused, NotAdopted, ReplicaError) as refusal:
         return web.Response(status=409, text=f"{refusal}\n")
+    assert plan.next_replication is not None
     body = {
-        "replication_factor": plan.next_replication,
+        "replication_factor": plan.next_replication.to_json(),
         "membership_version": plan.version,
         "change": _change(plan),
     }

@@ -75,7 +75,8 @@ def stats_view(parts: NodeParts, snapshot: NodeSnapshot) -> dict[str, Any]:
 def cluster_view(
     url: str, membership: Membership, snapshot: NodeSnapshot, own_part: Progress
 ) -> dict[str, Any]:
-    """The node's view of its cluster: the membership (members with their placement tokens), its claimant
+    """The node's view of its cluster: the membership (members with their placement tokens, zones and
+    datacenters, the replication factor), its claimant
     and the change under way (kvnode.topology.change_steps: its kind, its member, the member that walks
     it), this node's part in the change it walks or walked last (``own_part``: its step and the records
     it streamed, None before any), each member's channel state and figures as this node sees it, the
@@ -87,7 +88,13 @@ def cluster_view(
     rebuild = sections["rebuild"]
     view = []
     for member in membership.urls:
-        entry = {"url": member, "membership_state": membership.state_of(member), "self": member not in peers}
+        entry = {
+            "url": member,
+            "zone": membership.zone_of(member),
+            "datacenter": membership.datacenter_of(member),
+            "membership_state": membership.state_of(member),
+            "self": member not in peers,
+        }
         if member in peers:
             state = peers[member]["state"]
             identity = sections["identities"]["peers"].get(member, "")
@@ -109,14 +116,7 @@ def cluster_view(
         view.append(entry)
     return {
         "node": url,
-        "cluster_id": membership.cluster,
-        "cluster": list(membership.urls),
-        "tokens": list(membership.tokens),
-        "membership_version": membership.version,
-        "replication_factor": membership.replication,
-        "next_replication_factor": membership.next_replication,  # 0: the factor is not changing
-        "joining": sorted(membership.joining),
-        "leaving": sorted(membership.leaving),
+        **membership.described(),
         "claimant": membership.claimant,
         "change": None if change is None else change.to_json(),
         "own_part": own_part.to_json() if own_part.version else None,

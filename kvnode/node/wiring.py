@@ -60,7 +60,7 @@ from kvnode.replica.storage_calls import StorageCalls
 from kvnode.storage.keyspace import Storage, StorageUnavailable
 from kvnode.storage.system_db import SystemDb
 from kvnode.topology.epoch import Epoch
-from kvnode.topology.membership import Membership, at_start
+from kvnode.topology.membership import Membership, at_start, own_place_warnings
 
 __all__ = ["open_parts"]
 
@@ -87,7 +87,8 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
         limits = wire.Limits.for_body(config.max_body_bytes)
         membership = await _membership_at_start(system, config, peer_ssl, limits)
         size = len(membership.urls)
-        summaries = SummaryUpkeep(system.summaries, config.url, membership.placement())
+        placement = membership.placement(membership.datacenter_of(config.url))  # as its epochs place keys
+        summaries = SummaryUpkeep(system.summaries, config.url, placement)
         storage = Storage.open(config.data_dir, fsync=config.fsync, on_change=summaries.changed)
         opened.callback(storage.close)
         summaries.start(storage)
@@ -353,9 +354,12 @@ async def _membership_at_start(
         if stored is None:
             return await take_place(config, system, peer_ssl, partial(_change_peer, config, limits, peer_ssl))
         log.info("a member already (membership version %d): --join and --replace are ignored", stored.version)
-        membership, warnings = stored, list[str]()
+        membership = stored
+        warnings = own_place_warnings(stored, config.url, config.zone, config.datacenter)
     else:
-        membership, warnings = at_start(stored, config.cluster, config.replication_factor, config.url)
+        membership, warnings = at_start(
+            stored, config.cluster, config.replication_factor, config.url, config.zones, config.datacenters
+        )
     if config.url not in membership.urls:  # before the warnings: how the flags differ is beside the point
         raise StorageUnavailable(_not_a_member(config, membership, system.membership.left()))
     if stored is None:

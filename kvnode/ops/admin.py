@@ -1,13 +1,14 @@
 """``python -m kvnode admin``: a node's view of its cluster, for a person (tables) or a script (``--json``).
 
     python -m kvnode admin --url http://127.0.0.1:8080 status        # each member: reachable? rebuilding?
-    python -m kvnode admin --url http://127.0.0.1:8080 ring          # the cluster list, each member's share
+    python -m kvnode admin --url http://127.0.0.1:8080 ring          # each member's share; zones', DCs'
     python -m kvnode admin --url http://127.0.0.1:8080 locate user:42  # its replicas, their Paxos state
     python -m kvnode admin --url http://127.0.0.1:8080 hints --json  # hints waiting, per target
     python -m kvnode admin --url http://127.0.0.1:8080 repair --wait  # anti-entropy with every peer, now
     python -m kvnode admin --url http://127.0.0.1:8080 cleanup --wait  # surplus copies dropped, everywhere
     python -m kvnode admin --url http://127.0.0.1:8080 leave http://127.0.0.1:8082 --wait  # a member leaves
     python -m kvnode admin --url http://127.0.0.1:8080 replication-factor 2 --wait  # N owners a key
+    python -m kvnode admin --url http://127.0.0.1:8080 replication-factor dc1:3,dc2:2  # per datacenter
     python -m kvnode admin --url http://127.0.0.1:8080 remove http://127.0.0.1:8083  # a join undone
     python -m kvnode admin --url http://127.0.0.1:8080 backup DIR   # and restore DIR: kvnode.ops.backup
 
@@ -23,12 +24,14 @@ replica channels (it tries to connect to a member it is not connected to, so the
 state of each member's data (serving, or rebuilding after a lost disk, with this node's progress), the
 clock fence's verdict (kvnode.clocks.fence: which member's clock is off, if any), its hints and tombstone
 GC's counts (what it dropped, what waits for a repair with which peer). A key's
-placement is computed here from that node's cluster list, by the same
-:class:`kvnode.topology.placement.Placement` every node uses; ``locate`` then asks each owner that takes
-part in the key's Paxos rounds (the present owners, and while a change moves the key, those gaining it)
-for its acceptor state for the key (``GET /v0/paxos``, kvnode.node.operator_api: the ballot promised, the
-proposal accepted and not yet committed, the last commit's ballot), an owner that does not answer shown
-as unreachable, with why. A node that cannot be reached, or a bad URL, exits 2 with one line.
+placement is computed here from that node's cluster list (with each member's zone and datacenter, the
+node's datacenter first), by the same :class:`kvnode.topology.placement.Placement` every node uses;
+``ring`` counts each zone's and each datacenter's share of a key's owners; ``locate`` then asks each
+owner that takes part in the key's Paxos rounds (the present owners, and while a change moves the key,
+those gaining it) for its acceptor state for the key (``GET /v0/paxos``, kvnode.node.operator_api: the
+ballot promised, the proposal accepted and not yet committed, the last commit's ballot), an owner that
+does not answer shown as unreachable, with why. A node that cannot be reached, or a bad URL, exits 2
+with one line.
 
 ``cleanup`` asks every member (as the node at ``--url`` lists them) to drop its surplus copies now
 (``POST /v0/cleanup``: the versions of keys it no longer owns, once every owner holds them); with
@@ -57,11 +60,13 @@ from pathlib import Path
 from typing import Any
 
 from kvnode.access.tls import TlsUnusable
+from kvnode.config import ReplicationFactor
 from kvnode.ops import backup
 from kvnode.ops.admin_render import SHARE_SAMPLE, render
 from kvnode.ops.argtypes import http_url, token_file
 from kvnode.ops.node_http import Refused, Unreachable, fetch
 from kvnode.ops.parsing import OneLineParser
+from kvnode.topology.membership import Membership
 from kvnode.topology.placement import Placement
 
 __all__ = ["main"]
@@ -157,7 +162,11 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         parents=[after],
         help="change N, the owners of each key: new copies streamed before they count, surplus dropped",
     )
-    resize.add_argument("n", type=int, metavar="N", help="the new replication factor (1 to the members)")
+    resize.add_argument(
+        "n",
+        metavar="N|DC:N,...",
+        help="the new replication factor: N in every datacenter (1 to its members), or each one's",
+    )
     resize.add_argument("--wait", action="store_true", help="follow it until N counts")
     remove = commands.add_parser(
         "remove",
@@ -268,8 +277,9 @@ def _leave(args: argparse.Namespace) -> int:
 
 def _resize(args: argparse.Namespace) -> int:
     """Ask the node at --url to move the cluster to N owners a key; with --wait, follow it until N counts."""
+    path = "/v0/replication-factor?" + urllib.parse.urlencode({"n": args.n})
     try:
-        started = fetch(args.url, args.token, args.tls_ca, f"/v0/replication-factor?n={args.n}", "POST")
+        started = fetch(args.url, args.token, args.tls_ca, path, "POST")
     except Refused as refusal:
         print(f"kvnode admin: the replication factor cannot be {args.n}: {refusal}", file=sys.stderr)
         return 1
@@ -282,8 +292,9 @@ def _resize(args: argparse.Namespace) -> int:
         return 0
     line = f"replication factor moving to {args.n}: {{}} records streamed"
     version, streamed, seconds = _follow(args, started["change"], line)
+    factor = ReplicationFactor.parse(args.n).to_json()  # the node took it
     print(
-        json.dumps({"replication_factor": args.n, "membership_version": version, "streamed": streamed})
+        json.dumps({"replication_factor": factor, "membership_version": version, "streamed": streamed})
         if args.json
         else f"replication factor {args.n} (membership version {version}, {streamed} records streamed, "
         f"{seconds:.1f} s)"
@@ -385,23 +396,69 @@ def _surplus(view: dict[str, Any], args: argparse.Namespace) -> dict[str, int | 
 
 
 def _ring(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
-    """Each member's share of first replicas; while a member joins or leaves, before the change (the
-    present owners) and after it (the next ones)."""
+    """Each member's share of first replicas (in its datacenter); while a member joins or leaves, before
+    the change (the present owners) and after it (the next ones). Each datacenter's and each zone's share
+    of the owners of a key (after the change), with their members."""
     before = _shares(_placement(view, leave_out=view["joining"]))
-    after = _shares(_placement(view, leave_out=view["leaving"]))
+    placement = _placement(view, leave_out=view["leaving"])
+    after = _shares(placement)
     members = []
     for position, url in enumerate(view["cluster"], 1):
         member = {"position": position, "url": url, "first_replica_share": after.get(url, 0.0)}
         if before != after:
             member["share_before"] = before.get(url, 0.0)
         members.append(member)
-    return {"node": view["node"], "membership_version": view["membership_version"], "members": members}
+    zones, datacenters = _owner_shares(placement)
+    return {
+        "node": view["node"],
+        "membership_version": view["membership_version"],
+        "members": members,
+        "datacenters": datacenters,
+        "zones": zones,
+    }
+
+
+def _owner_shares(placement: Placement) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Each zone's and each datacenter's members and share of the owners of the sample keys (a share of
+    owners is the share of a key's copies it holds): zones, then datacenters."""
+    places = [(placement.datacenter_of(url), placement.zone_of(url)) for url in placement.nodes]
+    copies = dict.fromkeys(places, 0)
+    for i in range(SHARE_SAMPLE):
+        for url in placement.owners(b"share-sample-%d" % i):
+            copies[placement.datacenter_of(url), placement.zone_of(url)] += 1
+    held = SHARE_SAMPLE * placement.replication
+    zones = [
+        {
+            "datacenter": dc,
+            "zone": zone,
+            "members": places.count((dc, zone)),
+            "owner_share": round(n / held, 4),
+        }
+        for (dc, zone), n in sorted(copies.items())
+    ]
+    owners = dict(placement.owners_by_datacenter)
+    datacenters = [
+        {
+            "datacenter": dc,
+            "members": sum(1 for place in places if place[0] == dc),
+            "owners_per_key": owners[dc],
+            "owner_share": round(sum(n for (at, _), n in copies.items() if at == dc) / held, 4),
+        }
+        for dc in sorted(owners)
+    ]
+    return zones, datacenters
 
 
 def _shares(placement: Placement) -> dict[str, float]:
+    """Each member's share of first replicas in its datacenter (of every key, in one datacenter)."""
     firsts = dict.fromkeys(placement.nodes, 0)
     for i in range(SHARE_SAMPLE):
-        firsts[placement.order(b"share-sample-%d" % i)[0]] += 1
+        seen: set[str] = set()
+        for url in placement.order(b"share-sample-%d" % i):
+            datacenter = placement.datacenter_of(url)
+            if datacenter not in seen:
+                seen.add(datacenter)
+                firsts[url] += 1
     return {url: round(count / SHARE_SAMPLE, 4) for url, count in firsts.items()}
 
 
@@ -435,8 +492,7 @@ def _round_owners(view: dict[str, Any], key: bytes) -> list[str]:
     (read placement: every member but one joining) and, while a change moves it, those gaining it (every
     member but one leaving, under the larger of the two replication factors)."""
     reads = _placement(view, leave_out=view["joining"])
-    coming = max(view["replication_factor"], view["next_replication_factor"])
-    writes = _placement(view, leave_out=view["leaving"], replication=coming)
+    writes = _placement(view, leave_out=view["leaving"], coming=True)
     current = reads.replicas_for(key, reads.replication)
     gaining = writes.replicas_for(key, writes.replication)
     return [*current, *(url for url in gaining if url not in current)]
@@ -452,17 +508,14 @@ def _paxos_state(url: str, args: argparse.Namespace) -> dict[str, Any]:
     return {"answered": True, **{name: state[name] for name in ("promised", "accepted", "committed")}}
 
 
-def _placement(view: dict[str, Any], leave_out: Sequence[str] = (), replication: int = 0) -> Placement:
-    """The placement the node uses: its members (but ``leave_out``), scored by their tokens, with its
-    replication factor (or ``replication``)."""
-    kept = [
-        (url, token)
-        for url, token in zip(view["cluster"], view["tokens"], strict=True)
-        if url not in leave_out
-    ]
-    return Placement(
-        [url for url, _ in kept], [token for _, token in kept], replication or view["replication_factor"]
-    )
+def _placement(view: dict[str, Any], leave_out: Sequence[str] = (), coming: bool = False) -> Placement:
+    """The placement the node uses: its members (but ``leave_out``), scored by their tokens, in their zones
+    and datacenters (the node's first), with its replication factor; with ``coming``, the larger of it
+    and the one it moves to, in each datacenter."""
+    membership = Membership.from_described(view)
+    own = view["node"]
+    home = membership.datacenter_of(own) if own in membership.urls else ""
+    return membership.placement_without(leave_out, home, coming=coming)
 
 
 def _hints(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from kvnode.config import DEFAULT_DATACENTER, ReplicationFactor
 from kvnode.figures import Kind
 from kvnode.replica.hints import HINT_FIGURES
+from kvnode.topology.placement import host_of
 
 __all__ = ["SHARE_SAMPLE", "render"]
 
@@ -31,9 +33,13 @@ def render(command: str, view: dict[str, Any], report: dict[str, Any]) -> str:
             ]
             for m in report["members"]
         ]
-        n = report["replication_factor"]
-        title = f"cluster of {len(rows)} as {node} sees it; each key on N={n} of them"
+        title = f"cluster of {len(rows)} as {node} sees it; each key on {_on(report)} of them"
         headers = ["MEMBER", "STATE", "REACHABLE", "DOWN FOR", "HINTS PENDING", "PROTOCOL", "SURPLUS"]
+        if _placed(report["members"]):  # zones or datacenters given: where each member is
+            headers += ["ZONE", "DATACENTER"]
+            rows = [
+                [*row, m["zone"], m["datacenter"]] for row, m in zip(rows, report["members"], strict=True)
+            ]
         table = _table(headers, rows)
         data = _data_lines(report["members"], report["rebuild"])
         change = _change_line(report) + (f"\n{report['undone']}" if report["undone"] else "")
@@ -46,12 +52,12 @@ def render(command: str, view: dict[str, Any], report: dict[str, Any]) -> str:
         members = report["members"]
         if "share_before" not in members[0]:
             rows = [[str(m["position"]), m["url"], f"{m['first_replica_share']:.1%}"] for m in members]
-            return title + "\n" + _table(["#", "MEMBER", "FIRST REPLICA OF"], rows)
+            return title + "\n" + _table(["#", "MEMBER", "FIRST REPLICA OF"], rows) + _places(report)
         rows = [
             [str(m["position"]), m["url"], f"{m['share_before']:.1%}", f"{m['first_replica_share']:.1%}"]
             for m in members
         ]
-        return title + "\n" + _table(["#", "MEMBER", "BEFORE THE CHANGE", "AFTER IT"], rows)
+        return title + "\n" + _table(["#", "MEMBER", "BEFORE THE CHANGE", "AFTER IT"], rows) + _places(report)
     if command == "locate":
         rows = [
             [
@@ -62,12 +68,59 @@ def render(command: str, view: dict[str, Any], report: dict[str, Any]) -> str:
             ]
             for r in report["replicas"]
         ]
+        owners = sum(1 for r in report["replicas"] if r["owner"])
+        factor = report["replication_factor"]
+        first = f"N={factor}" if factor == owners else f"{owners} (N={_factor(factor)})"
         title = (
-            f"key {report['key']!r}: owned by the first N={report['replication_factor']}, from=k uses the "
-            f"first k; reachable as {node} sees it"
+            f"key {report['key']!r}: owned by the first {first}, from=k uses the first k; reachable as "
+            f"{node} sees it"
         )
         return title + "\n" + _table(["#", "MEMBER", "OWNER", "REACHABLE"], rows) + _paxos(report)
     return _hints(node, report)
+
+
+def _factor(given: int | dict[str, int]) -> str:
+    """A replication factor as the flag says it: ``3``, or ``dc1:3,dc2:2``."""
+    return str(ReplicationFactor.from_json(given))
+
+
+def _on(report: dict[str, Any]) -> str:
+    """How many members hold each key, as the status title says it: ``N=3``, or ``N=3 in each
+    datacenter``, or each datacenter's (``N=east:3,west:2 (each datacenter's)``)."""
+    n = report["replication_factor"]
+    if not isinstance(n, int):
+        return f"N={_factor(n)} (each datacenter's)"
+    datacenters = {m.get("datacenter", DEFAULT_DATACENTER) for m in report["members"]}
+    return f"N={n} in each datacenter" if len(datacenters) > 1 else f"N={n}"
+
+
+def _placed(members: list[dict[str, Any]]) -> bool:
+    """Whether the members were given zones or datacenters: a zone not the member's host, a datacenter
+    not the default (a node older than zones says neither)."""
+    return any(
+        m.get("zone", host_of(m["url"])) != host_of(m["url"])
+        or m.get("datacenter", DEFAULT_DATACENTER) != DEFAULT_DATACENTER
+        for m in members
+    )
+
+
+def _places(report: dict[str, Any]) -> str:
+    """Tables under the ring's of each datacenter's and each zone's share of the owners of a key, when
+    there is more than one of either (none from a node older than zones)."""
+    zones, datacenters = report.get("zones", []), report.get("datacenters", [])
+    if len(zones) < 2 and len(datacenters) < 2:
+        return ""
+    dc_rows = [
+        [d["datacenter"], str(d["members"]), str(d["owners_per_key"]), f"{d['owner_share']:.1%}"]
+        for d in datacenters
+    ]
+    zone_rows = [[z["datacenter"], z["zone"], str(z["members"]), f"{z['owner_share']:.1%}"] for z in zones]
+    return (
+        "\n\neach datacenter's share of the copies of a key (N: the owners each key has there)\n"
+        + _table(["DATACENTER", "MEMBERS", "N", "COPIES"], dc_rows)
+        + "\n\neach zone's share of the copies of a key\n"
+        + _table(["DATACENTER", "ZONE", "MEMBERS", "COPIES"], zone_rows)
+    )
 
 
 def _paxos(report: dict[str, Any]) -> str:
@@ -121,7 +174,7 @@ def _change_line(report: dict[str, Any]) -> str:
     if report["next_replication_factor"]:
         return (
             f"\nmembership version {report['membership_version']}: the replication factor moves from "
-            f"{report['replication_factor']} to {report['next_replication_factor']} "
+            f"{_factor(report['replication_factor'])} to {_factor(report['next_replication_factor'])} "
             f"({report['streamed']} records streamed by this node)"
         )
     if not moving:

@@ -9,9 +9,12 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+from kvnode.coordinator.quorum import Consistency
+
 T = TypeVar("T")
 
 __all__ = [
+    "ack",
     "choices",
     "comma_list",
     "host",
@@ -33,6 +36,19 @@ def _number(text: str, kind: type[int] | type[float]) -> float:
         raise argparse.ArgumentTypeError(
             f"not {'an integer' if kind is int else 'a number'}: {text!r}"
         ) from None
+
+
+def ack(text: str) -> int | str:
+    """A request's ``ack``: a positive number, or a consistency level by name (kvnode.coordinator.quorum:
+    one, quorum, local_quorum, each_quorum, all)."""
+    if text[:1].isdigit():
+        return positive_int(text)
+    names = [level.value for level in Consistency]
+    if text.lower() not in names:
+        raise argparse.ArgumentTypeError(
+            f"ack is a positive integer or one of {', '.join(names)}, got {text!r}"
+        )
+    return text.lower()
 
 
 def integer(text: str) -> int:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from kvnode.config import NodeConfig, node_url
+from kvnode.config import NodeConfig, ReplicationFactor, node_url
 from kvnode.ops.certs import ClusterCertificates
 from kvnode.storage.keyspace import StorageUnavailable
 from kvnode.storage.system_db import SystemDb
@@ -21,6 +21,7 @@ __all__ = [
     "machine_host",
     "machine_placement",
     "member_configs",
+    "modelled_places",
     "stored_membership",
 ]
 
@@ -33,26 +34,58 @@ def machine_host(index: int) -> str:
     return f"127.0.0.{index + 1}"
 
 
+def modelled_places(
+    units: int, datacenters: int, zones_per_datacenter: int
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The zone and the datacenter of each of ``units`` machines (or nodes) of a modelled cluster, as
+    --zones and --datacenters list them: ``datacenters`` runs of them, dc1, dc2, ..., and in each its
+    machines dealt to zones z1 to z``zones_per_datacenter`` in turn; () for what is not modelled (0).
+
+    >>> modelled_places(6, 2, 2)
+    (('z1', 'z2', 'z1', 'z1', 'z2', 'z1'), ('dc1', 'dc1', 'dc1', 'dc2', 'dc2', 'dc2'))
+    """
+    runs = [unit * datacenters // units for unit in range(units)] if datacenters else [0] * units
+    dcs = tuple(f"dc{run + 1}" for run in runs) if datacenters else ()
+    if not zones_per_datacenter:
+        return (), dcs
+    starts = {run: runs.index(run) for run in set(runs)}
+    zones = tuple(f"z{(unit - starts[run]) % zones_per_datacenter + 1}" for unit, run in enumerate(runs))
+    return zones, dcs
+
+
 def machine_placement(
-    per_machine: int, replication_factor: int
+    per_machine: int, replication_factor: int, datacenters: int = 0, zones_per_datacenter: int = 0
 ) -> Callable[[int, NodeConfig, list[int]], NodeConfig]:
     """A ``configure`` for :func:`kvnode.ops.local_cluster.start_local_cluster` that models machines on
     loopback as ``cluster --machines`` does: node i on machine ``i // per_machine`` (:func:`machine_host`),
-    every member named at its machine's address, the cluster's replication factor ``replication_factor``.
+    every member named at its machine's address, the cluster's replication factor ``replication_factor``
+    (in each datacenter), the machines in ``datacenters`` and ``zones_per_datacenter`` (0: not modelled;
+    :func:`modelled_places`).
 
     >>> place = machine_placement(2, 3)
     >>> base = NodeConfig(port=9002, cluster=("http://127.0.0.1:9001", "http://127.0.0.1:9002",
     ...                                       "http://127.0.0.1:9003"))
     >>> placed = place(1, base, [])
-    >>> placed.host, placed.cluster, placed.replication_factor
-    ('127.0.0.1', ('http://127.0.0.1:9001', 'http://127.0.0.1:9002', 'http://127.0.0.2:9003'), 3)
+    >>> placed.host, placed.cluster, str(placed.replication_factor)
+    ('127.0.0.1', ('http://127.0.0.1:9001', 'http://127.0.0.1:9002', 'http://127.0.0.2:9003'), '3')
+    >>> machine_placement(1, 1, datacenters=3)(1, base, []).datacenters
+    ('dc1', 'dc2', 'dc3')
     """
 
     def place(index: int, config: NodeConfig, _spare: list[int]) -> NodeConfig:
         ports = [urlsplit(url).port or 0 for url in config.cluster]
         urls = tuple(node_url(machine_host(i // per_machine), port) for i, port in enumerate(ports))
         host = machine_host(index // per_machine)
-        return dataclasses.replace(config, host=host, cluster=urls, replication_factor=replication_factor)
+        machines = (len(urls) + per_machine - 1) // per_machine
+        zones, dcs = modelled_places(machines, datacenters, zones_per_datacenter)
+        return dataclasses.replace(
+            config,
+            host=host,
+            cluster=urls,
+            replication_factor=ReplicationFactor(replication_factor),
+            zones=tuple(zones[i // per_machine] for i in range(len(urls))) if zones else (),
+            datacenters=tuple(dcs[i // per_machine] for i in range(len(urls))) if dcs else (),
+        )
 
     return place
 
@@ -64,13 +97,16 @@ class ClusterConfig:
     running ``per_machine`` members (0: one per core) on the ports after ``node.port``, which they share
     for clients (SO_REUSEPORT), so a client needs one URL per machine. A cluster of machines has a
     replication factor of 3 unless ``node.replication_factor`` says otherwise (fewer with fewer members):
-    it models a cluster that grows by adding room, not copies."""
+    it models a cluster that grows by adding room, not copies. ``model_datacenters`` and ``model_zones``
+    (zones a datacenter) model where the machines (or nodes) are (:func:`modelled_places`; 0: not)."""
 
     nodes: int = 3
     node: NodeConfig = field(default_factory=NodeConfig)
     tls: bool = False  # the launcher makes a throwaway CA and each node's certificate (kvnode.ops.certs)
     machines: int = 0
     per_machine: int = 0
+    model_datacenters: int = 0
+    model_zones: int = 0
 
     def __post_init__(self) -> None:
         if self.nodes < 1:
@@ -87,6 +123,11 @@ class ClusterConfig:
                 raise ValueError(
                     "--machines models its machines at 127.0.0.1, 127.0.0.2, ...: leave out --host"
                 )
+        units = self.machines or self.nodes
+        if self.model_datacenters > units:
+            raise ValueError(
+                f"--model-datacenters {self.model_datacenters} exceeds the {units} machines (or nodes)"
+            )
 
     @property
     def members_per_machine(self) -> int:
@@ -117,6 +158,8 @@ class ClusterConfig:
         configs = cluster_configs(base, ports)
         if members:
             configs = [dataclasses.replace(config, cluster=members) for config in configs]
+        else:
+            configs = self._modelled(configs, 1)
         if not self.tls:
             return configs
         own = [self.certificates.node(f"node-{config.port}") for config in configs]
@@ -131,10 +174,29 @@ class ClusterConfig:
         ports = range(self.node.port + 1, self.node.port + 1 + self.members_per_machine)
         places = [(machine_host(index), port) for index in range(self.machines) for port in ports]
         urls = members or tuple(node_url(host, port) for host, port in places)
-        return [self.machine_member(host, port, urls) for host, port in places]
+        configs = [self.machine_member(host, port, urls) for host, port in places]
+        return configs if members else self._modelled(configs, self.members_per_machine)
 
-    def _machines_replication(self, members: int) -> int:
-        return self.node.replication_factor or min(_MACHINES_REPLICATION, members)
+    def _modelled(self, configs: list[NodeConfig], per_unit: int) -> list[NodeConfig]:
+        """The first members' ``configs``, ``per_unit`` a machine (or node), in the datacenters and zones
+        modelled (each given the lists); as they are when none are."""
+        units = len(configs) // per_unit
+        zones, dcs = modelled_places(units, self.model_datacenters, self.model_zones)
+        if not (zones or dcs):
+            return configs
+        zones = tuple(zone for zone in zones for _ in range(per_unit))
+        dcs = tuple(dc for dc in dcs for _ in range(per_unit))
+        replication = self.node.replication_factor
+        if self.machines and not replication:  # three copies in each datacenter, or fewer with fewer
+            smallest = min(dcs.count(dc) for dc in set(dcs)) if dcs else len(configs)
+            replication = ReplicationFactor(min(_MACHINES_REPLICATION, smallest))
+        return [
+            dataclasses.replace(config, zones=zones, datacenters=dcs, replication_factor=replication)
+            for config in configs
+        ]
+
+    def _machines_replication(self, members: int) -> ReplicationFactor:
+        return self.node.replication_factor or ReplicationFactor(min(_MACHINES_REPLICATION, members))
 
     def machine_member(self, host: str, port: int, members: tuple[str, ...]) -> NodeConfig:
         """The member at HOST:PORT of a machine, sharing node.port for clients, data in

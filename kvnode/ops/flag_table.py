@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 from kvnode.cluster.crash_points import CRASH_POINTS
-from kvnode.config import FanoutMode, NodeConfig
+from kvnode.config import FanoutMode, NodeConfig, ReplicationFactor, check_place_name
 from kvnode.ops.argtypes import (
     host,
     http_url,
@@ -40,6 +40,38 @@ def _fanout(text: str) -> str:
 def _url_or_none(text: str) -> str:
     """A URL flag that may be unset ("": argparse passes a string default through ``type`` too)."""
     return http_url(text) if text else ""
+
+
+def _replication_factor(text: str) -> ReplicationFactor:
+    try:
+        return ReplicationFactor.parse(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _place_name(kind: str) -> Callable[[str], str]:
+    """A zone's or a datacenter's name ("": not given)."""
+
+    def parse(text: str) -> str:
+        try:
+            return check_place_name(kind, text.strip()) if text.strip() else ""
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    return parse
+
+
+def _place_names(kind: str) -> Callable[[str], tuple[str, ...]]:
+    """A comma-separated list of zone or datacenter names, one a member."""
+    name = _place_name(kind)
+
+    def parse(text: str) -> tuple[str, ...]:
+        names = tuple(name(part) for part in text.split(","))
+        if "" in names:
+            raise argparse.ArgumentTypeError(f"a {kind} list names each member's {kind}, with none empty")
+        return names
+
+    return parse
 
 
 def _crash_point(text: str) -> str:
@@ -86,11 +118,12 @@ _SHARED = [
     Flag("--host", host, _DEFAULTS.host, "address to listen on; also the host of this node's URL"),
     Flag(
         "--replication-factor",
-        non_negative_int,
+        _replication_factor,
         _DEFAULTS.replication_factor,
-        "N, how many members hold each key, set at the cluster's first start and kept with its membership "
-        "(0: the number of first members; cluster --machines: 3); a request's from is at most N",
-        "N",
+        "N, how many members of each datacenter hold each key (N: the same in every one; DC:N,DC:N,...: "
+        "each one's), set at the cluster's first start and kept with its membership (0: the number of "
+        "first members in each; cluster --machines: 3); a request's from is at most the owners in all",
+        "N|DC:N,...",
     ),
     Flag(
         "--fanout",
@@ -252,6 +285,37 @@ NODE_FLAGS = [
         "URL,URL,...",
     ),
     Flag(
+        "--zones",
+        _place_names("zone"),
+        (),
+        "each first member's zone (a rack, an availability zone), comma-separated in the order of "
+        "--cluster, the same on every first member; a key's replicas go to distinct zones first "
+        "(default: each member's host)",
+        "ZONE,ZONE,...",
+    ),
+    Flag(
+        "--datacenters",
+        _place_names("datacenter"),
+        (),
+        "each first member's datacenter, comma-separated in the order of --cluster, the same on every "
+        "first member; each datacenter holds its own N copies of a key (default: one datacenter, dc1)",
+        "DC,DC,...",
+    ),
+    Flag(
+        "--zone",
+        _place_name("zone"),
+        _DEFAULTS.zone,
+        "with --join: this node's zone (default: its host); a node replacing a member takes its zone",
+        "ZONE",
+    ),
+    Flag(
+        "--datacenter",
+        _place_name("datacenter"),
+        _DEFAULTS.datacenter,
+        "with --join: this node's datacenter (default: dc1); a node replacing a member takes its datacenter",
+        "DC",
+    ),
+    Flag(
         "--advertise-url",
         str,
         _DEFAULTS.advertise_url,
@@ -341,6 +405,20 @@ CLUSTER_FLAGS = [
         non_negative_int,
         0,
         "with --machines: members per machine, on the ports after --port (default 0: one per core)",
+    ),
+    Flag(
+        "--model-datacenters",
+        non_negative_int,
+        0,
+        "model this many datacenters, dc1, dc2, ...: the machines (or nodes) split into as many runs, one "
+        "a datacenter, each holding N copies of every key (default 0: one datacenter)",
+    ),
+    Flag(
+        "--model-zones",
+        non_negative_int,
+        0,
+        "model this many zones in each datacenter, z1, z2, ...: its machines (or nodes) dealt to them in "
+        "turn (default 0: each machine a zone of its own)",
     ),
     Flag("--port", port, _DEFAULTS.port, "port of the first node; the others follow consecutively"),
     Flag("--data-dir", Path, _DEFAULTS.data_dir, "each node keeps its data in DATA_DIR/node-PORT", "DIR"),

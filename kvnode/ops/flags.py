@@ -116,13 +116,14 @@ def parse_args(argv: Sequence[str], env: Mapping[str, str]) -> NodeConfig | Clus
     try:
         if name == "node":
             return NodeConfig(**values)
-        nodes, tls = values.pop("nodes"), values.pop("tls")
-        machines, per_machine = values.pop("machines"), values.pop("per_machine")
-        return ClusterConfig(
-            nodes=nodes, node=NodeConfig(**values), tls=tls, machines=machines, per_machine=per_machine
-        )
+        shape = {name: values.pop(name) for name in _CLUSTER_SHAPE}
+        return ClusterConfig(node=NodeConfig(**values), **shape)
     except ValueError as error:
         command.error(str(error))
+
+
+# The cluster command's flags that shape the cluster (ClusterConfig's fields), not each node.
+_CLUSTER_SHAPE = ("nodes", "tls", "machines", "per_machine", "model_datacenters", "model_zones")
 
 
 def _not_a_directory(path: Path) -> Path | None:

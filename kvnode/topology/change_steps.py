@@ -118,7 +118,7 @@ def change_under_way(membership: Membership) -> Change | None:
         return Change(Kind.JOIN, membership.version, url, url)
     for url in membership.leaving:
         return Change(Kind.LEAVE, membership.version, url, url)
-    if membership.next_replication:
+    if membership.next_replication is not None:
         return Change(Kind.RESIZE, membership.version, membership.claimant)
     return None
 
@@ -233,10 +233,11 @@ def next_action(membership: Membership, own: str, progress: Progress) -> Action 
         return OfferNext(change.kind, _ending(membership, change))
     if change.kind is Kind.JOIN:
         return RepairWithPeers()
-    before = membership.read_placement() or membership.placement()  # the present owners: read placement
+    home = membership.datacenter_of(own)  # placed as this node places keys (a numeric from's prefix)
+    before = membership.read_placement(home) or membership.placement(home)  # the present owners
     if change.kind is Kind.LEAVE:
-        return StreamLeaving(before, membership.removed(own).placement())
-    return StreamNewCopies(before, membership.resettled().placement())
+        return StreamLeaving(before, membership.removed(own).placement(home))
+    return StreamNewCopies(before, membership.resettled().placement(home))
 
 
 def _ending(membership: Membership, change: Change) -> Membership:

@@ -31,12 +31,21 @@ class Epoch(Generic[P]):
     membership: Membership
     peers: Mapping[str, P]  # every other member's channel, by URL, in the membership's order
     since: int  # the hybrid clock's time when this node began to run with it
-    placement: Placement = field(init=False)  # where keys are written (members joining included)
-    read_placement: Placement | None = field(init=False)  # where they are read, if not there
+    # Where keys are written (members joining included), and where they are read if not there; both list
+    # a key's owners in this node's datacenter first.
+    placement: Placement = field(init=False)
+    read_placement: Placement | None = field(init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "placement", self.membership.placement())
-        object.__setattr__(self, "read_placement", self.membership.read_placement())
+        home = self.datacenter
+        object.__setattr__(self, "placement", self.membership.placement(home))
+        object.__setattr__(self, "read_placement", self.membership.read_placement(home))
+
+    @property
+    def datacenter(self) -> str:
+        """This node's datacenter, whose owners its placements list first ("" while it is no member)."""
+        membership = self.membership
+        return membership.datacenter_of(self.own_url) if self.own_url in membership.urls else ""
 
     @property
     def settled_since(self) -> int | None:

@@ -13,16 +13,26 @@ ignored. ``admin replication-factor`` changes it as a change of its own (:meth:`
 writes go to the owners under both factors and reads stay with the present N until the claimant has
 streamed the new copies, then the next version has the new N (:meth:`Membership.resettled`).
 
+Every member has a zone and a datacenter (kvnode.topology.placement places a key's owners in distinct zones,
+and N of them in each datacenter, N being the factor's for that datacenter): the first members' from
+``--zones`` and ``--datacenters`` (lists in the order of ``--cluster``), a joining node's from ``--zone`` and
+``--datacenter``, a replacing node's its predecessor's. By default a member's zone is its host and its
+datacenter ``dc1``; a membership stored before there were any decodes with those, so its placement is the
+one it had. Like ``--cluster``, a ``--zones`` or ``--datacenters`` that differs from what is stored is named
+in a warning and ignored.
+
     >>> first = Membership.seeded(["http://a:1", "http://b:1"])
-    >>> first.version, first.urls, first.tokens, first.replication
-    (1, ('http://a:1', 'http://b:1'), ('http://a:1', 'http://b:1'), 2)
-    >>> first.with_joining("http://c:1").replication
-    2
+    >>> first.version, first.urls, first.tokens, str(first.replication)
+    (1, ('http://a:1', 'http://b:1'), ('http://a:1', 'http://b:1'), '2')
+    >>> first.zones, first.datacenters
+    (('a', 'b'), ('dc1', 'dc1'))
+    >>> str(first.with_joining("http://c:1").replication)
+    '2'
     >>> resizing = first.resized(1)
     >>> resizing.placement().replication, resizing.read_placement().replication
     (2, 2)
-    >>> resizing.resettled().replication, resizing.resettled().placement().replication
-    (1, 1)
+    >>> str(resizing.resettled().replication), resizing.resettled().placement().replication
+    ('1', 1)
     >>> first.with_joining("http://c:1").undone("http://c:1").urls  # a join that never came, undone
     ('http://a:1', 'http://b:1')
     >>> Membership.decode(first.encode()) == first
@@ -36,18 +46,23 @@ streamed the new copies, then the next version has the new N (:meth:`Membership.
     http://c:1 is in --cluster and not a member
     >>> warnings[1]
     '--replication-factor 3 differs from the stored replication factor 2, which this node keeps'
+    >>> spread = Membership.seeded(["http://a:1", "http://b:1"], 1, datacenters=["east", "west"])
+    >>> str(spread.replication), spread.placement(home="west").owners_by_datacenter
+    ('1', (('west', 1), ('east', 1)))
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
-from kvnode.topology.placement import Placement
+from kvnode.config import DEFAULT_DATACENTER, ReplicationFactor
+from kvnode.topology.placement import Placement, host_of
 
-__all__ = ["ChangeRefused", "Membership", "at_start", "cluster_identity"]
+__all__ = ["ChangeRefused", "Membership", "at_start", "cluster_identity", "own_place_warnings"]
 
 
 def cluster_identity(first_members: Sequence[str]) -> str:
@@ -63,9 +78,10 @@ class ChangeRefused(Exception):
 @dataclass(frozen=True, slots=True)
 class Membership:
     """The cluster's identity, and its members' URLs (in the cluster's order) at one version, with each
-    member's placement token (the URL it first joined with, kept by a node that replaces it), the member
-    joining or leaving, if one is, and the replication factor N (each key's owners: the first N of its
-    placement order, or every member while there are fewer). One joining takes writes for the keys it
+    member's placement token (the URL it first joined with, kept by a node that replaces it), zone and
+    datacenter (by default its token's host, and DEFAULT_DATACENTER), the member joining or leaving, if
+    one is, and the replication factor N (each key's owners in a datacenter: the first N of its placement
+    order there, or every member there while there are fewer). One joining takes writes for the keys it
     will own, and no reads until it holds them; for one leaving, the keys' next owners take writes while
     reads stay on the present ones until they hold them (Cassandra's pending ranges)."""
 
@@ -75,8 +91,10 @@ class Membership:
     tokens: tuple[str, ...]
     joining: frozenset[str] = frozenset()
     leaving: frozenset[str] = frozenset()
-    replication: int = field(kw_only=True)  # N
-    next_replication: int = field(default=0, kw_only=True)  # the N being moved to (0: none)
+    replication: ReplicationFactor = field(kw_only=True)  # N
+    next_replication: ReplicationFactor | None = field(default=None, kw_only=True)  # the N moved to
+    zones: tuple[str, ...] = field(default=(), kw_only=True)  # each member's, in the order of urls
+    datacenters: tuple[str, ...] = field(default=(), kw_only=True)  # each member's, likewise
 
     def __post_init__(self) -> None:
         if self.version < 1:
@@ -91,19 +109,39 @@ class Membership:
             raise ValueError("one member at most joins or leaves at a time, and it is a member")
         if len(self.urls) == 1 and (self.joining or self.leaving):
             raise ValueError("the only member neither joins nor leaves")
-        if self.replication < 1:
-            raise ValueError(f"a replication factor is at least 1, got {self.replication}")
-        if self.next_replication and (self.joining or self.leaving):
+        for factor in (self.replication, self.next_replication):
+            if factor is not None and not factor.by_datacenter and factor.every < 1:
+                raise ValueError(f"a replication factor is at least 1, got {factor}")
+        if self.next_replication is not None and (self.joining or self.leaving):
             raise ValueError("the replication factor changes only while no member joins or leaves")
-        if self.next_replication and not 1 <= self.next_replication <= len(self.urls):
-            raise ValueError(f"the next replication factor is from 1 to {len(self.urls)}")
+        # Not given (a membership older than zones, or a new one): each member's host, one datacenter.
+        if not self.zones:
+            object.__setattr__(self, "zones", tuple(host_of(token) for token in self.tokens))
+        if not self.datacenters:
+            object.__setattr__(self, "datacenters", (DEFAULT_DATACENTER,) * len(self.urls))
+        if not len(self.zones) == len(self.datacenters) == len(self.urls):
+            raise ValueError("every member needs a zone and a datacenter")
 
     @classmethod
-    def seeded(cls, first_members: Sequence[str], replication: int = 0) -> Membership:
-        """A new cluster's membership, from the list its first members start with and its replication
-        factor (0: the number of first members)."""
+    def seeded(
+        cls,
+        first_members: Sequence[str],
+        replication: ReplicationFactor | int = 0,
+        zones: Sequence[str] = (),
+        datacenters: Sequence[str] = (),
+    ) -> Membership:
+        """A new cluster's membership, from the list its first members start with, their zones and
+        datacenters (in the same order; by default each one's host, and one datacenter) and its
+        replication factor (0, or not given: in each datacenter, the number of its first members)."""
         members = tuple(first_members)
-        return cls(cluster_identity(members), 1, members, members, replication=replication or len(members))
+        factor = ReplicationFactor(replication) if isinstance(replication, int) else replication
+        placed = cls(
+            cluster_identity(members), 1, members, members, replication=ReplicationFactor(len(members)),
+            zones=tuple(zones), datacenters=tuple(datacenters),
+        )  # fmt: skip
+        if not factor:
+            factor = ReplicationFactor.default_for(placed.members_by_datacenter())
+        return replace(placed, replication=factor)
 
     def replaced(self, member: str, newcomer: str) -> Membership:
         """The next version, with ``newcomer`` in ``member``'s place: its position in the order and its
@@ -113,22 +151,27 @@ class Membership:
         self._no_change_under_way()
         if member not in self.urls:
             raise ChangeRefused(f"{member} is not a member (members: {','.join(self.urls)})")
-        urls = tuple(newcomer if url == member else url for url in self.urls)
-        return self._next(urls, self.tokens)
+        members = [
+            (newcomer if url == member else url, token, zone, datacenter)
+            for url, token, zone, datacenter in self._members_but(frozenset())
+        ]
+        return self._next(members)
 
-    def with_joining(self, newcomer: str) -> Membership:
-        """The next version, with ``newcomer`` a member that joins (its token its URL). Raises
-        ChangeRefused: one change at a time, as every change is made."""
+    def with_joining(self, newcomer: str, zone: str = "", datacenter: str = "") -> Membership:
+        """The next version, with ``newcomer`` a member that joins (its token its URL), in ``zone`` and
+        ``datacenter`` (by default its host, and DEFAULT_DATACENTER). Raises ChangeRefused: one change at
+        a time, as every change is made."""
         if newcomer in self.urls:
             raise ChangeRefused(f"{newcomer} is a member already")
         self._no_change_under_way()
-        return self._next((*self.urls, newcomer), (*self.tokens, newcomer), joining=frozenset({newcomer}))
+        placed = (newcomer, newcomer, zone or host_of(newcomer), datacenter or DEFAULT_DATACENTER)
+        return self._next([*self._members_but(frozenset()), placed], joining=frozenset({newcomer}))
 
     def settled(self, member: str) -> Membership:
         """The next version, with ``member``, which joined, a member like the others."""
         if member not in self.joining:
             raise ChangeRefused(f"{member} is not joining")
-        return self._next(self.urls, self.tokens)
+        return self._next(self._members_but(frozenset()))
 
     def undone(self, member: str) -> Membership:
         """The next version without ``member``, which claimed a join and never came: the members of before
@@ -140,7 +183,7 @@ class Membership:
             raise ChangeRefused(f"{member} is leaving, not joining: its leave goes on until it is removed")
         if member not in self.joining:
             raise ChangeRefused(f"{member} is a member like the others, not joining: admin leave removes it")
-        return self._next(*_columns(self._members_but(self.joining)))
+        return self._next(self._members_but(self.joining))
 
     @property
     def claimant(self) -> str:
@@ -158,90 +201,168 @@ class Membership:
         self._no_change_under_way()
         if len(self.urls) == 1:
             raise ChangeRefused(f"{member} is the only member")
-        return self._next(self.urls, self.tokens, leaving=frozenset({member}))
+        return self._next(self._members_but(frozenset()), leaving=frozenset({member}))
 
     def removed(self, member: str) -> Membership:
         """The next version, without ``member``, which was leaving."""
         if member not in self.leaving:
             raise ChangeRefused(f"{member} is not leaving")
-        return self._next(*_columns(self._members_but(self.leaving)))
+        return self._next(self._members_but(self.leaving))
 
-    def resized(self, replication: int) -> Membership:
-        """The next version, moving to ``replication`` owners a key. Raises ValueError for a factor out of
-        1..members, ChangeRefused while another change is under way or for the factor it has."""
-        if not 1 <= replication <= len(self.urls):
-            raise ValueError(
-                f"a replication factor is from 1 to the {len(self.urls)} members, not {replication}"
-            )
+    def resized(self, replication: ReplicationFactor | int) -> Membership:
+        """The next version, moving to ``replication`` owners a key in each datacenter (an int: the same in
+        every one). Raises ValueError for a factor that does not fit the members (one out of 1..members in
+        a datacenter, a datacenter misnamed or left out), ChangeRefused while another change is under way
+        or for the factor it has."""
+        members = self.members_by_datacenter()
+        if isinstance(replication, int):
+            if not 1 <= replication <= (len(self.urls) if len(members) == 1 else replication):
+                raise ValueError(
+                    f"a replication factor is from 1 to the {len(self.urls)} members, not {replication}"
+                )
+            replication = ReplicationFactor(replication)
+        replication.check(members)
         self._no_change_under_way()
-        if replication == self.replication:
+        if all(replication.of(name) == self.replication.of(name) for name in members):
             raise ChangeRefused(f"the replication factor is {replication} already")
         return replace(self, version=self.version + 1, next_replication=replication)
 
     def resettled(self) -> Membership:
         """The next version, with the replication factor moved to counting as every key's N."""
-        if not self.next_replication:
+        if self.next_replication is None:
             raise ChangeRefused("the replication factor is not changing")
-        return replace(self, version=self.version + 1, replication=self.next_replication, next_replication=0)
+        return replace(
+            self, version=self.version + 1, replication=self.next_replication, next_replication=None
+        )
 
     @property
     def changing(self) -> bool:
         """Whether a change is under way: a member joining or leaving, or a new replication factor."""
-        return bool(self.joining or self.leaving or self.next_replication)
+        return bool(self.joining or self.leaving) or self.next_replication is not None
 
     def _next(
         self,
-        urls: tuple[str, ...],
-        tokens: tuple[str, ...],
+        members: list[tuple[str, str, str, str]],
         joining: frozenset[str] = frozenset(),
         leaving: frozenset[str] = frozenset(),
     ) -> Membership:
-        """The next version with these members; the replication factor stays (a change adds room)."""
+        """The next version with these members (URL, token, zone, datacenter); the replication factor
+        stays (a change adds room)."""
+        urls, tokens, zones, datacenters = (tuple(column) for column in zip(*members, strict=True))
         return Membership(
-            self.cluster, self.version + 1, urls, tokens, joining, leaving, replication=self.replication
-        )
+            self.cluster, self.version + 1, urls, tokens, joining, leaving, replication=self.replication,
+            zones=zones, datacenters=datacenters,
+        )  # fmt: skip
 
     def _no_change_under_way(self) -> None:
         for url in self.joining | self.leaving:
             raise ChangeRefused(f"a change is under way: {url} is {self.state_of(url)}; one change at a time")
-        if self.next_replication:
+        if self.next_replication is not None:
             raise ChangeRefused(
                 f"a change is under way: the replication factor moves from {self.replication} to "
                 f"{self.next_replication}; one change at a time"
             )
 
-    def placement(self) -> Placement:
+    def placement(self, home: str = "") -> Placement:
         """Where keys are written under this membership: every member but one leaving (one joining too),
-        to the owners under both replication factors while it changes."""
-        replication = max(self.replication, self.next_replication)
-        return Placement(*_columns(self._members_but(self.leaving)), replication=replication)
+        to the owners under both replication factors while it changes; ``home``: the datacenter whose
+        owners come first (the node's own; by default the first by name)."""
+        return self.placement_without(self.leaving, home, coming=True)
 
-    def read_placement(self) -> Placement | None:
+    def read_placement(self, home: str = "") -> Placement | None:
         """Where keys are read during a change: every member but one joining (one leaving too), by the
         present replication factor; None when no change is under way (the same as :meth:`placement`)."""
         if not self.changing:
             return None
-        return Placement(*_columns(self._members_but(self.joining)), replication=self.replication)
+        return self.placement_without(self.joining, home)
 
-    def _members_but(self, left_out: frozenset[str]) -> list[tuple[str, str]]:
-        return [
-            (url, token) for url, token in zip(self.urls, self.tokens, strict=True) if url not in left_out
-        ]
+    def placement_without(
+        self, left_out: Collection[str], home: str = "", *, coming: bool = False
+    ) -> Placement:
+        """The placement of every member but ``left_out``, ``home``'s owners first, by the present
+        replication factor; with ``coming``, by the larger of it and the one it moves to, in each
+        datacenter."""
+        factors = [self.replication]
+        if coming and self.next_replication is not None:
+            factors.append(self.next_replication)
+        counts = {name: max(factor.of(name) for factor in factors) for name in self.datacenters}
+        urls, tokens, zones, datacenters = zip(*self._members_but(left_out), strict=True)
+        return Placement(urls, tokens, counts, zones=zones, datacenters=datacenters, home=home)
+
+    def _members_but(self, left_out: Collection[str]) -> list[tuple[str, str, str, str]]:
+        """Each member but ``left_out``: its URL, token, zone and datacenter, in the cluster's order."""
+        columns = (self.urls, self.tokens, self.zones, self.datacenters)
+        return [member for member in zip(*columns, strict=True) if member[0] not in left_out]
+
+    def zone_of(self, url: str) -> str:
+        return self.zones[self.urls.index(url)]
+
+    def datacenter_of(self, url: str) -> str:
+        return self.datacenters[self.urls.index(url)]
+
+    def members_by_datacenter(self) -> dict[str, int]:
+        """How many members each datacenter has, by name."""
+        return {name: self.datacenters.count(name) for name in sorted(set(self.datacenters))}
 
     def state_of(self, url: str) -> str:
         """``joining``, ``leaving`` or ``normal``."""
         return "joining" if url in self.joining else "leaving" if url in self.leaving else "normal"
 
+    def described(self) -> dict[str, Any]:
+        """What ``/v0/status`` and ``/v0/cluster`` say of it: the members, their tokens, zones and
+        datacenters (in the cluster's order), the identity, the version, the replication factor (an int:
+        the same N in every datacenter; else each one's) and the one moved to (0: none), who joins or
+        leaves."""
+        coming = self.next_replication
+        return {
+            "cluster": list(self.urls),
+            "tokens": list(self.tokens),
+            "zones": list(self.zones),
+            "datacenters": list(self.datacenters),
+            "cluster_id": self.cluster,
+            "membership_version": self.version,
+            "replication_factor": self.replication.to_json(),
+            "next_replication_factor": 0 if coming is None else coming.to_json(),
+            "joining": sorted(self.joining),
+            "leaving": sorted(self.leaving),
+        }
+
+    @classmethod
+    def from_described(cls, view: Mapping[str, Any]) -> Membership:
+        """The membership :meth:`described` says (a node's ``/v0/status`` or ``/v0/cluster``), as a client
+        or a tool reads it; one from a node older than zones and datacenters, or without a version or an
+        identity, with their defaults. Raises ValueError, KeyError or TypeError for a view it cannot read.
+
+        >>> first = Membership.seeded(["http://a:1", "http://b:1"], datacenters=["east", "west"])
+        >>> Membership.from_described(first.described()) == first
+        True
+        """
+        urls = tuple(str(url) for url in view["cluster"])
+        coming = view.get("next_replication_factor", 0)
+        return cls(
+            str(view.get("cluster_id", "")),
+            int(view.get("membership_version", 1)),
+            urls,
+            tuple(str(token) for token in view.get("tokens", urls)),
+            frozenset(view.get("joining", ())),
+            frozenset(view.get("leaving", ())),
+            replication=ReplicationFactor.from_json(view.get("replication_factor", len(urls))),
+            next_replication=None if coming == 0 else ReplicationFactor.from_json(coming),
+            zones=tuple(str(zone) for zone in view.get("zones", ())),
+            datacenters=tuple(str(datacenter) for datacenter in view.get("datacenters", ())),
+        )
+
     def encode(self) -> bytes:
         members = [
-            {"url": url, "token": token, "state": self.state_of(url)}
-            for url, token in zip(self.urls, self.tokens, strict=True)
+            {"url": url, "token": token, "state": self.state_of(url), "zone": zone, "datacenter": datacenter}
+            for url, token, zone, datacenter in self._members_but(frozenset())
         ]
+        coming = self.next_replication
         fields = {
             "cluster": self.cluster,
             "version": self.version,
-            "replication_factor": self.replication,
-            "next_replication_factor": self.next_replication,
+            "replication_factor": self.replication.to_json(),
+            "next_replication_factor": 0 if coming is None else coming.to_json(),
             "members": members,
         }
         return json.dumps(fields).encode()
@@ -249,29 +370,34 @@ class Membership:
     @classmethod
     def decode(cls, raw: bytes) -> Membership:
         """Raises ValueError for anything :meth:`encode` did not write. One stored before the replication
-        factor was has every member own every key, as it did then."""
+        factor was has every member own every key, as it did then; one stored before zones and
+        datacenters were has each member's zone its host, and one datacenter."""
         try:
             fields = json.loads(raw)
             cluster, version, members = fields["cluster"], fields["version"], fields["members"]
-            replication = fields.get("replication_factor", len(members))
-            next_replication = fields.get("next_replication_factor", 0)
+            replication = ReplicationFactor.from_json(fields.get("replication_factor", len(members)))
+            coming = fields.get("next_replication_factor", 0)
+            next_replication = None if coming == 0 else ReplicationFactor.from_json(coming)
             urls = tuple(member["url"] for member in members)
             tokens = tuple(member["token"] for member in members)
             states = tuple(member["state"] for member in members)
-        except (ValueError, TypeError, KeyError) as error:
+            zones = tuple(member.get("zone", host_of(member["token"])) for member in members)
+            datacenters = tuple(member.get("datacenter", DEFAULT_DATACENTER) for member in members)
+        except (ValueError, TypeError, KeyError, AttributeError) as error:
             raise ValueError(f"not a stored membership: {error!r}") from error
-        numbers = (version, replication, next_replication)
-        if not (isinstance(cluster, str) and all(type(number) is int for number in numbers)):
+        if not (isinstance(cluster, str) and type(version) is int):
             raise ValueError("not a stored membership: a field has the wrong type")
-        if not all(isinstance(text, str) for text in urls + tokens):
-            raise ValueError("not a stored membership: a member's URL or token is not a string")
+        if not all(isinstance(text, str) for text in urls + tokens + zones + datacenters):
+            raise ValueError(
+                "not a stored membership: a member's URL, token, zone or datacenter is not a string"
+            )
         if not set(states) <= {"normal", "joining", "leaving"}:
             raise ValueError("not a stored membership: a member's state is not normal, joining or leaving")
         joining = frozenset(url for url, state in zip(urls, states, strict=True) if state == "joining")
         leaving = frozenset(url for url, state in zip(urls, states, strict=True) if state == "leaving")
         return cls(
             cluster, version, urls, tokens, joining, leaving, replication=replication,
-            next_replication=next_replication,
+            next_replication=next_replication, zones=zones, datacenters=datacenters,
         )  # fmt: skip
 
     def difference(self, others: Sequence[str]) -> str:
@@ -287,14 +413,20 @@ class Membership:
 
 
 def at_start(
-    stored: Membership | None, flag: Sequence[str], replication: int = 0, own: str = ""
+    stored: Membership | None,
+    flag: Sequence[str],
+    replication: ReplicationFactor | int = 0,
+    own: str = "",
+    zones: Sequence[str] = (),
+    datacenters: Sequence[str] = (),
 ) -> tuple[Membership, list[str]]:
     """The membership a node runs with, given what its system database holds (None at its first start),
     its ``--cluster`` members (empty: not given, as a restart on its data dir has it: a first start seeds
-    a cluster of ``own`` alone) and its ``--replication-factor`` (0: not given); and a warning line for
-    each flag given that differs from what is stored."""
+    a cluster of ``own`` alone), its ``--replication-factor`` (0: not given), its ``--zones`` and
+    ``--datacenters`` (in the order of ``--cluster``; () not given); and a warning line for each flag given
+    that differs from what is stored."""
     if stored is None:
-        return Membership.seeded(flag or (own,), replication), []
+        return Membership.seeded(flag or (own,), replication, zones, datacenters), []
     warnings = []
     difference = stored.difference(flag) if flag else ""
     if difference:
@@ -302,14 +434,45 @@ def at_start(
             f"--cluster differs from the stored membership (version {stored.version}), which this node "
             f"keeps: {difference}"
         )
-    if replication and replication != stored.replication:
+    factor = ReplicationFactor(replication) if isinstance(replication, int) else replication
+    if factor and factor != stored.replication:
         warnings.append(
-            f"--replication-factor {replication} differs from the stored replication factor "
+            f"--replication-factor {factor} differs from the stored replication factor "
             f"{stored.replication}, which this node keeps"
         )
+    for name, given, kept in (("zone", zones, stored.zones), ("datacenter", datacenters, stored.datacenters)):
+        places = dict(zip(stored.urls, kept, strict=True))
+        moved = [
+            f"{url} is in {name} {places[url]}, not {place}"
+            for url, place in zip(flag, given, strict=False)  # () when not given
+            if url in places and places[url] != place
+        ]
+        if moved:
+            warnings.append(
+                f"--{name}s differs from the stored membership (version {stored.version}), which this node "
+                f"keeps: {'; '.join(moved)}"
+            )
     return stored, warnings
 
 
-def _columns(members: list[tuple[str, str]]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(URL, token) pairs as a tuple of URLs and one of tokens."""
-    return tuple(url for url, _ in members), tuple(token for _, token in members)
+def own_place_warnings(stored: Membership, own: str, zone: str, datacenter: str) -> list[str]:
+    """A warning line for a member started with ``--zone`` or ``--datacenter`` (a node that joined,
+    started again) other than the ones the stored membership gives it, which it keeps.
+
+    >>> joined = Membership.seeded(["http://a:1"]).with_joining("http://b:1", "r2", "east")
+    >>> print(*own_place_warnings(joined, "http://b:1", "r3", ""))
+    --zone r3 differs from the stored membership (version 2), which this node keeps: http://b:1 is in zone r2
+    """
+    if own not in stored.urls:
+        return []  # not a member: the node says so and stops
+    warnings = []
+    for name, given, kept in (
+        ("zone", zone, stored.zone_of(own)),
+        ("datacenter", datacenter, stored.datacenter_of(own)),
+    ):
+        if given and given != kept:
+            warnings.append(
+                f"--{name} {given} differs from the stored membership (version {stored.version}), which "
+                f"this node keeps: {own} is in {name} {kept}"
+            )
+    return warnings

@@ -331,7 +331,7 @@ def test_a_first_member_starts_with_the_first_members_list(first_member: Pod) ->
     first = int(container_env()["INITIAL_MEMBERS"])
     assert config.cluster == tuple(member_url(ordinal) for ordinal in range(first))
     assert config.url == member_url(1) and config.join == ""
-    assert config.replication_factor == int(container_env()["KVNODE_REPLICATION_FACTOR"])
+    assert str(config.replication_factor) == container_env()["KVNODE_REPLICATION_FACTOR"]
     assert config.data_dir == Path(first_member.private.parent / "volume" / "data")
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from kvnode.client import BadRequest, Client
+from kvnode.config import ReplicationFactor
 from kvnode.topology.placement import Placement, host_of
 from tests.changes import (
     SECRET,
@@ -67,7 +68,10 @@ def test_a_node_restarted_with_another_replication_factor_keeps_the_stored_one_a
     cluster = on_machines(tmp_path, machines=3, per_machine=1, replication=2)
     member = cluster[2]
     member.stop()
-    restarted = Node(dataclasses.replace(member.config, replication_factor=3), tmp_path / "restarted.log")
+    restarted = Node(
+        dataclasses.replace(member.config, replication_factor=ReplicationFactor(3)),
+        tmp_path / "restarted.log",
+    )
     restarted.start()
     lines = [line for line in restarted.log_path.read_text().splitlines() if "--replication-factor" in line]
     assert len(lines) == 1, lines

@@ -94,6 +94,8 @@ def test_status_answers_200_naming_the_node(shared: Node) -> None:
         "pid": shared.pid,
         "cluster": [shared.url],
         "tokens": [shared.url],
+        "zones": ["127.0.0.1"],
+        "datacenters": ["dc1"],
         "cluster_id": cluster_identity([shared.url]),
         "membership_version": 1,
         "replication_factor": 1,
@@ -269,6 +271,14 @@ def test_explicit_valid_quorum_parameters(shared: Node, ns: str) -> None:
     assert shared.get(key, ack=1).status == 404
 
 
+def test_consistency_levels_by_name(shared: Node, ns: str) -> None:
+    key = ns + "k"
+    for level in ("one", "quorum", "local_quorum", "each_quorum", "all", "LOCAL_QUORUM"):
+        assert request(shared.url, "PUT", target(ENTITY, {"id": key, "ack": level}), body=b"v").status == 201
+        assert request(shared.url, "GET", target(ENTITY, {"id": key, "ack": level})).body == b"v"
+    assert request(shared.url, "DELETE", target(ENTITY, {"id": key, "ack": "all"})).status == 202
+
+
 # --- rejections ---------------------------------------------------------------------------------------
 
 
@@ -344,6 +354,8 @@ BAD_QUORUMS = [
     {"ack": "1", "from": "2"},  # from > cluster size
     {"ack": "3", "from": "2"},
     {"ack": "0", "from": "1"},
+    {"ack": "most"},  # not a consistency level
+    {"ack": "quorum", "from": "1"},  # a named ack counts the owners itself
 ]
 
 

@@ -1,9 +1,10 @@
 """kvnode.cluster.bootstrap in-process: a node joining through a seed (the claimant first, then the rest),
-refused while a member is unreachable with nothing left behind, and a replacement refused while the
-member answers; a seed that refuses the joiner's cluster secret is named as refusing it, with the flag that
-fixes it; the change's own channels log nothing, and no other channel is silenced. Every member
-in-process, the seed's /v0/status on an HTTP server of the test. (tests/cluster/test_join.py and
-test_replace.py run real nodes, crash points included.)"""
+in its zone and datacenter, refused while a member is unreachable with nothing left behind, and a
+replacement refused while the member answers (and taking its place, zone and datacenter, once it is
+down); a seed that refuses the joiner's cluster secret is named as refusing it, with the flag that fixes
+it; the change's own channels log nothing, and no other channel is silenced. Every member in-process, the
+seed's /v0/status on an HTTP server of the test. (tests/cluster/test_join.py and test_replace.py run real
+nodes, crash points included.)"""
 
 from __future__ import annotations
 
@@ -51,10 +52,16 @@ async def seed_status(cluster: str) -> AsyncIterator[str]:
 
 
 def joining(
-    newcomer: InProcessNode, seed: str, seed_node: InProcessNode, replace: str = ""
+    newcomer: InProcessNode,
+    seed: str,
+    seed_node: InProcessNode,
+    replace: str = "",
+    zone: str = "",
+    datacenter: str = "",
 ) -> tuple[NodeConfig, SystemDb, None, OpenPeer]:
     """take_place's arguments for ``newcomer``: its config, system database, and peers (in-process)."""
-    config = NodeConfig(host=newcomer.url.split("//")[1].split(":")[0], join=seed, replace=replace)
+    host = newcomer.url.split("//")[1].split(":")[0]
+    config = NodeConfig(host=host, join=seed, replace=replace, zone=zone, datacenter=datacenter)
     assert config.url == newcomer.url
 
     def open_peer(url: str, auth: ClusterAuth | None, logger: logging.Logger) -> PeerReplica:
@@ -70,8 +77,9 @@ async def test_a_node_joins_through_a_seed_the_claimant_first_then_the_rest(tmp_
         for node in old:
             node.open_members()
         async with seed_status(old[0].membership.cluster) as seed:
-            plan = await take_place(*joining(newcomer, seed, old[1]))
+            plan = await take_place(*joining(newcomer, seed, old[1], zone="r9", datacenter="west"))
         assert plan.version == 2 and plan.joining == {newcomer.url}
+        assert (plan.zone_of(newcomer.url), plan.datacenter_of(newcomer.url)) == ("r9", "west")
         assert newcomer.system.membership.load() == plan  # stored before it runs with it
         assert all(node.members is not None and node.members.membership == plan for node in old)
 
@@ -100,6 +108,7 @@ async def test_a_member_that_answers_is_not_replaced_and_one_down_is(tmp_path: P
             newcomer.peers[old[2].url].reachable = False  # down for good
             plan = await take_place(*joining(newcomer, seed, old[0], replace=old[2].url))
         assert plan.urls == (old[0].url, old[1].url, newcomer.url)
+        assert plan.zones == old[0].membership.zones  # its predecessor's zone and datacenter
         assert newcomer.system.identity.saved_state() == "rebuilding"  # it rebuilds the member's data
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from kvnode.cluster.changes import start_leave, start_resize
 from kvnode.cluster.own_part import OwnPart
+from kvnode.config import ReplicationFactor as N
 from kvnode.topology.membership import ChangeRefused, Membership
 from kvnode.topology.placement import Placement
 from tests.drivers import InProcessNode, in_process_nodes, until
@@ -117,9 +118,10 @@ async def test_a_new_replication_factor_streams_every_new_copy_before_it_counts(
             await start_resize(asked, 3, timeout_s=1.0)
         nodes[1].peers[nodes[3].url].reachable = True
         plan = await start_resize(asked, 3, timeout_s=1.0)
-        assert (plan.version, plan.replication, plan.next_replication) == (2, 2, 3)
+        assert (plan.version, plan.replication, plan.next_replication) == (2, N(2), N(3))
         await until(
-            lambda: all(m is not None and m.membership.replication == 3 for m in members), "N = 3 everywhere"
+            lambda: all(m is not None and m.membership.replication == N(3) for m in members),
+            "N = 3 everywhere",
         )
 
         after = Placement([node.url for node in nodes], replication=3)

@@ -12,10 +12,10 @@ from typing import get_args
 
 import pytest
 
-from kvnode.config import FanoutMode
+from kvnode.config import FanoutMode, ReplicationFactor
 from kvnode.coordinator.coordinator import nearest_first
 from kvnode.coordinator.fanout import QuorumFailed
-from kvnode.coordinator.quorum import Quorum
+from kvnode.coordinator.quorum import Group, Quorum
 from kvnode.replica.errors import (
     ReplicaDiskFull,
     ReplicaError,
@@ -26,6 +26,7 @@ from kvnode.replica.errors import (
     ReplicaUnavailable,
 )
 from kvnode.storage.records import Record
+from kvnode.topology.membership import Membership
 from tests.replicas import URLS, coordinator_node, run_callbacks
 
 ALL = Quorum(ack=2, copies=3)
@@ -194,6 +195,42 @@ async def test_a_version_written_as_it_is_needs_every_owner_and_hints_the_one_th
         assert node.hints.pending(URLS[2]) == 1
         two = Record.put(node.clock.now() - 1, b"on two", copies=2)
         assert node.coordinator.owners_quorum(two) == Quorum(ack=2, copies=2)
+
+
+# --- datacenters: a's alone in the east, b and c in the west, one owner of every key there --------------
+
+SPREAD = Membership.seeded(
+    URLS, ReplicationFactor.parse("east:1,west:1"), datacenters=["east", "west", "west"]
+)
+
+
+@pytest.mark.parametrize("fanout", MODES)
+async def test_a_local_quorum_write_and_read_need_only_this_nodes_datacenter(
+    tmp_path: Path, fanout: FanoutMode
+) -> None:
+    with coordinator_node(tmp_path, fanout, SPREAD) as node:
+        down = ReplicaUnavailable("the west is unreachable")
+        node.b.fail_with = node.c.fail_with = down
+        coordinator = node.coordinator
+        await coordinator.put(b"k", b"v", coordinator.quorum("local_quorum", None))
+        found = await coordinator.get(b"k", coordinator.quorum("local_quorum", None, read=True))
+        assert found is not None and found.value == b"v"
+        assert node.b.reads == node.c.reads == []  # a local read asks no other datacenter
+        assert len(node.b.writes + node.c.writes) == 1  # a write goes to every owner: the west's one
+        for level in ("quorum", "each_quorum"):
+            with pytest.raises(QuorumFailed, match="of 2 replicas answered, 2 needed"):
+                await coordinator.put(b"k", b"v", coordinator.quorum(level, None))
+
+
+async def test_each_quorum_needs_a_majority_in_every_datacenter(tmp_path: Path) -> None:
+    with coordinator_node(tmp_path, "async", SPREAD) as node:
+        each = node.coordinator.quorum("each_quorum", None)
+        assert each.groups == (Group("east", 1, 1), Group("west", 1, 1))
+        await node.coordinator.put(b"k", b"v", each)
+        (west,) = [peer for peer in (node.b, node.c) if peer.writes]  # the west's owner of k
+        west.fail_with = ReplicaTimeout("the west's owner timed out")
+        with pytest.raises(QuorumFailed, match=r"\(west: 0 of 1 answered, 1 needed\)"):
+            await node.coordinator.get(b"k", each)
 
 
 # --- nearest_first ---------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from kvnode.coordinator.fanout import FANOUTS, CallStarter, QuorumFailed, parallel, sequential, speculative
-from kvnode.coordinator.quorum import Quorum
+from kvnode.coordinator.quorum import NO_GROUP, Quorum
 from kvnode.replica import Answered
 from kvnode.replica.errors import ReplicaError, ReplicaTimeout, ReplicaUnavailable
 
@@ -37,21 +37,27 @@ class HandCalls:
     """Replica calls whose outcomes the test tells itself; records which calls were started, and what
     each call's ``ended`` was told (``ended``, in order). ``patience``: every call's, or each one's;
     ``at_once``: the calls that answer before their start returns, as a local replica does; ``bug``: each
-    ``ended`` raises once it has recorded the outcome."""
+    ``ended`` raises once it has recorded the outcome; ``groups``: each call's group in the quorum (a
+    datacenter the quorum counts apart)."""
 
     def __init__(
-        self, count: int, patience: float | tuple[float, ...] = 3600.0, at_once: tuple[int, ...] = ()
+        self,
+        count: int,
+        patience: float | tuple[float, ...] = 3600.0,
+        at_once: tuple[int, ...] = (),
+        groups: tuple[int, ...] = (),
     ) -> None:
         self.answered: list[Answered[str] | None] = [None] * count
         self.patience = patience if isinstance(patience, tuple) else (patience,) * count
         self.at_once = at_once
+        self.groups = groups or (NO_GROUP,) * count  # each call's replica's group in the quorum
         self.ended: list[Outcome] = []
         self.bug = False
 
     @property
     def calls(self) -> list[HandCall]:
         return [
-            CallStarter(self._start, PatientReplica(i, self.patience[i]), self._ended)
+            CallStarter(self._start, PatientReplica(i, self.patience[i]), self._ended, self.groups[i])
             for i in range(len(self.answered))
         ]
 
@@ -475,3 +481,52 @@ async def test_speculative_a_late_answer_after_the_verdict_still_reaches_ended()
     hand.succeed(0)  # for read repair
     assert hand.ended == [(1, None, "answer-1"), (0, None, "answer-0")]
     assert hand.started == [0, 1]
+
+
+# --- quorums that count datacenters apart ------------------------------------------------------------------
+
+EACH_QUORUM = Quorum.parse("each_quorum", None, (("east", 3), ("west", 3)))
+EAST_WEST = (0, 0, 0, 1, 1, 1)  # calls 0-2 to the east's owners, 3-5 to the west's
+
+
+@pytest.mark.parametrize("fanout", list(FANOUTS))
+async def test_each_quorum_answers_once_every_datacenter_has_its_majority(fanout: str) -> None:
+    """In every mode (a speculative read asks every owner at once: the next one in line may not be in the
+    datacenter that needs one; a sync read stops once the rule is met)."""
+    hand = HandCalls(6, groups=EAST_WEST)
+    task = spawn(FANOUTS[fanout].read(hand.calls, EACH_QUORUM))
+    for index in range(6):
+        await settle()
+        if index in hand.started:
+            hand.succeed(index)
+        if index < 4:
+            assert not task.done(), index  # three from the east and one from the west: not yet
+    assert await task == [f"answer-{index}" for index in range(5)]
+    assert hand.started == list(range(5 if fanout == "sync" else 6))
+
+
+async def test_each_quorum_fails_once_a_datacenter_cannot_make_its_majority() -> None:
+    hand = HandCalls(6, groups=EAST_WEST)
+    task = spawn(parallel(hand.calls, EACH_QUORUM))
+    await settle()
+    for index in (0, 1, 2):
+        hand.succeed(index)
+    hand.fail(3)
+    assert not task.done()
+    hand.fail(4)
+    with pytest.raises(QuorumFailed, match=r"3 of 6 replicas answered, 4 needed \(west: 0 of 3 answered"):
+        await task
+    hand.succeed(5)  # a late answer after the verdict is only dropped
+
+
+async def test_a_local_quorum_write_answers_on_the_local_majority_whatever_the_remote_owners_do() -> None:
+    quorum = Quorum.parse("local_quorum", None, (("east", 3), ("west", 3)))
+    hand = HandCalls(6, groups=(0, 0, 0, NO_GROUP, NO_GROUP, NO_GROUP))
+    task = spawn(parallel(hand.calls, quorum))
+    await settle()
+    for index in (3, 4, 5):
+        hand.fail(index, ReplicaTimeout(f"replica {index} timed out"))
+    hand.succeed(0)
+    assert not task.done()
+    hand.succeed(1)
+    assert await task == ["answer-0", "answer-1"]

@@ -1,10 +1,11 @@
-"""kvnode.coordinator.quorum: parsing ack and from, tallying replica answers."""
+"""kvnode.coordinator.quorum: parsing ack and from, by number or by name, tallying replica answers (per
+datacenter where a level counts them so)."""
 
 from __future__ import annotations
 
 import pytest
 
-from kvnode.coordinator.quorum import BadQuorum, Quorum, QuorumTally
+from kvnode.coordinator.quorum import NO_GROUP, BadQuorum, Group, Quorum, QuorumTally
 
 # Quorum.parse
 
@@ -113,3 +114,91 @@ def test_tally_impossible_once_from_minus_failures_is_below_ack(
         assert verdict(tally) == (False, False)
     tally.fail()
     assert verdict(tally) == (False, True)
+
+
+# Consistency levels by name, and the tally per datacenter
+
+TWO_DCS = (("east", 3), ("west", 3))  # a key's owners in each datacenter, the coordinator's first
+
+
+@pytest.mark.parametrize(
+    ("level", "read", "quorum"),
+    [
+        ("one", False, Quorum(1, 6)),
+        ("ONE", True, Quorum(1, 6)),
+        ("quorum", False, Quorum(4, 6)),
+        ("all", True, Quorum(6, 6)),
+        ("local_quorum", True, Quorum(2, 3)),  # a read asks the local owners only: the first 3
+        ("local_quorum", False, Quorum(2, 6, (Group("east", 2, 3),))),  # a write goes to every owner
+        ("each_quorum", True, Quorum(4, 6, (Group("east", 2, 3), Group("west", 2, 3)))),
+        ("each_quorum", False, Quorum(4, 6, (Group("east", 2, 3), Group("west", 2, 3)))),
+    ],
+)
+def test_a_named_ack_counts_the_keys_owners_by_datacenter(level: str, read: bool, quorum: Quorum) -> None:
+    assert Quorum.parse(level, None, TWO_DCS, read=read) == quorum
+
+
+def test_in_one_datacenter_every_quorum_by_name_is_the_plain_majority() -> None:
+    for level in ("quorum", "local_quorum", "each_quorum"):
+        for read in (False, True):
+            assert Quorum.parse(level, None, 5, read=read) == Quorum(3, 5)
+
+
+def test_a_named_ack_goes_without_from_and_an_unknown_name_is_refused_naming_the_levels() -> None:
+    with pytest.raises(BadQuorum, match="from goes without a named ack: ack=quorum counts the key's owners"):
+        Quorum.parse("quorum", "3", TWO_DCS)
+    with pytest.raises(BadQuorum, match="ack must be a positive integer or one of one, quorum, local_quorum"):
+        Quorum.parse("most", None, TWO_DCS)
+    with pytest.raises(BadQuorum, match="datacenter west, which holds no copies"):
+        Quorum.parse("local_quorum", None, (("west", 0), ("east", 3)))
+
+
+def test_each_quorum_is_reached_only_once_every_datacenter_has_its_majority() -> None:
+    quorum = Quorum.parse("each_quorum", None, TWO_DCS)
+    east, west = quorum.group_of("east"), quorum.group_of("west")
+    tally = QuorumTally(quorum)
+    for _ in range(3):
+        tally.succeed(east)
+        assert verdict(tally) == (False, False)  # four successes in all are not enough: none in west
+    tally.fail(west)
+    tally.succeed(west)
+    assert verdict(tally) == (False, False)
+    assert tally.shortfall() == " (west: 1 of 3 answered, 2 needed)"
+    tally.succeed(west)
+    assert verdict(tally) == (True, False) and tally.shortfall() == ""
+
+
+def test_each_quorum_is_out_of_reach_once_one_datacenter_lost_its_majority() -> None:
+    quorum = Quorum.parse("each_quorum", None, TWO_DCS)
+    tally = QuorumTally(quorum)
+    tally.fail(quorum.group_of("west"))
+    assert verdict(tally) == (False, False)
+    tally.fail(quorum.group_of("west"))
+    assert verdict(tally) == (False, True)  # four others could still answer: the total is not the rule
+
+
+def test_a_local_quorum_write_counts_the_local_owners_and_no_remote_failure_stops_it() -> None:
+    quorum = Quorum.parse("local_quorum", None, TWO_DCS)
+    local, remote = quorum.group_of("east"), quorum.group_of("west")
+    assert remote == NO_GROUP
+    tally = QuorumTally(quorum)
+    for _ in range(3):
+        tally.fail(remote)  # the other datacenter is down
+    tally.succeed(remote)  # and a remote success makes no local majority
+    tally.succeed(local)
+    assert verdict(tally) == (False, False)
+    tally.succeed(local)
+    assert verdict(tally) == (True, False)
+    failing = QuorumTally(quorum)
+    failing.fail(local)
+    failing.fail(local)
+    assert verdict(failing) == (False, True)
+
+
+def test_owners_a_change_adds_must_confirm_too_in_their_datacenters_group() -> None:
+    each = Quorum.parse("each_quorum", None, TWO_DCS)
+    assert each.with_pending(["west"]) == Quorum(5, 7, (Group("east", 2, 3), Group("west", 3, 4)))
+    local = Quorum.parse("local_quorum", None, TWO_DCS)
+    assert local.with_pending(["west"]) == Quorum(2, 7, (Group("east", 2, 3),))  # not a local owner
+    assert local.with_pending(["east"]) == Quorum(3, 7, (Group("east", 3, 4),))
+    assert Quorum(2, 3).with_pending(["east", "west"]) == Quorum(4, 5)

@@ -3,7 +3,8 @@ and its progress, as JSON ending with a newline; a cleanup started and followed 
 copy dropped once the owner confirmed it, or 409 while a change is under way; a leave answered 202 with
 the membership version that has the member leaving and the change (who walks it), or 409 with the
 one-line reason it cannot be; a join undone (remove) answered 200 with the version without the joiner, or
-409 for a member that is not joining."""
+409 for a member that is not joining; a replication factor per datacenter answered 202, or 400 with why it
+does not fit."""
 
 from __future__ import annotations
 
@@ -131,3 +132,28 @@ async def test_a_key_s_paxos_state_is_shown_for_admin_locate(served: ServedNode)
         400,
         b"query parameter 'id' is required and must not be empty\n",
     )
+
+
+async def test_a_replication_factor_per_datacenter_is_202_and_one_that_does_not_fit_is_400(
+    serve: Serve,
+) -> None:
+    ports = free_ports(4)
+    members = tuple(f"http://127.0.0.1:{port}" for port in ports)
+    spread = {"cluster": members, "datacenters": ("east", "east", "west", "west"), "replication_factor": 2}
+    first, *_ = [await serve(port=port, **spread) for port in ports]
+    for given, reason in (
+        ("east:1", b"the replication factor leaves out west (the datacenters are east, west)\n"),
+        ("east:1,west:3", b"N=3 exceeds the 2 members of datacenter west\n"),
+        ("east:one", b"a replication factor is N or DC:N,DC:N,...; got 'east:one'\n"),
+    ):
+        assert await first.call("POST", f"/v0/replication-factor?n={given}") == (400, reason)
+    status, body = await first.call("POST", "/v0/replication-factor?n=east:2,west:1")
+    assert status == 202, body
+    assert as_json(body)["replication_factor"] == {"east": 2, "west": 1}
+    assert str(first.parts.membership.next_replication) == "east:2,west:1"
+    view = as_json((await first.call("GET", "/v0/cluster"))[1])
+    assert (view["replication_factor"], view["next_replication_factor"]) == (2, {"east": 2, "west": 1})
+    assert (view["datacenters"], [member["datacenter"] for member in view["members"]]) == (
+        ["east", "east", "west", "west"], ["east", "east", "west", "west"],
+    )  # fmt: skip
+    assert [member["zone"] for member in view["members"]] == ["127.0.0.1"] * 4

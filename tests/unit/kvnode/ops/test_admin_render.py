@@ -105,6 +105,61 @@ def test_status_says_the_replication_factor_that_is_coming() -> None:
     )
 
 
+def test_status_shows_each_members_zone_and_datacenter_once_they_were_given() -> None:
+    report = status(replication_factor={"east": 2, "west": 1}, next_replication_factor={"east": 1, "west": 1})
+    for m, zone, dc in zip(report["members"], ("r1", "r2", "r1"), ("east", "east", "west"), strict=True):
+        m.update(zone=zone, datacenter=dc)
+    assert render("status", {}, report) == (
+        "cluster of 3 as http://a:1 sees it; each key on N=east:2,west:1 (each datacenter's) of them\n"
+        "MEMBER      STATE            REACHABLE  DOWN FOR  HINTS PENDING  PROTOCOL  SURPLUS  ZONE  "
+        "DATACENTER\n"
+        "http://a:1  self             yes        -         -              1-2       0        r1    east\n"
+        "http://b:2  refused: secret  no         12.3s     5              -         -        r2    east\n"
+        "http://c:3  connected        yes        -         0              2         0        r1    west\n"
+        "membership version 4: the replication factor moves from east:2,west:1 to east:1,west:1 (0 records "
+        "streamed by this node)"
+    )
+    for m in report["members"]:  # each its host's zone, one datacenter: the defaults, not shown
+        m.update(zone=m["url"][7], datacenter="dc1")
+    assert render("status", {}, status() | {"members": report["members"]}) == TABLE
+    for m, dc in zip(report["members"], ("east", "east", "west"), strict=True):
+        m.update(datacenter=dc)
+    assert render("status", {}, status() | {"members": report["members"]}).startswith(
+        "cluster of 3 as http://a:1 sees it; each key on N=3 in each datacenter of them\n"
+    )
+
+
+def test_the_ring_shows_each_datacenters_and_each_zones_share_of_a_keys_copies() -> None:
+    members = [
+        {"position": i, "url": url, "first_replica_share": 1 / 3} for i, url in enumerate((A, B, C), 1)
+    ]
+    datacenters = [
+        {"datacenter": "east", "members": 2, "owners_per_key": 2, "owner_share": 0.6667},
+        {"datacenter": "west", "members": 1, "owners_per_key": 1, "owner_share": 0.3333},
+    ]
+    zones = [
+        {"datacenter": "east", "zone": "r1", "members": 1, "owner_share": 0.3333},
+        {"datacenter": "east", "zone": "r2", "members": 1, "owner_share": 0.3333},
+        {"datacenter": "west", "zone": "r1", "members": 1, "owner_share": 0.3333},
+    ]
+    report = {"node": A, "members": members, "datacenters": datacenters, "zones": zones}
+    assert render("ring", {}, report).split("\n", 5)[5] == (
+        "\neach datacenter's share of the copies of a key (N: the owners each key has there)\n"
+        "DATACENTER  MEMBERS  N  COPIES\n"
+        "east        2        2  66.7%\n"
+        "west        1        1  33.3%\n"
+        "\n"
+        "each zone's share of the copies of a key\n"
+        "DATACENTER  ZONE  MEMBERS  COPIES\n"
+        "east        r1    1        33.3%\n"
+        "east        r2    1        33.3%\n"
+        "west        r1    1        33.3%"
+    )
+    one = {"datacenter": "dc1", "zone": "127.0.0.1", "members": 3, "owner_share": 1.0}
+    alone = report | {"datacenters": datacenters[:1], "zones": [one]}
+    assert render("ring", {}, alone).count("\n") == 4  # one zone, one datacenter: the members alone
+
+
 def test_hints_is_a_column_for_each_figure_by_target_and_the_drops_by_reason_in_the_title() -> None:
     report = {
         "node": A,

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from kvnode.config import node_url
-from kvnode.ops.argtypes import comma_list, host, http_url, http_urls, positive_int
+from kvnode.ops.argtypes import ack, comma_list, host, http_url, http_urls, positive_int
 
 
 @pytest.mark.parametrize(
@@ -71,3 +71,13 @@ def test_comma_list_parses_each_item_and_refuses_an_empty_list_or_a_bad_item() -
         parse(" , ")
     with pytest.raises(argparse.ArgumentTypeError, match="must be a positive integer, got '0'"):
         parse("3,0")
+
+
+def test_ack_is_a_positive_number_or_a_consistency_level_by_name() -> None:
+    assert [ack(text) for text in ("2", "quorum", "LOCAL_QUORUM", "each_quorum")] == [
+        2, "quorum", "local_quorum", "each_quorum",
+    ]  # fmt: skip
+    with pytest.raises(argparse.ArgumentTypeError, match="must be a positive integer, got '0'"):
+        ack("0")
+    with pytest.raises(argparse.ArgumentTypeError, match="ack is a positive integer or one of one, quorum"):
+        ack("most")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kvnode.config import NodeConfig
+from kvnode.config import NodeConfig, ReplicationFactor
 from kvnode.ops.cluster_config import ClusterConfig, cluster_configs, member_configs, stored_membership
 from kvnode.storage.system_db import SystemDb
 from kvnode.topology.membership import Membership
@@ -61,15 +61,31 @@ def test_machines_are_loopback_addresses_whose_members_share_a_client_port() -> 
 def test_machines_keep_three_copies_unless_told_or_fewer_members(
     machines: int, per_machine: int, replication_factor: int, expected: int
 ) -> None:
-    node = NodeConfig(replication_factor=replication_factor)
+    node = NodeConfig(replication_factor=ReplicationFactor(replication_factor))
     configs = ClusterConfig(node=node, machines=machines, per_machine=per_machine).node_configs()
-    assert {config.replication_factor for config in configs} == {expected}
+    assert {config.replication_factor for config in configs} == {ReplicationFactor(expected)}
+
+
+def test_machines_are_modelled_in_datacenters_and_zones_each_holding_three_copies() -> None:
+    cluster = ClusterConfig(
+        node=NodeConfig(port=9000), machines=6, per_machine=2, model_datacenters=2, model_zones=3
+    )
+    configs = cluster.node_configs()
+    zones = ("z1", "z1", "z2", "z2", "z3", "z3") * 2
+    datacenters = ("dc1",) * 6 + ("dc2",) * 6
+    assert all((config.zones, config.datacenters) == (zones, datacenters) for config in configs)
+    assert {str(config.replication_factor) for config in configs} == {"3"}
+    nodes = ClusterConfig(nodes=4, model_datacenters=2).node_configs()  # without machines: each node
+    assert {config.datacenters for config in nodes} == {("dc1", "dc1", "dc2", "dc2")}
+    assert {config.zones for config in nodes} == {()}  # each its host's zone, as by default
+    assert ClusterConfig(nodes=4).node_configs()[0].datacenters == ()
 
 
 @pytest.mark.parametrize(
     ("options", "refusal"),
     [
         ({"nodes": 0}, "at least one node"),
+        ({"nodes": 2, "model_datacenters": 3}, "--model-datacenters 3 exceeds the 2 machines"),
         ({"nodes": 2, "node": NodeConfig(port=65535)}, "ports 65535..65536 run past 65535"),
         ({"machines": 2, "per_machine": 2, "node": NodeConfig(port=65534)}, "run past 65535"),
         ({"machines": 255}, "between 1 and 254"),

@@ -39,7 +39,10 @@ def test_cluster_shares_the_nodes_tuning_flags_and_has_its_own() -> None:
     node, cluster = by_name(NODE_FLAGS), by_name(CLUSTER_FLAGS)
     shared = {name for name in cluster if cluster[name] is node.get(name)}
     own = set(cluster) - shared
-    assert own == {"--nodes", "--machines", "--per-machine", "--port", "--data-dir", "--tls"}
+    assert own == {
+        "--nodes", "--machines", "--per-machine", "--model-datacenters", "--model-zones", "--port",
+        "--data-dir", "--tls",
+    }  # fmt: skip
     assert {"--fanout", "--timeout-ms", "--cluster-secret-file", "--fsync"} <= shared
     assert cluster["--port"].default == NodeConfig().port  # a cluster starts where `make run` expects it
     assert cluster["--data-dir"].default == NodeConfig().data_dir

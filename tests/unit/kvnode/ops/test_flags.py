@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from kvnode.config import NodeConfig
+from kvnode.config import NodeConfig, ReplicationFactor
 from kvnode.ops.flags import node_argv, node_env, parse_args
 from tests.harness import (
     write_secret_file,
@@ -24,7 +24,9 @@ def test_node_argv_gives_back_a_config_with_every_field_set_away_from_its_defaul
         client_port=9000,
         data_dir=tmp_path / "data",
         cluster=members,
-        replication_factor=2,
+        replication_factor=ReplicationFactor.parse("dc1:2,dc2:1"),
+        zones=("z1", "z2", "z3"),
+        datacenters=("dc1", "dc1", "dc2"),
         fanout="speculative",
         timeout_ms=1234,
         speculative_ceiling_ms=77,
@@ -60,18 +62,28 @@ def test_node_argv_gives_back_a_config_with_every_field_set_away_from_its_defaul
         max_protocol=1,
         paxos_defect="ignore-accepted",
     )
-    # A node becoming a member learns the members from its seed: --join and --cluster exclude each other.
+    # A node becoming a member learns the members from its seed: --join and --cluster exclude each other;
+    # it is given its own zone and datacenter, unless it replaces a member (it takes that one's).
     joining = dataclasses.replace(
-        config, cluster=(), join="https://[::1]:9005", replace="https://[::1]:9006", crash_at="change:stored"
+        config,
+        cluster=(),
+        zones=(),
+        datacenters=(),
+        replication_factor=ReplicationFactor(),
+        join="https://[::1]:9005",
+        zone="z4",
+        datacenter="dc2",
+        crash_at="change:stored",
     )
+    replacing = dataclasses.replace(joining, zone="", datacenter="", replace="https://[::1]:9006")
     defaults = NodeConfig()
     unchanged = [
         f.name
         for f in dataclasses.fields(NodeConfig)
-        if getattr(config, f.name) == getattr(defaults, f.name) == getattr(joining, f.name)
+        if all(getattr(one, f.name) == getattr(defaults, f.name) for one in (config, joining, replacing))
     ]
     assert unchanged == [], "set every field away from its default, so node_argv is checked for it"
-    for one in (config, joining):
+    for one in (config, joining, replacing):
         argv = node_argv(one)
         assert argv[1:4] == ["-m", "kvnode", "node"]
         assert parse_args(argv[3:], node_env(one)) == one

@@ -93,3 +93,16 @@ async def test_contending_rounds_each_end_and_the_applied_ones_are_every_increme
     values = sorted(int(record.value) for record in applied)
     assert len(set(values)) == len(values) > 0, values
     assert values[-1] <= int(final.current.value) <= len(values) + unknown
+
+
+async def test_a_round_needs_a_majority_of_all_the_keys_owners_across_datacenters(serve: Serve) -> None:
+    """Two datacenters of two, N = 2 in each: a key's four owners. The east alone (two of four) is no
+    majority, whatever its own datacenter holds; one more owner from the west is."""
+    spread = {"datacenters": ("east", "east", "west", "west"), "replication_factor": 2}
+    east, _ = await served_members(serve, 4, 2, **spread)
+    east.clock_checked()
+    assert east.parts.membership.placement().replication == 4
+    outcome = await east.parts.paxos.write(KEY, Write.put(b"v"), IfAbsent())
+    assert isinstance(outcome, Unknown) and "no quorum in the prepare phase" in outcome.reason
+    writer, *_ = await served_members(serve, 4, 3, **spread)
+    assert isinstance(await writer.parts.paxos.write(KEY, Write.put(b"v"), IfAbsent()), Applied)

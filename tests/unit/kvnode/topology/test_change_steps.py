@@ -155,3 +155,16 @@ def test_a_node_started_again_after_the_claimant_took_its_change_stores_it() -> 
     assert start_from(SEEDED, D) is Start.CHANGE
     assert start_from(SEEDED.with_joining(D), D) is Start.STORE
     assert start_from(SEEDED.replaced(C, D), D) is Start.STORE
+
+
+def test_a_walker_streams_by_placements_that_list_its_own_datacenters_owners_first() -> None:
+    """As the walker places keys (a version written to fewer than N replicas lives on a prefix of the
+    order its coordinator's datacenter chose, and the walker's datacenter agrees on its own)."""
+    spread = Membership.seeded([A, B, C, D], 1, datacenters=["east", "east", "west", "west"])
+    leaving = spread.with_leaving(C)
+    action = next_action(leaving, C, Progress(leaving.version, done=(Step.BARRIER, Step.DRAIN)))
+    assert isinstance(action, StreamLeaving)
+    assert (action.before.datacenters, action.after.datacenters) == (("west", "east"), ("west", "east"))
+    resizing = spread.resized(2)
+    copies = next_action(resizing, A, Progress(resizing.version, done=(Step.BARRIER, Step.DRAIN)))
+    assert isinstance(copies, StreamNewCopies) and copies.after.datacenters == ("east", "west")

@@ -40,3 +40,14 @@ def test_an_epoch_is_immutable() -> None:
     epoch: Epoch[str] = Epoch(A, Membership.seeded([A]), {}, since=0)
     with pytest.raises(dataclasses.FrozenInstanceError):
         epoch.since = 1  # type: ignore[misc]
+
+
+def test_an_epoch_places_keys_with_its_nodes_datacenter_first() -> None:
+    spread = Membership.seeded([A, B, C], datacenters=["west", "east", "west"])
+    joining = spread.with_joining("http://d", datacenter="east")
+    for membership in (spread, joining):
+        epoch: Epoch[str] = Epoch(C, membership, {}, since=0)
+        assert epoch.datacenter == "west"
+        placements = [epoch.placement, epoch.read_placement or epoch.placement]
+        assert [placement.datacenters for placement in placements] == [("west", "east")] * 2
+    assert Epoch[str](B, spread, {}, since=0).placement.datacenters == ("east", "west")

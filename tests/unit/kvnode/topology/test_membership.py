@@ -9,7 +9,14 @@ from collections.abc import Callable
 
 import pytest
 
-from kvnode.topology.membership import ChangeRefused, Membership, at_start, cluster_identity
+from kvnode.config import ReplicationFactor
+from kvnode.topology.membership import (
+    ChangeRefused,
+    Membership,
+    at_start,
+    cluster_identity,
+    own_place_warnings,
+)
 
 A, B, C, D = "http://a:1", "http://b:1", "http://c:1", "http://d:1"
 
@@ -40,8 +47,10 @@ def test_the_stored_membership_rules_and_a_differing_flag_is_named() -> None:
 
 def test_the_replication_factor_is_set_at_the_first_start_and_kept_by_every_change() -> None:
     first, warnings = at_start(None, [A, B, C], replication=2)
-    assert (first.replication, warnings) == (2, [])
-    assert Membership.seeded([A, B, C]).replication == 3  # by default, the number of first members
+    assert (first.replication, warnings) == (ReplicationFactor(2), [])
+    assert Membership.seeded([A, B, C]).replication == ReplicationFactor(
+        3
+    )  # by default, the number of first members
     joined = first.with_joining(D)
     changed = [
         joined,
@@ -50,7 +59,7 @@ def test_the_replication_factor_is_set_at_the_first_start_and_kept_by_every_chan
         first.with_leaving(C).removed(C),
         first.replaced(C, D),
     ]
-    assert [membership.replication for membership in changed] == [2] * 5
+    assert [membership.replication for membership in changed] == [ReplicationFactor(2)] * 5
     assert Membership.decode(joined.encode()) == joined
     reads = joined.read_placement()
     assert reads is not None and reads.replication == joined.placement().replication == 2
@@ -65,7 +74,7 @@ def test_the_replication_factor_is_set_at_the_first_start_and_kept_by_every_chan
 def test_a_membership_stored_before_the_replication_factor_has_every_member_own_every_key() -> None:
     old = b'{"cluster": "x", "version": 2, "members": [{"url": "http://a:1", "token": "http://a:1", '
     old += b'"state": "normal"}, {"url": "http://b:1", "token": "http://b:1", "state": "normal"}]}'
-    assert Membership.decode(old).replication == 2
+    assert Membership.decode(old).replication == ReplicationFactor(2)
 
 
 @pytest.mark.parametrize(
@@ -123,14 +132,16 @@ def test_a_new_replication_factor_writes_to_the_owners_under_both_and_reads_by_t
 ) -> None:
     start = Membership.seeded([A, B, C, D], replication=3)
     resizing = start.resized(factor)
-    assert (resizing.version, resizing.replication, resizing.next_replication) == (2, 3, factor)
+    assert (resizing.version, resizing.replication) == (2, ReplicationFactor(3))
+    assert resizing.next_replication == ReplicationFactor(factor)
     assert resizing.changing and resizing.claimant == A
     assert resizing.placement().replication == max(3, factor)  # writes: the owners under both factors
     read = resizing.read_placement()
     assert read is not None and read.replication == 3  # reads: the present owners
     assert Membership.decode(resizing.encode()) == resizing
     done = resizing.resettled()
-    assert (done.version, done.replication, done.next_replication, done.changing) == (3, factor, 0, False)
+    assert (done.version, done.replication, done.next_replication) == (3, ReplicationFactor(factor), None)
+    assert not done.changing
     assert done.read_placement() is None and done.placement().replication == factor
     with pytest.raises(ChangeRefused, match="the replication factor is not changing"):
         done.resettled()
@@ -144,7 +155,7 @@ def test_a_replication_factor_out_of_one_to_the_members_or_the_present_one_is_re
     with pytest.raises(ChangeRefused, match="the replication factor is 3 already"):
         start.resized(3)
     with pytest.raises(ValueError, match="changes only while no member joins or leaves"):
-        dataclasses.replace(start.with_joining("http://e:1"), next_replication=2)
+        dataclasses.replace(start.with_joining("http://e:1"), next_replication=ReplicationFactor(2))
 
 
 def test_one_change_at_a_time_and_no_change_that_cannot_be() -> None:
@@ -204,3 +215,112 @@ def test_the_claimant_is_the_first_member_not_joining_one_leaving_included_until
     start = Membership.seeded([A, B, C])
     assert (start.claimant, start.with_joining(D).claimant, start.with_leaving(A).claimant) == (A, A, A)
     assert start.with_leaving(A).removed(A).claimant == B
+
+
+# --- zones and datacenters ------------------------------------------------------------------------------
+
+E, F = "http://e:1", "http://f:1"
+SIX = [A, B, C, D, E, F]
+TWO_DCS = ["east", "east", "east", "west", "west", "west"]
+RACKS = ["r1", "r2", "r3", "r1", "r2", "r3"]
+
+
+def test_by_default_a_members_zone_is_its_host_and_there_is_one_datacenter() -> None:
+    first = Membership.seeded([A, B, C])
+    assert (first.zones, first.datacenters) == (("a", "b", "c"), ("dc1", "dc1", "dc1"))
+    assert first.placement().layout == first.placement_without(()).layout == (A, B, C, A, B, C, "3")
+
+
+def test_first_members_zones_and_datacenters_are_kept_by_every_change_and_a_newcomer_brings_its_own() -> None:
+    first = Membership.seeded(SIX, 2, RACKS, TWO_DCS)
+    assert (first.zone_of(D), first.datacenter_of(D), first.members_by_datacenter()) == (
+        "r1", "west", {"east": 3, "west": 3},
+    )  # fmt: skip
+    joining = first.with_joining("http://g:1", "r4", "west")
+    assert (joining.zone_of("http://g:1"), joining.datacenter_of("http://g:1")) == ("r4", "west")
+    bare = first.with_joining("http://g:1")  # no --zone, no --datacenter: its host, and dc1
+    assert (bare.zone_of("http://g:1"), bare.datacenter_of("http://g:1")) == ("g", "dc1")
+    replaced = first.replaced(D, "http://g:1")  # a replacement takes its predecessor's place: zone, DC
+    assert (replaced.zone_of("http://g:1"), replaced.datacenter_of("http://g:1")) == ("r1", "west")
+    gone = first.with_leaving(B).removed(B)
+    assert (gone.zones, gone.datacenters) == (
+        ("r1", "r3", "r1", "r2", "r3"),
+        tuple(TWO_DCS[:1] + TWO_DCS[2:]),
+    )
+    assert joining.undone("http://g:1") == dataclasses.replace(first, version=3)
+    for membership in (joining, joining.settled("http://g:1"), replaced, gone):
+        assert Membership.decode(membership.encode()) == membership
+        assert Membership.from_described(membership.described()) == membership
+
+
+def test_a_membership_stored_before_zones_decodes_with_the_defaults_and_places_keys_as_before() -> None:
+    old = (
+        b'{"cluster": "x", "version": 2, "replication_factor": 2, "next_replication_factor": 0, "members": ['
+    )
+    old += b'{"url": "http://a:1", "token": "http://a:1", "state": "normal"}, '
+    old += b'{"url": "http://b:1", "token": "http://b:2", "state": "normal"}, '
+    old += b'{"url": "http://c:1", "token": "http://c:1", "state": "normal"}]}'
+    decoded = Membership.decode(old)
+    assert (decoded.zones, decoded.datacenters) == (("a", "b", "c"), ("dc1",) * 3)
+    assert decoded.replication == ReplicationFactor(2)
+    assert decoded.placement().layout == (A, B, C, A, "http://b:2", C, "2")  # as the placement it had
+
+
+def test_each_datacenter_holds_its_own_n_of_every_key_listed_the_nodes_own_first() -> None:
+    spread = Membership.seeded(SIX, ReplicationFactor.parse("east:2,west:3"), RACKS, TWO_DCS)
+    assert str(spread.replication) == "east:2,west:3"
+    placement = spread.placement("west")
+    assert placement.owners_by_datacenter == (("west", 3), ("east", 2))
+    owners = placement.owners(b"user:42")
+    assert [placement.datacenter_of(url) for url in owners] == ["west"] * 3 + ["east"] * 2
+    assert len({spread.zone_of(url) for url in owners[:3]}) == 3  # in distinct zones
+
+
+def test_without_a_factor_each_datacenter_keeps_a_copy_on_each_of_its_first_members() -> None:
+    assert Membership.seeded(SIX, datacenters=TWO_DCS).replication == ReplicationFactor(3)
+    uneven = Membership.seeded(SIX[:5], datacenters=TWO_DCS[:5])
+    assert str(uneven.replication) == "east:3,west:2"
+
+
+def test_a_replication_factor_per_datacenter_changes_as_one_change_under_both_factors() -> None:
+    start = Membership.seeded(SIX, ReplicationFactor.parse("east:2,west:2"), RACKS, TWO_DCS)
+    resizing = start.resized(ReplicationFactor.parse("east:3,west:1"))
+    assert resizing.placement().owners_by_datacenter == (("east", 3), ("west", 2))  # writes: the larger
+    read = resizing.read_placement()
+    assert read is not None and read.owners_by_datacenter == (("east", 2), ("west", 2))
+    assert Membership.decode(resizing.encode()) == resizing
+    done = resizing.resettled()
+    assert done.placement().owners_by_datacenter == (("east", 3), ("west", 1))
+    assert start.resized(3).placement("west").owners_by_datacenter == (("west", 3), ("east", 3))
+    for factor, reason in (
+        ("east:2", "leaves out west"),
+        ("east:2,west:2,north:1", "names north, which has no members"),
+        ("east:4,west:2", "N=4 exceeds the 3 members of datacenter east"),
+    ):
+        with pytest.raises(ValueError, match=reason):
+            start.resized(ReplicationFactor.parse(factor))
+    with pytest.raises(ChangeRefused, match="the replication factor is 2 already"):
+        start.resized(2)  # the same N in every datacenter, said another way
+
+
+def test_zones_or_datacenters_that_differ_from_the_stored_ones_are_named_and_ignored() -> None:
+    stored = Membership.seeded([A, B, C], zones=["r1", "r2", "r3"], datacenters=["east", "east", "west"])
+    kept, warnings = at_start(
+        stored, [A, B, C], zones=["r1", "r2", "r9"], datacenters=["east", "west", "west"]
+    )
+    assert kept == stored
+    assert warnings == [
+        "--zones differs from the stored membership (version 1), which this node keeps: http://c:1 is in "
+        "zone r3, not r9",
+        "--datacenters differs from the stored membership (version 1), which this node keeps: http://b:1 is "
+        "in datacenter east, not west",
+    ]
+    assert (
+        at_start(stored, [A, B, C], zones=["r1", "r2", "r3"], datacenters=["east", "east", "west"])[1] == []
+    )
+    assert at_start(stored, [A, B, C])[1] == []  # not given: nothing to say
+    assert own_place_warnings(stored, C, "r3", "east") == [
+        "--datacenter east differs from the stored membership (version 1), which this node keeps: "
+        "http://c:1 is in datacenter west"
+    ]
+    assert own_place_warnings(stored, D, "r9", "north") == []  # no member: it says so and stops

@@ -314,3 +314,162 @@ def test_a_join_with_n_3_moves_the_newcomers_share_each_key_from_one_displaced_o
         assert new - old <= {joining} and len(old - new) == len(new - old), key
         gained += len(new - old)
     assert 0.9 * share * len(keys) < gained < 1.1 * share * len(keys)
+
+
+# --- zones and datacenters ------------------------------------------------------------------------------
+
+
+def host_aware_order(nodes: list[str], tokens: list[str], key: bytes) -> list[str]:
+    """The order placement had before zones and datacenters, written out: by score, each host's best
+    first (a token's host), then the rest."""
+    scored = sorted(
+        ((_score(token, key)[0], url) for url, token in zip(nodes, tokens, strict=True)), reverse=True
+    )
+    hosts = {url: host_of(token) for url, token in zip(nodes, tokens, strict=True)}
+    first: list[str] = []
+    rest: list[str] = []
+    seen: set[str] = set()
+    for _, url in scored:
+        (rest if hosts[url] in seen else first).append(url)
+        seen.add(hosts[url])
+    return first + rest
+
+
+@pytest.mark.parametrize(
+    ("nodes", "tokens"),
+    [
+        (NODES, NODES),
+        (MACHINES, MACHINES),
+        (SIX_ON_ONE_HOST, SIX_ON_ONE_HOST),
+        ([*MACHINES[:5], "http://127.0.0.9:9000"], MACHINES),  # a replacement elsewhere: its token's host
+        ([*MACHINES, "http://127.0.0.2:8082", "http://127.0.0.4:8080"],) * 2,
+    ],
+    ids=["one-host-three", "three-hosts-two-each", "one-host-six", "replaced", "uneven"],
+)
+def test_without_zones_or_datacenters_a_key_is_placed_exactly_as_before(
+    nodes: list[str], tokens: list[str]
+) -> None:
+    """The defaults (a node's zone its host, one datacenter) keep every cluster's placement: the same
+    order for every key, so a kvnode with zones changes nothing where none were given."""
+    placement = Placement(nodes, tokens, replication=3)
+    for key in [*SAMPLE_KEYS, *random_keys(5_000, seed=41)]:
+        assert placement.order(key) == host_aware_order(nodes, tokens, key), key
+
+
+# Six machines in three zones of two: every key's three owners, one a zone.
+RACKS = ["a", "a", "b", "b", "c", "c"]
+SIX_MACHINES = [f"http://127.0.0.{host}:8080" for host in range(1, 7)]
+
+
+def zones_of(placement: Placement, urls: list[str]) -> list[str]:
+    return [placement.zone_of(url) for url in urls]
+
+
+def test_with_zones_a_a_b_b_c_c_and_n_3_every_key_is_on_three_zones() -> None:
+    placement = Placement(SIX_MACHINES, replication=3, zones=RACKS)
+    for key in [*SAMPLE_KEYS, *random_keys(5_000, seed=42)]:
+        assert sorted(zones_of(placement, placement.owners(key))) == ["a", "b", "c"], key
+
+
+def test_zones_come_first_then_hosts_then_the_rest() -> None:
+    """Two zones, two hosts in each, two nodes a host: the first two replicas in distinct zones, the next
+    two on the hosts not yet used, the last four after them."""
+    urls = [f"http://127.0.0.{host}:{port}" for host in (1, 2, 3, 4) for port in (80, 81)]
+    zones = ["a"] * 4 + ["b"] * 4
+    placement = Placement(urls, zones=zones)
+    for key in [*SAMPLE_KEYS, *random_keys(2_000, seed=43)]:
+        order = placement.order(key)
+        assert sorted(zones_of(placement, order[:2])) == ["a", "b"], key
+        assert len(hosts_of(order[:4])) == 4, key
+        for n in range(1, len(urls) + 1):
+            assert placement.replicas_for(key, n) == order[:n]
+
+
+def test_zone_aware_order_keeps_every_node_balanced() -> None:
+    placement = Placement(SIX_MACHINES, replication=3, zones=RACKS)
+    keys = random_keys(12_000, seed=44)
+    counts = Counter(url for key in keys for url in placement.owners(key))
+    expected = len(keys) * 3 / len(SIX_MACHINES)
+    assert all(0.9 * expected < counts[url] < 1.1 * expected for url in SIX_MACHINES), counts
+
+
+@pytest.mark.parametrize(
+    ("joining", "zone"), [("http://127.0.0.7:8080", "c"), ("http://127.0.0.7:8080", "d")]
+)
+def test_a_join_into_a_zone_moves_keys_only_to_the_newcomer(joining: str, zone: str) -> None:
+    before = Placement(SIX_MACHINES, replication=3, zones=RACKS)
+    after = Placement([*SIX_MACHINES, joining], replication=3, zones=[*RACKS, zone])
+    moved = 0
+    for key in random_keys(3_000, seed=45):
+        old, new = set(before.owners(key)), set(after.owners(key))
+        assert new - old <= {joining} and len(old - new) == len(new - old), key
+        assert sorted(zones_of(after, sorted(new))) == sorted(set(zones_of(after, sorted(new)))), key
+        moved += joining in new
+    assert moved > 0
+
+
+# Two datacenters of three machines, each machine a zone of its own.
+EAST = [f"http://10.1.0.{host}:8080" for host in (1, 2, 3)]
+WEST = [f"http://10.2.0.{host}:8080" for host in (1, 2, 3)]
+TWO_DCS = ["east"] * 3 + ["west"] * 3
+
+
+def in_datacenter(placement: Placement, urls: list[str], datacenter: str) -> list[str]:
+    return [url for url in urls if placement.datacenter_of(url) == datacenter]
+
+
+def test_each_datacenter_holds_its_own_n_and_the_home_datacenters_owners_come_first() -> None:
+    factors = {"east": 2, "west": 3}
+    east = Placement([*EAST, *WEST], replication=factors, datacenters=TWO_DCS, home="east")
+    west = Placement([*EAST, *WEST], replication=factors, datacenters=TWO_DCS, home="west")
+    assert (east.replication, east.owners_by_datacenter) == (5, (("east", 2), ("west", 3)))
+    assert west.owners_by_datacenter == (("west", 3), ("east", 2))
+    for key in [*SAMPLE_KEYS, *random_keys(2_000, seed=46)]:
+        owners = east.owners(key)
+        assert [east.datacenter_of(url) for url in owners] == ["east"] * 2 + ["west"] * 3, key
+        assert [west.datacenter_of(url) for url in west.owners(key)] == ["west"] * 3 + ["east"] * 2, key
+        assert sorted(west.owners(key)) == sorted(owners), key  # the same owners, whoever places them
+        assert east.order(key)[5:] == in_datacenter(east, east.order(key), "east")[2:]  # then the others
+        # A datacenter's owners are its nodes' own order: as if it were a cluster of its own.
+        alone = Placement(EAST, replication=2)
+        assert in_datacenter(east, owners, "east") == alone.owners(key), key
+
+
+def test_a_join_a_leave_or_a_replace_in_one_datacenter_moves_no_key_in_another() -> None:
+    factors = {"east": 2, "west": 2}
+    before = Placement([*EAST, *WEST], replication=factors, datacenters=TWO_DCS)
+    joined = Placement(
+        [*EAST, *WEST, "http://10.1.0.4:8080"], replication=factors, datacenters=[*TWO_DCS, "east"]
+    )
+    left = Placement([*EAST[1:], *WEST], replication=factors, datacenters=TWO_DCS[1:])
+    replaced = Placement(
+        [*EAST[:2], "http://10.1.0.9:8080", *WEST], [*EAST, *WEST], factors, datacenters=TWO_DCS
+    )
+    for key in random_keys(3_000, seed=47):
+        west = in_datacenter(before, before.owners(key), "west")
+        for after in (joined, left, replaced):
+            assert in_datacenter(after, after.owners(key), "west") == west, key
+        assert set(joined.owners(key)) - set(before.owners(key)) <= {"http://10.1.0.4:8080"}, key
+
+
+def test_a_datacenter_with_no_n_holds_no_copies_and_some_datacenter_must() -> None:
+    placement = Placement([*EAST, *WEST], replication={"east": 3}, datacenters=TWO_DCS, home="west")
+    assert placement.owners_by_datacenter == (("west", 0), ("east", 3))
+    assert all(placement.datacenter_of(url) == "east" for url in placement.owners(b"user:42"))
+    with pytest.raises(ValueError, match="needs an owner"):
+        Placement([*EAST, *WEST], replication={"north": 3}, datacenters=TWO_DCS)
+    with pytest.raises(ValueError, match="a zone and a datacenter"):
+        Placement(EAST, zones=["a"])
+
+
+def test_the_layout_names_what_placement_depends_on_and_only_the_defaults_keep_the_old_one() -> None:
+    plain = Placement(MACHINES, replication=3)
+    assert plain.layout == (*MACHINES, *MACHINES, "3")  # a node's saved summaries keep their stamp
+    assert Placement(MACHINES, replication=3, zones=[host_of(url) for url in MACHINES]).layout == plain.layout
+    other = [
+        Placement(MACHINES, replication=3, zones=["a", "a", "b", "b", "c", "c"]),
+        Placement(MACHINES, replication=3, datacenters=["dc1"] * 3 + ["dc2"] * 3),
+        Placement(MACHINES, replication=3, datacenters=["dc1"] * 3 + ["dc2"] * 3, home="dc2"),
+        Placement(MACHINES, replication={"dc1": 3}, datacenters=["dc1"] * 3 + ["dc2"] * 3),
+    ]
+    assert len({plain.layout, *(placement.layout for placement in other)}) == 5
