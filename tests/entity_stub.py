@@ -8,6 +8,8 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
+from tests.loopback import served
+
 
 class Stub:
     """Answers at once with the operation's success status, or 504 for a key in ``fail``. A conditional
@@ -49,12 +51,5 @@ async def serving_stub() -> AsyncIterator[tuple[Stub, str]]:
     server = Stub()
     app = web.Application()
     app.router.add_route("*", "/v0/entity", server.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    host, port = runner.addresses[0][:2]
-    try:
-        yield server, f"http://{host}:{port}"
-    finally:
-        await runner.cleanup()
+    async with served(app) as url:
+        yield server, url

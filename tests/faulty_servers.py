@@ -7,8 +7,6 @@ with one planted defect that breaks a guarantee the check must catch:
 - ``stale``: reads return the first value ever written to the key (a replica that missed every later write);
 - ``racy``: a conditional write checks its condition, then waits for another conditional write of the same
   key (half a second at most) before it writes: both may be granted on the same version.
-
-And :func:`served`, any aiohttp app served in the test's event loop (the stand-in, or a test's own node).
 """
 
 from __future__ import annotations
@@ -21,6 +19,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from aiohttp import web
+
+from tests.loopback import served
 
 Defect = Literal["", "lose", "stale", "racy"]
 _PARTNER_WAIT_S = 0.5
@@ -96,20 +96,6 @@ class FaultyServer:
             self.raced.append((value, await asyncio.wait_for(waiting, _PARTNER_WAIT_S)))
         if self._waiting.get(key) is waiting:
             del self._waiting[key]
-
-
-@contextlib.asynccontextmanager
-async def served(app: web.Application) -> AsyncIterator[str]:
-    """``app`` on a free loopback port, in this event loop, until the block ends: its URL."""
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        await runner.cleanup()
 
 
 @contextlib.asynccontextmanager

@@ -11,6 +11,7 @@ from aiohttp import web
 
 from loadtest.fill import fill
 from loadtest.workload import Workload, key_name
+from tests.loopback import served
 
 
 class FlakyNode:
@@ -34,12 +35,8 @@ async def flaky() -> AsyncIterator[tuple[FlakyNode, str]]:
     node = FlakyNode()
     app = web.Application()
     app.router.add_put("/v0/entity", node.put)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    host, port = runner.addresses[0][:2]
-    yield node, f"http://{host}:{port}"
-    await runner.cleanup()
+    async with served(app) as url:
+        yield node, url
 
 
 async def test_every_key_is_written_once(flaky: tuple[FlakyNode, str]) -> None:

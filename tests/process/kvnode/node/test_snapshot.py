@@ -3,29 +3,17 @@
 
 from __future__ import annotations
 
-import importlib
 import json
-import pkgutil
 import subprocess
 import sys
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-import kvnode
-from kvnode.figures import Figure, Figures, Kind
+from kvnode.figures import Figure, Kind
 from kvnode.replica.peer_figures import PEER_FIGURES
+from tests.figure_tables import every_table
 from tests.harness import ClusterFactory, request, stats, wait_for
-
-
-def every_table() -> list[Figures]:
-    """Every table of figures described in kvnode, wherever it is."""
-    tables: list[Figures] = []
-    for module in pkgutil.walk_packages(kvnode.__path__, "kvnode."):
-        if module.name != "kvnode.__main__":
-            found = vars(importlib.import_module(module.name)).values()
-            tables += [table for table in found if isinstance(table, Figures) and table not in tables]
-    return tables
 
 
 def shown(view: dict[str, Any], figure: Figure) -> bool:

@@ -12,7 +12,7 @@ from aiohttp import web
 
 from kvnode.check.calls import Caller, Reply, read_outcome, write_outcome
 from kvnode.ops.ports import free_ports
-from tests.faulty_servers import served
+from tests.loopback import served
 
 
 def reply(status: int | None, body: bytes = b"", sent: bool = True, error: str = "") -> Reply:

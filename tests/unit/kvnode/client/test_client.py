@@ -26,6 +26,7 @@ from kvnode.client import (
     Versioned,
 )
 from tests.drivers import Serve, served_members
+from tests.loopback import served
 
 
 async def storage_error(request: web.Request) -> web.Response:
@@ -49,15 +50,8 @@ async def stub_node(
     app = web.Application()
     app.router.add_get("/v0/cluster", cluster_view)
     app.router.add_route("*", "/v0/entity", entity)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    try:
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        host, port = runner.addresses[0][:2]
-        yield f"http://{host}:{port}"
-    finally:
-        await runner.cleanup()
+    async with served(app) as url:
+        yield url
 
 
 async def test_any_other_status_is_a_server_error() -> None:

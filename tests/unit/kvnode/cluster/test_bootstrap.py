@@ -28,6 +28,7 @@ from kvnode.replica.peer import PeerReplica
 from kvnode.storage.system_db import SystemDb
 from kvnode.topology.membership import ChangeRefused
 from tests.drivers import InProcessNode, InProcessPeer, in_process_nodes
+from tests.loopback import served
 
 
 @contextlib.asynccontextmanager
@@ -40,15 +41,8 @@ async def seed_status(cluster: str) -> AsyncIterator[str]:
 
     app = web.Application()
     app.router.add_get("/v0/status", status)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    host, port = runner.addresses[0][:2]
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        await runner.cleanup()
+    async with served(app) as url:
+        yield url
 
 
 def joining(

@@ -4,24 +4,12 @@ kvnode read, each once, into a copy."""
 from __future__ import annotations
 
 import collections
-import importlib
-import pkgutil
 
-import kvnode
-from kvnode.figures import Figures, Kind
+from kvnode.figures import Kind
 from kvnode.node.stats import cluster_view, stats_view
 from kvnode.replica.peer_figures import PEER_FIGURES
 from tests.drivers import ServedNode
-
-
-def every_table() -> list[Figures]:
-    """Every table of figures described in kvnode, wherever it is."""
-    tables: list[Figures] = []
-    for module in pkgutil.walk_packages(kvnode.__path__, "kvnode."):
-        if module.name != "kvnode.__main__":
-            found = vars(importlib.import_module(module.name)).values()
-            tables += [table for table in found if isinstance(table, Figures) and table not in tables]
-    return tables
+from tests.figure_tables import every_table
 
 
 def test_every_metric_is_one_family_of_one_kind_and_help_and_no_json_key_is_described_twice() -> None:

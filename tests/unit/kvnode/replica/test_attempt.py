@@ -17,6 +17,7 @@ from kvnode.replica.attempt import AttemptFailed, connector, open_channel
 from kvnode.replica.channel.client import PEER_PATH, ClientChannel
 from kvnode.replica.errors import ReplicaError
 from kvnode.replica.peer_state import AttemptFailure
+from tests.loopback import served
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 DEADLINE_S = 30.0  # for what must happen; never reached when it does
@@ -82,18 +83,11 @@ async def test_an_accepted_upgrade_gives_the_channel() -> None:
 
     app = web.Application()
     app.router.add_get(PEER_PATH, peer)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        port = runner.addresses[0][1]
-        channel = await attempt(port)
+    async with served(app) as url:
+        channel = await attempt(int(url.rsplit(":", 1)[1]))
         assert channel.upgraded.done() and channel.upgraded.exception() is None
         channel.transport.close()
         await asyncio.wait_for(closed.wait(), DEADLINE_S)
-    finally:
-        await runner.cleanup()
 
 
 async def test_a_peer_that_never_answers_is_no_answer_and_its_connection_is_aborted() -> None:

@@ -37,6 +37,7 @@ from kvnode.storage.keyspace import Storage
 from kvnode.storage.records import Record, encode
 from kvnode.storage.system_db import SystemDb
 from kvnode.topology.membership import Membership
+from tests.loopback import served
 from tests.replicas import storage_answerers
 
 UPGRADE = (
@@ -58,14 +59,8 @@ async def serving(channel: Handler) -> AsyncIterator[str]:
     on leaving, it has waited for the handlers and whatever aiohttp logs after them."""
     app = web.Application()
     app.router.add_get(PEER_PATH, channel)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        yield f"http://127.0.0.1:{site.port}"
-    finally:
-        await runner.cleanup()
+    async with served(app) as url:
+        yield url
 
 
 async def test_a_peer_gone_during_the_upgrade_is_one_quiet_line(
@@ -178,27 +173,21 @@ async def test_a_clock_ping_is_answered_with_this_nodes_clock_where_the_channel_
     them and a CLOCK reply's payload (kvnode.replica.clock_probe); another ping is echoed. On an older
     channel every ping is echoed, as a server of that version does."""
     storage = Storage.open(tmp_path / "records", fsync=False)
-    url: list[str] = []
-
-    async def channel(request: web.Request) -> web.StreamResponse:
-        gate = PeerGate(
-            None, wire.Limits.for_body(1 << 20), identities(system_db, url[0], CLIENT_URL, spoken())
-        )
-        return await serve_peer(request, gate, answerers, clock.now, set())
-
     wall_us = 1_700_000_000_123_456  # this node's wall clock, as its fence reads it
     fence = ClockFence(lambda: wall_us, 5_000_000, ClockOffsets(max_age_s=10.0), peers=0)
     answerers, clock = storage_answerers(storage, fence)
     headers = {CLIENT_HEADER: CLIENT_URL, **Introduction(protocols=speaks).headers()}
     ping = wire.encode_timestamp(wall_us - 500)  # the pinger's clock
     try:
-        async with serving(channel) as server, aiohttp.ClientSession() as session:
-            url.append(server)
-            async with session.ws_connect(server + PEER_PATH, autoping=False, headers=headers) as ws:
-                await ws.ping(ping)
-                clock_pong = (await ws.receive(timeout=10)).data
-                await ws.ping(b"beat")
-                plain = (await ws.receive(timeout=10)).data
+        async with (
+            node_speaking(system_db, spoken(), answerers, clock.now) as server,
+            aiohttp.ClientSession() as session,
+            session.ws_connect(server + PEER_PATH, autoping=False, headers=headers) as ws,
+        ):
+            await ws.ping(ping)
+            clock_pong = (await ws.receive(timeout=10)).data
+            await ws.ping(b"beat")
+            plain = (await ws.receive(timeout=10)).data
     finally:
         storage.close()
     assert plain == b"beat"
@@ -216,7 +205,6 @@ async def test_a_peer_measures_the_clock_at_its_heartbeat_with_a_clock_ping_wher
     then a measurement every few beats, by a clock ping on a channel that speaks them (no other CLOCK call)
     and by a CLOCK call on an older one."""
     storage = Storage.open(tmp_path / "records", fsync=False)
-    url: list[str] = []
     samples: list[tuple[str, Offset]] = []
     measured_twice = asyncio.Event()
 
@@ -225,16 +213,9 @@ async def test_a_peer_measures_the_clock_at_its_heartbeat_with_a_clock_ping_wher
         if len(samples) == 2:
             measured_twice.set()
 
-    async def channel(request: web.Request) -> web.StreamResponse:
-        gate = PeerGate(
-            None, wire.Limits.for_body(1 << 20), identities(system_db, url[0], CLIENT_URL, spoken())
-        )
-        return await serve_peer(request, gate, answerers, clock.now, set())
-
     answerers, clock = storage_answerers(storage)
     try:
-        async with serving(channel) as server:
-            url.append(server)
+        async with node_speaking(system_db, spoken(), answerers, clock.now) as server:
             client = identities(system_db, CLIENT_URL, server, speaks)
             # A 0.2 s timeout beats every 50 ms, so the eighth beat measures 0.4 s after the connection.
             peer = PeerReplica(server, 0.2, identities=client, clock_sampler=(sample, wall_clock_us()))
@@ -263,6 +244,28 @@ def identities(system_db: SystemDb, url: str, other: str, protocols: Versions) -
     )
 
 
+@contextlib.asynccontextmanager
+async def node_speaking(
+    system_db: SystemDb,
+    protocols: Versions,
+    answerers: Answerers | None = None,
+    clock_now: Callable[[], bytes] = never_asked,
+) -> AsyncIterator[str]:
+    """The URL of a replica server on loopback whose node speaks the protocol versions ``protocols`` to
+    CLIENT_URL and answers with ``answerers`` (none: every call fails)."""
+    url: list[str] = []
+
+    async def channel(request: web.Request) -> web.StreamResponse:
+        gate = PeerGate(
+            None, wire.Limits.for_body(1 << 20), identities(system_db, url[0], CLIENT_URL, protocols)
+        )
+        return await serve_peer(request, gate, answerers or Answerers(), clock_now, set())
+
+    async with serving(channel) as server:
+        url.append(server)
+        yield server
+
+
 async def refused_by(url: str, client: Identities) -> tuple[str, str, str]:
     """A PeerReplica's state and refusal after one call to ``url``, and the call's error."""
     peer = PeerReplica(url, 2.0, identities=client)
@@ -274,27 +277,14 @@ async def refused_by(url: str, client: Identities) -> tuple[str, str, str]:
 
 
 async def test_a_peer_with_no_protocol_version_in_common_is_refused_with_both_ranges_named(
-    tmp_path: Path, system_db: SystemDb, caplog: pytest.LogCaptureFixture
+    system_db: SystemDb, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A node that dropped version 1 (2-2 here) beside one that speaks only 1: the server refuses the
     upgrade, and the client takes the peer for a refused replica, its call failed, the caller unharmed."""
     caplog.set_level(logging.WARNING)
-    storage = Storage.open(tmp_path / "records", fsync=False)
-    url: list[str] = []
-
-    async def channel(request: web.Request) -> web.StreamResponse:
-        gate = PeerGate(
-            None, wire.Limits.for_body(1 << 20), identities(system_db, url[0], CLIENT_URL, Versions(2, 2))
-        )
-        return await serve_peer(request, gate, Answerers(), never_asked, set())
-
-    try:
-        async with serving(channel) as server:
-            url.append(server)
-            client = identities(system_db, CLIENT_URL, server, Versions(1, 1))
-            state, refusal, error = await refused_by(server, client)
-    finally:
-        storage.close()
+    async with node_speaking(system_db, Versions(2, 2)) as server:
+        client = identities(system_db, CLIENT_URL, server, Versions(1, 1))
+        state, refusal, error = await refused_by(server, client)
     assert (state, refusal) == ("refused", "protocol")
     reason = f"no protocol version in common: this node speaks 2-2, {CLIENT_URL} 1-1"
     assert reason in error and "upgrade one node at a time" in error
@@ -302,7 +292,7 @@ async def test_a_peer_with_no_protocol_version_in_common_is_refused_with_both_ra
     assert [line for line in lines if line.startswith("refused a replica channel")] == [
         f"refused a replica channel from 127.0.0.1: {reason}"
     ]
-    client_lines = [line for line in lines if line.startswith(f"replica channel to {url[0]} refused")]
+    client_lines = [line for line in lines if line.startswith(f"replica channel to {server} refused")]
     assert len(client_lines) == 1 and reason in client_lines[0], lines
 
 
@@ -334,17 +324,8 @@ async def test_a_call_of_a_later_version_than_the_channel_speaks_drops_the_chann
     anyway is an unknown op there: the channel is dropped, the call fails, nothing is stored."""
     caplog.set_level(logging.WARNING)
     storage = Storage.open(tmp_path / "records", fsync=False)
-    url: list[str] = []
-
-    async def channel(request: web.Request) -> web.StreamResponse:
-        gate = PeerGate(
-            None, wire.Limits.for_body(1 << 20), identities(system_db, url[0], CLIENT_URL, Versions(1, 1))
-        )
-        return await serve_peer(request, gate, Answerers(), never_asked, set())
-
     try:
-        async with serving(channel) as server:
-            url.append(server)
+        async with node_speaking(system_db, Versions(1, 1)) as server:
             peer = PeerReplica(
                 server, 2.0, identities=identities(system_db, CLIENT_URL, server, Versions(1, 2))
             )
