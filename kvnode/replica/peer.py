@@ -23,8 +23,10 @@ import asyncio
 import contextlib
 import logging
 import ssl
+from collections.abc import Callable
 from functools import partial
 
+from kvnode.clocks.offsets import Offset
 from kvnode.metrics import CallMeter, RecentLatency
 from kvnode.replica import Answered, AwaitableCalls, answer_future
 from kvnode.replica.attempt import AttemptFailed, connector
@@ -70,7 +72,10 @@ class PeerReplica(AwaitableCalls):
         self._log = logger
         self._leads = own_url is None or own_url < url
         clock_call = partial(self._call, wire.Op.CLOCK, b"", b"", "clock")
-        self._clock = None if clock_sampler is None else ClockProbe(url, clock_sampler, clock_call)
+        self._clock = None
+        if clock_sampler is not None:
+            sample, wall_us = clock_sampler
+            self._clock = ClockProbe(url, (partial(self._clock_measured, sample), wall_us), clock_call)
         self._limits = limits or wire.Limits.for_body(16 * 1024 * 1024)
         self._refusals = RateLimitedLog(logger)
         self._loop = asyncio.get_running_loop()
@@ -165,6 +170,12 @@ class PeerReplica(AwaitableCalls):
     def phi(self) -> float:
         """While connected, the failure detector's suspicion that the peer is gone; 0 otherwise."""
         return self._life.detector.phi(self._loop.time()) if self._channel is not None else 0.0
+
+    @property
+    def distance(self) -> float:
+        """The peer's distance: the shortest of its recent round trips, as its clock measurements took them
+        (seconds; 0 before one). The failure detector allows a far peer a longer pause for it."""
+        return self._life.detector.distance
 
     @property
     def node_state(self) -> str:
@@ -305,6 +316,12 @@ class PeerReplica(AwaitableCalls):
         if not measured and life.pings(now=now, interval=interval, leads=self._leads, busy=busy):
             channel.ping()
         self._heartbeat.start()
+
+    def _clock_measured(self, sample: Callable[[str, Offset], None], url: str, offset: Offset) -> None:
+        """A clock measurement: its offset to ``sample`` (the fence's), its round trip to the failure
+        detector (the offset's uncertainty is half of it)."""
+        self._life.detector.round_trip(2 * offset.uncertainty_us / 1_000_000)
+        sample(url, offset)
 
     def pinged(self) -> None:
         """The peer pinged this node's server (kvnode.replica.channel.server): PeerLife.pinged says what it
