@@ -229,6 +229,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
                 RepairCalls(storage, summaries),
                 MembershipCalls(members),
                 acceptor,
+                coordinator,
             ),
             summaries=summaries,
             gc=GarbageCollector(

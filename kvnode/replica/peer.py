@@ -28,13 +28,13 @@ from functools import partial
 
 from kvnode.clocks.offsets import Offset
 from kvnode.metrics import CallMeter, RecentLatency
-from kvnode.replica import Answered, AwaitableCalls, answer_future
+from kvnode.replica import Answered, AwaitableCalls, Forwarder, answer_future
 from kvnode.replica.attempt import AttemptFailed, connector
 from kvnode.replica.channel import wire
 from kvnode.replica.channel.client import ClientChannel
 from kvnode.replica.channel.handshake import ClusterAuth, RateLimitedLog
 from kvnode.replica.channel.identities import Identities
-from kvnode.replica.channel.protocol import resolve, write_call
+from kvnode.replica.channel.protocol import FORWARDS, resolve, write_call
 from kvnode.replica.clock_probe import ClockProbe, ClockSampler
 from kvnode.replica.errors import ReplicaError, ReplicaProtocolError, ReplicaUnavailable
 from kvnode.replica.failure_detector import DetectorSettings, FailureDetector
@@ -117,10 +117,23 @@ class PeerReplica(AwaitableCalls):
         return self._life.lagging(self._loop.time())
 
     def read_then(self, key: bytes, answered: Answered[Record | None]) -> None:
-        self._call_then(wire.Op.READ, key, b"", "read", answered)  # type: ignore[arg-type]
+        self.call_then(wire.Op.READ, key, b"", "read", answered)  # type: ignore[arg-type]
 
     def write_then(self, key: bytes, record: Record, answered: Answered[int | None]) -> None:
-        self._call_then(*write_call(key, record, self.protocol), "write", answered)  # type: ignore[arg-type]
+        self.call_then(*write_call(key, record, self.protocol), "write", answered)  # type: ignore[arg-type]
+
+    @property
+    def forwarder(self) -> Forwarder | None:
+        """Itself while it can forward a write to its datacenter's other owners: its channel open and
+        speaking FORWARD (protocol 5), and not lagging; None otherwise."""
+        channel = self._channel
+        if channel is None or channel.protocol < FORWARDS or self.lagging:
+            return None
+        return self
+
+    def forward_then(self, key: bytes, request: bytes, answered: Answered[bytes]) -> None:
+        """A FORWARD (kvnode.coordinator.forwarding), counted as "forward"."""
+        self.call_then(wire.Op.FORWARD, key, request, "forward", answered)  # type: ignore[arg-type]
 
     def deliver_hint(self, key: bytes, record: Record) -> asyncio.Future[int | None]:
         """A write, counted apart from the coordinator's (op="hint" in kvnode_replica_calls_total)."""
@@ -170,6 +183,11 @@ class PeerReplica(AwaitableCalls):
     def phi(self) -> float:
         """While connected, the failure detector's suspicion that the peer is gone; 0 otherwise."""
         return self._life.detector.phi(self._loop.time()) if self._channel is not None else 0.0
+
+    @property
+    def timeout(self) -> float:
+        """Seconds a call to the peer waits for its answer (a large one more: kvnode.replica.inflight)."""
+        return self._timeout
 
     @property
     def distance(self) -> float:
@@ -237,10 +255,11 @@ class PeerReplica(AwaitableCalls):
     # --- calls ----------------------------------------------------------------------------------------
 
     def _call(self, op: wire.Op, key: bytes, record: bytes, label: str) -> asyncio.Future[object]:
-        return answer_future(self._loop, partial(self._call_then, op, key, record, label))
+        return answer_future(self._loop, partial(self.call_then, op, key, record, label))
 
-    def _call_then(self, op: wire.Op, key: bytes, record: bytes, label: str, then: Answered[object]) -> None:
-        """Start a call counted as ``label`` (read, write, hint, ...); ``then`` is told its outcome."""
+    def call_then(self, op: wire.Op, key: bytes, record: bytes, label: str, then: Answered[object]) -> None:
+        """Start a call counted as ``label`` (read, write, hint, forward, ...); ``then`` is told its outcome,
+        what the protocol table says its reply answers (``call``'s, without a Future)."""
         calls = self._calls
         if self._channel is None:
             action = self._life.call()
