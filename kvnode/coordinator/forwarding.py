@@ -38,6 +38,7 @@ from kvnode.replica import Answered, Forwarder, Replica
 from kvnode.replica.channel import wire
 from kvnode.replica.channel.answerers import Answerers, Reply
 from kvnode.replica.errors import ReplicaError, ReplicaProtocolError, ReplicaTimeout
+from kvnode.replica.inflight import carry_s
 from kvnode.storage.records import Record
 
 __all__ = ["ForwardBatch", "Relay"]
@@ -70,7 +71,10 @@ class ForwardBatch:
         if not self._sent:
             self._sent = True
             forwarder = self._forwarder
-            budget = budget_s(forwarder.timeout, forwarder.distance)
+            # A large write's call waits longer, to carry its bytes (kvnode.replica.inflight), as do the
+            # forwarder's own calls relaying it: so does the budget.
+            timeout = forwarder.timeout + carry_s(len(self._record.value))
+            budget = budget_s(timeout, forwarder.distance)
             payload = encode_request(budget, self.urls, self._record)
             forwarder.forward_then(self._key, payload, self._forwarded)
         self._tell(index)

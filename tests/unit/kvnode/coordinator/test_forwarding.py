@@ -114,6 +114,15 @@ async def test_a_write_crosses_to_the_other_datacenter_once_and_each_owner_is_co
         assert node.hints.pending_by_target() == {}
 
 
+async def test_a_large_write_gives_its_forwarder_the_time_to_carry_it_too(tmp_path: Path) -> None:
+    """5 MiB take a second more to carry than the timeout alone (kvnode.replica.inflight.carry_s), on
+    the coordinator's call and on the forwarder's alike: its budget is 0.9 of the two."""
+    with two_datacenters(tmp_path) as west:
+        node = west.node
+        await node.coordinator.put(b"k", b"v" * 5 * 1024 * 1024, quorum(node, "all"))
+        assert west.forwarder.sent[0].budget_s == 1.8
+
+
 async def test_a_forwarder_that_dies_mid_relay_leaves_the_others_written_directly_and_only_itself_hinted(
     tmp_path: Path,
 ) -> None:
