@@ -109,6 +109,8 @@ class Coordinator:
         self.placement = epoch.placement  # where keys are written
         self._reads = epoch.read_placement  # where they are read, while members join (None: placement)
         self._replicas: Mapping[str, Replica] = {self._local.url: self._local, **epoch.peers}
+        # Every member's datacenter, a member leaving included (a write's target, but not in placement).
+        self._datacenter_of = epoch.membership.datacenter_of
         self._crossing = len(epoch.placement.datacenters) > 1  # writes forwarded to other datacenters
 
     def register(self, answerers: Answerers) -> None:
@@ -225,7 +227,7 @@ class Coordinator:
         """Each replica's datacenter among ``quorum``'s groups (NO_GROUP where it counts none apart)."""
         if not quorum.groups:
             return itertools.repeat(NO_GROUP)  # the usual case: nothing looked up on the request path
-        return [quorum.group_of(self.placement.datacenter_of(replica.url)) for replica in replicas]
+        return [quorum.group_of(self._datacenter_of(replica.url)) for replica in replicas]
 
     def _send_write(
         self,
@@ -259,7 +261,7 @@ class Coordinator:
     ) -> Callable[[Replica, Answered[int | None]], None]:
         """How a write to ``replicas`` starts each one's call when they span datacenters: through one
         forwarder in each other datacenter where one can (kvnode.coordinator.forwards), else by ``send``."""
-        found = crossings(replicas, self.placement.datacenter_of, self.placement.home, _forwards)
+        found = crossings(replicas, self._datacenter_of, self.placement.home, _forwards)
         if not found:
             return send
         batches = {}

@@ -211,6 +211,19 @@ async def test_a_peer_that_speaks_an_older_protocol_is_written_to_directly_or_th
         assert node.b.writes == node.c.writes == [(b"k", again)] and len(west.forwarder.sent) == 1
 
 
+async def test_a_write_while_an_owner_there_leaves_reaches_it_through_the_forwarder_too(
+    tmp_path: Path,
+) -> None:
+    """c leaving is no longer in the placement keys are written by, but still an owner a write goes to
+    (it is read from until it has left): its datacenter is known all the same, each_quorum counts it in
+    the west's, and b relays to it."""
+    with coordinator_node(tmp_path, membership=TWO_DATACENTERS.with_leaving(C)) as node:
+        west = West(node)
+        record = await node.coordinator.put(b"k", b"v", quorum(node, "each_quorum"))
+        assert west.forwarder.sent[0].targets == (B, C) and west.relayed.writes == [(b"k", record)]
+        assert holders(node, b"k", record) == URLS
+
+
 async def test_one_datacenter_never_forwards(tmp_path: Path) -> None:
     with coordinator_node(tmp_path) as node:
         nobody: dict[str, Replica] = {}
