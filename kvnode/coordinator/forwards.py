@@ -30,18 +30,9 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import NamedTuple, Protocol, TypeVar
 
+from kvnode.replica import errors
 from kvnode.replica.channel.wire import MAX_FORWARD_TARGETS, WireError
-from kvnode.replica.errors import (
-    ReplicaDiskFull,
-    ReplicaError,
-    ReplicaNotReady,
-    ReplicaOverloaded,
-    ReplicaProtocolError,
-    ReplicaRejected,
-    ReplicaSkewRefused,
-    ReplicaTimeout,
-    ReplicaUnavailable,
-)
+from kvnode.replica.errors import ReplicaError, ReplicaRejected
 from kvnode.storage.records import Record, decode, encode
 
 __all__ = [
@@ -165,15 +156,15 @@ NOT_RELAYED = Outcome(relayed=False)
 
 # An outcome's kind on the wire: 0 stored, 1 newer, 2 not relayed, then each error by its class.
 _ERRORS: tuple[type[ReplicaError], ...] = (
-    ReplicaUnavailable,
-    ReplicaTimeout,
-    ReplicaOverloaded,
-    ReplicaProtocolError,
+    errors.ReplicaUnavailable,
+    errors.ReplicaTimeout,
+    errors.ReplicaOverloaded,
+    errors.ReplicaProtocolError,
     ReplicaRejected,
-    ReplicaDiskFull,
-    ReplicaSkewRefused,
-    ReplicaNotReady,
-)
+    errors.ReplicaDiskFull,
+    errors.ReplicaSkewRefused,
+    errors.ReplicaNotReady,
+)  # append only: a kind's number is its place here
 _FIRST_ERROR = 3
 
 
@@ -203,7 +194,7 @@ def decode_outcomes(payload: bytes, expected: int) -> list[Outcome]:
     """The ``expected`` owners' outcomes; raises WireError for a payload that does not hold them.
 
     >>> [type(outcome.error).__name__ for outcome in decode_outcomes(
-    ...     encode_outcomes([Outcome(ReplicaTimeout("http://w3 did not answer"))]), 1)]
+    ...     encode_outcomes([Outcome(errors.ReplicaTimeout("http://w3 did not answer"))]), 1)]
     ['ReplicaTimeout']
     """
     outcomes, offset = [], 0

@@ -20,17 +20,7 @@ from kvnode.coordinator.forwards import (
     encode_request,
 )
 from kvnode.replica.channel.wire import MAX_FORWARD_HEADER, MAX_FORWARD_TARGETS, WireError
-from kvnode.replica.errors import (
-    ReplicaDiskFull,
-    ReplicaError,
-    ReplicaNotReady,
-    ReplicaOverloaded,
-    ReplicaProtocolError,
-    ReplicaRejected,
-    ReplicaSkewRefused,
-    ReplicaTimeout,
-    ReplicaUnavailable,
-)
+from kvnode.replica.errors import ReplicaError, ReplicaRejected
 from kvnode.storage.records import CorruptRecord, Record, encode
 
 
@@ -116,21 +106,23 @@ def test_a_request_whose_record_does_not_decode_is_refused_as_a_malformed_call()
     assert issubclass(CorruptRecord, ValueError)  # what the answerers fail a call for
 
 
-ERRORS = [
-    ReplicaUnavailable,
-    ReplicaTimeout,
-    ReplicaOverloaded,
-    ReplicaProtocolError,
-    ReplicaRejected,
-    ReplicaDiskFull,
-    ReplicaSkewRefused,
-    ReplicaNotReady,
-]
+def named_errors() -> list[type[ReplicaError]]:
+    """Every way a replica call fails (kvnode.replica.errors), ReplicaError's subclasses at any depth."""
+    found: list[type[ReplicaError]] = []
+    unseen = [ReplicaError]
+    while unseen:
+        below = unseen.pop().__subclasses__()
+        found += below
+        unseen += below
+    return [error for error in found if error.__module__ == ReplicaError.__module__]
 
 
 def test_each_owner_s_outcome_travels_with_its_kind_and_reason() -> None:
+    """Every named error, so that a new one is given a kind of its own before it can travel."""
+    named = named_errors()
+    assert len(named) == 8
     outcomes = [STORED, Outcome(newer=2**64 - 1), NOT_RELAYED] + [
-        Outcome(error(f"http://west-{n}: {error.__name__}")) for n, error in enumerate(ERRORS)
+        Outcome(error(f"http://west-{n}: {error.__name__}")) for n, error in enumerate(named)
     ]
     decoded = decode_outcomes(encode_outcomes(outcomes), len(outcomes))
     assert decoded[:3] == outcomes[:3]
