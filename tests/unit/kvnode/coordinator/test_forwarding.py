@@ -13,10 +13,11 @@ import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 
+from kvnode.config import FanoutMode
 from kvnode.coordinator.forwarding import Relay
 from kvnode.coordinator.forwards import ForwardRequest, decode_outcomes, decode_request, encode_request
 from kvnode.coordinator.quorum import Quorum
@@ -90,8 +91,10 @@ class West:
 
 
 @contextmanager
-def two_datacenters(tmp_path: Path, through_c: bool = False, timeout: float = 1.0) -> Iterator[West]:
-    with coordinator_node(tmp_path, membership=TWO_DATACENTERS) as node:
+def two_datacenters(
+    tmp_path: Path, through_c: bool = False, timeout: float = 1.0, fanout: FanoutMode = "async"
+) -> Iterator[West]:
+    with coordinator_node(tmp_path, fanout, membership=TWO_DATACENTERS) as node:
         yield West(node, through_c, timeout)
 
 
@@ -103,8 +106,13 @@ def holders(node: CoordinatorNode, key: bytes, record: Record) -> list[str]:
     return [url for url in URLS if node.held(url, key) == record]
 
 
-async def test_a_write_crosses_to_the_other_datacenter_once_and_each_owner_is_counted(tmp_path: Path) -> None:
-    with two_datacenters(tmp_path) as west:
+@pytest.mark.parametrize("fanout", get_args(FanoutMode))
+async def test_a_write_crosses_to_the_other_datacenter_once_and_each_owner_is_counted(
+    tmp_path: Path, fanout: FanoutMode
+) -> None:
+    """In every fan-out mode: sync asks the owners one after another, b's call sending the FORWARD and
+    c's told its outcome from the same reply."""
+    with two_datacenters(tmp_path, fanout=fanout) as west:
         node = west.node
         record = await node.coordinator.put(b"k", b"v", quorum(node, "all"))
         assert holders(node, b"k", record) == URLS
