@@ -202,6 +202,8 @@ class NodeConfig:
     repair_interval_s: int = 3600  # anti-entropy compares with each peer at least this often
     # Records anti-entropy moves per second at most: a rebuild of 100,000 records takes about 20 s.
     repair_rate: int = 5000
+    # And with a peer in another datacenter, paced apart (0 = repair_rate): a WAN's bandwidth is its own.
+    remote_repair_rate: int = 0
     max_body_bytes: int = 16 * 1024 * 1024
     body_timeout_s: int = 10  # a PUT whose body has not all arrived by then is answered 408
     # /v0/entity requests in progress at once; more are answered 503 at once. The knee of latency vs

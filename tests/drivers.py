@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import itertools
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -105,8 +105,10 @@ class InProcessNode:
         self.storage.apply(key.encode(), record)
         return record
 
-    def anti_entropy(self, starvation: Starvation | None = None) -> AntiEntropy:
-        return AntiEntropy(
+    def anti_entropy(self, starvation: Starvation | None = None, remote_rate: int = 0) -> AntiEntropy:
+        """Its anti-entropy, as fast as can be (with a peer in another datacenter: ``remote_rate``, 0 the
+        same), told its epoch."""
+        driver = AntiEntropy(
             self.url,
             self.upkeep,
             self.storage,
@@ -116,9 +118,12 @@ class InProcessNode:
             self.system.repair_marks,
             interval_s=60.0,
             rate=1_000_000,
+            remote_rate=remote_rate,
             sleep=self.sleep,
             starvation=starvation,
         )
+        driver.use(self.epoch())
+        return driver
 
     def epoch(self) -> Epoch[PeerReplica]:
         """The epoch this node runs with at first: its membership and a peer to every other member."""
@@ -213,13 +218,15 @@ async def in_process_nodes(
     members: int = 0,
     replication: int = 0,
     storage_now_s: Callable[[], float] = time.monotonic,
+    datacenters: Sequence[str] = (),
 ) -> AsyncIterator[list[InProcessNode]]:
     """``count`` in-process nodes (http://n1:8080 ...), each with a peer to every other; the first
     ``members`` of them (all by default) are the first membership, with ``replication`` owners a key (0: every
-    member); their storage reads ``storage_now_s`` for when it may open its database again after a failed
-    write. Call inside the running event loop; the Members a test opened are closed at the end."""
+    member) and those members' ``datacenters`` (by default one); their storage reads ``storage_now_s`` for
+    when it may open its database again after a failed write. Call inside the running event loop; the
+    Members a test opened are closed at the end."""
     urls = [f"http://n{index}:8080" for index in range(1, count + 1)]
-    membership = Membership.seeded(urls[: members or count], replication)
+    membership = Membership.seeded(urls[: members or count], replication, datacenters=datacenters)
     nodes: list[InProcessNode] = []
     async with contextlib.AsyncExitStack() as stack:
         for index, url in enumerate(urls, 1):

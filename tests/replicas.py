@@ -18,7 +18,7 @@ from kvnode.clocks.offsets import ClockOffsets
 from kvnode.config import FanoutMode
 from kvnode.coordinator.coordinator import Coordinator
 from kvnode.coordinator.fanout import FANOUTS
-from kvnode.replica import Answered, AwaitableCalls, Replica
+from kvnode.replica import Answered, AwaitableCalls, Forwarder, Replica
 from kvnode.replica.channel.answerers import Answerers
 from kvnode.replica.clock_probe import ClockAnswers
 from kvnode.replica.errors import ReplicaError
@@ -63,6 +63,7 @@ class ScriptedReplica(AwaitableCalls):
         self._store = LocalReplica(url, storage, unjudged_fence())
         self.connected = True
         self.lagging = False
+        self.forwarder: Forwarder | None = None  # a scripted peer forwards nothing unless given one
         self.fail_with: ReplicaError | None = None
         self.holding = False
         self._held: list[Callable[[ReplicaError | None], None]] = []

@@ -8,6 +8,11 @@ Around the verdict it keeps the replicas converging: a write that a replica miss
 (kvnode.replica.hints), a read that found stale replicas repairs them (kvnode.coordinator.read_repair), and a
 write that lost to a newer version on a replica is stamped again past it and rewritten, once. A node whose
 clock is fenced (kvnode.clocks.fence) refuses to coordinate writes: ClockFenced.
+
+Across datacenters a write crosses to each other one once: one owner there is sent it and forwards it to
+the others (kvnode.coordinator.forwarding), each owner still counted, hinted and answered on its own; and
+this node forwards what a coordinator elsewhere sends it so (its ``register``). A cluster of one
+datacenter writes to every owner itself, on the very path it always did.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Protocol, TypeVar
@@ -23,10 +28,13 @@ from typing import Protocol, TypeVar
 from kvnode.clocks.fence import ClockFence
 from kvnode.clocks.hybrid import HybridClock
 from kvnode.coordinator.fanout import CallStarter, Fanout, Patient
+from kvnode.coordinator.forwarding import ForwardBatch, Relay
+from kvnode.coordinator.forwards import crossings
 from kvnode.coordinator.quorum import NO_GROUP, Quorum
 from kvnode.coordinator.read_repair import ReadRound
 from kvnode.figures import Figure, Figures, Kind
 from kvnode.replica import Answered, Replica
+from kvnode.replica.channel.answerers import Answerers
 from kvnode.replica.errors import ReplicaError, ReplicaSkewRefused, keeps_hint
 from kvnode.replica.hints import HintStore
 from kvnode.storage.records import Record, newest
@@ -92,6 +100,7 @@ class Coordinator:
         self._hints = hints
         self._fence = fence
         self.stats = CoordinatorStats()
+        self._relay = Relay(self._replica_at, clock.observe)
         self.use(epoch)
 
     def use(self, epoch: Epoch[Replica]) -> None:
@@ -100,6 +109,16 @@ class Coordinator:
         self.placement = epoch.placement  # where keys are written
         self._reads = epoch.read_placement  # where they are read, while members join (None: placement)
         self._replicas: Mapping[str, Replica] = {self._local.url: self._local, **epoch.peers}
+        # Every member's datacenter, a member leaving included (a write's target, but not in placement).
+        self._datacenter_of = epoch.membership.datacenter_of
+        self._crossing = len(epoch.placement.datacenters) > 1  # writes forwarded to other datacenters
+
+    def register(self, answerers: Answerers) -> None:
+        """Forward what a coordinator in another datacenter sends this node so (FORWARD)."""
+        self._relay.register(answerers)
+
+    def _replica_at(self, url: str) -> Replica | None:
+        return self._replicas.get(url)
 
     @property
     def owning(self) -> Placement:
@@ -193,7 +212,10 @@ class Coordinator:
         self, replicas: list[Replica], key: bytes, record: Record, quorum: Quorum
     ) -> list[int | None]:
         hinted: dict[str, _DispatchHint] = {}  # the replicas not connected when the write was sent
+        send: Callable[[Replica, Answered[int | None]], None]
         send = partial(self._send_write, key=key, record=record, hinted=hinted)
+        if self._crossing:
+            send = self._forwarding(replicas, key, record, hinted, send)
         ended = partial(self._write_done, key=key, record=record, hinted=hinted)
         groups = self._groups(quorum, replicas)
         calls = [
@@ -205,7 +227,7 @@ class Coordinator:
         """Each replica's datacenter among ``quorum``'s groups (NO_GROUP where it counts none apart)."""
         if not quorum.groups:
             return itertools.repeat(NO_GROUP)  # the usual case: nothing looked up on the request path
-        return [quorum.group_of(self.placement.datacenter_of(replica.url)) for replica in replicas]
+        return [quorum.group_of(self._datacenter_of(replica.url)) for replica in replicas]
 
     def _send_write(
         self,
@@ -219,10 +241,58 @@ class Coordinator:
         """Start one replica's write. A replica not connected now gets its hint before the client is
         answered (so it survives a crash of this node); one that fails later is hinted then."""
         if not replica.connected:
-            seq = self._hints.add(replica.url, key, record, down_for=replica.down_for())
-            # HintStore.add answers 0 for a hint it did not keep.
-            hinted[replica.url] = _DispatchHint(asked=True, kept_seq=seq or None)
+            self._hint_at_dispatch(replica, key, record, hinted)
         replica.write_then(key, record, answered)
+
+    def _hint_at_dispatch(
+        self, replica: Replica, key: bytes, record: Record, hinted: dict[str, _DispatchHint]
+    ) -> None:
+        seq = self._hints.add(replica.url, key, record, down_for=replica.down_for())
+        # HintStore.add answers 0 for a hint it did not keep.
+        hinted[replica.url] = _DispatchHint(asked=True, kept_seq=seq or None)
+
+    def _forwarding(
+        self,
+        replicas: list[Replica],
+        key: bytes,
+        record: Record,
+        hinted: dict[str, _DispatchHint],
+        send: Callable[[Replica, Answered[int | None]], None],
+    ) -> Callable[[Replica, Answered[int | None]], None]:
+        """How a write to ``replicas`` starts each one's call when they span datacenters: through one
+        forwarder in each other datacenter where one can (kvnode.coordinator.forwards), else by ``send``."""
+        found = crossings(replicas, self._datacenter_of, self.placement.home, _forwards)
+        if not found:
+            return send
+        batches = {}
+        for targets in found:
+            forwarder = targets[0].forwarder
+            assert forwarder is not None  # as _forwards said
+            batch = ForwardBatch(forwarder, targets, key, record)
+            batches.update(dict.fromkeys(batch.urls, batch))
+        return partial(self._send_through, batches=batches, send=send, key=key, record=record, hinted=hinted)
+
+    def _send_through(
+        self,
+        replica: Replica,
+        answered: Answered[int | None],
+        *,
+        batches: dict[str, ForwardBatch],
+        send: Callable[[Replica, Answered[int | None]], None],
+        key: bytes,
+        record: Record,
+        hinted: dict[str, _DispatchHint],
+    ) -> None:
+        """Start one replica's write: through its datacenter's forwarder if it has one, else directly. A
+        replica not connected from here is hinted at dispatch either way (the forwarder may reach it: its
+        hint is then removed, as when a write sent directly succeeds after all)."""
+        batch = batches.get(replica.url)
+        if batch is None:
+            send(replica, answered)
+            return
+        if not replica.connected:
+            self._hint_at_dispatch(replica, key, record, hinted)
+        batch.join(replica, answered)
 
     def _write_done(
         self,
@@ -284,6 +354,11 @@ class Coordinator:
         pending = [url for url in self.placement.replicas_for(key, future) if url not in owners]
         targets = [self._replicas[url] for url in (*owners, *pending)]
         return targets, quorum.with_pending([self.placement.datacenter_of(url) for url in pending])
+
+
+def _forwards(replica: Replica) -> bool:
+    """Whether ``replica`` can forward a write to its datacenter's other owners now (Replica.forwarder)."""
+    return replica.forwarder is not None
 
 
 class Ranked(Patient, Protocol):

@@ -2,8 +2,9 @@
 throttled pace, and on demand (``admin repair``), and records each completed one.
 
 Every peer is compared at least every ``--repair-interval-s``; the exchanges of one node run one at a
-time. Records move at ``--repair-rate`` per second at most (sent and received together), a window of
-them at a time through the same replica channel and the same checks as any write (the clock fence's on
+time. Records move at ``--repair-rate`` per second at most (sent and received together), and with a peer
+in another datacenter at ``--remote-repair-rate``, paced apart (a WAN's bandwidth is not a LAN's), a window
+of them at a time through the same replica channel and the same checks as any write (the clock fence's on
 both ends, newest version wins), and a node's own listing yields to the event loop after every page, so
 client traffic keeps its share of the loop and of the channel's bounds; while the loop is busy, each page
 and each window waits for a calm tick (kvnode.loop_lag.Starvation): repair yields to client traffic.
@@ -54,6 +55,7 @@ class AntiEntropy:
         *,
         interval_s: float,
         rate: int,
+        remote_rate: int = 0,  # with a peer in another datacenter (0: ``rate``)
         sleep: Sleep = asyncio.sleep,
         starvation: Starvation | None = None,
     ) -> None:
@@ -65,10 +67,10 @@ class AntiEntropy:
         self._clock = clock
         self._marks = marks
         self._interval_s = interval_s
-        self._rate = rate
         self._one_at_a_time = asyncio.Lock()
-        self._paced_from = time.monotonic()
-        self._paced = 0
+        self._pace_near = _Pace(rate)
+        self._pace_far = _Pace(remote_rate or rate)
+        self._far: frozenset[str] = frozenset()  # the peers in another datacenter than this node's
         self.totals = RepairTotals()
         self.run: RepairRun | None = None  # the last on-demand repair, or the one running
         self.current: PeerOutcome | None = None  # the exchange under way, as it progresses
@@ -88,6 +90,8 @@ class AntiEntropy:
         """Compare with another membership's peers from the next exchange on (a cluster of one that
         grew starts comparing now)."""
         self.peers = tuple(epoch.peers.values())
+        membership, home = epoch.membership, epoch.datacenter
+        self._far = frozenset(url for url in epoch.peers if membership.datacenter_of(url) != home)
         if self._started:
             self.start()
 
@@ -207,7 +211,7 @@ class AntiEntropy:
                     fetch.append(key)  # the peer holds a newer version after all
                 elif isinstance(result, BaseException):
                     failed += self._failed(result, outcome)
-            await self._pace(len(keys))
+            await self._pace(peer, len(keys))
         for start in range(0, len(fetch), _WINDOW):
             keys = fetch[start : start + _WINDOW]
             fetched = await asyncio.gather(*(self._fetch(peer, key) for key in keys), return_exceptions=True)
@@ -218,7 +222,7 @@ class AntiEntropy:
                     outcome.sent += 1
                 elif isinstance(moved, BaseException):
                     failed += self._failed(moved, outcome)
-            await self._pace(len(keys))
+            await self._pace(peer, len(keys))
         return failed
 
     async def _push(self, peer: PeerReplica, key: bytes) -> bool | None:
@@ -257,14 +261,11 @@ class AntiEntropy:
             return 1
         raise error
 
-    async def _pace(self, moved: int) -> None:
-        """Sleep while the loop is busy, and as long as keeps the records moved within the rate."""
+    async def _pace(self, peer: PeerReplica, moved: int) -> None:
+        """Sleep while the loop is busy, and as long as keeps the records moved within the rate (the
+        remote one with a peer in another datacenter)."""
         await self._starvation.calm()
-        now = time.monotonic()
-        if now - self._paced_from > 1.0:
-            self._paced_from, self._paced = now, 0
-        self._paced += moved
-        ahead = self._paced / self._rate - (now - self._paced_from)
+        ahead = (self._pace_far if peer.url in self._far else self._pace_near).ahead(moved, time.monotonic())
         if ahead > 0:
             await self._tasks.sleep(ahead)
 
@@ -273,3 +274,21 @@ class AntiEntropy:
         totals.exchanges["completed" if outcome.completed else "failed"] += 1
         for figure in ("segments_compared", "segments_differing", "sent", "received", "refused"):
             setattr(totals, figure, getattr(totals, figure) + getattr(outcome, figure))
+
+
+class _Pace:
+    """Records moved against a rate per second, counted in windows of a second: how far ahead of it."""
+
+    __slots__ = ("_moved", "_since", "rate")
+
+    def __init__(self, rate: int) -> None:
+        self.rate = rate
+        self._since = time.monotonic()
+        self._moved = 0
+
+    def ahead(self, moved: int, now: float) -> float:
+        """Seconds to wait, at ``now``, so that ``moved`` records more keep within the rate."""
+        if now - self._since > 1.0:
+            self._since, self._moved = now, 0
+        self._moved += moved
+        return self._moved / self.rate - (now - self._since)

@@ -113,8 +113,8 @@ def _replica_metrics(replicas: Sequence[MeteredReplica]) -> Iterator[Metric]:
     calls = CounterMetricFamily(
         "kvnode_replica_calls",
         "Replica calls this node made (its own storage included), by replica, operation (read and write "
-        "as coordinator and for read repair; hint: a hinted write delivered) and outcome (ok, timeout, "
-        "unavailable, overloaded, rejected, ...)",
+        "as coordinator and for read repair; hint: a hinted write delivered; forward: a write sent to "
+        "another datacenter's forwarder) and outcome (ok, timeout, unavailable, overloaded, rejected, ...)",
         labels=["peer", "op", "outcome"],
     )
     duration = HistogramMetricFamily(

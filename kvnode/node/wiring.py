@@ -197,6 +197,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
             system.repair_marks,
             interval_s=config.repair_interval_s,
             rate=config.repair_rate,
+            remote_rate=config.remote_repair_rate,
             starvation=loop_lag.starvation,
         )
         own_part = OwnPart(members, anti_entropy, storage, local, 2 * config.timeout, config.crash_at)
@@ -229,6 +230,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
                 RepairCalls(storage, summaries),
                 MembershipCalls(members),
                 acceptor,
+                coordinator,
             ),
             summaries=summaries,
             gc=GarbageCollector(

@@ -203,6 +203,13 @@ _SHARED = [
         _DEFAULTS.repair_rate,
         "records anti-entropy moves (sent and received) per second at most",
     ),
+    Flag(
+        "--remote-repair-rate",
+        non_negative_int,
+        _DEFAULTS.remote_repair_rate,
+        "records anti-entropy moves per second at most with a peer in another datacenter, paced apart from "
+        "--repair-rate (0: the same rate)",
+    ),
     Flag("--max-body-bytes", positive_int, _DEFAULTS.max_body_bytes, "largest PUT body accepted (413 above)"),
     Flag(
         "--max-inflight",

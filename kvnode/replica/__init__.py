@@ -37,13 +37,35 @@ from typing import Protocol, TypeAlias, TypeVar
 from kvnode.replica.errors import ReplicaError
 from kvnode.storage.records import Record
 
-__all__ = ["Answered", "AwaitableCalls", "Replica", "answer_future"]
+__all__ = ["Answered", "AwaitableCalls", "Forwarder", "Replica", "answer_future"]
 
 T = TypeVar("T")
 
 # A call's outcome, told once: (None, the answer), or (the error, None). It may be told before the call
 # that started it returns (a local read), or later (a peer's reply, a local write's group commit).
 Answered: TypeAlias = Callable[[ReplicaError | None, T], None]
+
+
+class Forwarder(Protocol):
+    """A replica as a forwarder of a write to the other owners of its datacenter (a FORWARD call:
+    kvnode.coordinator.forwarding)."""
+
+    url: str
+
+    @property
+    def timeout(self) -> float:
+        """Seconds a call to it waits for its answer."""
+        ...
+
+    @property
+    def distance(self) -> float:
+        """Its shortest recent round trip (seconds; 0 before one)."""
+        ...
+
+    def forward_then(self, key: bytes, request: bytes, answered: Answered[bytes]) -> None:
+        """Send it a FORWARD of ``request`` (kvnode.coordinator.forwards.encode_request); ``answered`` is
+        told the FORWARDED reply's payload, or how the call failed."""
+        ...
 
 
 class Replica(Protocol):
@@ -65,6 +87,13 @@ class Replica(Protocol):
 
     def down_for(self) -> float:
         """Seconds since the replica last failed with no answer in between (0 while it answers)."""
+        ...
+
+    @property
+    def forwarder(self) -> Forwarder | None:
+        """This replica as a forwarder of writes to its datacenter's other owners, while it can be one (a
+        peer whose channel is open, speaks FORWARD and is not lagging); None otherwise, and always for
+        this node's own."""
         ...
 
     def read_then(self, key: bytes, answered: Answered[Record | None]) -> None:

@@ -40,6 +40,7 @@ class LocalReplica(AwaitableCalls):
 
     connected = True
     lagging = False
+    forwarder = None  # this node's own writes are never forwarded
 
     def __init__(
         self,

@@ -23,16 +23,18 @@ import asyncio
 import contextlib
 import logging
 import ssl
+from collections.abc import Callable
 from functools import partial
 
+from kvnode.clocks.offsets import Offset
 from kvnode.metrics import CallMeter, RecentLatency
-from kvnode.replica import Answered, AwaitableCalls, answer_future
+from kvnode.replica import Answered, AwaitableCalls, Forwarder, answer_future
 from kvnode.replica.attempt import AttemptFailed, connector
 from kvnode.replica.channel import wire
 from kvnode.replica.channel.client import ClientChannel
 from kvnode.replica.channel.handshake import ClusterAuth, RateLimitedLog
 from kvnode.replica.channel.identities import Identities
-from kvnode.replica.channel.protocol import resolve, write_call
+from kvnode.replica.channel.protocol import FORWARDS, resolve, write_call
 from kvnode.replica.clock_probe import ClockProbe, ClockSampler
 from kvnode.replica.errors import ReplicaError, ReplicaProtocolError, ReplicaUnavailable
 from kvnode.replica.failure_detector import DetectorSettings, FailureDetector
@@ -70,7 +72,10 @@ class PeerReplica(AwaitableCalls):
         self._log = logger
         self._leads = own_url is None or own_url < url
         clock_call = partial(self._call, wire.Op.CLOCK, b"", b"", "clock")
-        self._clock = None if clock_sampler is None else ClockProbe(url, clock_sampler, clock_call)
+        self._clock = None
+        if clock_sampler is not None:
+            sample, wall_us = clock_sampler
+            self._clock = ClockProbe(url, (partial(self._clock_measured, sample), wall_us), clock_call)
         self._limits = limits or wire.Limits.for_body(16 * 1024 * 1024)
         self._refusals = RateLimitedLog(logger)
         self._loop = asyncio.get_running_loop()
@@ -112,10 +117,23 @@ class PeerReplica(AwaitableCalls):
         return self._life.lagging(self._loop.time())
 
     def read_then(self, key: bytes, answered: Answered[Record | None]) -> None:
-        self._call_then(wire.Op.READ, key, b"", "read", answered)  # type: ignore[arg-type]
+        self.call_then(wire.Op.READ, key, b"", "read", answered)  # type: ignore[arg-type]
 
     def write_then(self, key: bytes, record: Record, answered: Answered[int | None]) -> None:
-        self._call_then(*write_call(key, record, self.protocol), "write", answered)  # type: ignore[arg-type]
+        self.call_then(*write_call(key, record, self.protocol), "write", answered)  # type: ignore[arg-type]
+
+    @property
+    def forwarder(self) -> Forwarder | None:
+        """Itself while it can forward a write to its datacenter's other owners: its channel open and
+        speaking FORWARD (protocol 5), and not lagging; None otherwise."""
+        channel = self._channel
+        if channel is None or channel.protocol < FORWARDS or self.lagging:
+            return None
+        return self
+
+    def forward_then(self, key: bytes, request: bytes, answered: Answered[bytes]) -> None:
+        """A FORWARD (kvnode.coordinator.forwarding), counted as "forward"."""
+        self.call_then(wire.Op.FORWARD, key, request, "forward", answered)  # type: ignore[arg-type]
 
     def deliver_hint(self, key: bytes, record: Record) -> asyncio.Future[int | None]:
         """A write, counted apart from the coordinator's (op="hint" in kvnode_replica_calls_total)."""
@@ -165,6 +183,17 @@ class PeerReplica(AwaitableCalls):
     def phi(self) -> float:
         """While connected, the failure detector's suspicion that the peer is gone; 0 otherwise."""
         return self._life.detector.phi(self._loop.time()) if self._channel is not None else 0.0
+
+    @property
+    def timeout(self) -> float:
+        """Seconds a call to the peer waits for its answer (a large one more: kvnode.replica.inflight)."""
+        return self._timeout
+
+    @property
+    def distance(self) -> float:
+        """The peer's distance: the shortest of its recent round trips, as its clock measurements took them
+        (seconds; 0 before one). The failure detector allows a far peer a longer pause for it."""
+        return self._life.detector.distance
 
     @property
     def node_state(self) -> str:
@@ -226,10 +255,11 @@ class PeerReplica(AwaitableCalls):
     # --- calls ----------------------------------------------------------------------------------------
 
     def _call(self, op: wire.Op, key: bytes, record: bytes, label: str) -> asyncio.Future[object]:
-        return answer_future(self._loop, partial(self._call_then, op, key, record, label))
+        return answer_future(self._loop, partial(self.call_then, op, key, record, label))
 
-    def _call_then(self, op: wire.Op, key: bytes, record: bytes, label: str, then: Answered[object]) -> None:
-        """Start a call counted as ``label`` (read, write, hint, ...); ``then`` is told its outcome."""
+    def call_then(self, op: wire.Op, key: bytes, record: bytes, label: str, then: Answered[object]) -> None:
+        """Start a call counted as ``label`` (read, write, hint, forward, ...); ``then`` is told its outcome,
+        what the protocol table says its reply answers (``call``'s, without a Future)."""
         calls = self._calls
         if self._channel is None:
             action = self._life.call()
@@ -305,6 +335,12 @@ class PeerReplica(AwaitableCalls):
         if not measured and life.pings(now=now, interval=interval, leads=self._leads, busy=busy):
             channel.ping()
         self._heartbeat.start()
+
+    def _clock_measured(self, sample: Callable[[str, Offset], None], url: str, offset: Offset) -> None:
+        """A clock measurement: its offset to ``sample`` (the fence's), its round trip to the failure
+        detector (the offset's uncertainty is half of it)."""
+        self._life.detector.round_trip(2 * offset.uncertainty_us / 1_000_000)
+        sample(url, offset)
 
     def pinged(self) -> None:
         """The peer pinged this node's server (kvnode.replica.channel.server): PeerLife.pinged says what it

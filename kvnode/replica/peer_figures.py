@@ -18,6 +18,9 @@ PEER_FIGURES = Figures("peer", (
     Figure("phi", Kind.GAUGE, "While connected, how unlikely a peer's silence is for a live peer: -log10 of "
            "its probability (1: asked last by speculative reads; --phi-threshold: taken for dead)",
            "kvnode_peer_phi"),
+    Figure("distance", Kind.GAUGE, "A peer's distance: the shortest of its recent round trips, measured by "
+           "its clock pings (0 before one); the failure detector allows a far peer a longer pause",
+           "kvnode_peer_distance_seconds", key="distance_s"),
     Figure("protocol", Kind.GAUGE, "The replica protocol version each peer's channel speaks (0: no channel "
            "open)", "kvnode_peer_protocol_version"),
     Figure("refusal", Kind.TEXT, "while refused: what the handshake was refused for"),

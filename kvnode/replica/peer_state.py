@@ -232,12 +232,12 @@ class PeerLife:
 
     def lagging(self, now: float) -> bool:
         """Connected, but quieter than its pace explains (phi at least SUSPECT_PHI): asked last."""
-        # Every speculative read asks this: phi reaches 1 only past the mean interval plus the acceptable
-        # pause, so a silence shorter than the pause needs no phi.
+        # Every speculative read asks this: phi reaches 1 only past the mean interval plus the pause the
+        # peer is allowed, so a silence shorter than that pause needs no phi.
         detector = self.detector
         return (
             self.state is PeerState.CONNECTED
-            and detector.quiet_for(now) > detector.settings.acceptable_pause
+            and detector.quiet_for(now) > detector.pause
             and detector.phi(now) >= SUSPECT_PHI
         )
 

@@ -10,12 +10,13 @@ other, over the codecs and the one table of calls they share:
     client      the client end: an asyncio protocol that upgrades a connection and parses frames in place
     server      the server end: the aiohttp route that admits a peer and answers its frames
     answerers   the server end's calls: one answerer an op, registered by the part of the node that owns
-                what it asks, and a frame's calls answered together
+                what it asks, and a frame's calls answered together (a FORWARD's answer later: deferred)
 
 A new call is its op (``wire.Op``) and its row in ``protocol.PROTOCOL``; the part that owns what it asks
 registers its answerer (kvnode.node.wiring wires them: the storage's calls in kvnode.replica.storage_calls,
 the clock's in kvnode.replica.clock_probe, anti-entropy's in kvnode.healing.repair_calls, the membership's
-in kvnode.cluster.membership_calls), and a caller makes it with ``PeerReplica.call``
+in kvnode.cluster.membership_calls, a forwarded write's in kvnode.coordinator.forwarding), and a caller
+makes it with ``PeerReplica.call``
 (kvnode.replica.peer, which holds the client end's calls in flight and waiting: kvnode.replica.inflight,
 kvnode.replica.outbox).
 """

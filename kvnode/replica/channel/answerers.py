@@ -9,6 +9,13 @@ of their writes may be acknowledged. An answerer answers with a status of its op
 fails the call with a one-line reason: :class:`Unanswerable`, a malformed call (ValueError: a payload that
 does not decode), or storage refusing (StorageError).
 
+One op is answered later than its frame: a FORWARD (kvnode.coordinator.forwarding) waits for the writes it
+relays to other nodes. Its answerer is *deferred* (:meth:`Answerers.register_deferred`): started once the
+frame's hooks have run, it is handed a ``reply`` to call when its answer is known, whose reply goes out
+through the channel's :class:`LateReplies`; the client end settles calls by id, in any order. A frame of
+synchronous calls is answered exactly as before: a deferred op is looked up only when no synchronous
+answerer has it, and a frame costs one more test (whether any call of it was deferred).
+
     >>> answerers = Answerers()
     >>> answerers.register(wire.Op.CLOCK, lambda call: (wire.Status.CLOCK, b"now"))
     >>> replies = answerers.answer_frame([wire.CallRequest(1, wire.Op.CLOCK, b"", b""),
@@ -19,16 +26,24 @@ does not decode), or storage refusing (StorageError).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from functools import partial
 
 from kvnode.replica.channel import wire
 from kvnode.replica.channel.protocol import PROTOCOL
 from kvnode.storage.keyspace import StorageError
 
-__all__ = ["Answer", "Answerer", "Answerers", "Unanswerable"]
+__all__ = ["Answer", "Answerer", "Answerers", "DeferredAnswerer", "LateReplies", "Reply", "Unanswerable"]
+
+log = logging.getLogger(__name__)
 
 Answer = tuple[wire.Status, bytes]
 Answerer = Callable[[wire.CallRequest], Answer]
+Reply = Callable[[wire.Status, bytes], None]  # a deferred call's answer, once known (told at most once)
+DeferredAnswerer = Callable[[wire.CallRequest, Reply], None]
 
 
 class Unanswerable(Exception):
@@ -38,17 +53,29 @@ class Unanswerable(Exception):
 class Answerers:
     """The answerers of this node's replica calls, by op, and the hooks a frame's replies wait for."""
 
-    __slots__ = ("_after_frame", "_by_op")
+    __slots__ = ("_after_frame", "_by_op", "_deferred", "_deferring")
 
     def __init__(self) -> None:
         self._by_op: dict[wire.Op, Answerer] = {}
+        self._deferred: dict[wire.Op, DeferredAnswerer] = {}
+        self._deferring: list[wire.CallRequest] = []  # the frame's deferred calls, started after its hooks
         self._after_frame: list[Callable[[], None]] = []
 
     def register(self, op: wire.Op, answerer: Answerer) -> None:
         """Answer ``op`` with ``answerer``; one answerer an op, and only an op of the protocol table."""
-        if op not in PROTOCOL or op in self._by_op:
-            raise ValueError(f"{op.name} already has an answerer, or is not in the protocol table")
+        self._check_new(op)
         self._by_op[op] = answerer
+
+    def register_deferred(self, op: wire.Op, answerer: DeferredAnswerer) -> None:
+        """Answer ``op`` later than its frame: ``answerer(call, reply)`` starts it, and ``reply(status,
+        payload)`` answers it once known; a ValueError, Unanswerable or StorageError it raises as it starts
+        fails the call as a synchronous answerer's does."""
+        self._check_new(op)
+        self._deferred[op] = answerer
+
+    def _check_new(self, op: wire.Op) -> None:
+        if op not in PROTOCOL or op in self._by_op or op in self._deferred:
+            raise ValueError(f"{op.name} already has an answerer, or is not in the protocol table")
 
     def after_frame(self, hook: Callable[[], None]) -> None:
         """Run ``hook`` once a frame's calls are answered, before their replies leave; a StorageError it
@@ -58,27 +85,104 @@ class Answerers:
     @property
     def unanswered(self) -> frozenset[wire.Op]:
         """The protocol's ops that no answerer was registered for (a wired node has none)."""
-        return frozenset(PROTOCOL) - self._by_op.keys()
+        return frozenset(PROTOCOL) - self._by_op.keys() - self._deferred.keys()
 
-    def answer_frame(self, calls: list[wire.CallRequest]) -> list[bytes]:
-        """The replies to one frame's calls, in order, once the hooks have run."""
+    def answer_frame(
+        self, calls: list[wire.CallRequest], late: Callable[[bytes], None] | None = None
+    ) -> list[bytes]:
+        """The replies to one frame's calls, in order, once the hooks have run; a deferred call's is b""
+        there, and comes through ``late`` (a channel's :class:`LateReplies`) once known. Without ``late``
+        a deferred call fails (FAILED, among the frame's replies)."""
         replies = [self._reply(call) for call in calls]
         try:
             for hook in self._after_frame:
                 hook()
         except StorageError as error:
+            self._deferring.clear()  # failed with the frame, never started
             reason = str(error).encode()
             return [wire.encode_reply(call.call_id, wire.Status.FAILED, reason) for call in calls]
+        if self._deferring:
+            self._start_deferred(replies, late)
         return replies
 
     def _reply(self, call: wire.CallRequest) -> bytes:
         answerer = self._by_op.get(call.op)
         if answerer is None:
-            return wire.encode_reply(
-                call.call_id, wire.Status.FAILED, f"this node answers no {call.op.name}".encode()
-            )
+            return self._defer(call)
         try:
             status, payload = answerer(call)
         except (ValueError, Unanswerable, StorageError) as error:
             return wire.encode_reply(call.call_id, wire.Status.FAILED, str(error).encode())
         return wire.encode_reply(call.call_id, status, payload)
+
+    def _defer(self, call: wire.CallRequest) -> bytes:
+        """A call no synchronous answerer has: kept for after the frame's hooks if a deferred one has it
+        (its place among the replies empty), else failed."""
+        if call.op not in self._deferred:
+            return wire.encode_reply(
+                call.call_id, wire.Status.FAILED, f"this node answers no {call.op.name}".encode()
+            )
+        self._deferring.append(call)
+        return b""
+
+    def _start_deferred(self, replies: list[bytes], late: Callable[[bytes], None] | None) -> None:
+        deferring, self._deferring = self._deferring, []
+        for call in deferring:
+            if late is None:
+                replies.append(_failed(call, "this channel answers no call after its frame"))
+                continue
+            try:
+                self._deferred[call.op](call, partial(_reply_late, late, call.call_id))
+            except (ValueError, Unanswerable, StorageError) as error:
+                late(_failed(call, str(error)))
+
+
+def _failed(call: wire.CallRequest, reason: str) -> bytes:
+    return wire.encode_reply(call.call_id, wire.Status.FAILED, reason.encode())
+
+
+def _reply_late(late: Callable[[bytes], None], call_id: int, status: wire.Status, payload: bytes) -> None:
+    late(wire.encode_reply(call_id, status, payload))
+
+
+class LateReplies:
+    """One channel's replies answered after their frame (deferred calls'), sent by ``send`` (the server's,
+    which frames replies as it frames a frame's): those told in one turn of the loop leave together, from
+    one task that lives while some wait, not one a reply. Once the channel ends (``close``) they are
+    dropped: the peer's calls fail on its side. Create it inside the running event loop."""
+
+    __slots__ = ("_closed", "_send", "_sender", "_waiting")
+
+    def __init__(self, send: Callable[[list[bytes]], Awaitable[None]]) -> None:
+        self._send = send
+        self._waiting: list[bytes] = []
+        self._sender: asyncio.Task[None] | None = None
+        self._closed = False
+
+    def __call__(self, reply: bytes) -> None:
+        if self._closed:
+            return
+        self._waiting.append(reply)
+        if self._sender is None:
+            self._sender = asyncio.get_running_loop().create_task(self._send_waiting())
+
+    async def _send_waiting(self) -> None:
+        try:
+            while self._waiting:
+                replies, self._waiting = self._waiting, []
+                await self._send(replies)
+        except ConnectionError:  # the channel is going: its replies with it
+            log.info("a late reply's channel closed before it was sent")
+            self._waiting.clear()
+        finally:
+            self._sender = None
+
+    async def close(self) -> None:
+        """The channel has ended: drop what waits, and wait for the send under way to end."""
+        self._closed = True
+        self._waiting.clear()
+        sender = self._sender
+        if sender is not None:
+            sender.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sender

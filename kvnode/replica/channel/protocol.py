@@ -20,7 +20,12 @@ that carries the pinger's wall clock (8 bytes) is answered by a pong that carrie
 CLOCK reply's payload, so the heartbeat measures the peer's clock (kvnode.replica.clock_probe) where a channel
 that speaks 2 or 1 makes a CLOCK call. 4 adds a conditional write's Paxos calls (PREPARE, PROPOSE, COMMIT:
 kvnode.paxos): a node does not make them on a channel that speaks less, and answers a conditional request
-whose owners it cannot reach so with a 503 during a rolling upgrade.
+whose owners it cannot reach so with a 503 during a rolling upgrade. 5 adds FORWARD
+(kvnode.coordinator.forwarding): a write for the owners of another datacenter, sent to one of them, which
+stores its own copy, relays it to the others and answers each one's outcome (FORWARDED); a coordinator sends
+it only on a channel that speaks 5, and writes to each owner itself otherwise, as before. A FORWARD is
+answered once the relayed writes are: the one call whose answer does not come with its frame's
+(kvnode.replica.channel.answerers).
 
 :data:`PROTOCOL` is the one table of the calls, a row each: the version the call came in, and the reply
 statuses that answer it, each with what its payload resolves to. FAILED, REFUSED and NOT_READY fail any call
@@ -51,6 +56,7 @@ __all__ = [
     "CLOCK_PINGS",
     "CLOCK_PING_SIZE",
     "CURRENT_VERSION",
+    "FORWARDS",
     "LEGACY",
     "MIN_VERSION",
     "PAXOS",
@@ -67,9 +73,10 @@ __all__ = [
 ]
 
 MIN_VERSION = 1  # the oldest version this kvnode still speaks
-CURRENT_VERSION = 4  # the newest; a node pinned with --max-protocol speaks up to less
+CURRENT_VERSION = 5  # the newest; a node pinned with --max-protocol speaks up to less
 CLOCK_PINGS = 3  # the version clock pings came in
 PAXOS = 4  # the version conditional writes' calls came in (PREPARE, PROPOSE, COMMIT)
+FORWARDS = 5  # the version a write forwarded to another datacenter came in (FORWARD)
 CLOCK_PING_SIZE = 8  # a clock ping's payload: the pinger's wall clock (wire.encode_timestamp)
 
 
@@ -107,7 +114,7 @@ def spoken(max_version: int = 0) -> Versions:
     """What this node speaks: MIN_VERSION up to ``max_version`` (0: CURRENT_VERSION).
 
     >>> str(spoken()), str(spoken(1))
-    ('1-4', '1-1')
+    ('1-5', '1-1')
     """
     if not (max_version == 0 or MIN_VERSION <= max_version <= CURRENT_VERSION):
         raise ValueError(
@@ -195,6 +202,7 @@ PROTOCOL: dict[wire.Op, Call] = {
     wire.Op.PREPARE: Call(PAXOS, {wire.Status.PAXOS: _payload}),  # kvnode.paxos.acceptor_calls, as the next
     wire.Op.PROPOSE: Call(PAXOS, {wire.Status.PAXOS: _payload}),
     wire.Op.COMMIT: Call(PAXOS, {wire.Status.PAXOS: _payload}),
+    wire.Op.FORWARD: Call(FORWARDS, {wire.Status.FORWARDED: _payload}),  # kvnode.coordinator.forwarding
 }
 
 

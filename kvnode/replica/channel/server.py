@@ -11,8 +11,9 @@ the highest both do (kvnode.replica.channel.protocol): a call of a later version
 and a peer that shares no version with this node gets a 403 naming both ranges. Frames are bounded (aiohttp
 refuses an oversize frame from its header, before buffering it) and so are the calls in a frame; a peer that
 breaks a bound loses its connection. Replies to one frame go out in frames of about ``wire.FRAME_TARGET``
-bytes. A peer's ping is answered here, not by aiohttp's autoping (a clock ping with this node's clock:
-kvnode.replica.clock_probe), and told to the gate: the node counts it as a sign of that peer's life
+bytes, a deferred call's (a FORWARD's) once it is answered (answerers.LateReplies). A peer's ping is
+answered here, not by aiohttp's autoping (a clock ping with this node's clock: kvnode.replica.clock_probe),
+and told to the gate: the node counts it as a sign of that peer's life
 (kvnode.replica.peer.PeerReplica.pinged).
 """
 
@@ -28,7 +29,7 @@ import aiohttp
 from aiohttp import WSMsgType, web
 
 from kvnode.replica.channel import wire
-from kvnode.replica.channel.answerers import Answerers
+from kvnode.replica.channel.answerers import Answerers, LateReplies
 from kvnode.replica.channel.client import PEER_PATH
 from kvnode.replica.channel.handshake import (
     CHALLENGE_PATH,
@@ -151,15 +152,17 @@ async def serve_peer(
         gone.force_close()
         return gone
     sockets.add(ws)
+    late = LateReplies(partial(_reply, ws))  # a deferred call's reply (answerers), once known
     try:
         limits = dataclasses.replace(gate.limits, ops=ops_of(version))
         pinged = None if gate.pinged is None else partial(gate.pinged, client)
         pong = partial(clock_pong, clock=clock_now) if version >= CLOCK_PINGS else None
-        await _answer_frames(request, ws, limits, answerers, pinged, pong)
+        await _answer_frames(request, ws, limits, answerers, pinged, pong, late)
     except ConnectionError:  # the peer went away mid-reply or mid-pong; its calls fail on its side
         log.info("the replica channel from %s closed while this node answered", request.remote)
     finally:
         sockets.discard(ws)
+        await late.close()
     return ws
 
 
@@ -170,6 +173,7 @@ async def _answer_frames(
     answerers: Answerers,
     pinged: Callable[[], None] | None,  # told of each ping: the peer is alive (PeerReplica.pinged)
     pong: Callable[[bytes], bytes] | None,  # the pong a ping gets (None: its payload echoed)
+    late: LateReplies,
 ) -> None:
     async for message in ws:
         if message.type is WSMsgType.ERROR:  # an oversize frame, or broken framing: already closed
@@ -191,7 +195,7 @@ async def _answer_frames(
             log.warning("dropped the replica channel from %s: %s", request.remote, error)
             await ws.close(code=aiohttp.WSCloseCode.PROTOCOL_ERROR, message=str(error).encode()[:120])
             return
-        await _reply(ws, answerers.answer_frame(calls))
+        await _reply(ws, answerers.answer_frame(calls, late))
 
 
 async def _reply(ws: web.WebSocketResponse, replies: list[bytes]) -> None:

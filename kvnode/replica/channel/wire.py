@@ -23,7 +23,8 @@ stamped beyond the replica's maximum clock skew) and FAILED carry a UTF-8 reason
 READ on a replica whose data is not whole (it rebuilds): a failed replica, never "absent".
 
 Everything a peer sends is bounded (:class:`Limits`, from the node's body limit): a frame's size, the
-calls in one frame, a key's and a record's size. A sender splits its calls into frames of about
+calls in one frame, a key's and a record's size (a FORWARD's record, a write's with the owners it goes to,
+by up to ``MAX_FORWARD_HEADER`` bytes more). A sender splits its calls into frames of about
 ``FRAME_TARGET`` bytes, and gives a call larger than ``LARGE_CALL`` a frame of its own.
 """
 
@@ -43,6 +44,8 @@ __all__ = [
     "FRAME_TARGET",
     "LARGE_CALL",
     "MAX_CALLS_PER_FRAME",
+    "MAX_FORWARD_HEADER",
+    "MAX_FORWARD_TARGETS",
     "MAX_KEY_BYTES",
     "CallRequest",
     "Limits",
@@ -86,6 +89,10 @@ MAX_KEY_BYTES = 8192  # aiohttp refuses request lines over 8190 bytes, so no cli
 MAX_CALLS_PER_FRAME = 1024
 FRAME_TARGET = 256 * 1024  # a sender closes a frame of small calls at about this many bytes
 LARGE_CALL = 64 * 1024  # a call larger than this travels in a frame of its own
+# A FORWARD (protocol version 5: kvnode.coordinator.forwards) carries a write and the owners it goes to, at
+# most this many, each a URL of up to 255 bytes: its record is a write's plus at most MAX_FORWARD_HEADER.
+MAX_FORWARD_TARGETS = 32
+MAX_FORWARD_HEADER = 4 + 1 + MAX_FORWARD_TARGETS * (1 + 255)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +113,7 @@ class Limits:
 
     @property
     def max_call(self) -> int:
-        return _CALL.size + MAX_KEY_BYTES + self.max_record
+        return _CALL.size + MAX_KEY_BYTES + self.max_record + MAX_FORWARD_HEADER
 
     @property
     def max_frame(self) -> int:
@@ -137,6 +144,10 @@ class Op(enum.IntEnum):
     PREPARE = 12
     PROPOSE = 13
     COMMIT = 14
+    # Protocol version 5: a write for the owners of one datacenter, sent to one of them, which stores its
+    # own copy and relays it to the others (kvnode.coordinator.forwarding); record =
+    # kvnode.coordinator.forwards.encode_request, answered FORWARDED, each owner's outcome so encoded.
+    FORWARD = 15
 
 
 class Status(enum.IntEnum):
@@ -153,6 +164,7 @@ class Status(enum.IntEnum):
     MEMBERSHIP = 11  # kvnode.topology.membership.Membership.encode
     RECORDS = 12  # kvnode.replica.pages.encode_page
     PAXOS = 13  # an acceptor's reply (kvnode.paxos.messages.encode)
+    FORWARDED = 14  # each owner's outcome of a FORWARD (kvnode.coordinator.forwards.encode_outcomes)
 
 
 # By wire value: a dict lookup costs a tenth of calling the enum class.
@@ -331,7 +343,9 @@ def decode_calls(frame: bytes, limits: Limits | None = None) -> list[CallRequest
         if limits is not None:
             if not 0 < key_len <= MAX_KEY_BYTES and kind not in _KEYLESS:
                 raise WireError(f"key of {key_len} bytes (1 to {MAX_KEY_BYTES} allowed)")
-            if end - key_end > limits.max_record:
+            if end - key_end > limits.max_record and (
+                kind is not Op.FORWARD or end - key_end > limits.max_record + MAX_FORWARD_HEADER
+            ):
                 raise WireError(f"record of {end - key_end} bytes, more than {limits.max_record}")
         # What CallRequest's own __new__ does, without a Python-level call per call.
         calls.append(

@@ -10,6 +10,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from kvnode.replica.channel.protocol import CURRENT_VERSION
 from tests.harness import ClusterFactory, Node, request, wait_for
 
 
@@ -49,7 +50,8 @@ def test_stats_cluster_and_metrics_agree_on_a_stopped_peers_hints(start_cluster:
     assert stats["hints"]["kept"][stopped.url] >= 2
     assert stats["peers"][running.url] == "connected"
     assert stats["peers"][stopped.url] != "connected"
-    assert stats["protocol"] == {"speaks": "1-4", "peers": {running.url: 4, stopped.url: 0}}
+    newest = CURRENT_VERSION
+    assert stats["protocol"] == {"speaks": f"1-{newest}", "peers": {running.url: newest, stopped.url: 0}}
 
     view = get_json(coordinator, "/v0/cluster")
     assert view["hints"]["pending"] == {running.url: 0, stopped.url: 2}  # every peer, 0 included

@@ -74,6 +74,25 @@ async def test_continuous_exchanges_pace_by_the_interval_over_the_peers(tmp_path
         assert one.sleep.asked[1:4] == [30.0, 30.0, 30.0]
 
 
+async def test_a_peer_in_another_datacenter_is_paced_by_the_remote_rate(tmp_path: Path) -> None:
+    """50 records from a peer next door move at once (--repair-rate, here a million a second); with one in
+    the west, at --remote-repair-rate 100, its 50 records and the 50 it lacks take a second, a window of 64
+    at a time: paced apart."""
+    async with in_process_nodes(tmp_path, 3, datacenters=("east", "east", "west")) as (one, two, three):
+        await until(lambda: all(n.upkeep.ready.is_set() for n in (one, two, three)), "summaries built")
+        for index in range(50):
+            two.put(f"two-{index}", b"2")
+            three.put(f"three-{index}", b"3")
+        driver = one.anti_entropy(remote_rate=100)
+        near = await driver.repair_with(one.peer(two.url))
+        paced_near = list(one.sleep.asked)
+        far = await driver.repair_with(one.peer(three.url))
+        paced_far = one.sleep.asked[len(paced_near) :]
+        await driver.stop()
+        assert near.received == far.received == far.sent == 50
+        assert paced_near == [] and len(paced_far) == 2 and 0.9 < paced_far[-1] <= 1.0
+
+
 async def test_a_repair_waits_while_the_loop_is_busy_and_goes_on_once_it_is_calm(tmp_path: Path) -> None:
     async with in_process_nodes(tmp_path, 2) as (one, two):
         await until(lambda: one.upkeep.ready.is_set() and two.upkeep.ready.is_set(), "summaries built")

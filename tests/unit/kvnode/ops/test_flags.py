@@ -41,6 +41,7 @@ def test_node_argv_gives_back_a_config_with_every_field_set_away_from_its_defaul
         hint_rate=5,
         repair_interval_s=60,
         repair_rate=10,
+        remote_repair_rate=3,
         max_body_bytes=1000,
         body_timeout_s=3,
         max_inflight=7,

@@ -1,6 +1,8 @@
 """kvnode.replica.hints.HintStore on real LevelDB (the hints part of a SystemDb in a temporary directory):
 what is kept, counted, listed, expired (or no longer owned by its target) and forgotten, and what a
-restart finds; and HintDelivery to a scripted target, which waits while the node's loop is busy."""
+restart finds; and HintDelivery to a scripted target, which waits while the node's loop is busy; and on
+nodes served in this process, a whole datacenter down within the hint window given every write it missed
+once it is back."""
 
 from __future__ import annotations
 
@@ -11,12 +13,14 @@ import pytest
 
 from kvnode.loop_lag import Starvation
 from kvnode.memory import Settler
+from kvnode.ops.ports import free_ports
 from kvnode.replica.hints import Hint, HintDelivery, HintStore
 from kvnode.storage.records import Record, encode
 from kvnode.storage.system_db import SystemDb
 from kvnode.topology.epoch import Epoch
 from kvnode.topology.membership import Membership
-from tests.drivers import until
+from tests.drivers import Serve, until
+from tests.harness import eventually
 
 B, C = "http://b:8080", "http://c:8080"
 WINDOW_S = 10.0
@@ -211,3 +215,28 @@ async def test_delivery_waits_while_the_loop_is_busy_and_goes_on_once_it_is_calm
     await until(lambda: store.pending(B) == 0, "the hint delivered")
     assert target.delivered == [b"k"]
     await delivery.stop()
+
+
+async def test_a_datacenter_down_within_the_window_is_given_every_write_it_missed_once_back(
+    serve: Serve,
+) -> None:
+    """Two datacenters of two, N = 2 in each, the west not started: the east's local_quorum writes keep a
+    hint for each west owner (hinted at dispatch: not connected), and once the west starts every one is
+    delivered (no forwarder there to relay them: each owner is sent its own)."""
+    ports = free_ports(4)
+    members = tuple(f"http://127.0.0.1:{port}" for port in ports)
+    spread = {"datacenters": ("east", "east", "west", "west"), "replication_factor": 2, "timeout_ms": 500}
+    east = [await serve(port=port, cluster=members, **spread) for port in ports[:2]]
+    assert await east[0].parts.peers[0].reach(5.0)
+    east[0].clock_checked()  # as if the west had answered a clock call before it went down
+    coordinator = east[0].parts.coordinator
+    keys = [f"key-{n}".encode() for n in range(10)]
+    written = {
+        key: await coordinator.put(key, b"v", coordinator.quorum("local_quorum", None)) for key in keys
+    }
+    west_urls = members[2:]
+    assert east[0].parts.hints.pending_by_target() == dict.fromkeys(west_urls, len(keys))
+    west = [await serve(port=port, cluster=members, **spread) for port in ports[2:]]
+    await eventually(lambda: east[0].parts.hints.pending_by_target() == {}, what="every hint delivered")
+    for node in west:
+        assert {key: node.parts.storage.read(key) for key in keys} == written, node.url

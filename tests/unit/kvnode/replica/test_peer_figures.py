@@ -16,6 +16,7 @@ class Shown:
     state: str = "connected"
     down_for_value: float = 0.0
     phi: float = 0.5
+    distance: float = 0.1
     protocol: int = 2
     refusal: str = ""
     node_state: str = "serving"
@@ -30,6 +31,7 @@ def test_a_peers_figures_read_as_cluster_view_and_metrics_show_them() -> None:
         "state": "connected",
         "down_for_s": 1.25,
         "phi": 0.5,
+        "distance_s": 0.1,
         "protocol": 2,
         "refusal": "",
         "node_state": "serving",

@@ -65,8 +65,10 @@ def test_a_node_speaks_every_version_unless_pinned_below_the_newest() -> None:
 
 def test_each_version_has_the_ops_of_the_one_before_and_the_current_one_has_them_all() -> None:
     paxos = {wire.Op.PREPARE, wire.Op.PROPOSE, wire.Op.COMMIT}
-    assert ops_of(1) == set(wire.Op) - {wire.Op.DELETE} - paxos
-    assert ops_of(2) == ops_of(3) == set(wire.Op) - paxos
+    forward = {wire.Op.FORWARD}
+    assert ops_of(1) == set(wire.Op) - {wire.Op.DELETE} - paxos - forward
+    assert ops_of(2) == ops_of(3) == set(wire.Op) - paxos - forward
+    assert ops_of(4) == set(wire.Op) - forward
     assert ops_of(CURRENT_VERSION) == set(wire.Op) == set(PROTOCOL)
 
 

@@ -203,7 +203,7 @@ async def test_a_peer_measures_the_clock_at_its_heartbeat_with_a_clock_ping_wher
 ) -> None:
     """A peer replica with a clock sampler, against this server: one CLOCK call when its channel connects,
     then a measurement every few beats, by a clock ping on a channel that speaks them (no other CLOCK call)
-    and by a CLOCK call on an older one."""
+    and by a CLOCK call on an older one; their round trips make the peer's distance."""
     storage = Storage.open(tmp_path / "records", fsync=False)
     samples: list[tuple[str, Offset]] = []
     measured_twice = asyncio.Event()
@@ -224,11 +224,13 @@ async def test_a_peer_measures_the_clock_at_its_heartbeat_with_a_clock_ping_wher
                 async with asyncio.timeout(10):
                     await measured_twice.wait()
                 clock_calls, spoke = peer.meter.calls["clock", "ok"], peer.protocol
+                trips, distance = [2 * offset.uncertainty_us / 1e6 for _, offset in samples], peer.distance
             finally:
                 await peer.close()
     finally:
         storage.close()
     assert [peer for peer, _ in samples[:2]] == [server, server] and peer.node_state == "serving"
+    assert distance == min(trips)  # each measurement's round trip is the failure detector's too
     assert spoke == speaks.high
     assert clock_calls == (1 if speaks.high >= CLOCK_PINGS else 2)
 

@@ -171,6 +171,20 @@ def test_frames_breaking_the_limits_are_refused() -> None:
             wire.decode_calls(frame, limits)
 
 
+def test_a_forward_carries_a_largest_record_and_its_owners_and_no_more() -> None:
+    """A FORWARD's record is a write's plus the owners it goes to: up to MAX_FORWARD_HEADER bytes over
+    the largest record, which no other call may send."""
+    limits = wire.Limits(max_record=100)
+    largest = wire.encode_call(1, wire.Op.FORWARD, b"k", b"r" * (100 + wire.MAX_FORWARD_HEADER))
+    assert [call.op for call in wire.decode_calls(largest, limits)] == [wire.Op.FORWARD]
+    assert limits.max_call >= len(largest) and limits.max_frame >= wire.FRAME_TARGET + len(largest)
+    beyond = wire.encode_call(1, wire.Op.FORWARD, b"k", b"r" * (101 + wire.MAX_FORWARD_HEADER))
+    as_a_write = wire.encode_call(1, wire.Op.WRITE, b"k", b"r" * (100 + wire.MAX_FORWARD_HEADER))
+    for frame in (beyond, as_a_write):
+        with pytest.raises(wire.WireError, match="record of"):
+            wire.decode_calls(frame, limits)
+
+
 def test_a_clock_call_has_no_key_and_its_answer_is_a_wall_clock() -> None:
     limits = wire.Limits(max_record=100)
     [call] = wire.decode_calls(wire.encode_call(5, wire.Op.CLOCK, b""), limits)
