@@ -60,11 +60,21 @@ def copies(nodes: Sequence[Node], keys: Sequence[str]) -> dict[str, list[str]]:
     return holders
 
 
-def newcomer(cluster: Cluster, tmp_path: Path, replaces: str = "", name: str = "newcomer") -> Node:
-    """A node, not yet started, that joins through the cluster's first node (and replaces ``replaces``)."""
+def newcomer(
+    cluster: Cluster,
+    tmp_path: Path,
+    replaces: str = "",
+    name: str = "newcomer",
+    host: str = "127.0.0.1",
+    datacenter: str = "",
+) -> Node:
+    """A node, not yet started, that joins through the cluster's first node (and replaces ``replaces``),
+    on ``host`` (a machine modelled on loopback) in ``datacenter`` ("": the default)."""
     [port] = free_ports(1)
     base = cluster[0].config
     config = NodeConfig(
+        host=host,
+        datacenter=datacenter,
         port=port,
         data_dir=tmp_path / name,
         join=cluster[0].url,
