@@ -32,8 +32,11 @@ import os
 import re
 import select
 import shutil
+import socket
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,12 +48,14 @@ __all__ = [
     "DATACENTER_SUBNETS",
     "IpCommandFailed",
     "NamespaceNetwork",
+    "connect_round_trips_ms",
     "crossing_rules",
     "datacenter_address",
     "enter_namespace",
     "inside",
     "ip_binary",
     "leftover_namespaces",
+    "listening_socket",
     "remove_leftovers",
     "run_ip",
     "run_prefix",
@@ -168,6 +173,37 @@ def enter_namespace(namespace: str) -> None:
         os.close(fd)
     if not same_namespace("/proc/thread-self/ns/net", namespace):
         raise OSError(f"this thread is not in {namespace}")
+
+
+def listening_socket(namespace: str, address: str, port: int) -> socket.socket:
+    """A TCP socket listening on ``address:port`` in ``namespace`` (made by a thread that enters it; a
+    socket stays in the namespace it was made in). Its backlog answers connects: nothing need accept."""
+    made: list[socket.socket | BaseException] = []
+
+    def make() -> None:
+        try:
+            enter_namespace(namespace)
+            made.append(socket.create_server((address, port), backlog=1024))
+        except BaseException as error:  # handed to the caller
+            made.append(error)
+
+    thread = threading.Thread(target=make, name=f"listen in {namespace}")
+    thread.start()
+    thread.join()
+    if isinstance(made[0], BaseException):
+        raise made[0]
+    return made[0]
+
+
+def connect_round_trips_ms(address: str, port: int, count: int) -> list[float]:
+    """``count`` TCP connects to ``address:port`` from the calling thread's namespace, in milliseconds:
+    each returns once the SYN-ACK is back, one round trip."""
+    times = []
+    for _ in range(count):
+        began = time.perf_counter()
+        with socket.create_connection((address, port), timeout=5):
+            times.append((time.perf_counter() - began) * 1000)
+    return times
 
 
 @dataclass

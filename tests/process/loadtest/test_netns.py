@@ -5,14 +5,12 @@ with the reason, where namespaces or a TUN device cannot be made (tests/namespac
 
 from __future__ import annotations
 
-import socket
 import statistics
-import time
 from collections.abc import Iterator
 
 import pytest
 
-from loadtest.netns import NamespaceNetwork
+from loadtest.netns import NamespaceNetwork, connect_round_trips_ms, listening_socket
 from tests.namespaces import PORT, NamespaceClient, hosts
 
 ROUND_TRIP_MS = 50.0
@@ -25,14 +23,10 @@ ADDRESS = {"near": f"198.51.100.{NEAR['near']}", "far": "203.0.113.1", "far2": "
 def bed() -> Iterator[tuple[NamespaceNetwork, NamespaceClient, NamespaceClient]]:
     """Two datacenters: the client and a host in one, two hosts in the other, each host listening."""
     with hosts(NEAR, far=FAR, round_trip_ms=ROUND_TRIP_MS) as (network, client):
-        listeners = []
-        for role, address in ADDRESS.items():
-            host = NamespaceClient(f"{network.prefix}-{role}")
-            listeners.append(host.run(socket.create_server, (address, PORT)))
-            if role == "far":
-                far = host
-            else:
-                host.close()
+        listeners = [
+            listening_socket(f"{network.prefix}-{role}", address, PORT) for role, address in ADDRESS.items()
+        ]
+        far = NamespaceClient(f"{network.prefix}-far")
         try:
             yield network, client, far
         finally:
@@ -42,14 +36,7 @@ def bed() -> Iterator[tuple[NamespaceNetwork, NamespaceClient, NamespaceClient]]
 
 
 def round_trips_ms(address: str) -> list[float]:
-    """TCP connects to ``address``, from the calling thread's namespace: each returns once the SYN-ACK
-    is back, one round trip (the listener's backlog answers; nothing accepts)."""
-    times = []
-    for _ in range(CONNECTS):
-        began = time.perf_counter()
-        with socket.create_connection((address, PORT), timeout=5):
-            times.append((time.perf_counter() - began) * 1000)
-    return times
+    return connect_round_trips_ms(address, PORT, CONNECTS)
 
 
 def test_a_round_trip_between_datacenters_takes_the_delay_and_one_within_a_datacenter_does_not(
