@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import doctest
-import http.server
 import importlib.util
 import json
 import os
@@ -20,7 +19,6 @@ import shutil
 import ssl
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +34,7 @@ from kvnode.access.tls import client_context, server_context, verifying_context
 from kvnode.config import NodeConfig
 from kvnode.ops.certs import ClusterCertificates
 from kvnode.ops.flags import parse_args, read_cluster_secret, unknown_variables
+from tests.canned_http import Answer, Sent, canned_server
 from tests.deploy_guide import GUIDE, guide_block, handshake, run_block
 from tests.harness import DEADLINE, REPO
 
@@ -514,15 +513,19 @@ def test_a_label_is_read_from_the_pod_where_kubernetes_copied_it_there_else_from
 @dataclass
 class FakeApi:
     """The Kubernetes API as the init container reads it: pods by name (each on a node once scheduled,
-    with labels of its own) and nodes' labels; every path asked, in order."""
+    with labels of its own) and nodes' labels; every path asked, in order, each with its token."""
 
     pods: dict[str, dict[str, Any]]
     nodes: dict[str, dict[str, str]]
     unscheduled_reads: dict[str, int] = field(default_factory=dict)  # a pod's first reads without a node
-    asked: list[str] = field(default_factory=list)
+    requests: list[Sent] = field(default_factory=list)
 
-    def answer(self, path: str) -> dict[str, Any] | None:
-        self.asked.append(path)
+    @property
+    def asked(self) -> list[str]:
+        assert {sent.headers["Authorization"] for sent in self.requests} <= {f"Bearer {TOKEN}"}
+        return [sent.path for sent in self.requests]
+
+    def answer(self, path: str) -> Answer:
         pod = re.fullmatch(rf"/api/v1/namespaces/{NAMESPACE}/pods/([\w-]+)", path)
         node = re.fullmatch(r"/api/v1/nodes/([\w-]+)", path)
         if pod is not None and pod[1] in self.pods:
@@ -530,40 +533,25 @@ class FakeApi:
             waiting = self.unscheduled_reads.get(pod[1], 0)
             self.unscheduled_reads[pod[1]] = waiting - 1
             spec = {} if waiting > 0 else {"nodeName": found["node"]}
-            return {"metadata": {"name": pod[1], "labels": found.get("labels", {})}, "spec": spec}
+            return _json({"metadata": {"name": pod[1], "labels": found.get("labels", {})}, "spec": spec})
         if node is not None and node[1] in self.nodes:
-            return {"metadata": {"name": node[1], "labels": self.nodes[node[1]]}}
-        return None
+            return _json({"metadata": {"name": node[1], "labels": self.nodes[node[1]]}})
+        return Answer(404, json.dumps({"kind": "Status", "code": 404}).encode())
+
+
+def _json(found: dict[str, Any]) -> Answer:
+    return Answer(200, json.dumps(found).encode())
 
 
 @contextlib.contextmanager
 def serving(api: FakeApi, certificates: Path) -> Iterator[int]:
-    """``api`` over HTTPS on a loopback port (its certificate names 127.0.0.1), token checked; the port."""
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            found = api.answer(self.path) if self.headers["Authorization"] == f"Bearer {TOKEN}" else None
-            body = json.dumps(found or {"kind": "Status", "code": 404}).encode()
-            self.send_response(200 if found is not None else 404)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    """``api`` over HTTPS on a loopback port (its certificate names 127.0.0.1); the port."""
     served = ClusterCertificates(certificates).node("api")
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(served.cert, served.key)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server.server_address[1]
-    finally:
-        server.shutdown()
-        server.server_close()
+    with canned_server(api.answer, tls=context) as server:
+        api.requests = server.requests
+        yield int(server.url.rsplit(":", 1)[1])
 
 
 @pytest.fixture(scope="module")

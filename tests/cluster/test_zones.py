@@ -8,7 +8,7 @@ gives them (kvnode.ops.cluster_config.modelled_places)."""
 
 from __future__ import annotations
 
-import threading
+import contextlib
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
@@ -16,7 +16,7 @@ from pathlib import Path
 from kvnode.ops.cluster_config import machine_host
 from kvnode.ops.processes import start_together
 from kvnode.topology.membership import Membership
-from tests.changes import copies, local_keys, newcomer, on_machines, settled, status_of
+from tests.changes import Writes, copies, local_keys, newcomer, on_machines, settled, status_of
 from tests.harness import Node, Response, poll, stats, wait_for
 
 KEYS = [f"key-{i}" for i in range(40)]
@@ -116,48 +116,42 @@ def test_a_join_into_one_datacenter_moves_keys_only_within_it(tmp_path: Path) ->
         assert surplus[node.url] == len(before[node.url] - owned), node.url
 
 
-class Overwriter:
+class Overwriter(Writes):
     """Writes versions 0, 1, 2, ... of :data:`KEYS`, each key in turn (version v to key v mod len(KEYS)),
     through the next of ``coordinators`` at ``ack``, until stopped; keeps the latest version acknowledged
     of each key."""
 
+    limit = 20_000
+
     def __init__(self, coordinators: Sequence[Node], ack: str) -> None:
+        super().__init__()
         self.acknowledged: dict[str, int] = {}
         self.count = 0  # writes acknowledged
-        self.failed = 0  # writes not acknowledged (a 504, a connection lost): they may or may not be stored
         self._coordinators, self._ack = coordinators, ack
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> Overwriter:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._stop.set()
-        self._thread.join(30)
-
-    def _run(self) -> None:
-        version = 0
-        while not self._stop.is_set() and version < 20_000:
-            key = KEYS[version % len(KEYS)]
-            try:
-                answer = self._coordinators[version % len(self._coordinators)].put(
-                    key, str(version).encode(), ack=self._ack
-                )
-            except OSError:
-                answer = None
-            if answer is not None and answer.status == 201:
+    def write(self, version: int) -> None:
+        key = KEYS[version % len(KEYS)]
+        coordinator = self._coordinators[version % len(self._coordinators)]
+        with contextlib.suppress(OSError):  # a connection lost: not acknowledged, maybe stored
+            if coordinator.put(key, str(version).encode(), ack=self._ack).status == 201:
                 self.acknowledged[key] = version
                 self.count += 1
-            else:
-                self.failed += 1
-            version += 1
 
     def acknowledges(self, more: int, while_: str) -> None:
         """Wait until ``more`` writes more are acknowledged."""
         wanted = self.count + more
         wait_for(lambda: self.count >= wanted, seconds=60, what=f"{more} writes acknowledged {while_}")
+
+
+def lost_under(writer: Overwriter, nodes: Sequence[Node], what: str) -> None:
+    """``nodes`` killed while ``writer`` writes, then started again, with writes acknowledged before,
+    while they are down, and once they are back."""
+    writer.acknowledges(40, f"before {what} is lost")
+    for node in nodes:
+        node.kill()
+    writer.acknowledges(80, f"with {what} lost")
+    start_together(nodes)
+    writer.acknowledges(40, "once it is back")
 
 
 def lost(acknowledged: dict[str, int], read: Callable[[str], Response]) -> dict[str, str]:
@@ -200,12 +194,7 @@ def test_a_zone_lost_under_a_writer_at_quorum_loses_no_acknowledged_write(tmp_pa
     lost_zone = [node for node in cluster if zone[node.url] == "z1"]
     others = [node for node in cluster if node not in lost_zone]
     with Overwriter(others, "quorum") as writer:
-        writer.acknowledges(40, "before the zone is lost")
-        for node in lost_zone:
-            node.kill()
-        writer.acknowledges(80, "with the zone lost")
-        start_together(lost_zone)
-        writer.acknowledges(40, "once it is back")
+        lost_under(writer, lost_zone, "the zone")
     for node in cluster:
         assert lost(writer.acknowledged, partial(node.get, ack="quorum")) == {}, node.url
 
@@ -218,12 +207,7 @@ def test_a_datacenter_lost_under_a_writer_at_local_quorum_loses_no_acknowledged_
     cluster = on_machines(tmp_path, machines=6, per_machine=1, replication=3, datacenters=2)
     east, west = cluster.nodes[:3], cluster.nodes[3:]
     with Overwriter(east, "local_quorum") as writer:
-        writer.acknowledges(40, "before the datacenter is lost")
-        for node in west:
-            node.kill()
-        writer.acknowledges(80, "with the datacenter lost")
-        start_together(west)
-        writer.acknowledges(40, "once it is back")
+        lost_under(writer, west, "the datacenter")
     for node in east:
         assert lost(writer.acknowledged, partial(node.get, ack="local_quorum")) == {}, node.url
     for node in west:
