@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from kvnode.ops.processes import die_with_parent
+from loadtest.wan_delay import ATTACHED
 
 __all__ = [
     "DATACENTER_SUBNETS",
@@ -298,9 +299,12 @@ class NamespaceNetwork:
         assert line.stdout is not None
         ready, _, _ = select.select([line.stdout], [], [], _ATTACH_S)
         said = line.stdout.readline().strip() if ready else ""
-        if said != "attached":
-            self.stop_delay()
-            raise IpCommandFailed(f"the delay line did not attach to {WAN_DEVICE}: {said or 'no answer'}")
+        if said != ATTACHED:
+            self.delay_line = None
+            line.kill()
+            _, complaint = line.communicate()
+            why = complaint.strip().splitlines()[-1] if complaint.strip() else said or "no answer"
+            raise IpCommandFailed(f"the delay line did not attach to {WAN_DEVICE}: {why}")
 
     def stop_delay(self) -> dict[str, Any]:
         """Stop the delay line (packets between subnets are then dropped, until the next :meth:`delay`);

@@ -92,6 +92,7 @@ ADDRESSES = {
     **{f"w{host}": datacenter_address(1, host) for host in (1, 2, 3)},
     CLIENT: datacenter_address(0, 100),
 }
+NEAR = frozenset(address for role, address in ADDRESSES.items() if role.startswith("e"))  # the client's
 
 
 @dataclass
@@ -207,7 +208,7 @@ def _start(network: NamespaceNetwork, shape: Shape, data: Path) -> LocalCluster[
 def _measure_shape(
     wan: Wan, shape: Shape, cluster: LocalCluster[NodeProcess], repeat: int, progress: Progress
 ) -> None:
-    near = [node.url for node in cluster if node.config.host.startswith(ADDRESSES["e1"].rsplit(".", 1)[0])]
+    near = [node.url for node in cluster if node.config.host in NEAR]
     _, failures = interruptible.run(fill(near, Workload("put", wan.keys, wan.value_size)))
     if failures:
         raise RuntimeError(f"{shape.name}: the fill failed: {describe_failures(failures)}")
