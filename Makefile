@@ -7,7 +7,7 @@ LOAD_STAMP := $(VENV)/.installed-load
 PROFILE_STAMP := $(VENV)/.installed-profile
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: help run reset check test test-duration lint typecheck pytest check-cluster bench genbench compare scale loadtest-ui loadtest profile load-tools profile-tools clean
+.PHONY: help run reset check test test-duration lint typecheck pytest check-cluster bench genbench compare scale wan loadtest-ui loadtest profile load-tools profile-tools clean
 
 $(VENV)/bin/python:
 	@echo "Creating $(VENV) and installing kvnode's dependencies into it (once; about a minute)"
@@ -121,6 +121,13 @@ compare: $(LOAD_STAMP)
 ##        for machines x members)
 scale: $(LOAD_STAMP)
 	$(PY) -m loadtest scale --out out/scale $(SCALE_ARGS)
+
+## wan: latency by consistency level across a WAN (root, /dev/net/tun): a cluster of one datacenter (3, N = 3)
+##      and one of two (3+3, N = 3 in each) on hosts made of network namespaces, a 50 ms round trip between
+##      the datacenters, PUT and GET at 300/s at each level; writes out/wan/wan.md (about 10 minutes: 3 rounds
+##      of 20 s runs; WAN_ARGS="--rounds 1 --duration 5" for a quick look)
+wan: $(LOAD_STAMP)
+	$(PY) -m loadtest wan --out out/wan $(WAN_ARGS)
 
 ## loadtest-ui: a filled local 3-node cluster and Locust's web UI on http://127.0.0.1:8089
 loadtest-ui: $(LOAD_STAMP)

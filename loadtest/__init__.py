@@ -10,6 +10,7 @@
     python -m loadtest.ladder --url URL [--start 4000 --step 2000]
     python -m loadtest stalls [--keys 50000] [--rate 200]
     python -m loadtest healing|join|backup [--keys 100000] [--rate 1000]
+    python -m loadtest wan [--round-trip-ms 50] [--rate 300] [--duration 20] [--rounds 3]  # root
     python -m loadtest ui
     python -m loadtest locust [--duration 30] [--out out/loadtest]
     locust -f loadtest/locustfile.py --host URL
@@ -49,6 +50,11 @@ Modules, one job each:
     join          a 4th node joining a filled cluster under load
     backup        a backup and restores of a filled cluster under load
     wrk           running wrk: install, Lua script, output parsing, runs at once merged
+    netns         hosts made of network namespaces: on one bridge, or two datacenters behind a router
+                  that delays what crosses (the WAN test bed; tests/namespaces.py builds on it)
+    wan_delay     the bed's delay line: packets read from a TUN device, held half a round trip, written back
+    wan           latency by consistency level on the bed: one datacenter against two (``python -m
+                  loadtest wan``)
 
 Latency histograms are kvnode.metrics.LatencyHistogram, the same as the nodes' own.
 """

@@ -1,9 +1,9 @@
-"""``python -m loadtest rate|fill|compare|report|selfbench|ui|locust|healing|join|backup|scale|stalls``:
+"""``python -m loadtest rate|fill|compare|report|selfbench|ui|locust|healing|join|backup|scale|stalls|wan``:
 constant-rate load, filling a store, the fan-out comparison (and its report drawn again from its results),
 the load generator's own benchmark, Locust on a fresh local cluster (its web UI, or a bounded headless run
 with reports), what healing, a join, and a backup and restore cost, each measured under load, what a
-request costs as the cluster grows (one constant-rate load on 3, 6 and 12 members), and each node's worst
-event-loop lag during each long job (stalls)."""
+request costs as the cluster grows (one constant-rate load on 3, 6 and 12 members), each node's worst
+event-loop lag during each long job (stalls), and latency by consistency level across a WAN (wan)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,9 @@ from loadtest.workload import ENTITY_PATH, OPS, Op, Workload
 ROUTINGS = ("token-aware", "round-robin")
 # The commands that draw plots (matplotlib) or run Locust: the load extra, which `make run` leaves out. The
 # others (rate, fill, selfbench, stalls) need kvnode's own dependencies only.
-NEEDS_LOAD_EXTRA = frozenset({"compare", "report", "ui", "locust", "healing", "join", "backup", "scale"})
+NEEDS_LOAD_EXTRA = frozenset(
+    {"compare", "report", "ui", "locust", "healing", "join", "backup", "scale", "wan"}
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -151,6 +153,9 @@ def _parser() -> argparse.ArgumentParser:
         "scale", add_help=False, help="one constant-rate load on 3, 6 and 12 members: the work per request"
     )
     commands.add_parser("stalls", add_help=False, help="each node's worst loop lag during each long job")
+    commands.add_parser(
+        "wan", add_help=False, help="latency by consistency level, one datacenter against two across a WAN"
+    )
     return parser
 
 
@@ -182,7 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if refusal:
             print(refusal, file=sys.stderr)
             return 2
-    measurements = (["healing"], ["join"], ["backup"], ["scale"], ["stalls"])
+    measurements = (["healing"], ["join"], ["backup"], ["scale"], ["stalls"], ["wan"])
     if arguments[:1] in measurements:  # measurements with their own parsers
         measurement = importlib.import_module(f"loadtest.{arguments[0]}")
         _stop_on_signals()

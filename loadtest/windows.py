@@ -83,14 +83,21 @@ def plot_p99(windows: Sequence[Any], phases: Sequence[str], xlabel: str, title: 
     plt.close(figure)
 
 
-def write_report(out: Path, name: str, measured: Any, lines: list[str], plot: Callable[[Path], None]) -> Path:
+def write_report(
+    out: Path,
+    name: str,
+    measured: Any,
+    lines: list[str],
+    plot: Callable[[Path], None],
+    caption: str = "p99 per window",
+) -> Path:
     """``measured`` (a dataclass) as ``NAME.json``, its plot (``plot(path)``) as ``NAME-p99.png``, and
-    ``lines`` as ``NAME.md``, ending with the plot; the report's path."""
+    ``lines`` as ``NAME.md``, ending with the plot (``caption`` its alternative text); the report's path."""
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{name}.json").write_text(json.dumps(asdict(measured), indent=2) + "\n")
     plot(out / f"{name}-p99.png")
     path = out / f"{name}.md"
-    path.write_text("\n".join([*lines, "", f"![p99 per window]({name}-p99.png)", ""]))
+    path.write_text("\n".join([*lines, "", f"![{caption}]({name}-p99.png)", ""]))
     return path
 
 

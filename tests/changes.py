@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import pytest
 
@@ -60,11 +60,21 @@ def copies(nodes: Sequence[Node], keys: Sequence[str]) -> dict[str, list[str]]:
     return holders
 
 
-def newcomer(cluster: Cluster, tmp_path: Path, replaces: str = "", name: str = "newcomer") -> Node:
-    """A node, not yet started, that joins through the cluster's first node (and replaces ``replaces``)."""
+def newcomer(
+    cluster: Cluster,
+    tmp_path: Path,
+    replaces: str = "",
+    name: str = "newcomer",
+    host: str = "127.0.0.1",
+    datacenter: str = "",
+) -> Node:
+    """A node, not yet started, that joins through the cluster's first node (and replaces ``replaces``),
+    on ``host`` (a machine modelled on loopback) in ``datacenter`` ("": the default)."""
     [port] = free_ports(1)
     base = cluster[0].config
     config = NodeConfig(
+        host=host,
+        datacenter=datacenter,
         port=port,
         data_dir=tmp_path / name,
         join=cluster[0].url,
@@ -76,16 +86,17 @@ def newcomer(cluster: Cluster, tmp_path: Path, replaces: str = "", name: str = "
     return Node(config, tmp_path / f"{name}.log")
 
 
-class Writer:
-    """Writes fresh keys through one node (ack=2) until stopped; keeps the ones acknowledged."""
+class Writes:
+    """Writes one after another in a thread of their own, from the start of a with block to its end
+    (``limit`` at most): the subclass's ``write(n)`` makes the n-th and keeps what it acknowledged."""
 
-    def __init__(self, node: Node, label: str) -> None:
-        self.acknowledged: list[str] = []
-        self._node, self._label = node, label
+    limit = 5_000
+
+    def __init__(self) -> None:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> Writer:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
@@ -95,11 +106,26 @@ class Writer:
 
     def _run(self) -> None:
         count = 0
-        while not self._stop.is_set() and count < 5_000:
-            key = f"{self._label}-{count}"
+        while not self._stop.is_set() and count < self.limit:
+            self.write(count)
             count += 1
-            if self._node.put(key, key.encode(), ack=2).status == 201:
-                self.acknowledged.append(key)
+
+    def write(self, count: int) -> None:
+        raise NotImplementedError
+
+
+class Writer(Writes):
+    """Writes fresh keys through one node (ack=2) until stopped; keeps the ones acknowledged."""
+
+    def __init__(self, node: Node, label: str) -> None:
+        super().__init__()
+        self.acknowledged: list[str] = []
+        self._node, self._label = node, label
+
+    def write(self, count: int) -> None:
+        key = f"{self._label}-{count}"
+        if self._node.put(key, key.encode(), ack=2).status == 201:
+            self.acknowledged.append(key)
 
 
 def local_keys(node: Node) -> set[str]:

@@ -40,4 +40,13 @@ else
     entry=--join
     how=$(member_url 0)
 fi
-exec python -m kvnode node --advertise-url "$(member_url "$ordinal")" "$entry" "$how" "$@"
+# Where this member is, from its node's topology labels (--zones and --datacenters, or --zone and
+# --datacenter for a pod that joins): written by the init container at the first start (kvnode-places.py),
+# empty once the volume holds data. Left unquoted to split into flags: zone and datacenter names are
+# letters, digits, '.', '_' and '-', as label values are.
+places=""
+if [ -n "${PLACES_FILE:-}" ] && [ -f "$PLACES_FILE" ]; then
+    places=$(cat "$PLACES_FILE")
+fi
+# shellcheck disable=SC2086
+exec python -m kvnode node --advertise-url "$(member_url "$ordinal")" "$entry" "$how" $places "$@"

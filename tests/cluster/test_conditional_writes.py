@@ -16,16 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from loadtest.netns import run_ip
 from tests.changes import newcomer, settled
 from tests.harness import ClusterFactory, request, run_kvnode, wait_for
 from tests.list_append import Appends, final_lists, http_send, problems, run_clients
-from tests.namespaces import (
-    NODE_HOSTS,
-    MultiHostCluster,
-    hosts,
-    member_per_host,
-    run_ip,
-)
+from tests.namespaces import NODE_HOSTS, MultiHostCluster, hosts, member_per_host
 
 KEYS = ["list-a", "list-b"]
 
@@ -136,7 +131,7 @@ def test_appends_with_a_member_partitioned_away(tmp_path: Path) -> None:
         nodes = member_per_host(network, roles, tmp_path)
         with MultiHostCluster(client, nodes).running():
             urls = [node.url for node in nodes]
-            bridge = f"{network.prefix}-br"
+            bridge = network.router
 
             def partitioned_run() -> Appends:
                 with ThreadPoolExecutor(1) as pool:

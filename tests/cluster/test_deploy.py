@@ -24,6 +24,7 @@ from kvnode.access.client_auth import read_tokens_file
 from kvnode.access.tls import client_context, server_context
 from kvnode.config import NodeConfig
 from kvnode.ops.flags import unknown_variables
+from loadtest.netns import inside
 from tests.deploy_guide import guide_block, handshake, run_block
 from tests.harness import REPO, wait_for
 from tests.namespaces import (
@@ -35,7 +36,6 @@ from tests.namespaces import (
     NamespacedNode,
     environment_without_kvnode,
     hosts,
-    ip_binary,
 )
 
 DEPLOY = REPO / "deploy"
@@ -120,7 +120,7 @@ def admin_status(cluster: MultiHostCluster) -> dict[str, Any]:
     client_namespace = cluster.nodes[0].namespace.rsplit("-", 1)[0] + "-client"
     admin = [sys.executable, "-m", "kvnode", "admin", "--url", cluster.nodes[0].url, "status", "--json"]
     result = subprocess.run(
-        [ip_binary(), "netns", "exec", client_namespace, *admin],
+        inside(client_namespace, admin),
         capture_output=True, text=True, timeout=DEADLINE, env=environment_without_kvnode(),
     )  # fmt: skip
     assert result.returncode == 0, result.stderr

@@ -8,15 +8,21 @@ which members and clients verify each other under their stable names."""
 
 from __future__ import annotations
 
+import contextlib
+import doctest
+import importlib.util
 import json
 import os
 import re
 import shlex
+import shutil
 import ssl
 import subprocess
 import sys
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import kubernetes_validate
@@ -26,7 +32,9 @@ import yaml
 from kvnode.access.client_auth import BadTokensFile, read_tokens_file
 from kvnode.access.tls import client_context, server_context, verifying_context
 from kvnode.config import NodeConfig
+from kvnode.ops.certs import ClusterCertificates
 from kvnode.ops.flags import parse_args, read_cluster_secret, unknown_variables
+from tests.canned_http import Answer, Sent, canned_server
 from tests.deploy_guide import GUIDE, guide_block, handshake, run_block
 from tests.harness import DEADLINE, REPO
 
@@ -62,22 +70,31 @@ def container() -> dict[str, Any]:
     return only
 
 
-def container_env() -> dict[str, str]:
-    """The container's plain variables (``value``); those from the downward API are the test's to give."""
-    return {item["name"]: item["value"] for item in container()["env"] if "value" in item}
+def init_container() -> dict[str, Any]:
+    (only,) = pod_spec()["initContainers"]
+    assert isinstance(only, dict)
+    return only
 
 
-def volume_mount(name: str) -> str:
-    (path,) = [mount["mountPath"] for mount in container()["volumeMounts"] if mount["name"] == name]
+def container_env(of: dict[str, Any] | None = None) -> dict[str, str]:
+    """The container's (or ``of``'s) plain variables (``value``); those from the downward API are the
+    test's to give."""
+    return {item["name"]: item["value"] for item in (of or container())["env"] if "value" in item}
+
+
+def volume_mount(name: str, of: dict[str, Any] | None = None) -> str:
+    (path,) = [mount["mountPath"] for mount in (of or container())["volumeMounts"] if mount["name"] == name]
     return str(path)
 
 
 # --- the schemas ----------------------------------------------------------------------------------------
 
 
-def test_there_are_the_four_objects_of_a_kvnode_cluster() -> None:
+def test_there_are_the_objects_of_a_kvnode_cluster_and_the_access_its_init_container_needs() -> None:
     kinds = sorted(document["kind"] for document in documents())
-    assert kinds == ["PodDisruptionBudget", "Service", "Service", "StatefulSet"]
+    cluster = ["PodDisruptionBudget", "Service", "Service", "StatefulSet"]
+    access = ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ServiceAccount"]
+    assert kinds == sorted(cluster + access)
 
 
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
@@ -273,13 +290,17 @@ def mounted_keys() -> list[str]:
     return [item["path"] for source in secrets["sources"] for item in source["secret"]["items"]]
 
 
-def start_pod(ordinal: int, secret_files: Path, root: Path) -> Pod:
+def start_pod(ordinal: int, secret_files: Path, root: Path, places: str | None = None) -> Pod:
     """deploy/k8s/kvnode-member.sh with the container's environment, the downward API's pod name and
-    namespace, and every volume under ``root``; ``python`` on its PATH records what it is run with."""
+    namespace, and every volume under ``root``; ``python`` on its PATH records what it is run with.
+    ``places``: what the init container wrote to the places file (None: no file)."""
     env = container_env()
     mount, private = root / "mount", root / "private"
     kubelet_mount(secret_files, mount, mounted_keys())
     private.mkdir()
+    if places is not None:
+        assert Path(env["PLACES_FILE"]).parent == Path(env["PRIVATE_SECRETS"])
+        (private / Path(env["PLACES_FILE"]).name).write_text(places)
     mounts = (volume_mount("secrets"), volume_mount("private-secrets"))
     assert (env["MOUNTED_SECRETS"], env["PRIVATE_SECRETS"]) == mounts
     volume = str(Path(env["KVNODE_DATA_DIR"]).parent)
@@ -396,3 +417,243 @@ def test_the_readmes_commands_name_the_objects_as_the_manifests_do() -> None:
     leave = shlex.split(guide_block("### Scaling down").replace("\\\n", " "))
     url = leave[leave.index("leave") + 1].replace("$NAMESPACE", NAMESPACE)
     assert url == member_url(int(container_env()["INITIAL_MEMBERS"]))
+
+
+# --- where each member is: its zone and datacenter from its node's topology labels ------------------------
+
+PLACES = DEPLOY / "k8s" / "kvnode-places.py"
+TOKEN = "a-service-account-token"
+ZONE, REGION = "topology.kubernetes.io/zone", "topology.kubernetes.io/region"
+
+
+def places_script() -> ModuleType:
+    """deploy/k8s/kvnode-places.py as a module (its name is the image's command, not an importable one)."""
+    spec = importlib.util.spec_from_file_location("kvnode_places", PLACES)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def of_name(kind: str, name: str) -> dict[str, Any]:
+    (found,) = [document for document in of_kind(kind) if document["metadata"]["name"] == name]
+    return found
+
+
+def test_only_the_init_container_holds_the_service_accounts_token() -> None:
+    spec = pod_spec()
+    (account,) = of_kind("ServiceAccount")
+    assert spec["serviceAccountName"] == account["metadata"]["name"]
+    assert spec["automountServiceAccountToken"] is False and account["automountServiceAccountToken"] is False
+    (access,) = [volume["projected"] for volume in spec["volumes"] if volume["name"] == "api-access"]
+    assert {"serviceAccountToken", "configMap", "downwardAPI"} == {
+        key for s in access["sources"] for key in s
+    }
+    assert volume_mount("api-access", init_container()) == places_script().SERVICEACCOUNT_DIR
+    assert "api-access" not in [mount["name"] for mount in container()["volumeMounts"]]
+
+
+def test_the_access_granted_is_reading_pods_and_nodes_and_nothing_else() -> None:
+    (account,) = of_kind("ServiceAccount")
+    (role,), (cluster_role,) = of_kind("Role"), of_kind("ClusterRole")
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]
+    assert cluster_role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]
+    for kind, granted in (("RoleBinding", role), ("ClusterRoleBinding", cluster_role)):
+        (binding,) = of_kind(kind)
+        assert binding["roleRef"]["kind"] == granted["kind"]
+        assert binding["roleRef"]["name"] == granted["metadata"]["name"]
+        (subject,) = binding["subjects"]
+        assert (subject["kind"], subject["name"]) == ("ServiceAccount", account["metadata"]["name"])
+    # A ClusterRoleBinding names the ServiceAccount's namespace: the README's.
+    assert of_kind("ClusterRoleBinding")[0]["subjects"][0]["namespace"] == NAMESPACE
+
+
+def test_the_init_container_runs_what_the_image_installs_and_agrees_with_the_member() -> None:
+    places = init_container()
+    assert places["command"] == [Image.read().copied_to(str(PLACES.relative_to(REPO)))]
+    assert os.access(PLACES, os.X_OK)
+    shared = ("INITIAL_MEMBERS", "KVNODE_DATA_DIR", "PLACES_FILE")
+    assert {name: container_env(places)[name] for name in shared} == {
+        name: container_env()[name] for name in shared
+    }
+    for volume in ("data", "private-secrets"):
+        assert volume_mount(volume, places) == volume_mount(volume)
+    (data,) = [mount for mount in places["volumeMounts"] if mount["name"] == "data"]
+    assert data["readOnly"] is True  # it only looks whether the volume holds data
+    assert (container_env(places)["ZONE_LABEL"], container_env(places)["DATACENTER_LABEL"]) == (ZONE, REGION)
+
+
+def test_the_places_scripts_examples_hold() -> None:
+    failed, tried = doctest.testmod(places_script())
+    assert tried > 0 and failed == 0
+
+
+def test_the_labels_become_every_first_members_flags_in_order_or_a_joining_pods_own() -> None:
+    flags = places_script().flags
+    assert flags(2, 3, ["a", "b", "c"], ["eu", "eu", "eu"]) == [
+        "--zones",
+        "a,b,c",
+        "--datacenters",
+        "eu,eu,eu",
+    ]
+    assert flags(0, 3, ["a", "b", "c"], ["", "", ""]) == ["--zones", "a,b,c"]  # nodes without a region
+    assert flags(0, 3, ["a", "", "c"], ["eu", "eu", "eu"]) == ["--datacenters", "eu,eu,eu"]  # a hole
+    assert flags(3, 3, ["c"], ["eu"]) == ["--zone", "c", "--datacenter", "eu"]
+    assert flags(3, 3, [""], [""]) == []
+
+
+def test_a_label_is_read_from_the_pod_where_kubernetes_copied_it_there_else_from_its_node() -> None:
+    label = places_script().label
+    pod = {"metadata": {"labels": {ZONE: "on-pod"}}}
+    node = {"metadata": {"labels": {ZONE: "on-node", REGION: "eu"}}}
+    assert (label(pod, node, ZONE), label(pod, node, REGION)) == ("on-pod", "eu")
+    assert label({}, None, ZONE) == "" and label(pod, node, "") == ""
+
+
+@dataclass
+class FakeApi:
+    """The Kubernetes API as the init container reads it: pods by name (each on a node once scheduled,
+    with labels of its own) and nodes' labels; every path asked, in order, each with its token."""
+
+    pods: dict[str, dict[str, Any]]
+    nodes: dict[str, dict[str, str]]
+    unscheduled_reads: dict[str, int] = field(default_factory=dict)  # a pod's first reads without a node
+    requests: list[Sent] = field(default_factory=list)
+
+    @property
+    def asked(self) -> list[str]:
+        assert {sent.headers["Authorization"] for sent in self.requests} <= {f"Bearer {TOKEN}"}
+        return [sent.path for sent in self.requests]
+
+    def answer(self, path: str) -> Answer:
+        pod = re.fullmatch(rf"/api/v1/namespaces/{NAMESPACE}/pods/([\w-]+)", path)
+        node = re.fullmatch(r"/api/v1/nodes/([\w-]+)", path)
+        if pod is not None and pod[1] in self.pods:
+            found = self.pods[pod[1]]
+            waiting = self.unscheduled_reads.get(pod[1], 0)
+            self.unscheduled_reads[pod[1]] = waiting - 1
+            spec = {} if waiting > 0 else {"nodeName": found["node"]}
+            return _json({"metadata": {"name": pod[1], "labels": found.get("labels", {})}, "spec": spec})
+        if node is not None and node[1] in self.nodes:
+            return _json({"metadata": {"name": node[1], "labels": self.nodes[node[1]]}})
+        return Answer(404, json.dumps({"kind": "Status", "code": 404}).encode())
+
+
+def _json(found: dict[str, Any]) -> Answer:
+    return Answer(200, json.dumps(found).encode())
+
+
+@contextlib.contextmanager
+def serving(api: FakeApi, certificates: Path) -> Iterator[int]:
+    """``api`` over HTTPS on a loopback port (its certificate names 127.0.0.1); the port."""
+    served = ClusterCertificates(certificates).node("api")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(served.cert, served.key)
+    with canned_server(api.answer, tls=context) as server:
+        api.requests = server.requests
+        yield int(server.url.rsplit(":", 1)[1])
+
+
+@pytest.fixture(scope="module")
+def api_certificates(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command (apt-get install openssl)")
+    directory = tmp_path_factory.mktemp("api-tls")
+    ClusterCertificates(directory).make(["api"])
+    return directory
+
+
+def run_places(
+    ordinal: int, api: FakeApi, certificates: Path, root: Path, data: bool = False
+) -> tuple[str, str]:
+    """The init container's script for pod ``ordinal``, its environment the manifest's, its volumes under
+    ``root``, the API ``api``: what it wrote to the places file, and what it said."""
+    env = container_env(init_container())
+    account = root / "serviceaccount"
+    account.mkdir()
+    (account / "token").write_text(TOKEN + "\n")
+    (account / "ca.crt").write_bytes(ClusterCertificates(certificates).ca.read_bytes())
+    data_dir = root / "volume" / "data"
+    data_dir.mkdir(parents=True)
+    if data:
+        (data_dir / "CURRENT").write_text("a member's data\n")
+    with serving(api, certificates) as port:
+        done = subprocess.run(
+            [sys.executable, str(PLACES)],
+            env={**env, "POD_NAME": f"kvnode-{ordinal}", "POD_NAMESPACE": NAMESPACE,
+                 "KVNODE_DATA_DIR": str(data_dir), "PLACES_FILE": str(root / "places"),
+                 "KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": str(port),
+                 "SERVICEACCOUNT_DIR": str(account), "PATH": os.environ["PATH"]},
+            capture_output=True, text=True, timeout=DEADLINE,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    return (root / "places").read_text(), done.stderr
+
+
+def three_nodes(zones: dict[str, str] | None = None) -> dict[str, dict[str, str]]:
+    zones = zones if zones is not None else {"node-a": "zone-a", "node-b": "zone-b", "node-c": "zone-c"}
+    return {node: {REGION: "eu-west-1"} | ({ZONE: zone} if zone else {}) for node, zone in zones.items()}
+
+
+FIRST_PODS = {"kvnode-0": {"node": "node-b"}, "kvnode-1": {"node": "node-a"}, "kvnode-2": {"node": "node-c"}}
+
+
+def test_a_first_member_waits_for_every_first_pod_and_takes_their_nodes_zones_in_ordinal_order(
+    api_certificates: Path, tmp_path: Path
+) -> None:
+    api = FakeApi(FIRST_PODS, three_nodes(), unscheduled_reads={"kvnode-2": 1})
+    written, said = run_places(1, api, api_certificates, tmp_path)
+    assert written == "--zones zone-b,zone-a,zone-c --datacenters eu-west-1,eu-west-1,eu-west-1"
+    assert said == f"kvnode-places: kvnode-1: {written}\n"
+    assert api.asked.count(f"/api/v1/namespaces/{NAMESPACE}/pods/kvnode-2") == 2  # read until scheduled
+    assert sorted(path for path in api.asked if "/nodes/" in path) == [
+        f"/api/v1/nodes/node-{name}" for name in "abc"
+    ]
+
+
+def test_labels_kubernetes_copied_onto_the_pods_are_read_without_asking_for_the_nodes(
+    api_certificates: Path, tmp_path: Path
+) -> None:
+    pods = {name: {**pod, "labels": {ZONE: f"on-{name}", REGION: "eu"}} for name, pod in FIRST_PODS.items()}
+    api = FakeApi(pods, nodes={})
+    written, _ = run_places(0, api, api_certificates, tmp_path)
+    assert written == "--zones on-kvnode-0,on-kvnode-1,on-kvnode-2 --datacenters eu,eu,eu"
+    assert not [path for path in api.asked if "/nodes/" in path]
+
+
+def test_a_first_members_node_without_a_zone_leaves_the_zones_out_and_says_so(
+    api_certificates: Path, tmp_path: Path
+) -> None:
+    api = FakeApi(FIRST_PODS, three_nodes({"node-a": "zone-a", "node-b": "zone-b", "node-c": ""}))
+    written, said = run_places(0, api, api_certificates, tmp_path)
+    assert written == "--datacenters eu-west-1,eu-west-1,eu-west-1"
+    assert f"kvnode-2 without {ZONE}: each member its own zone" in said
+
+
+def test_a_pod_a_scale_up_added_takes_its_own_nodes_zone_and_asks_for_no_other(
+    api_certificates: Path, tmp_path: Path
+) -> None:
+    api = FakeApi({**FIRST_PODS, "kvnode-3": {"node": "node-c"}}, three_nodes())
+    written, _ = run_places(3, api, api_certificates, tmp_path)
+    assert written == "--zone zone-c --datacenter eu-west-1"
+    assert api.asked == [f"/api/v1/namespaces/{NAMESPACE}/pods/kvnode-3", "/api/v1/nodes/node-c"]
+
+
+def test_a_member_whose_volume_holds_its_data_asks_for_nothing(
+    api_certificates: Path, tmp_path: Path
+) -> None:
+    api = FakeApi(FIRST_PODS, three_nodes())
+    written, said = run_places(0, api, api_certificates, tmp_path, data=True)
+    assert (written, api.asked) == ("", [])
+    assert "the stored membership says where it is" in said
+
+
+def test_the_member_script_hands_the_places_to_the_node(secret_files: Path, tmp_path: Path) -> None:
+    first = start_pod(0, secret_files, tmp_path / "first", places="--zones a,b,c --datacenters eu,eu,eu")
+    assert (first.config().zones, first.config().datacenters) == (("a", "b", "c"), ("eu", "eu", "eu"))
+    added = start_pod(3, secret_files, tmp_path / "added", places="--zone b --datacenter eu")
+    assert (added.config().zone, added.config().datacenter, added.config().join) == ("b", "eu", member_url(0))
+    for places in ("", None):  # a restart (nothing written), or a pod started without the init container
+        plain = start_pod(0, secret_files, tmp_path / f"plain-{places}", places=places)
+        assert (plain.config().zones, plain.config().datacenters) == ((), ())

@@ -16,18 +16,9 @@ import pytest
 
 from kvnode.config import NodeConfig, node_url
 from kvnode.ops.ports import free_ports
+from loadtest.netns import run_ip, same_namespace
 from tests.harness import Cluster, Node, poll, written
-from tests.namespaces import (
-    DEADLINE,
-    NODE_HOSTS,
-    SUBNET,
-    MultiHostCluster,
-    hosts,
-    leftover_namespaces,
-    member_per_host,
-    run_ip,
-    same_namespace,
-)
+from tests.namespaces import DEADLINE, NODE_HOSTS, SUBNET, MultiHostCluster, hosts, member_per_host
 
 
 @pytest.fixture(scope="module")
@@ -108,12 +99,6 @@ def test_replica_down_through_each_other_node(
         poll(put, written, DEADLINE, f"an ack=3 write through {coordinator.url}")
     answer = cluster.request(stopped, "GET", "all-three", ack=3)
     assert (answer.status, answer.body) == (200, b"back")
-
-
-def test_leftovers_are_only_namespaces_of_this_test_whose_run_is_gone() -> None:
-    names = ["kvmh-100-br", "kvmh-100-n1", "kvmh-200-client", "kvmh-x-br", "other-100-br", "kvmh-100"]
-    assert leftover_namespaces(names, lambda pid: pid == 200) == ["kvmh-100-br", "kvmh-100-n1"]
-    assert leftover_namespaces(names, lambda pid: True) == []
 
 
 # --- addresses other than 127.0.0.1 -------------------------------------------------------------------
