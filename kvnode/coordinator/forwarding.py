@@ -3,9 +3,11 @@ says which owner forwards, and the call's codec).
 
 The coordinator's end is a :class:`ForwardBatch`: one datacenter's owners of a write, each of which the
 fan-out starts as a call of its own and which joins the batch instead of being sent; the first to join
-sends the FORWARD to the forwarder, and each owner's outcome from its reply is told to that owner's call,
-so the fan-out counts each owner in its quorum (each datacenter's too) and the coordinator hints each one
-that failed, exactly as for a write it sent itself: the forwarder keeps no hint, so none is kept twice. An
+sends the FORWARD to the forwarder, and each owner's outcome is told to that owner's call as the forwarder's
+replies bring it (one owner's a FORWARDING reply, as it comes in: a slow owner there holds up no quorum
+that the others make), so the fan-out counts each owner in its quorum (each datacenter's too) when it would
+have counted a write it sent itself, and the coordinator hints each one that failed, exactly as for such a
+write: the forwarder keeps no hint, so none is kept twice. An
 owner the forwarder did not relay to (no channel open to it there) is written to directly then; so are all
 the others when the FORWARD fails as a whole (the forwarder went down, or did not answer within the call's
 timeout: the forwarder's own copy fails with that error), so that no write waits for a forwarder longer
@@ -13,9 +15,10 @@ than that timeout before it goes to the owners directly.
 
 The forwarder's end is the :class:`Relay`, the FORWARD's deferred answerer
 (kvnode.replica.channel.answerers): it stores its own copy, relays the write to each other owner named over
-its own channels, and answers with every owner's outcome once all are in, or once its budget (what the
-coordinator's timeout leaves of a round trip: forwards.budget_s) has passed, an owner still silent then
-answered as timed out. Create both inside the running event loop.
+its own channels, and answers each owner's outcome as it comes in (FORWARDING), the last one FORWARDED, which
+ends the call; once its budget (what the coordinator's timeout leaves of a round trip: forwards.budget_s)
+has passed, the owners still silent are answered as timed out, in the last reply. Create both inside the
+running event loop.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from kvnode.coordinator.forwards import (
 from kvnode.replica import Answered, Forwarder, Replica
 from kvnode.replica.channel import wire
 from kvnode.replica.channel.answerers import Answerers, Reply
+from kvnode.replica.channel.protocol import Part
 from kvnode.replica.errors import ReplicaError, ReplicaProtocolError, ReplicaTimeout
 from kvnode.replica.inflight import carry_s
 from kvnode.storage.records import Record
@@ -79,18 +83,29 @@ class ForwardBatch:
             forwarder.forward_then(self._key, payload, self._forwarded)
         self._tell(index)
 
-    def _forwarded(self, error: ReplicaError | None, payload: bytes) -> None:
-        """The FORWARD's outcome: each owner's, or, when it failed as a whole, the forwarder's error and a
-        direct write to every other owner."""
-        count = len(self._targets)
-        if error is None:
+    def _forwarded(self, error: ReplicaError | None, answer: object) -> None:
+        """A reply to the FORWARD: some owners' outcomes (a Part: more to come), or the last; when the call
+        failed (or a reply does not decode), the forwarder's error for its own copy, if it had no outcome
+        yet, and a direct write to every other owner still without one."""
+        count, told = len(self._targets), []
+        last = not isinstance(answer, Part)
+        payload = answer.payload if isinstance(answer, Part) else answer
+        if error is None and isinstance(payload, bytes):
             try:
-                outcomes = decode_outcomes(payload, count)
+                told = decode_outcomes(payload, count)
             except wire.WireError as malformed:
                 error = ReplicaProtocolError(f"{self._forwarder.url}: {malformed}")
         if error is not None:
-            outcomes = [Outcome(error), *[NOT_RELAYED] * (count - 1)]
-        for index, outcome in enumerate(outcomes):
+            told, last = [(0, Outcome(error))], True
+        for index, outcome in told:
+            self._settle(index, outcome)
+        if last:  # an owner the forwarder did not account for is written to directly
+            for index in range(count):
+                self._settle(index, NOT_RELAYED)
+
+    def _settle(self, index: int, outcome: Outcome) -> None:
+        """An owner's outcome, the first it is told (a later one is dropped)."""
+        if self._outcomes[index] is None:
             self._outcomes[index] = outcome
             self._tell(index)
 
@@ -153,13 +168,16 @@ class _Relaying:
         self.settle(index, Outcome(error, newer))
 
     def settle(self, index: int, outcome: Outcome) -> None:
+        """An owner's outcome: answered at once, in a FORWARDING reply, or in the last if it is the last."""
         outcomes = self._outcomes
         if outcomes is None or outcomes[index] is not None:
             return
         outcomes[index] = outcome
         self._missing -= 1
-        if not self._missing:
-            self._answer()
+        if self._missing:
+            self._reply(wire.Status.FORWARDING, encode_outcomes([(index, outcome)]))
+        else:
+            self._answer([(index, outcome)])
 
     def wait(self, loop: asyncio.AbstractEventLoop) -> None:
         """Answer at the budget's end at the latest (unless every owner has answered already)."""
@@ -170,18 +188,16 @@ class _Relaying:
         outcomes = self._outcomes
         assert outcomes is not None
         budget = self._request.budget_s
-        for index, outcome in enumerate(outcomes):
-            if outcome is None:
-                url = self._request.targets[index]
-                silent = ReplicaTimeout(f"{url} did not answer the forwarder within {budget:g}s")
-                outcomes[index] = Outcome(silent)
-        self._answer()
+        silent = [
+            (index, Outcome(ReplicaTimeout(f"{url} did not answer the forwarder within {budget:g}s")))
+            for index, url in enumerate(self._request.targets)
+            if outcomes[index] is None
+        ]
+        self._answer(silent)
 
-    def _answer(self) -> None:
-        outcomes, self._outcomes = self._outcomes, None
-        assert outcomes is not None
+    def _answer(self, last: list[tuple[int, Outcome]]) -> None:
+        """The last reply, with the outcomes not answered yet: the call ends."""
+        self._outcomes = None
         if self._timer is not None:
             self._timer.cancel()
-        every = [outcome for outcome in outcomes if outcome is not None]
-        assert len(every) == len(outcomes)
-        self._reply(wire.Status.FORWARDED, encode_outcomes(every))
+        self._reply(wire.Status.FORWARDED, encode_outcomes(last))

@@ -6,8 +6,9 @@ datacenter, whose receiver forwards it there.
 A coordinator writes to the owners in its own datacenter itself. In each other datacenter with two owners
 or more, the first owner in its placement order that can forward (its channel open and speaking
 protocol 5, not lagging) is sent a FORWARD naming every owner of that datacenter, itself first; it stores
-its own copy, relays the write to the others, and answers each one's outcome, so that the coordinator
-counts, hints and answers every owner as if it had written to it itself (kvnode.coordinator.forwarding).
+its own copy, relays the write to the others, and answers each one's outcome as it comes in, so that the
+coordinator counts, hints and answers every owner as if it had written to it itself, as soon as it would
+have (kvnode.coordinator.forwarding).
 
     >>> from collections import namedtuple
     >>> Owner = namedtuple("Owner", "url")
@@ -19,9 +20,9 @@ counts, hints and answers every owner as if it had written to it itself (kvnode.
     >>> request = decode_request(encode_request(0.7, ["http://w2", "http://w1"], Record.put(7, b"v")))
     >>> request.budget_s, request.targets, request.record.value
     (0.7, ('http://w2', 'http://w1'), b'v')
-    >>> reply = encode_outcomes([STORED, Outcome(newer=9), NOT_RELAYED])
-    >>> [(outcome.newer, outcome.relayed) for outcome in decode_outcomes(reply, 3)]
-    [(None, True), (9, True), (None, False)]
+    >>> reply = encode_outcomes([(0, STORED), (2, Outcome(newer=9)), (1, NOT_RELAYED)])
+    >>> [(index, outcome.newer, outcome.relayed) for index, outcome in decode_outcomes(reply, 3)]
+    [(0, None, True), (2, 9, True), (1, None, False)]
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ __all__ = [
 
 _HEAD = struct.Struct(">IB")  # the budget (ms), the number of targets
 _URL = struct.Struct(">B")
-_OUTCOME = struct.Struct(">BH")  # its kind, the length of what follows
+_OUTCOME = struct.Struct(">BBH")  # the owner's place in the request, the outcome's kind, what follows' length
 _TIMESTAMP = struct.Struct(">Q")
 _MAX_URL_BYTES = 255
 _MAX_REASON_BYTES = 1000  # an owner's failure, as the forwarder words it, cut to this
@@ -168,10 +169,11 @@ _ERRORS: tuple[type[ReplicaError], ...] = (
 _FIRST_ERROR = 3
 
 
-def encode_outcomes(outcomes: Sequence[Outcome]) -> bytes:
-    """A FORWARDED reply's payload: each owner's outcome, in the request's order."""
+def encode_outcomes(outcomes: Sequence[tuple[int, Outcome]]) -> bytes:
+    """A FORWARDING or FORWARDED reply's payload: owners' outcomes, each with the owner's place among the
+    request's targets."""
     parts = []
-    for outcome in outcomes:
+    for index, outcome in outcomes:
         if outcome.error is not None:
             kind = _FIRST_ERROR + _ERRORS.index(_kind_of(outcome.error))
             detail = str(outcome.error).encode()[:_MAX_REASON_BYTES]
@@ -181,7 +183,7 @@ def encode_outcomes(outcomes: Sequence[Outcome]) -> bytes:
             kind, detail = 1, _TIMESTAMP.pack(outcome.newer)
         else:
             kind, detail = 0, b""
-        parts += [_OUTCOME.pack(kind, len(detail)), detail]
+        parts += [_OUTCOME.pack(index, kind, len(detail)), detail]
     return b"".join(parts)
 
 
@@ -190,34 +192,36 @@ def _kind_of(error: ReplicaError) -> type[ReplicaError]:
     return type(error) if type(error) in _ERRORS else ReplicaRejected
 
 
-def decode_outcomes(payload: bytes, expected: int) -> list[Outcome]:
-    """The ``expected`` owners' outcomes; raises WireError for a payload that does not hold them.
+def decode_outcomes(payload: bytes, targets: int) -> list[tuple[int, Outcome]]:
+    """Owners' outcomes, each with its place among the request's ``targets``; raises WireError for a
+    payload that does not hold them.
 
-    >>> [type(outcome.error).__name__ for outcome in decode_outcomes(
-    ...     encode_outcomes([Outcome(errors.ReplicaTimeout("http://w3 did not answer"))]), 1)]
-    ['ReplicaTimeout']
+    >>> [(index, type(outcome.error).__name__) for index, outcome in decode_outcomes(
+    ...     encode_outcomes([(1, Outcome(errors.ReplicaTimeout("http://w3 did not answer")))]), 2)]
+    [(1, 'ReplicaTimeout')]
     """
-    outcomes, offset = [], 0
+    outcomes: list[tuple[int, Outcome]] = []
+    offset = 0
     while offset < len(payload):
         if len(payload) - offset < _OUTCOME.size:
-            raise WireError("FORWARDED reply ends inside an outcome's header")
-        kind, length = _OUTCOME.unpack_from(payload, offset)
+            raise WireError("FORWARD reply ends inside an outcome's header")
+        index, kind, length = _OUTCOME.unpack_from(payload, offset)
         offset += _OUTCOME.size
         detail = payload[offset : offset + length]
         offset += length
-        if len(detail) != length or kind >= _FIRST_ERROR + len(_ERRORS):
-            raise WireError(f"FORWARDED reply has a malformed outcome (kind {kind})")
+        if len(detail) != length or kind >= _FIRST_ERROR + len(_ERRORS) or index >= targets:
+            raise WireError(
+                f"FORWARD reply has a malformed outcome (owner {index} of {targets}, kind {kind})"
+            )
         if kind >= _FIRST_ERROR:
             error = _ERRORS[kind - _FIRST_ERROR](detail.decode("utf-8", "replace"))
-            outcomes.append(Outcome(error))
+            outcomes.append((index, Outcome(error)))
         elif kind == 2:
-            outcomes.append(NOT_RELAYED)
+            outcomes.append((index, NOT_RELAYED))
         elif kind == 1:
             if length != _TIMESTAMP.size:
-                raise WireError("FORWARDED reply's newer version is not a timestamp")
-            outcomes.append(Outcome(newer=_TIMESTAMP.unpack(detail)[0]))
+                raise WireError("FORWARD reply's newer version is not a timestamp")
+            outcomes.append((index, Outcome(newer=_TIMESTAMP.unpack(detail)[0])))
         else:
-            outcomes.append(STORED)
-    if len(outcomes) != expected:
-        raise WireError(f"FORWARDED reply has {len(outcomes)} outcomes for {expected} owners")
+            outcomes.append((index, STORED))
     return outcomes

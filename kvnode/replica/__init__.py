@@ -62,9 +62,10 @@ class Forwarder(Protocol):
         """Its shortest recent round trip (seconds; 0 before one)."""
         ...
 
-    def forward_then(self, key: bytes, request: bytes, answered: Answered[bytes]) -> None:
+    def forward_then(self, key: bytes, request: bytes, answered: Answered[object]) -> None:
         """Send it a FORWARD of ``request`` (kvnode.coordinator.forwards.encode_request); ``answered`` is
-        told the FORWARDED reply's payload, or how the call failed."""
+        told each FORWARDING reply's payload as a ``protocol.Part``, then the FORWARDED reply's, or how the
+        call failed."""
         ...
 
 

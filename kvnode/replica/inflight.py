@@ -127,6 +127,10 @@ class CallsInFlight:
         self._meter.ended(label, outcome(error), 0.0)
         answered(error, None)
 
+    def peek(self, call_id: int) -> InFlightCall | None:
+        """A call still in flight, left there (told part of its answer); None when it is gone."""
+        return self._calls.get(call_id)
+
     def take(self, call_id: int) -> InFlightCall | None:
         """Take a call out of flight (answered); None when it is gone (timed out, or failed)."""
         call = self._calls.pop(call_id, None)

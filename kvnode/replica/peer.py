@@ -131,9 +131,9 @@ class PeerReplica(AwaitableCalls):
             return None
         return self
 
-    def forward_then(self, key: bytes, request: bytes, answered: Answered[bytes]) -> None:
+    def forward_then(self, key: bytes, request: bytes, answered: Answered[object]) -> None:
         """A FORWARD (kvnode.coordinator.forwarding), counted as "forward"."""
-        self.call_then(wire.Op.FORWARD, key, request, "forward", answered)  # type: ignore[arg-type]
+        self.call_then(wire.Op.FORWARD, key, request, "forward", answered)
 
     def deliver_hint(self, key: bytes, record: Record) -> asyncio.Future[int | None]:
         """A write, counted apart from the coordinator's (op="hint" in kvnode_replica_calls_total)."""
@@ -386,6 +386,13 @@ class PeerReplica(AwaitableCalls):
 
     def _resolve(self, reply: wire.ReplicaReply) -> None:
         calls = self._calls
+        if reply.status is wire.Status.FORWARDING:  # the one status answering part of a call (is: cheap)
+            part = calls.peek(reply.call_id)
+            if part is not None:
+                error, answer = resolve(self.url, part.op, reply)
+                if error is None:
+                    part.answered(None, answer)  # in flight still, for the rest of its answer
+                    return
         call = calls.take(reply.call_id)
         if call is None:
             return  # the call already timed out

@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 
 Answer = tuple[wire.Status, bytes]
 Answerer = Callable[[wire.CallRequest], Answer]
-Reply = Callable[[wire.Status, bytes], None]  # a deferred call's answer, once known (told at most once)
+Reply = Callable[[wire.Status, bytes], None]  # a deferred call's answer, or a part of it (protocol.Part)
 DeferredAnswerer = Callable[[wire.CallRequest, Reply], None]
 
 

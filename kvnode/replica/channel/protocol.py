@@ -22,10 +22,10 @@ that speaks 2 or 1 makes a CLOCK call. 4 adds a conditional write's Paxos calls 
 kvnode.paxos): a node does not make them on a channel that speaks less, and answers a conditional request
 whose owners it cannot reach so with a 503 during a rolling upgrade. 5 adds FORWARD
 (kvnode.coordinator.forwarding): a write for the owners of another datacenter, sent to one of them, which
-stores its own copy, relays it to the others and answers each one's outcome (FORWARDED); a coordinator sends
-it only on a channel that speaks 5, and writes to each owner itself otherwise, as before. A FORWARD is
-answered once the relayed writes are: the one call whose answer does not come with its frame's
-(kvnode.replica.channel.answerers).
+stores its own copy, relays it to the others and answers each one's outcome as it comes in (FORWARDING, the
+last FORWARDED); a coordinator sends it only on a channel that speaks 5, and writes to each owner itself
+otherwise, as before. A FORWARD is answered as the relayed writes are: the one call whose answer does not
+come with its frame's (kvnode.replica.channel.answerers), and the one answered in parts (:class:`Part`).
 
 :data:`PROTOCOL` is the one table of the calls, a row each: the version the call came in, and the reply
 statuses that answer it, each with what its payload resolves to. FAILED, REFUSED and NOT_READY fail any call
@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from kvnode.replica.channel import wire
 from kvnode.replica.errors import (
@@ -63,6 +64,7 @@ __all__ = [
     "PROTOCOL",
     "Answers",
     "Call",
+    "Part",
     "Versions",
     "clock_pong",
     "negotiate",
@@ -164,6 +166,12 @@ def write_call(key: bytes, record: Record, version: int) -> tuple[wire.Op, bytes
 Answers = Mapping[wire.Status, Callable[[bytes], object]]  # a reply's status -> what its payload resolves to
 
 
+class Part(NamedTuple):
+    """Part of a call's answer (a FORWARDING reply's payload): the call stays in flight for the rest."""
+
+    payload: bytes
+
+
 @dataclass(frozen=True, slots=True)
 class Call:
     """A row of the protocol table: the version a call came in, and what each status answering it resolves
@@ -179,6 +187,10 @@ def _nothing(payload: bytes) -> None:
 
 def _payload(payload: bytes) -> bytes:
     return payload
+
+
+def _part(payload: bytes) -> Part:
+    return Part(payload)
 
 
 _READ = {wire.Status.FOUND: decode, wire.Status.ABSENT: _nothing}
@@ -202,7 +214,9 @@ PROTOCOL: dict[wire.Op, Call] = {
     wire.Op.PREPARE: Call(PAXOS, {wire.Status.PAXOS: _payload}),  # kvnode.paxos.acceptor_calls, as the next
     wire.Op.PROPOSE: Call(PAXOS, {wire.Status.PAXOS: _payload}),
     wire.Op.COMMIT: Call(PAXOS, {wire.Status.PAXOS: _payload}),
-    wire.Op.FORWARD: Call(FORWARDS, {wire.Status.FORWARDED: _payload}),  # kvnode.coordinator.forwarding
+    wire.Op.FORWARD: Call(  # kvnode.coordinator.forwarding
+        FORWARDS, {wire.Status.FORWARDING: _part, wire.Status.FORWARDED: _payload}
+    ),
 }
 
 

@@ -146,7 +146,8 @@ class Op(enum.IntEnum):
     COMMIT = 14
     # Protocol version 5: a write for the owners of one datacenter, sent to one of them, which stores its
     # own copy and relays it to the others (kvnode.coordinator.forwarding); record =
-    # kvnode.coordinator.forwards.encode_request, answered FORWARDED, each owner's outcome so encoded.
+    # kvnode.coordinator.forwards.encode_request, answered FORWARDING as each owner's outcome comes in and
+    # FORWARDED with the last.
     FORWARD = 15
 
 
@@ -164,7 +165,8 @@ class Status(enum.IntEnum):
     MEMBERSHIP = 11  # kvnode.topology.membership.Membership.encode
     RECORDS = 12  # kvnode.replica.pages.encode_page
     PAXOS = 13  # an acceptor's reply (kvnode.paxos.messages.encode)
-    FORWARDED = 14  # each owner's outcome of a FORWARD (kvnode.coordinator.forwards.encode_outcomes)
+    FORWARDED = 14  # the last owners' outcomes of a FORWARD (kvnode.coordinator.forwards.encode_outcomes)
+    FORWARDING = 15  # an owner's outcome of a FORWARD, the call still in flight for the others' (the same)
 
 
 # By wire value: a dict lookup costs a tenth of calling the enum class.

@@ -1,11 +1,11 @@
 """kvnode.coordinator.forwarding in-process. First with scripted peers (a coordinator on http://a:1 in east,
-http://b:1 and http://c:1 in west, each on real Storage): b's FORWARD handed straight to b's real Relay,
-which stores b's copy and relays to c through a scripted replica of its own, so each failure comes on cue:
-a forwarder that dies mid-relay, an owner silent past the forwarder's budget, one the forwarder cannot
-reach, a malformed reply, a forwarder that speaks an older protocol; every owner counted, hinted at most
-once, and none acknowledged lost. Then on nodes served in this process, over real channels: a write
-crosses to the other datacenter once, counted by the replica calls of each node; an old-protocol peer; one
-datacenter, which never forwards."""
+http://b:1 and http://c:1 in west, each on real Storage): b's FORWARD handed straight to b's real Relay, which
+stores b's copy and relays to c through a scripted replica of its own, so each failure comes on cue: a slow
+owner, which holds up no quorum the others make, a forwarder that dies mid-relay, an owner silent past the
+forwarder's budget, one the forwarder cannot reach, a malformed reply, a forwarder that speaks an older
+protocol; every owner counted, hinted at most once, and none acknowledged lost. Then on nodes served in this
+process, over real channels: a write crosses to the other datacenter once, counted by the replica calls of
+each node; an old-protocol peer; one datacenter, which never forwards."""
 
 from __future__ import annotations
 
@@ -24,12 +24,14 @@ from kvnode.coordinator.quorum import Quorum
 from kvnode.ops.ports import free_ports
 from kvnode.replica import Answered, Replica
 from kvnode.replica.channel import wire
+from kvnode.replica.channel.protocol import Part
 from kvnode.replica.errors import ReplicaUnavailable
 from kvnode.replica.local import LocalReplica
 from kvnode.replica.peer import PeerReplica
 from kvnode.storage.records import Record
 from kvnode.topology.membership import Membership
 from tests.drivers import Serve, ServedNode, served_members
+from tests.harness import eventually
 from tests.replicas import (
     URLS,
     CoordinatorNode,
@@ -45,28 +47,34 @@ TWO_DATACENTERS = Membership.seeded(URLS, datacenters=("east", "west", "west")) 
 
 class ScriptedForwarder:
     """A peer as a forwarder, its FORWARD carried by no channel: handed to ``relay`` (the peer's own Relay)
-    at once, and its reply told to the caller. ``die`` fails the FORWARD in flight as a dropped channel
-    does (its reply, if it comes later, is dropped); ``garbled`` makes the reply one that does not decode."""
+    at once, and its replies told to the caller (a FORWARDING one as a Part, as the client end resolves
+    it). ``die`` fails the FORWARD in flight as a dropped channel does (its replies, if they come later,
+    are dropped); ``garbled`` makes the replies ones that do not decode."""
 
     def __init__(self, url: str, relay: Relay, timeout: float = 1.0) -> None:
         self.url = url
         self.timeout = timeout
         self.distance = 0.0
         self.garbled = False
+        self.silent = False  # its FORWARDING replies lost on the way, as a channel about to drop loses them
         self.sent: list[ForwardRequest] = []
         self._relay = relay
-        self._waiting: Answered[bytes] | None = None
+        self._waiting: Answered[object] | None = None
 
-    def forward_then(self, key: bytes, request: bytes, answered: Answered[bytes]) -> None:
+    def forward_then(self, key: bytes, request: bytes, answered: Answered[object]) -> None:
         self.sent.append(decode_request(request))
         self._waiting = answered
         self._relay.forward(wire.CallRequest(len(self.sent), wire.Op.FORWARD, key, request), self._replied)
 
     def _replied(self, status: wire.Status, payload: bytes) -> None:
-        assert status is wire.Status.FORWARDED
-        answered, self._waiting = self._waiting, None
-        if answered is not None:
-            answered(None, b"\x00" if self.garbled else payload)
+        answered = self._waiting
+        if status is wire.Status.FORWARDED:
+            self._waiting = None
+        else:
+            assert status is wire.Status.FORWARDING
+        if answered is not None and not (self.silent and status is wire.Status.FORWARDING):
+            payload = b"\x00" if self.garbled else payload
+            answered(None, payload if status is wire.Status.FORWARDED else Part(payload))
 
     def die(self) -> None:
         answered, self._waiting = self._waiting, None
@@ -131,26 +139,48 @@ async def test_a_large_write_gives_its_forwarder_the_time_to_carry_it_too(tmp_pa
         assert west.forwarder.sent[0].budget_s == 1.8
 
 
-async def test_a_forwarder_that_dies_mid_relay_leaves_the_others_written_directly_and_only_itself_hinted(
-    tmp_path: Path,
-) -> None:
-    """b dies with its relay to c under way: its own copy fails (and is hinted, once), c is written to
-    directly, and the quorum of a and c answers. The relay's write reaches c later all the same (the same
-    version: nothing changes), and its answer, which b never sends, counts nowhere."""
+async def test_a_slow_owner_over_there_holds_up_no_quorum_the_others_make(tmp_path: Path) -> None:
+    """c is slow to answer b: a quorum of a and b is answered as soon as b's own copy is stored (its
+    outcome comes in a reply of its own), not when c answers or the budget ends; c's answer, when it comes,
+    counts as a direct write's would (no hint)."""
     with two_datacenters(tmp_path) as west:
         node = west.node
         west.relayed.holding = True
         put = asyncio.ensure_future(node.coordinator.put(b"k", b"v", quorum(node, "quorum")))
         await run_callbacks()
+        assert put.done()
+        record = put.result()
+        assert holders(node, b"k", record) == [A, B]
+        west.relayed.release()
+        await run_callbacks()
+        assert holders(node, b"k", record) == URLS and node.hints.pending_by_target() == {}
+
+
+@pytest.mark.parametrize("reported", [True, False])
+async def test_a_forwarder_that_dies_mid_relay_leaves_the_others_written_directly(
+    tmp_path: Path, reported: bool
+) -> None:
+    """b dies with its relay to c under way: c is written to directly. b's own copy counts if its outcome
+    came before (``reported``: every owner answers, ack=all); if not, b fails with the forwarder's error and
+    is hinted, once, and the quorum of a and c answers. The relay's write reaches c later all the same (the
+    same version: nothing changes), and its answer, which b never sends, counts nowhere."""
+    with two_datacenters(tmp_path) as west:
+        node = west.node
+        west.relayed.holding = True
+        west.forwarder.silent = not reported
+        level = "all" if reported else "quorum"
+        put = asyncio.ensure_future(node.coordinator.put(b"k", b"v", quorum(node, level)))
+        await run_callbacks()
         assert west.forwarder.sent and not put.done()
         west.forwarder.die()
         record = await put
         assert [write for write, _ in node.c.writes] == [b"k"] and node.b.writes == []
-        assert node.hints.pending_by_target() == {B: 1}
+        hinted = {} if reported else {B: 1}
+        assert node.hints.pending_by_target() == hinted
         west.relayed.release()
         await run_callbacks()
         assert holders(node, b"k", record) == URLS  # b stored its own copy before it died
-        assert node.hints.pending_by_target() == {B: 1} and len(node.c.writes) == 1
+        assert node.hints.pending_by_target() == hinted and len(node.c.writes) == 1
 
 
 async def test_an_owner_silent_past_the_forwarders_budget_is_answered_timed_out_and_hinted(
@@ -159,9 +189,12 @@ async def test_an_owner_silent_past_the_forwarders_budget_is_answered_timed_out_
     with two_datacenters(tmp_path, timeout=0.05) as west:  # a budget of 45 ms
         node = west.node
         west.relayed.holding = True
-        record = await node.coordinator.put(b"k", b"v", quorum(node, "quorum"))
+        record = await node.coordinator.put(b"k", b"v", quorum(node, "quorum"))  # a and b: at once
         assert west.forwarder.sent[0].budget_s == 0.045
-        assert node.hints.pending_by_target() == {C: 1} and node.c.writes == []
+        await eventually(
+            lambda: node.hints.pending_by_target() == {C: 1}, what="c hinted once the budget ended"
+        )
+        assert node.c.writes == []
         assert holders(node, b"k", record) == [A, B]
         west.relayed.release()  # the late answer changes nothing: c holds it now, its hint delivers it again
         await run_callbacks()
@@ -254,9 +287,11 @@ async def test_a_relay_answers_an_owner_it_has_no_member_for_as_not_relayed_and_
             wire.CallRequest(1, wire.Op.FORWARD, b"k", request), lambda *reply: replies.append(reply)
         )
         await run_callbacks()
-        ((status, payload),) = replies
-        stored, unknown = decode_outcomes(payload, 2)
-        assert status is wire.Status.FORWARDED and stored.relayed and stored.error is None
+        statuses = [status for status, _ in replies]
+        assert statuses == [wire.Status.FORWARDING, wire.Status.FORWARDED]  # the unknown owner's at once
+        outcomes = dict(outcome for _, payload in replies for outcome in decode_outcomes(payload, 2))
+        stored, unknown = outcomes[0], outcomes[1]
+        assert stored.relayed and stored.error is None
         assert not unknown.relayed and observed == [record.timestamp]
         with pytest.raises(wire.WireError):
             relay.forward(wire.CallRequest(2, wire.Op.FORWARD, b"k", b"\x00"), lambda *reply: None)

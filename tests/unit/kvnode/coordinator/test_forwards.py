@@ -124,26 +124,28 @@ def test_each_owner_s_outcome_travels_with_its_kind_and_reason() -> None:
     outcomes = [STORED, Outcome(newer=2**64 - 1), NOT_RELAYED] + [
         Outcome(error(f"http://west-{n}: {error.__name__}")) for n, error in enumerate(named)
     ]
-    decoded = decode_outcomes(encode_outcomes(outcomes), len(outcomes))
-    assert decoded[:3] == outcomes[:3]
-    for sent, received in zip(outcomes[3:], decoded[3:], strict=True):
+    indexed = list(enumerate(outcomes))
+    decoded = decode_outcomes(encode_outcomes(indexed[::-1]), len(outcomes))[::-1]  # in any order
+    assert [index for index, _ in decoded] == list(range(len(outcomes)))
+    assert decoded[:3] == indexed[:3]
+    for sent, (_, received) in zip(outcomes[3:], decoded[3:], strict=True):
         assert type(received.error) is type(sent.error) and str(received.error) == str(sent.error)
         assert received.relayed and received.newer is None
 
 
 def test_an_error_the_wire_does_not_name_travels_as_a_rejection_and_a_long_reason_is_cut() -> None:
-    (plain,) = decode_outcomes(encode_outcomes([Outcome(ReplicaError("x" * 5000))]), 1)
+    ((_, plain),) = decode_outcomes(encode_outcomes([(0, Outcome(ReplicaError("x" * 5000)))]), 1)
     assert type(plain.error) is ReplicaRejected and str(plain.error) == "x" * 1000
 
 
 @pytest.mark.parametrize(
     ("payload", "expected", "reason"),
     [
-        (encode_outcomes([STORED]), 2, "1 outcomes for 2 owners"),
-        (b"\x00", 1, "inside an outcome's header"),
-        (b"\x01\x00\x02ab", 1, "not a timestamp"),
-        (b"\x00\x00\x05ab", 1, "malformed outcome"),  # shorter than it says
-        (b"\x63\x00\x00", 1, "malformed outcome \\(kind 99\\)"),
+        (encode_outcomes([(2, STORED)]), 2, "malformed outcome \\(owner 2 of 2, kind 0\\)"),
+        (b"\x00\x00", 1, "inside an outcome's header"),
+        (b"\x00\x01\x00\x02ab", 1, "not a timestamp"),
+        (b"\x00\x00\x00\x05ab", 1, "malformed outcome"),  # shorter than it says
+        (b"\x00\x63\x00\x00", 1, "malformed outcome \\(owner 0 of 1, kind 99\\)"),
     ],
 )
 def test_a_malformed_reply_is_refused(payload: bytes, expected: int, reason: str) -> None:
