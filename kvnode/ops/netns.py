@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = [
+    "NETNS_DIR",
     "IpCommandFailed",
     "NamespaceHosts",
     "enter_namespace",
@@ -49,7 +50,7 @@ __all__ = [
 
 _COMMAND_S = 30.0  # generous: an `ip` run waits for the kernel's locks on a machine shared with others
 _CLONE_NEWNET = 0x40000000
-_NETNS_DIR = Path("/run/netns")  # where `ip netns add` names namespaces
+NETNS_DIR = Path("/run/netns")  # where `ip netns add` names namespaces
 _NO_IP = "no `ip` binary (iproute2)"
 
 
@@ -110,13 +111,13 @@ def libc_call(name: str, *args: int) -> None:
 
 def same_namespace(proc_path: str, namespace: str) -> bool:
     """Whether ``proc_path`` (a /proc/.../ns/net) is the network namespace named ``namespace``."""
-    return os.stat(proc_path).st_ino == os.stat(_NETNS_DIR / namespace).st_ino
+    return os.stat(proc_path).st_ino == os.stat(NETNS_DIR / namespace).st_ino
 
 
 def enter_namespace(namespace: str) -> None:
     """Move the calling thread (only it: the network namespace is per thread; threads and processes it
     starts later follow it) into ``namespace``."""
-    fd = os.open(_NETNS_DIR / namespace, os.O_RDONLY | os.O_CLOEXEC)
+    fd = os.open(NETNS_DIR / namespace, os.O_RDONLY | os.O_CLOEXEC)
     try:
         libc_call("setns", fd, _CLONE_NEWNET)
     finally:
