@@ -1,8 +1,7 @@
-"""Hosts made of network namespaces, for the tests and benchmarks that need machines with addresses of
-their own: each host a namespace with one address on its eth0, joined by bridges that live in a namespace
-of their own (``PREFIX-br``). The veth pairs are created inside the bridges' namespace with their other
-end placed straight into a host's, so no interface, address or route ever appears in the machine's own
-namespace, and deleting the namespaces removes everything.
+"""The WAN test bed's hosts, made of network namespaces with :mod:`kvnode.ops.netns` (as the check's and
+the suite's are): each host a namespace with one address on its eth0, joined by bridges that live in a
+namespace of their own (``PREFIX-br``), so nothing appears in the machine's own namespace and deleting
+the namespaces removes everything.
 
 Hosts of one subnet share a bridge. Hosts of two subnets are two datacenters: 198.51.100.0/24 and
 203.0.113.0/24 (TEST-NET-2 and TEST-NET-3: documentation only, routed nowhere; they exist only inside
@@ -14,8 +13,7 @@ netem qdisc would do the same in the kernel; the kernels this runs on are built 
 
 It needs Linux, root and iproute2's ``ip``, and /dev/net/tun for a delay: :func:`unavailable` says why
 not, in a few words. Every namespace is named ``PREFIX-ROLE``, PREFIX ending with the pid of the process
-that made it (:func:`run_prefix`): :func:`remove_leftovers` removes those of an earlier run whose
-process is gone (a killed or interrupted one), never a live run's.
+that made it (kvnode.ops.netns.run_prefix), so that a later run removes what a killed one left.
 
 >>> datacenter_address(0, 1), datacenter_address(1, 3)
 ('198.51.100.1', '203.0.113.3')
@@ -26,41 +24,38 @@ process is gone (a killed or interrupted one), never a live run's.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
-import re
 import select
-import shutil
 import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kvnode.ops.netns import (
+    IpCommandFailed,
+    NamespaceHosts,
+    enter_namespace,
+    inside,
+    namespaces_unavailable,
+    run,
+    run_ip,
+)
 from kvnode.ops.processes import die_with_parent
 from loadtest.wan_delay import ATTACHED
 
 __all__ = [
     "DATACENTER_SUBNETS",
-    "IpCommandFailed",
     "NamespaceNetwork",
     "connect_round_trips_ms",
     "crossing_rules",
     "datacenter_address",
-    "enter_namespace",
-    "inside",
-    "ip_binary",
-    "leftover_namespaces",
     "listening_socket",
-    "remove_leftovers",
-    "run_ip",
-    "run_prefix",
-    "same_namespace",
     "unavailable",
 ]
 
@@ -69,38 +64,14 @@ GATEWAY = 254  # each subnet's router address, where hosts of two subnets send w
 WAN_DEVICE = "wan0"  # the TUN device in the bridges' namespace that the delay line reads
 _WAN_TABLE = "100"  # the routing table that sends a crossing packet into the device
 _ATTACH_S = 10.0  # for the delay line to attach to its device
-_CLONE_NEWNET = 0x40000000
-_NETNS_DIR = Path("/run/netns")  # where `ip netns add` names namespaces
-
-
-class IpCommandFailed(Exception):
-    pass
-
-
-def ip_binary() -> str | None:
-    """iproute2's ``ip``, also where root's PATH has it and another's may not."""
-    return shutil.which("ip", path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"]))
-
-
-def run_ip(*args: str) -> str:
-    ip = ip_binary()
-    if ip is None:
-        raise IpCommandFailed("no `ip` binary (iproute2)")
-    result = subprocess.run([ip, *args], capture_output=True, text=True, timeout=10)
-    if result.returncode != 0:
-        raise IpCommandFailed(f"ip {' '.join(args)}: {result.stderr.strip()}")
-    return result.stdout
 
 
 def unavailable(delay: bool = False) -> str:
     """Why namespaces (and, with ``delay``, a delay line) cannot be made here, in a few words; "" where
     they can."""
-    if not sys.platform.startswith("linux"):
-        return "network namespaces are a Linux feature"
-    if ip_binary() is None:
-        return "no `ip` binary (iproute2): cannot create network namespaces"
-    if os.geteuid() != 0:
-        return "creating network namespaces needs root; this process is not root"
+    reason = namespaces_unavailable()
+    if reason:
+        return reason
     if delay and not os.access("/dev/net/tun", os.R_OK | os.W_OK):
         return "no /dev/net/tun: the WAN delay line needs a TUN device"
     return ""
@@ -121,59 +92,6 @@ def crossing_rules(subnets: Sequence[str]) -> list[list[str]]:
         for other in subnets
         if other != subnet
     ]
-
-
-def inside(namespace: str, argv: Sequence[str]) -> list[str]:
-    """``argv`` run in ``namespace`` (``ip netns exec`` execs it: the PID is the command's own)."""
-    ip = ip_binary()
-    if ip is None:
-        raise IpCommandFailed("no `ip` binary (iproute2)")
-    return [ip, "netns", "exec", namespace, *argv]
-
-
-def run_prefix(kind: str) -> str:
-    """The prefix of the namespaces this process makes: ``KIND-PID``."""
-    return f"{kind}-{os.getpid()}"
-
-
-def leftover_namespaces(names: Iterable[str], kind: str, is_running: Callable[[int], bool]) -> list[str]:
-    """The namespaces an earlier run of ``kind`` left behind: its prefix, and that run's process gone.
-    Anything else, including a live run's namespaces, is not ours to remove."""
-    pattern = re.compile(rf"{re.escape(kind)}-(\d+)-[a-z0-9]+")
-    return [
-        name
-        for name in names
-        if (match := pattern.fullmatch(name)) is not None and not is_running(int(match[1]))
-    ]
-
-
-def remove_leftovers(kind: str) -> None:
-    """Delete the namespaces of earlier runs of ``kind`` whose process is gone. An earlier process with
-    this very pid cannot be running: its namespaces are leftovers too."""
-    names = [line.split()[0] for line in run_ip("netns", "list").splitlines() if line.strip()]
-    gone = leftover_namespaces(names, kind, lambda pid: pid != os.getpid() and Path(f"/proc/{pid}").exists())
-    for name in gone:
-        with contextlib.suppress(IpCommandFailed):
-            run_ip("netns", "delete", name)
-
-
-def same_namespace(proc_path: str, namespace: str) -> bool:
-    return os.stat(proc_path).st_ino == os.stat(_NETNS_DIR / namespace).st_ino
-
-
-def enter_namespace(namespace: str) -> None:
-    """Move the calling thread (only it: the network namespace is per thread; threads and processes it
-    starts later follow it) into ``namespace``."""
-    fd = os.open(_NETNS_DIR / namespace, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.setns(fd, _CLONE_NEWNET) != 0:
-            errno = ctypes.get_errno()
-            raise OSError(errno, f"setns into {namespace}: {os.strerror(errno)}")
-    finally:
-        os.close(fd)
-    if not same_namespace("/proc/thread-self/ns/net", namespace):
-        raise OSError(f"this thread is not in {namespace}")
 
 
 def listening_socket(namespace: str, address: str, port: int) -> socket.socket:
@@ -208,62 +126,28 @@ def connect_round_trips_ms(address: str, port: int, count: int) -> list[float]:
 
 
 @dataclass
-class NamespaceNetwork:
-    """Network namespaces joined by bridges that live in a namespace of their own (see the module doc)."""
+class NamespaceNetwork(NamespaceHosts):
+    """Network namespaces joined by bridges, routed between subnets, with a delay line (see the module
+    doc)."""
 
-    prefix: str
-    namespaces: list[str] = field(default_factory=list)
     subnets: list[str] = field(default_factory=list)
     delay_line: subprocess.Popen[str] | None = None
     routed_through_line: bool = False  # the device and the rules made (they stay until the end)
 
-    @property
-    def router(self) -> str:
-        """The bridges' namespace (the router between subnets)."""
-        return f"{self.prefix}-br"
-
-    def add_namespace(self, role: str) -> str:
-        name = f"{self.prefix}-{role}"
-        self.namespaces.append(name)  # before: a failed add may still have left the name behind
-        run_ip("netns", "add", name)
-        run_ip("-n", name, "link", "set", "lo", "up")
-        return name
-
     def build(self, members: Mapping[str, str]) -> None:
         """The bridges' namespace, and for each member role a namespace with its address (a.b.c.HOST/24)
         on its eth0; each subnet a bridge, routed to the others when there are several."""
-        bridges = self.add_namespace("br")
         self.subnets = list(dict.fromkeys(address.rsplit(".", 1)[0] for address in members.values()))
         routed = len(self.subnets) > 1
         for index, subnet in enumerate(self.subnets):
-            bridge = f"br{index}"
-            run_ip("-n", bridges, "link", "add", bridge, "type", "bridge")
-            if routed:
-                run_ip("-n", bridges, "addr", "add", f"{subnet}.{GATEWAY}/24", "dev", bridge)
-            run_ip("-n", bridges, "link", "set", bridge, "up")
+            self.add_bridge(f"br{index}", f"{subnet}.{GATEWAY}/24" if routed else None)
         if routed:
-            self._router_sysctl("net.ipv4.ip_forward=1")
+            run(inside(self.bridges_namespace, ["sysctl", "-qw", "net.ipv4.ip_forward=1"]))
         for role, address in members.items():
-            member = self.add_namespace(role)
             subnet = address.rsplit(".", 1)[0]
-            # Created in the bridges' namespace, its peer born in the member's: never in the machine's.
-            # Interface names need only be unique within their namespace.
-            port = f"v{role}"
-            run_ip(
-                "-n", bridges, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", member
-            )
-            run_ip("-n", bridges, "link", "set", port, "master", f"br{self.subnets.index(subnet)}", "up")
-            run_ip("-n", member, "addr", "add", f"{address}/24", "dev", "eth0")
-            run_ip("-n", member, "link", "set", "eth0", "up")
+            member = self.attach(role, f"br{self.subnets.index(subnet)}", f"{address}/24")
             if routed:
                 run_ip("-n", member, "route", "add", "default", "via", f"{subnet}.{GATEWAY}")
-
-    def _router_sysctl(self, setting: str) -> None:
-        done = subprocess.run(
-            inside(self.router, ["sysctl", "-qw", setting]), capture_output=True, text=True, timeout=10
-        )
-        if done.returncode != 0:
-            raise IpCommandFailed(f"sysctl {setting} in {self.router}: {done.stderr.strip()}")
 
     def delay(self, round_trip_ms: float) -> None:
         """Hold every packet between two subnets half of ``round_trip_ms`` each way (0: through the delay
@@ -272,12 +156,13 @@ class NamespaceNetwork:
         if len(self.subnets) < 2:
             raise IpCommandFailed("a delay goes between two subnets; this network has one")
         self.stop_delay()
+        router = self.bridges_namespace
         if not self.routed_through_line:
-            run_ip("-n", self.router, "tuntap", "add", "dev", WAN_DEVICE, "mode", "tun")
-            run_ip("-n", self.router, "link", "set", WAN_DEVICE, "up")
-            run_ip("-n", self.router, "route", "add", "default", "dev", WAN_DEVICE, "table", _WAN_TABLE)
+            run_ip("-n", router, "tuntap", "add", "dev", WAN_DEVICE, "mode", "tun")
+            run_ip("-n", router, "link", "set", WAN_DEVICE, "up")
+            run_ip("-n", router, "route", "add", "default", "dev", WAN_DEVICE, "table", _WAN_TABLE)
             for rule in crossing_rules(self.subnets):
-                run_ip("-n", self.router, "rule", "add", *rule)
+                run_ip("-n", router, "rule", "add", *rule)
             self.routed_through_line = True
         argv = [
             sys.executable,
@@ -288,7 +173,7 @@ class NamespaceNetwork:
             f"{round_trip_ms:g}",
         ]
         line = subprocess.Popen(
-            inside(self.router, argv),
+            inside(router, argv),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -329,7 +214,4 @@ class NamespaceNetwork:
         """Stop the delay line and delete every namespace made, which deletes the bridges, the veths and
         the TUN device in them."""
         self.stop_delay()
-        for name in reversed(self.namespaces):
-            with contextlib.suppress(IpCommandFailed):
-                run_ip("netns", "delete", name)
-        self.namespaces.clear()
+        super().remove()

@@ -36,6 +36,7 @@ import kvnode
 from kvnode.config import NodeConfig, ReplicationFactor, node_url
 from kvnode.ops.argtypes import positive_float, positive_int
 from kvnode.ops.local_cluster import LocalCluster, start_local_cluster
+from kvnode.ops.netns import enter_namespace, inside, remove_leftovers, run_prefix
 from kvnode.ops.parsing import OneLineParser
 from kvnode.ops.processes import NodeProcess
 from loadtest import interruptible
@@ -45,11 +46,7 @@ from loadtest.netns import (
     NamespaceNetwork,
     connect_round_trips_ms,
     datacenter_address,
-    enter_namespace,
-    inside,
     listening_socket,
-    remove_leftovers,
-    run_prefix,
     unavailable,
 )
 from loadtest.openloop import run_rate
@@ -137,7 +134,7 @@ def measure(wan: Wan, say: Callable[[str], None]) -> None:
     try:
         network.build(ADDRESSES)
         network.delay(0)
-        enter_namespace(f"{network.prefix}-{CLIENT}")  # this thread, and every thread and process it starts
+        enter_namespace(network.name(CLIENT))  # this thread, and every thread and process it starts
         wan.bed = _measure_bed(network, wan.round_trip_ms, say)
         began = time.monotonic()
         with tempfile.TemporaryDirectory(prefix="kvnode-wan-") as data:
@@ -160,9 +157,7 @@ def _measure_bed(
     """TCP round trips from the client: within its datacenter, across through the delay line holding
     nothing, then across with the delay."""
     near, far = ADDRESSES["e1"], ADDRESSES["w1"]
-    listeners = [
-        listening_socket(f"{network.prefix}-{role}", ADDRESSES[role], _PROBE_PORT) for role in ("e1", "w1")
-    ]
+    listeners = [listening_socket(network.name(role), ADDRESSES[role], _PROBE_PORT) for role in ("e1", "w1")]
     try:
         within = percentiles(connect_round_trips_ms(near, _PROBE_PORT, ROUND_TRIP_PROBES))
         through = percentiles(connect_round_trips_ms(far, _PROBE_PORT, ROUND_TRIP_PROBES))
@@ -197,7 +192,7 @@ def _start(network: NamespaceNetwork, shape: Shape, data: Path) -> LocalCluster[
 
     def make(config: NodeConfig, log: Path | None) -> NodeProcess:
         node = NodeProcess(config, log)
-        node.argv = inside(f"{network.prefix}-{role_at[config.host]}", node.argv)
+        node.argv = inside(network.name(role_at[config.host]), node.argv)
         return node
 
     return start_local_cluster(

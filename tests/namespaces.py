@@ -1,9 +1,9 @@
-"""Hosts for tests, made of network namespaces (loadtest.netns): each host a namespace with its own
-address from 198.51.100.0/24 (TEST-NET-2, documentation only: never routed anywhere, it exists only
-inside the namespaces made here), joined by a bridge in a namespace of its own; the test's client sits in
-one more namespace on the same bridge. With hosts ``far`` away, those are a second datacenter,
-203.0.113.0/24, behind a router that delays what crosses (a WAN). It needs root and iproute2's ``ip``;
-a test is skipped with the reason where namespaces cannot be made.
+"""Hosts for tests, made of network namespaces (loadtest.netns, on kvnode.ops.netns): each host a
+namespace with its own address from 198.51.100.0/24 (TEST-NET-2, documentation only: never routed
+anywhere, it exists only inside the namespaces made here), joined by a bridge in a namespace of its own;
+the test's client sits in one more namespace on the same bridge. With hosts ``far`` away, those are a
+second datacenter, 203.0.113.0/24, behind a router that delays what crosses (a WAN). It needs root and
+iproute2's ``ip``; a test is skipped with the reason where namespaces cannot be made.
 
 Every namespace is named ``kvmh-<pid of this test run>-...``: a run removes its own at the end, and a
 later run removes those of an earlier run whose process is gone (an interrupted or killed one).
@@ -25,19 +25,9 @@ from typing import TypeVar
 
 import pytest
 
+from kvnode.ops.netns import IpCommandFailed, enter_namespace, inside, remove_leftovers, run_ip, run_prefix
 from kvnode.ops.processes import die_with_parent
-from loadtest.netns import (
-    DATACENTER_SUBNETS,
-    IpCommandFailed,
-    NamespaceNetwork,
-    datacenter_address,
-    enter_namespace,
-    inside,
-    remove_leftovers,
-    run_ip,
-    run_prefix,
-    unavailable,
-)
+from loadtest.netns import DATACENTER_SUBNETS, NamespaceNetwork, datacenter_address, unavailable
 from tests.harness import Response, request
 
 KIND = "kvmh"  # the namespaces' names: kvmh-PID-ROLE
@@ -176,7 +166,7 @@ def member_per_host(network: NamespaceNetwork, roles: dict[str, int], data: Path
     members = ",".join(f"http://{SUBNET}.{host_part}:{PORT}" for host_part in roles.values())
     return [
         NamespacedNode(
-            f"{network.prefix}-{role}",
+            network.name(role),
             f"{SUBNET}.{host_part}",
             [sys.executable, "-m", "kvnode", "node", "--host", f"{SUBNET}.{host_part}",
              "--port", str(PORT), "--data-dir", str(data / role), "--cluster", members],
@@ -231,7 +221,7 @@ def hosts(
         assert _host_links() == host_links, (
             "building the namespaces added an interface to the host's namespace"
         )
-        client = NamespaceClient(f"{network.prefix}-client")
+        client = NamespaceClient(network.name("client"))
         yield network, client
     finally:
         if client is not None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from loadtest.netns import run_ip
+from kvnode.ops.netns import run_ip
 from tests.changes import newcomer, settled
 from tests.harness import ClusterFactory, request, run_kvnode, wait_for
 from tests.list_append import Appends, final_lists, http_send, problems, run_clients
@@ -131,7 +131,7 @@ def test_appends_with_a_member_partitioned_away(tmp_path: Path) -> None:
         nodes = member_per_host(network, roles, tmp_path)
         with MultiHostCluster(client, nodes).running():
             urls = [node.url for node in nodes]
-            bridge = network.router
+            bridge = network.bridges_namespace
 
             def partitioned_run() -> Appends:
                 with ThreadPoolExecutor(1) as pool:

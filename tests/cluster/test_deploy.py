@@ -24,7 +24,7 @@ from kvnode.access.client_auth import read_tokens_file
 from kvnode.access.tls import client_context, server_context
 from kvnode.config import NodeConfig
 from kvnode.ops.flags import unknown_variables
-from loadtest.netns import inside
+from kvnode.ops.netns import inside
 from tests.deploy_guide import guide_block, handshake, run_block
 from tests.harness import REPO, wait_for
 from tests.namespaces import (
@@ -94,7 +94,7 @@ def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MultiHostClus
                 **machine_environment(example, address, addresses, tmp / role),
             }
             nodes.append(
-                NamespacedNode(f"{network.prefix}-{role}", address, unit_command(), env, tmp / f"{role}.log")
+                NamespacedNode(network.name(role), address, unit_command(), env, tmp / f"{role}.log")
             )
         with MultiHostCluster(client, nodes).running() as cluster:
             yield cluster

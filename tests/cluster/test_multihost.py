@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from kvnode.config import NodeConfig, node_url
+from kvnode.ops.netns import run_ip, same_namespace
 from kvnode.ops.ports import free_ports
-from loadtest.netns import run_ip, same_namespace
 from tests.harness import Cluster, Node, poll, written
 from tests.namespaces import DEADLINE, NODE_HOSTS, SUBNET, MultiHostCluster, hosts, member_per_host
 

@@ -23,10 +23,8 @@ ADDRESS = {"near": f"198.51.100.{NEAR['near']}", "far": "203.0.113.1", "far2": "
 def bed() -> Iterator[tuple[NamespaceNetwork, NamespaceClient, NamespaceClient]]:
     """Two datacenters: the client and a host in one, two hosts in the other, each host listening."""
     with hosts(NEAR, far=FAR, round_trip_ms=ROUND_TRIP_MS) as (network, client):
-        listeners = [
-            listening_socket(f"{network.prefix}-{role}", address, PORT) for role, address in ADDRESS.items()
-        ]
-        far = NamespaceClient(f"{network.prefix}-far")
+        listeners = [listening_socket(network.name(role), address, PORT) for role, address in ADDRESS.items()]
+        far = NamespaceClient(network.name("far"))
         try:
             yield network, client, far
         finally:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from loadtest.netns import run_ip, unavailable
+from kvnode.ops.netns import run_ip
+from loadtest.netns import unavailable
 from loadtest.wan import SHAPES
 
 

@@ -1,16 +1,9 @@
-"""The namespace hosts' pure parts: which namespaces are an earlier run's leftovers, and the policy rules
-that send what crosses between two datacenters into the delay line."""
+"""The WAN test bed's pure parts: the datacenters' addresses, and the policy rules that send what crosses
+between two datacenters into the delay line (the leftovers of earlier runs: tests/unit/kvnode/ops)."""
 
 from __future__ import annotations
 
-from loadtest.netns import DATACENTER_SUBNETS, crossing_rules, datacenter_address, leftover_namespaces
-
-
-def test_leftovers_are_only_namespaces_of_this_kind_whose_run_is_gone() -> None:
-    names = ["kvmh-100-br", "kvmh-100-n1", "kvmh-200-client", "kvmh-x-br", "other-100-br", "kvmh-100"]
-    assert leftover_namespaces(names, "kvmh", lambda pid: pid == 200) == ["kvmh-100-br", "kvmh-100-n1"]
-    assert leftover_namespaces(names, "kvmh", lambda pid: True) == []
-    assert leftover_namespaces(names, "other", lambda pid: False) == ["other-100-br"]
+from loadtest.netns import DATACENTER_SUBNETS, crossing_rules, datacenter_address
 
 
 def test_only_what_crosses_between_the_datacenters_goes_through_the_delay_line() -> None:

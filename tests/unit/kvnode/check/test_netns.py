@@ -9,7 +9,8 @@ import pytest
 from kvnode.check.netns import Hosts, address, cut_commands, isolation_unavailable
 
 
-def test_a_cut_is_a_blackhole_route_each_way_and_a_mend_deletes_both() -> None:
+def test_a_cut_is_a_blackhole_route_each_way_and_a_mend_deletes_both(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("kvnode.ops.netns.ip_binary", lambda: "ip")
     assert [address(host) for host in range(3)] == ["198.51.100.1", "198.51.100.2", "198.51.100.3"]
     assert cut_commands("p", 1, 0, "del") == [
         ["ip", "-n", "p-h1", "route", "del", "blackhole", "198.51.100.1/32"],
