@@ -7,7 +7,8 @@ that must before any reply leaves (storage's group commit: the writes of the fra
 in this loop iteration, in one LevelDB write); a hook that fails fails every call of the frame, since none
 of their writes may be acknowledged. An answerer answers with a status of its op's row in the table, or
 fails the call with a one-line reason: :class:`Unanswerable`, a malformed call (ValueError: a payload that
-does not decode), or storage refusing (StorageError).
+does not decode), or storage refusing (StorageError). The frames and calls answered are counted
+(``ANSWERED_FIGURES``: calls per frame, the batching seen from this end).
 
     >>> answerers = Answerers()
     >>> answerers.register(wire.Op.CLOCK, lambda call: (wire.Status.CLOCK, b"now"))
@@ -21,11 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from kvnode.figures import Figure, Figures, Kind
 from kvnode.replica.channel import wire
 from kvnode.replica.channel.protocol import PROTOCOL
 from kvnode.storage.keyspace import StorageError
 
-__all__ = ["Answer", "Answerer", "Answerers", "Unanswerable"]
+__all__ = ["ANSWERED_FIGURES", "Answer", "Answerer", "Answerers", "Unanswerable"]
 
 Answer = tuple[wire.Status, bytes]
 Answerer = Callable[[wire.CallRequest], Answer]
@@ -36,13 +38,16 @@ class Unanswerable(Exception):
 
 
 class Answerers:
-    """The answerers of this node's replica calls, by op, and the hooks a frame's replies wait for."""
+    """The answerers of this node's replica calls, by op, and the hooks a frame's replies wait for; the
+    frames and calls answered since start."""
 
-    __slots__ = ("_after_frame", "_by_op")
+    __slots__ = ("_after_frame", "_by_op", "calls", "frames")
 
     def __init__(self) -> None:
         self._by_op: dict[wire.Op, Answerer] = {}
         self._after_frame: list[Callable[[], None]] = []
+        self.frames = 0
+        self.calls = 0
 
     def register(self, op: wire.Op, answerer: Answerer) -> None:
         """Answer ``op`` with ``answerer``; one answerer an op, and only an op of the protocol table."""
@@ -62,6 +67,8 @@ class Answerers:
 
     def answer_frame(self, calls: list[wire.CallRequest]) -> list[bytes]:
         """The replies to one frame's calls, in order, once the hooks have run."""
+        self.frames += 1
+        self.calls += len(calls)
         replies = [self._reply(call) for call in calls]
         try:
             for hook in self._after_frame:
@@ -82,3 +89,12 @@ class Answerers:
         except (ValueError, Unanswerable, StorageError) as error:
             return wire.encode_reply(call.call_id, wire.Status.FAILED, str(error).encode())
         return wire.encode_reply(call.call_id, status, payload)
+
+
+# An Answerers' figures (kvnode.figures): the peers' frames as this node's server end answered them.
+ANSWERED_FIGURES = Figures("answered", (
+    Figure("frames", Kind.COUNTER, "Frames of replica calls this node answered, from every peer (calls per "
+           "frame: kvnode_replica_calls_answered_total over this)", "kvnode_replica_frames_answered"),
+    Figure("calls", Kind.COUNTER, "Replica calls this node answered, in those frames",
+           "kvnode_replica_calls_answered"),
+))  # fmt: skip

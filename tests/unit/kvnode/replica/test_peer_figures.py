@@ -17,6 +17,8 @@ class Shown:
     down_for_value: float = 0.0
     phi: float = 0.5
     protocol: int = 2
+    frames_sent: int = 3
+    calls_sent: int = 40
     refusal: str = ""
     node_state: str = "serving"
 
@@ -31,6 +33,8 @@ def test_a_peers_figures_read_as_cluster_view_and_metrics_show_them() -> None:
         "down_for_s": 1.25,
         "phi": 0.5,
         "protocol": 2,
+        "frames_sent": 3,
+        "calls_sent": 40,
         "refusal": "",
         "node_state": "serving",
     }
