@@ -15,4 +15,8 @@ profiles sync and async x PUT and GET and writes report.md. The modules, in the 
     report     report.md from the runs
     flamegraph a flamegraph drawn as one SVG from collapsed stacks
     render_check  each written page rendered offline in headless Chromium: drawn, and nothing fetched
+
+``python -m profiling counts`` (counts) measures a request's allocations, system calls and replica frames
+at the coordinator under a bounded closed-loop load: figures for a before/after that a busy machine does
+not move.
 """

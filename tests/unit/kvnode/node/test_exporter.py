@@ -105,6 +105,7 @@ async def test_the_frames_and_calls_of_the_replica_channel_are_counted_at_both_e
     )
     assert set(calls) == set(frames) == {peer.url for peer in peers}
     assert all(8 <= calls[peer] <= 9 and 1 <= frames[peer] <= calls[peer] for peer in calls), (frames, calls)
+
     # Every call sent is answered (the ack=2 answer may come before the third replica's).
     def all_answered() -> bool:
         return all(later - earlier >= 8 for later, earlier in zip(answered(), answered_before, strict=True))
