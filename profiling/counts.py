@@ -14,6 +14,11 @@ request as its answer arrives (:class:`ClosedLoop`), after a warm-up on the same
             made between two /v0/stats calls around the load (profiling.memory), per request, and the
             functions that allocate most
 
+and a third, on a node of one served in this process as kvnode.node.serving serves it (no peer: the HTTP
+edge, the coordinator and its own storage), its loop in this thread under cProfile and the closed loop in
+a thread of its own (cProfile follows only the thread that enables it): Python calls per request, by
+package (:func:`python_calls`).
+
 How many calls a frame carries depends on the concurrency (each tick's calls leave in one frame), and so do
 the counts per request: compare runs of the same ``connections``. n1's CPU per request (/proc) is printed
 too, as a figure that does depend on the machine. Without perf (or the right to use it: root, or
@@ -24,7 +29,11 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
 import contextlib
+import cProfile
+import dataclasses
+import pstats
 import shutil
 import signal
 import subprocess
@@ -35,9 +44,16 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import uvloop
+from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 
-from kvnode.config import FanoutMode
+from kvnode.access.connections import GuardedRunner
+from kvnode.config import FanoutMode, NodeConfig
+from kvnode.node.app import create_app
+from kvnode.node.wiring import open_parts
+from kvnode.ops.ports import free_ports
+from loadtest.fill import fill as loadtest_fill
 from loadtest.httpclient import HttpConnection, RequestEncoder, host_port
 from loadtest.workload import Workload
 from profiling import memory
@@ -54,6 +70,7 @@ __all__ = [
     "format_counts",
     "parse_perf_stat",
     "perf_refusal",
+    "python_calls",
     "scrape",
 ]
 
@@ -87,7 +104,7 @@ class Counts:
 
     op: Op
     requests: int
-    statuses: dict[str, int]  # the measured loads' answers by status ("201": ...), both phases
+    statuses: dict[str, int]  # the measured loads' answers by status ("201": ...), every phase
     frames_sent: float = 0.0  # frames n1 sent to its peers, per request
     calls_per_frame_sent: float = 0.0
     calls_per_frame_answered: float = 0.0  # by n1's peers
@@ -97,6 +114,7 @@ class Counts:
     allocations: float | None = None  # per request
     allocated_bytes: float | None = None
     top_allocators: list[tuple[str, float]] = field(default_factory=list)  # (function, per request)
+    python_calls: dict[str, float] | None = None  # per request at a node of one, by package
 
 
 class ClosedLoop:
@@ -255,7 +273,88 @@ def count_run(spec: CountSpec, out: Path, children: Children, progress: Progress
     counts.allocated_bytes = allocations.bytes / spec.requests
     top = memory.by_innermost_kvnode_frame(allocations.by_count).most_common(_TOP_FUNCTIONS)
     counts.top_allocators = [(function, count / spec.requests) for function, count in top]
+    progress(f"{name}: a node of one in this process under cProfile, {spec.requests} requests")
+    calls, statuses = python_calls(spec, out)
+    counts.python_calls = {package: number / spec.requests for package, number in calls.most_common()}
+    for status, count in statuses.items():
+        counts.statuses[status] = counts.statuses.get(status, 0) + count
     return counts
+
+
+def python_calls(spec: CountSpec, out: Path) -> tuple[collections.Counter[str], dict[str, int]]:
+    """The Python calls (cProfile's, builtins included) of ``spec.requests`` requests to a node of one
+    served in this process, by package: ``kvnode/<package>`` (or ``kvnode/<module>.py``), aiohttp,
+    asyncio, ``multidict/yarl``, ``builtins`` (functions in C) and ``other``; and the requests' answers
+    by status."""
+    with tempfile.TemporaryDirectory(prefix="kvnode-calls-") as data:
+        config = NodeConfig(data_dir=Path(data), port=free_ports(1)[0], fanout=spec.mode)
+        config = dataclasses.replace(config, cluster=(config.url,))
+        profile, statuses = uvloop.run(_profiled_load(spec, config, out))
+    calls: collections.Counter[str] = collections.Counter()
+    for (filename, _line, _name), (_primitive, number, *_times) in pstats.Stats(profile).stats.items():  # type: ignore[attr-defined]
+        calls[_package(filename)] += number
+    return calls, statuses
+
+
+def _package(filename: str) -> str:
+    """Where a function of cProfile's stats lives, as python_calls groups them.
+
+    >>> [_package(name) for name in ("/r/kvnode/node/client_api.py", "/r/kvnode/metrics.py", "~",
+    ...                              "/v/site-packages/aiohttp/web.py", "/v/yarl/_url.py", "/usr/x.py")]
+    ['kvnode/node', 'kvnode/metrics.py', 'builtins', 'aiohttp', 'multidict/yarl', 'other']
+    """
+    if filename == "~":
+        return "builtins"
+    if "/kvnode/" in filename:
+        inside = filename.rsplit("/kvnode/", 1)[1]
+        return "kvnode/" + (inside.split("/", 1)[0] if "/" in inside else inside)
+    for package in ("aiohttp", "asyncio"):
+        if f"/{package}/" in filename:
+            return package
+    return "multidict/yarl" if "/multidict/" in filename or "/yarl/" in filename else "other"
+
+
+async def _profiled_load(
+    spec: CountSpec, config: NodeConfig, out: Path
+) -> tuple[cProfile.Profile, dict[str, int]]:
+    """Serve a node of ``config`` here, fill it for a GET load, warm up, and profile the measured load:
+    the profile, and the answers by status."""
+    profile = cProfile.Profile()
+    async with open_parts(config) as parts:
+        runner = GuardedRunner(create_app(parts), parts.connections, config.idle_timeout_s, access_log=None)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, config.host, config.port).start()
+            loop = asyncio.get_running_loop()
+            client = asyncio.Runner()  # the closed loop's own event loop, run by the driver's thread only
+            load = ClosedLoop(config.url, spec.workload, spec.connections)
+
+            def prepare() -> None:
+                if spec.op == "get":
+                    filled = Workload("put", spec.keys, spec.value_size)
+                    written, _ = client.run(loadtest_fill([config.url], filled))
+                    if written != spec.keys:
+                        raise LoadError(f"filled {written} of {spec.keys} keys (logs: {out})")
+                client.run(load.open())
+                client.run(load.run(min(_WARM_UP, spec.requests)))
+
+            def finish() -> None:
+                load.close()
+                client.close()
+
+            with concurrent.futures.ThreadPoolExecutor(1) as driver:
+                try:
+                    await loop.run_in_executor(driver, prepare)
+                    profile.enable()
+                    try:
+                        statuses = await loop.run_in_executor(driver, client.run, load.run(spec.requests))
+                    finally:
+                        profile.disable()
+                finally:
+                    await loop.run_in_executor(driver, finish)
+        finally:
+            await runner.cleanup()
+    return profile, dict(statuses)
 
 
 @contextlib.contextmanager
@@ -324,7 +423,8 @@ def format_counts(runs: Sequence[Counts], spec: CountSpec, command: str) -> str:
     allocate most.
 
     >>> run = Counts("put", 100, {"201": 200}, 0.5, 4.0, 4.0, 120.0, {"read": 1.2, "write": 1.5}, "",
-    ...              800.0, 60000.0, [("put (kvnode/coordinator/coordinator.py)", 30.0)])
+    ...              800.0, 60000.0, [("put (kvnode/coordinator/coordinator.py)", 30.0)],
+    ...              {"builtins": 60.0, "kvnode/node": 15.0})
     >>> table = format_counts([run], CountSpec("put", 100, 64, 1000, 256), "python -m profiling counts")
     >>> print(table)  # doctest: +ELLIPSIS
     Counts per request at n1, the coordinator: async fan-out, 100 requests a phase, 64 connections, ...
@@ -340,6 +440,9 @@ def format_counts(runs: Sequence[Counts], spec: CountSpec, command: str) -> str:
     | calls per frame sent | 4.0 |
     | calls per frame answered (the peers) | 4.0 |
     | CPU, µs (depends on the machine) | 120 |
+    | Python calls at a node of one (cProfile) | 75 |
+    | &nbsp; builtins | 60.0 |
+    | &nbsp; kvnode/node | 15.0 |
     | answers | 201: 200 |
     <BLANKLINE>
     PUT: allocations per request by the innermost kvnode function (memray):
@@ -374,6 +477,15 @@ def format_counts(runs: Sequence[Counts], spec: CountSpec, command: str) -> str:
     row("calls per frame sent", [_number(run.calls_per_frame_sent, 1) for run in runs])
     row("calls per frame answered (the peers)", [_number(run.calls_per_frame_answered, 1) for run in runs])
     row("CPU, µs (depends on the machine)", [_number(run.cpu_us, 0) for run in runs])
+    calls = [run.python_calls or {} for run in runs]
+    row(
+        "Python calls at a node of one (cProfile)",
+        [_number(sum(c.values()) if c else None, 0) for c in calls],
+    )
+    packages = sorted({package for c in calls for package, number in c.items() if number >= 0.5},
+                      key=lambda package: -max(c.get(package, 0.0) for c in calls))  # fmt: skip
+    for package in packages:
+        row(f"&nbsp; {package}", [_number(c.get(package, 0.0), 1) for c in calls])
     row(
         "answers",
         [", ".join(f"{status}: {count}" for status, count in sorted(run.statuses.items())) for run in runs],

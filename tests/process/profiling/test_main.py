@@ -290,7 +290,9 @@ def test_counts_prints_the_counts_per_request_of_a_bounded_load(tmp_path: Path) 
     table = (tmp_path / "counts.md").read_text()
     assert table.strip() == finished.stdout.strip()
     rows = dict(re.findall(r"^\| (.+?) \| (.+?) \|$", table, re.MULTILINE))
-    assert rows["answers"] == "201: 600"  # both phases, every PUT answered
+    assert rows["answers"] == "201: 900"  # three phases, every PUT answered
+    assert 50 < float(rows["Python calls at a node of one (cProfile)"].replace(",", "")) < 5_000
+    assert float(rows["&nbsp; kvnode/node"]) >= 1  # the entity handler, at least
     assert 100 < float(rows["allocations (memray)"].replace(",", "")) < 10_000
     # Each PUT writes to both peers: at most one frame a call, and at least one call a frame.
     assert 0 < float(rows["frames sent to peers"]) <= 2
