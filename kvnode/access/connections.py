@@ -314,15 +314,22 @@ class _GuardedServer(web.Server):
     ) -> _AppHandler:
         client = Kind.CLIENT
 
-        async def gated(request: web.BaseRequest) -> web.StreamResponse:
+        def gated(request: web.BaseRequest) -> Awaitable[web.StreamResponse]:
+            # Not a coroutine: aiohttp awaits the hot route's own, so the gate adds no coroutine layer to a
+            # request (each one a frame made, and passed again at every resumption of the handler).
             protocol = request.protocol
             assert isinstance(protocol, _GuardedProtocol)
-            path = request.path
-            route = direct.get((request.method, path))
+            # The target as the request line sent it, up to its query: the hot routes' paths need no
+            # decoding, and a target that does (or is absolute) takes the router's way, below.
+            route = direct.get((request.method, request.raw_path.partition("?")[0]))
             # Nearly every request: a hot route on a client's connection, which the gate would admit as it
             # is (it is neither the handshake nor the channel), so one check and past the router.
             if route is not None and protocol._kind is client and hdrs.EXPECT not in request.headers:
-                return await route(cast(web.Request, request))  # the app's request factory makes Requests
+                return route(cast(web.Request, request))  # the app's request factory makes Requests
+            return admitted(request, protocol)
+
+        async def admitted(request: web.BaseRequest, protocol: _GuardedProtocol) -> web.StreamResponse:
+            path = request.path
             if not protocol.admits(path):
                 guard.refused += 1
                 refusal = web.Response(
