@@ -15,6 +15,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, NoReturn
@@ -177,22 +178,56 @@ def _rewrite_report(out: Path) -> int:
     return 0
 
 
-def _counts(args: argparse.Namespace, command: str) -> int:
+def _counts(args: argparse.Namespace, command: str, children: Children) -> int:
     """Each operation's counts per request, printed and written to OUT/counts.md."""
     from profiling.counts import CountSpec, count_run, find_perf, format_counts
 
-    if not loadtest_available():
-        print("profiling: the load-testing pipeline (python -m loadtest) is not installed", file=sys.stderr)
-        return 2
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, _interrupt)
     specs = [
         CountSpec(op, args.requests, args.connections, args.keys, args.value_size, args.mode)
         for op in args.ops
     ]
+    runs = [count_run(spec, args.out / spec.op, children, _progress, find_perf()) for spec in specs]
+    table = format_counts(runs, specs[0], command)
+    (args.out / "counts.md").write_text(table + "\n")
+    print(table)
+    return 0
+
+
+def _profile(args: argparse.Namespace, command: str, py_spy: str, children: Children) -> int:
+    """Record every run the command asks for, and write report.md."""
+    from profiling.record import record_run
+    from profiling.report import kept_files, write_report
+
+    try:
+        pyspy.check_ptrace(py_spy, children)
+    except pyspy.PtraceDenied as error:
+        print(f"profiling: {error}\n{pyspy.ptrace_advice()}", file=sys.stderr)
+        return 2
+    specs = _specs(args)
+    run_dirs = []
+    for index, spec in enumerate(specs):
+        left = sum(_planned_s(later) for later in specs[index:]) / 60
+        _progress(f"run {index + 1} of {len(specs)}: {spec.name} (about {left:.0f} min left)")
+        run_dir = args.out if args.command == "record" else args.out / spec.name
+        record_run(spec, run_dir, py_spy, children, _progress)
+        run_dirs.append(run_dir)
+    report = write_report(args.out, run_dirs, command)
+    kept = kept_files(args.out)
+    size = sum(path.stat().st_size for path in kept) / 1e6
+    _progress(
+        f"done: {report}; without the raw files (.gitignore) the set is {len(kept)} files, {size:.1f} MB"
+    )
+    return 0
+
+
+def _with_children(work: Callable[[Children], int]) -> int:
+    """``work``'s exit status, every process it started stopped after it: 1 for a cluster or a load that
+    failed, 130 on Ctrl-C or SIGTERM."""
+    for signum in (signal.SIGINT, signal.SIGTERM):  # SIGINT too: a background start inherits it ignored
+        signal.signal(signum, _interrupt)
     children = Children()
     try:
-        runs = [count_run(spec, args.out / spec.op, children, _progress, find_perf()) for spec in specs]
+        return work(children)
     except (ClusterError, LoadError) as error:
         print(f"profiling: {error}", file=sys.stderr)
         return 1
@@ -201,10 +236,6 @@ def _counts(args: argparse.Namespace, command: str) -> int:
         return 130
     finally:
         children.stop_all()
-    table = format_counts(runs, specs[0], command)
-    (args.out / "counts.md").write_text(table + "\n")
-    print(table)
-    return 0
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> NoReturn:
@@ -222,49 +253,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.command == "report":
         return _rewrite_report(args.out)
+    if not loadtest_available():
+        print("profiling: the load-testing pipeline (python -m loadtest) is not installed", file=sys.stderr)
+        return 2
     if args.command == "counts":
-        return _counts(args, command)
-    from profiling.record import record_run
-    from profiling.report import kept_files, write_report
-
+        return _with_children(partial(_counts, args, command))
     py_spy = args.py_spy or pyspy.find_py_spy()
     if py_spy is None:
         print("profiling: py-spy not found; install it with: pip install -e '.[profile]'", file=sys.stderr)
         return 2
-    if not loadtest_available():
-        print("profiling: the load-testing pipeline (python -m loadtest) is not installed", file=sys.stderr)
-        return 2
-    for signum in (signal.SIGINT, signal.SIGTERM):  # SIGINT too: a background start inherits it ignored
-        signal.signal(signum, _interrupt)
-    children = Children()
-    try:
-        pyspy.check_ptrace(py_spy, children)
-        specs = _specs(args)
-        run_dirs = []
-        for index, spec in enumerate(specs):
-            left = sum(_planned_s(later) for later in specs[index:]) / 60
-            _progress(f"run {index + 1} of {len(specs)}: {spec.name} (about {left:.0f} min left)")
-            run_dir = args.out if args.command == "record" else args.out / spec.name
-            record_run(spec, run_dir, py_spy, children, _progress)
-            run_dirs.append(run_dir)
-        report = write_report(args.out, run_dirs, command)
-        kept = kept_files(args.out)
-        size = sum(path.stat().st_size for path in kept) / 1e6
-        _progress(
-            f"done: {report}; without the raw files (.gitignore) the set is {len(kept)} files, {size:.1f} MB"
-        )
-        return 0
-    except pyspy.PtraceDenied as error:
-        print(f"profiling: {error}\n{pyspy.ptrace_advice()}", file=sys.stderr)
-        return 2
-    except (ClusterError, LoadError) as error:
-        print(f"profiling: {error}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        _progress(f"interrupted: stopping {len(children.processes)} process(es) started")
-        return 130
-    finally:
-        children.stop_all()
+    return _with_children(partial(_profile, args, command, py_spy))
 
 
 if __name__ == "__main__":
