@@ -18,5 +18,6 @@ profiles sync and async x PUT and GET and writes report.md. The modules, in the 
 
 ``python -m profiling counts`` (counts) measures a request's allocations, system calls and replica frames
 at the coordinator under a bounded closed-loop load: figures for a before/after that a busy machine does
-not move.
+not move. ``python -m profiling.transport`` (transport) times the replica channel over loopback TCP
+against a Unix socket.
 """
