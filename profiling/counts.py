@@ -4,7 +4,7 @@ machine does not change much, for a before/after of a change to the request path
 Wall-clock figures need a quiet machine; these need only the same code and the same load. For each
 operation, a fresh 3-node cluster (profiling.cluster) serves a bounded closed-loop load through n1, the
 coordinator: ``requests`` requests over ``connections`` keep-alive connections, each sending its next
-request as its answer arrives (:class:`ClosedLoop`), after a warm-up on the same connections. Two phases:
+request as its answer arrives (profiling.closed_loop), after a warm-up on the same connections. Two phases:
 
     plain   perf stat counts n1's system calls by name over the load (in the kernel: the node runs at
             its own pace, which strace's stop at every call would not let it), and /metrics before and
@@ -14,10 +14,8 @@ request as its answer arrives (:class:`ClosedLoop`), after a warm-up on the same
             made between two /v0/stats calls around the load (profiling.memory), per request, and the
             functions that allocate most
 
-and a third, on a node of one served in this process as kvnode.node.serving serves it (no peer: the HTTP
-edge, the coordinator and its own storage), its loop in this thread under cProfile and the closed loop in
-a thread of its own (cProfile follows only the thread that enables it): Python calls per request, by
-package (:func:`python_calls`).
+and a third, on a node of one served in this process (no peer: the HTTP edge, the coordinator and its own
+storage) under cProfile: Python calls per request, by package (profiling.python_calls).
 
 How many calls a frame carries depends on the concurrency (each tick's calls leave in one frame), and so do
 the counts per request: compare runs of the same ``connections``. n1's CPU per request (/proc) is printed
@@ -27,42 +25,28 @@ too, as a figure that does depend on the machine. Without perf (or the right to 
 
 from __future__ import annotations
 
-import asyncio
-import collections
-import concurrent.futures
-import contextlib
-import cProfile
-import dataclasses
-import pstats
 import shutil
 import signal
 import subprocess
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import uvloop
-from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 
-from kvnode.access.connections import GuardedRunner
-from kvnode.config import FanoutMode, NodeConfig
-from kvnode.node.app import create_app
-from kvnode.node.wiring import open_parts
-from kvnode.ops.ports import free_ports
-from loadtest.fill import fill as loadtest_fill
-from loadtest.httpclient import HttpConnection, RequestEncoder, host_port
+from kvnode.config import FanoutMode
 from loadtest.workload import Workload
 from profiling import memory
 from profiling.children import Children
+from profiling.closed_loop import warmed_loop
 from profiling.cluster import ProfiledCluster, loop_lag
-from profiling.load import LoadError, LoadSpec, Op, fill
+from profiling.load import LoadSpec, Op, fill
+from profiling.python_calls import python_calls
 
 __all__ = [
-    "ClosedLoop",
     "CountSpec",
     "Counts",
     "count_run",
@@ -70,16 +54,13 @@ __all__ = [
     "format_counts",
     "parse_perf_stat",
     "perf_refusal",
-    "python_calls",
     "scrape",
 ]
 
 Progress = Callable[[str], None]
 Scrape = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
-_WARM_UP = 500  # requests before each measured load: connections open, caches and the JIT-less paths warm
 _PERF_ATTACH_S = 1.0  # perf stat -p prints nothing once attached: the load starts this long after it
-_REQUEST_TIMEOUT_S = 10.0  # no answer for this long: the load fails
 _TOP_FUNCTIONS = 12
 _SYSCALL_EVENT = "syscalls:sys_enter_"
 
@@ -115,59 +96,6 @@ class Counts:
     allocated_bytes: float | None = None
     top_allocators: list[tuple[str, float]] = field(default_factory=list)  # (function, per request)
     python_calls: dict[str, float] | None = None  # per request at a node of one, by package
-
-
-class ClosedLoop:
-    """``connections`` keep-alive connections to ``url``, opened once, each sending its next request of
-    ``workload`` as its answer arrives: a warm-up and the measured load share them, so no connection is
-    opened while counting."""
-
-    def __init__(self, url: str, workload: Workload, connections: int) -> None:
-        self.url = url
-        host, port = host_port(url)
-        self._encoder = RequestEncoder(workload, url)
-        self._pool = [HttpConnection(host, port, 0, self._answered) for _ in range(connections)]
-        self._left = 0
-        self._outcomes: collections.Counter[str] = collections.Counter()
-        self._progress = asyncio.Event()
-
-    async def open(self) -> None:
-        """Connect every connection; LoadError if one cannot."""
-        try:
-            for connection in self._pool:
-                await connection.connect()
-        except OSError as error:
-            raise LoadError(f"cannot connect to {self.url}: {error}") from None
-
-    async def run(self, requests: int) -> collections.Counter[str]:
-        """Send ``requests`` requests and wait for every answer: their outcomes by status (or by failure:
-        "connection", ...). LoadError when no answer comes for _REQUEST_TIMEOUT_S (a connection the server
-        closed sends no more)."""
-        self._left, self._outcomes = requests, collections.Counter()
-        for connection in self._pool:
-            if self._left and connection.connected:
-                self._send(connection)
-        while self._outcomes.total() < requests:
-            self._progress.clear()
-            try:
-                await asyncio.wait_for(self._progress.wait(), _REQUEST_TIMEOUT_S)
-            except TimeoutError:
-                raise LoadError(f"{self.url}: no answer for {_REQUEST_TIMEOUT_S:g} s") from None
-        return self._outcomes
-
-    def close(self) -> None:
-        for connection in self._pool:
-            connection.close()
-
-    def _send(self, connection: HttpConnection) -> None:
-        self._left -= 1
-        connection.send(self._encoder.next()[0])
-
-    def _answered(self, connection: HttpConnection, outcome: str) -> None:
-        self._outcomes[outcome] += 1
-        self._progress.set()
-        if self._left and connection.connected:
-            self._send(connection)
 
 
 def parse_perf_stat(text: str) -> dict[str, int]:
@@ -259,7 +187,7 @@ def count_run(spec: CountSpec, out: Path, children: Children, progress: Progress
         try:
             traced.start_and_wait(plain.ports)
             url = traced.coordinator.url
-            with _closed_loop(spec, url) as load:
+            with warmed_loop(url, spec.workload, spec.connections) as load:
                 loop_lag(url)  # /v0/stats, memory.WINDOW_MARKER: the window starts
                 statuses = load(spec.requests)
                 loop_lag(url)  # and ends
@@ -274,101 +202,11 @@ def count_run(spec: CountSpec, out: Path, children: Children, progress: Progress
     top = memory.by_innermost_kvnode_frame(allocations.by_count).most_common(_TOP_FUNCTIONS)
     counts.top_allocators = [(function, count / spec.requests) for function, count in top]
     progress(f"{name}: a node of one in this process under cProfile, {spec.requests} requests")
-    calls, statuses = python_calls(spec, out)
+    calls, statuses = python_calls(spec.workload, spec.requests, spec.connections, spec.mode)
     counts.python_calls = {package: number / spec.requests for package, number in calls.most_common()}
     for status, count in statuses.items():
         counts.statuses[status] = counts.statuses.get(status, 0) + count
     return counts
-
-
-def python_calls(spec: CountSpec, out: Path) -> tuple[collections.Counter[str], dict[str, int]]:
-    """The Python calls (cProfile's, builtins included) of ``spec.requests`` requests to a node of one
-    served in this process, by package: ``kvnode/<package>`` (or ``kvnode/<module>.py``), aiohttp,
-    asyncio, ``multidict/yarl``, ``builtins`` (functions in C) and ``other``; and the requests' answers
-    by status."""
-    with tempfile.TemporaryDirectory(prefix="kvnode-calls-") as data:
-        config = NodeConfig(data_dir=Path(data), port=free_ports(1)[0], fanout=spec.mode)
-        config = dataclasses.replace(config, cluster=(config.url,))
-        profile, statuses = uvloop.run(_profiled_load(spec, config, out))
-    calls: collections.Counter[str] = collections.Counter()
-    for (filename, _line, _name), (_primitive, number, *_times) in pstats.Stats(profile).stats.items():  # type: ignore[attr-defined]
-        calls[_package(filename)] += number
-    return calls, statuses
-
-
-def _package(filename: str) -> str:
-    """Where a function of cProfile's stats lives, as python_calls groups them.
-
-    >>> [_package(name) for name in ("/r/kvnode/node/client_api.py", "/r/kvnode/metrics.py", "~",
-    ...                              "/v/site-packages/aiohttp/web.py", "/v/yarl/_url.py", "/usr/x.py")]
-    ['kvnode/node', 'kvnode/metrics.py', 'builtins', 'aiohttp', 'multidict/yarl', 'other']
-    """
-    if filename == "~":
-        return "builtins"
-    if "/kvnode/" in filename:
-        inside = filename.rsplit("/kvnode/", 1)[1]
-        return "kvnode/" + (inside.split("/", 1)[0] if "/" in inside else inside)
-    for package in ("aiohttp", "asyncio"):
-        if f"/{package}/" in filename:
-            return package
-    return "multidict/yarl" if "/multidict/" in filename or "/yarl/" in filename else "other"
-
-
-async def _profiled_load(
-    spec: CountSpec, config: NodeConfig, out: Path
-) -> tuple[cProfile.Profile, dict[str, int]]:
-    """Serve a node of ``config`` here, fill it for a GET load, warm up, and profile the measured load:
-    the profile, and the answers by status."""
-    profile = cProfile.Profile()
-    async with open_parts(config) as parts:
-        runner = GuardedRunner(create_app(parts), parts.connections, config.idle_timeout_s, access_log=None)
-        await runner.setup()
-        try:
-            await web.TCPSite(runner, config.host, config.port).start()
-            loop = asyncio.get_running_loop()
-            client = asyncio.Runner()  # the closed loop's own event loop, run by the driver's thread only
-            load = ClosedLoop(config.url, spec.workload, spec.connections)
-
-            def prepare() -> None:
-                if spec.op == "get":
-                    filled = Workload("put", spec.keys, spec.value_size)
-                    written, _ = client.run(loadtest_fill([config.url], filled))
-                    if written != spec.keys:
-                        raise LoadError(f"filled {written} of {spec.keys} keys (logs: {out})")
-                client.run(load.open())
-                client.run(load.run(min(_WARM_UP, spec.requests)))
-
-            def finish() -> None:
-                load.close()
-                client.close()
-
-            with concurrent.futures.ThreadPoolExecutor(1) as driver:
-                try:
-                    await loop.run_in_executor(driver, prepare)
-                    profile.enable()
-                    try:
-                        statuses = await loop.run_in_executor(driver, client.run, load.run(spec.requests))
-                    finally:
-                        profile.disable()
-                finally:
-                    await loop.run_in_executor(driver, finish)
-        finally:
-            await runner.cleanup()
-    return profile, dict(statuses)
-
-
-@contextlib.contextmanager
-def _closed_loop(spec: CountSpec, url: str) -> Iterator[Callable[[int], dict[str, int]]]:
-    """A closed loop to ``url``, warmed up: a function that sends N requests and returns their answers by
-    status."""
-    with asyncio.Runner() as runner:
-        load = ClosedLoop(url, spec.workload, spec.connections)
-        try:
-            runner.run(load.open())
-            runner.run(load.run(min(_WARM_UP, spec.requests)))
-            yield lambda requests: dict(runner.run(load.run(requests)))
-        finally:
-            load.close()
 
 
 def _plain_phase(
@@ -377,7 +215,7 @@ def _plain_phase(
     """System calls (perf) and frames (/metrics) per request over one load."""
     refusal = perf_refusal(perf)
     perf_out = out / "perf.csv"
-    with _closed_loop(spec, cluster.coordinator.url) as load:
+    with warmed_loop(cluster.coordinator.url, spec.workload, spec.connections) as load:
         recorder = None
         if not refusal:
             assert perf is not None
