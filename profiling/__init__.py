@@ -15,4 +15,15 @@ profiles sync and async x PUT and GET and writes report.md. The modules, in the 
     report     report.md from the runs
     flamegraph a flamegraph drawn as one SVG from collapsed stacks
     render_check  each written page rendered offline in headless Chromium: drawn, and nothing fetched
+
+``python -m profiling counts`` measures a request's allocations, system calls and replica frames at the
+coordinator, and its Python calls at a node of one: figures for a before/after that a busy machine does
+not move. Its modules, besides cluster, memory and collapsed above:
+
+    closed_loop   a bounded closed-loop load: N requests over connections opened once
+    python_calls  Python calls per request at a node of one served in this process, under cProfile
+    counts        the phases, and the table of counts per request
+
+``python -m profiling.transport`` (transport) times the replica channel over loopback TCP against a Unix
+socket.
 """

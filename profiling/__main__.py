@@ -1,4 +1,4 @@
-"""``python -m profiling record|compare|report``: profile kvnode under load (see profiling/__init__).
+"""``python -m profiling record|compare|report|counts``: profile kvnode under load (see profiling/__init__).
 
 Exit status: 0 done, 1 a cluster or load failed, 2 bad usage or missing tools/rights (py-spy, ptrace,
 the load-testing pipeline, the load and profile extras: one line naming the command that installs them),
@@ -15,6 +15,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, NoReturn
@@ -37,6 +38,8 @@ __all__ = ["main"]
 # --quick: every step, in seconds (a smoke check: too few samples to compare anything).
 _FULL = {"rate": 400, "duration": 30.0, "memray_duration": 8.0, "keys": 2000}
 _QUICK = {"rate": 100, "duration": 3.0, "memray_duration": 2.0, "keys": 300}
+# counts: enough requests that the warm-up and the idle heartbeat are under 1 % of what is counted.
+_COUNTS = {"requests": 5000, "connections": 64}
 _VALUE_SIZE = 256
 _OPS = ("put", "get")
 _MODES: tuple[FanoutMode, ...] = ("async", "sync")
@@ -70,6 +73,28 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("--ops", type=_choices(_OPS), default=_OPS, help="comma-separated (default: both)")
     report = commands.add_parser("report", help="rewrite DIR/report.md from the runs already in DIR")
     report.add_argument("--out", type=Path, required=True, help="a directory written by record or compare")
+    counts = commands.add_parser(
+        "counts", help="allocations, system calls and replica frames per request at the coordinator"
+    )
+    counts.add_argument("--out", type=Path, required=True, help="directory for counts.md, logs and captures")
+    counts.add_argument("--ops", type=_choices(_OPS), default=_OPS, help="comma-separated (default: both)")
+    counts.add_argument("--mode", choices=_MODES, default="async", help="the nodes' fan-out (default async)")
+    counts.add_argument(
+        "--requests",
+        type=positive_int,
+        default=_COUNTS["requests"],
+        help="requests a phase (default %(default)s)",
+    )
+    counts.add_argument(
+        "--connections",
+        type=positive_int,
+        default=_COUNTS["connections"],
+        help="closed-loop connections (default %(default)s: at saturation, as make bench loads)",
+    )
+    counts.add_argument(
+        "--keys", type=positive_int, default=_FULL["keys"], help="key space (default %(default)s)"
+    )
+    counts.add_argument("--value-size", type=positive_int, default=_VALUE_SIZE, help="bytes per value")
     for command in (record, compare):
         command.add_argument("--out", type=Path, required=True, help="directory for the profiles and report")
         command.add_argument(
@@ -153,6 +178,66 @@ def _rewrite_report(out: Path) -> int:
     return 0
 
 
+def _counts(args: argparse.Namespace, command: str, children: Children) -> int:
+    """Each operation's counts per request, printed and written to OUT/counts.md."""
+    from profiling.counts import CountSpec, count_run, find_perf, format_counts
+
+    specs = [
+        CountSpec(op, args.requests, args.connections, args.keys, args.value_size, args.mode)
+        for op in args.ops
+    ]
+    runs = [count_run(spec, args.out / spec.op, children, _progress, find_perf()) for spec in specs]
+    table = format_counts(runs, specs[0], command)
+    (args.out / "counts.md").write_text(table + "\n")
+    print(table)
+    return 0
+
+
+def _profile(args: argparse.Namespace, command: str, py_spy: str, children: Children) -> int:
+    """Record every run the command asks for, and write report.md."""
+    from profiling.record import record_run
+    from profiling.report import kept_files, write_report
+
+    try:
+        pyspy.check_ptrace(py_spy, children)
+    except pyspy.PtraceDenied as error:
+        print(f"profiling: {error}\n{pyspy.ptrace_advice()}", file=sys.stderr)
+        return 2
+    specs = _specs(args)
+    run_dirs = []
+    for index, spec in enumerate(specs):
+        left = sum(_planned_s(later) for later in specs[index:]) / 60
+        _progress(f"run {index + 1} of {len(specs)}: {spec.name} (about {left:.0f} min left)")
+        run_dir = args.out if args.command == "record" else args.out / spec.name
+        record_run(spec, run_dir, py_spy, children, _progress)
+        run_dirs.append(run_dir)
+    report = write_report(args.out, run_dirs, command)
+    kept = kept_files(args.out)
+    size = sum(path.stat().st_size for path in kept) / 1e6
+    _progress(
+        f"done: {report}; without the raw files (.gitignore) the set is {len(kept)} files, {size:.1f} MB"
+    )
+    return 0
+
+
+def _with_children(work: Callable[[Children], int]) -> int:
+    """``work``'s exit status, every process it started stopped after it: 1 for a cluster or a load that
+    failed, 130 on Ctrl-C or SIGTERM."""
+    for signum in (signal.SIGINT, signal.SIGTERM):  # SIGINT too: a background start inherits it ignored
+        signal.signal(signum, _interrupt)
+    children = Children()
+    try:
+        return work(children)
+    except (ClusterError, LoadError) as error:
+        print(f"profiling: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        _progress(f"interrupted: stopping {len(children.processes)} process(es) started")
+        return 130
+    finally:
+        children.stop_all()
+
+
 def _interrupt(signum: int, frame: FrameType | None) -> NoReturn:
     raise KeyboardInterrupt
 
@@ -168,47 +253,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.command == "report":
         return _rewrite_report(args.out)
-    from profiling.record import record_run
-    from profiling.report import kept_files, write_report
-
+    if not loadtest_available():
+        print("profiling: the load-testing pipeline (python -m loadtest) is not installed", file=sys.stderr)
+        return 2
+    if args.command == "counts":
+        return _with_children(partial(_counts, args, command))
     py_spy = args.py_spy or pyspy.find_py_spy()
     if py_spy is None:
         print("profiling: py-spy not found; install it with: pip install -e '.[profile]'", file=sys.stderr)
         return 2
-    if not loadtest_available():
-        print("profiling: the load-testing pipeline (python -m loadtest) is not installed", file=sys.stderr)
-        return 2
-    for signum in (signal.SIGINT, signal.SIGTERM):  # SIGINT too: a background start inherits it ignored
-        signal.signal(signum, _interrupt)
-    children = Children()
-    try:
-        pyspy.check_ptrace(py_spy, children)
-        specs = _specs(args)
-        run_dirs = []
-        for index, spec in enumerate(specs):
-            left = sum(_planned_s(later) for later in specs[index:]) / 60
-            _progress(f"run {index + 1} of {len(specs)}: {spec.name} (about {left:.0f} min left)")
-            run_dir = args.out if args.command == "record" else args.out / spec.name
-            record_run(spec, run_dir, py_spy, children, _progress)
-            run_dirs.append(run_dir)
-        report = write_report(args.out, run_dirs, command)
-        kept = kept_files(args.out)
-        size = sum(path.stat().st_size for path in kept) / 1e6
-        _progress(
-            f"done: {report}; without the raw files (.gitignore) the set is {len(kept)} files, {size:.1f} MB"
-        )
-        return 0
-    except pyspy.PtraceDenied as error:
-        print(f"profiling: {error}\n{pyspy.ptrace_advice()}", file=sys.stderr)
-        return 2
-    except (ClusterError, LoadError) as error:
-        print(f"profiling: {error}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        _progress(f"interrupted: stopping {len(children.processes)} process(es) started")
-        return 130
-    finally:
-        children.stop_all()
+    return _with_children(partial(_profile, args, command, py_spy))
 
 
 if __name__ == "__main__":

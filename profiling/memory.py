@@ -18,9 +18,9 @@ from pathlib import Path
 import memray
 
 import kvnode
-from profiling.collapsed import NO_PYTHON_FRAME, Stacks
+from profiling.collapsed import NO_PYTHON_FRAME, Stacks, trunk
 
-__all__ = ["Allocations", "load_window_allocations", "short_path"]
+__all__ = ["Allocations", "by_innermost_kvnode_frame", "load_window_allocations", "short_path"]
 
 WINDOW_MARKER = "get_stats"  # kvnode.node.stats's /v0/stats handler, called at load start and end
 _ALLOCATING = frozenset(
@@ -130,3 +130,20 @@ def load_window_allocations(capture: Path, marker: str = WINDOW_MARKER) -> Alloc
             by_count[stack] += count
             by_bytes[stack] += size
     return Allocations(by_count, by_bytes, windowed)
+
+
+def by_innermost_kvnode_frame(stacks: Stacks) -> Counter[str]:
+    """Weights by the innermost kvnode frame of each stack (what a kvnode function allocates, the
+    libraries it calls included), or by its innermost frame where none is (aiohttp's and asyncio's own
+    work). The node's entry path, which every stack runs under (collapsed.trunk), is no kvnode frame here.
+
+    >>> by_innermost_kvnode_frame(Counter({("main (kvnode/m.py)", "put (kvnode/x.py)", "join (b.py)"): 3,
+    ...                                    ("main (kvnode/m.py)", "parse (aiohttp/p.py)"): 2}))
+    Counter({'put (kvnode/x.py)': 3, 'parse (aiohttp/p.py)': 2})
+    """
+    entry = set(trunk(stacks))
+    found: Counter[str] = Counter()
+    for stack, weight in stacks.items():
+        kvnode = (frame for frame in reversed(stack) if "(kvnode/" in frame and frame not in entry)
+        found[next(kvnode, stack[-1])] += weight
+    return found

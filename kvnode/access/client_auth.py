@@ -28,6 +28,8 @@ import logging
 from pathlib import Path
 from typing import Literal, get_args
 
+from aiohttp import hdrs, web
+
 from kvnode.replica.channel.client import PEER_PATH
 from kvnode.replica.channel.handshake import CHALLENGE_PATH
 
@@ -41,6 +43,7 @@ __all__ = [
     "read_tokens_file",
     "role_allows",
     "role_needed",
+    "token_refusal",
     "unauthorized_reason",
 ]
 
@@ -126,6 +129,27 @@ def role_allows(role: Role, method: str, path: str, *, metrics_open: bool = Fals
     """Whether a token of ``role`` may make this request."""
     needed = role_needed(method, path, metrics_open=metrics_open)
     return needed is None or covers(role, needed)
+
+
+def token_refusal(
+    tokens: ClientTokens, needed: Role | None, method: str, path: str, authorization: str | None
+) -> web.Response | None:
+    """The answer to a request that needs ``needed`` (None: nothing) and sent ``authorization``: 401 (with
+    ``WWW-Authenticate: Bearer``) without a valid token, 403 for a token whose role does not allow it;
+    None when it may go on. The app's token check (kvnode.node.app) and the gate's for the hot routes
+    (kvnode.access.connections) both answer by it."""
+    if needed is None:
+        return None
+    role = tokens.table.role_of(authorization)
+    if role is None:
+        return web.Response(
+            status=401,
+            text=unauthorized_reason(authorization) + "\n",
+            headers={hdrs.WWW_AUTHENTICATE: 'Bearer realm="kvnode"'},
+        )
+    if not covers(role, needed):
+        return web.Response(status=403, text=f"a {role} token may not {method} {path}\n")
+    return None
 
 
 def covers(role: Role, needed: Role) -> bool:

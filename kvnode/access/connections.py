@@ -19,7 +19,8 @@ aiohttp's RequestHandler) that:
   it a 431;
 - logs a client that closed its connection while a handler wrote its answer (a backup that stops its
   other streams when one fails) as one line at INFO, not as aiohttp's ERROR with a traceback;
-- calls the app's hot routes (DIRECT_ROUTES) itself, past the app's router.
+- calls the app's hot routes (DIRECT_ROUTES) itself, past the app's router and middleware, checking
+  their client tokens itself (DIRECT_TOKENS) as the app's token check does for the other routes.
 
 aiohttp's private names this relies on, all here (tests/unit/kvnode/access/test_connections.py checks
 each, so an aiohttp upgrade that changes them fails there by name): ``AppRunner._make_server``
@@ -44,6 +45,7 @@ from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 from aiohttp.typedefs import Handler
 from aiohttp.web_protocol import RequestHandler
 
+from kvnode.access.client_auth import ClientTokens, role_needed, token_refusal
 from kvnode.figures import Figure, Figures
 from kvnode.figures import Kind as FigureKind
 from kvnode.replica.channel.client import PEER_PATH
@@ -52,6 +54,7 @@ from kvnode.replica.channel.handshake import CHALLENGE_PATH, RateLimitedLog
 __all__ = [
     "CONNECTION_FIGURES",
     "DIRECT_ROUTES",
+    "DIRECT_TOKENS",
     "ConnectionGuard",
     "GuardedRunner",
     "capacity",
@@ -286,21 +289,31 @@ def _too_long(refused: LineTooLong) -> tuple[int, str]:
 _AppHandler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
 
 DIRECT_ROUTES = web.AppKey("direct_routes", dict[tuple[str, str], Handler])
-"""An app's hot routes by (method, path), which the server calls itself, past the app's router: that
-resolution, with its match info and the loop lookups around it, was 3 % of a coordinator's samples. Only
-for an app without middleware (which would be skipped) and a request without ``Expect`` (whose answer
-aiohttp's router gives); anything else goes through the app as usual."""
+"""An app's hot routes by (method, path), which the server calls itself, past the app's router and
+middleware: that resolution, with its match info and the loop lookups around it, was 3 % of a
+coordinator's samples, and a middleware about 45 Python calls a request (docs/profiling.md, ``python -m
+profiling counts``). Only for an app whose one middleware, if any, is the client token check, which
+DIRECT_TOKENS has the gate make; and for a request without ``Expect`` (whose answer aiohttp's router
+gives): anything else goes through the app as usual."""
+
+DIRECT_TOKENS = web.AppKey("direct_tokens", ClientTokens)
+"""The client tokens of an app with a token check: the gate answers a hot route's request without a
+token its role needs as the check would (kvnode.access.client_auth.token_refusal)."""
 
 
 class _GuardedServer(web.Server):
     """The app's Server, its connections made by _GuardedProtocol."""
 
     def __init__(
-        self, app_server: web.Server, guard: ConnectionGuard, direct: dict[tuple[str, str], Handler]
+        self,
+        app_server: web.Server,
+        guard: ConnectionGuard,
+        direct: dict[tuple[str, str], Handler],
+        tokens: ClientTokens | None,
     ) -> None:
         self._protocol_kwargs = app_server._kwargs  # aiohttp private: the protocol's keyword arguments
         super().__init__(
-            self._gated(app_server.request_handler, guard, direct),
+            self._gated(app_server.request_handler, guard, direct, tokens),
             request_factory=app_server.request_factory,
             handler_cancellation=app_server.handler_cancellation,
             **self._protocol_kwargs,
@@ -310,19 +323,36 @@ class _GuardedServer(web.Server):
 
     @staticmethod
     def _gated(
-        handler: _AppHandler, guard: ConnectionGuard, direct: dict[tuple[str, str], Handler]
+        handler: _AppHandler,
+        guard: ConnectionGuard,
+        direct: dict[tuple[str, str], Handler],
+        tokens: ClientTokens | None,
     ) -> _AppHandler:
         client = Kind.CLIENT
+        needed = {route: role_needed(*route, metrics_open=False) for route in direct}  # never /metrics
 
-        async def gated(request: web.BaseRequest) -> web.StreamResponse:
+        def gated(request: web.BaseRequest) -> Awaitable[web.StreamResponse]:
+            # Not a coroutine: aiohttp awaits the hot route's own, so the gate adds no coroutine layer to a
+            # request (each one a frame made, and passed again at every resumption of the handler).
             protocol = request.protocol
             assert isinstance(protocol, _GuardedProtocol)
-            path = request.path
-            route = direct.get((request.method, path))
+            # The target as the request line sent it, up to its query: the hot routes' paths need no
+            # decoding, and a target that does (or is absolute) takes the router's way, below.
+            method, path = request.method, request.raw_path.partition("?")[0]
+            route = direct.get((method, path))
             # Nearly every request: a hot route on a client's connection, which the gate would admit as it
             # is (it is neither the handshake nor the channel), so one check and past the router.
             if route is not None and protocol._kind is client and hdrs.EXPECT not in request.headers:
-                return await route(cast(web.Request, request))  # the app's request factory makes Requests
+                if tokens is not None:
+                    authorization = request.headers.get(hdrs.AUTHORIZATION)
+                    refusal = token_refusal(tokens, needed[method, path], method, path, authorization)
+                    if refusal is not None:
+                        return _answered(refusal)
+                return route(cast(web.Request, request))  # the app's request factory makes Requests
+            return admitted(request, protocol)
+
+        async def admitted(request: web.BaseRequest, protocol: _GuardedProtocol) -> web.StreamResponse:
+            path = request.path
             if not protocol.admits(path):
                 guard.refused += 1
                 refusal = web.Response(
@@ -354,4 +384,9 @@ class GuardedRunner(web.AppRunner):
         self._guard = guard
 
     async def _make_server(self) -> web.Server:  # aiohttp private: how a runner makes its Server
-        return _GuardedServer(await super()._make_server(), self._guard, self.app.get(DIRECT_ROUTES, {}))
+        direct, tokens = self.app.get(DIRECT_ROUTES, {}), self.app.get(DIRECT_TOKENS)
+        return _GuardedServer(await super()._make_server(), self._guard, direct, tokens)
+
+
+async def _answered(response: web.StreamResponse) -> web.StreamResponse:
+    return response

@@ -1,7 +1,7 @@
 """A node's aiohttp application, wired from its open parts (kvnode.node.parts): the client API, the operator's
 endpoints and the replica channel's routes, one-line answers for unknown paths and methods, the client
-token check (with ``--auth-tokens-file`` only: without it there is no middleware at all), and what its
-shutdown closes. kvnode.node.serving runs it.
+token check (with ``--auth-tokens-file`` only: without it there is no middleware at all; the hot routes'
+own is the gate's, kvnode.access.connections), and what its shutdown closes. kvnode.node.serving runs it.
 
 Shutdown (kvnode.node.serving): stop listening, wait for request bodies still arriving, close peers' replica
 channels (here), let the client requests in flight finish, then close the parts.
@@ -12,8 +12,8 @@ from __future__ import annotations
 from aiohttp import hdrs, web
 from aiohttp.typedefs import Handler, Middleware
 
-from kvnode.access.client_auth import ClientTokens, covers, role_needed, unauthorized_reason
-from kvnode.access.connections import DIRECT_ROUTES
+from kvnode.access.client_auth import ClientTokens, role_needed, token_refusal
+from kvnode.access.connections import DIRECT_ROUTES, DIRECT_TOKENS
 from kvnode.node import client_api, operator_api, stats, versions_api
 from kvnode.node.parts import PARTS, NodeParts
 
@@ -24,9 +24,10 @@ def create_app(parts: NodeParts) -> web.Application:
     middlewares = [] if parts.tokens is None else [_token_check(parts.tokens, parts.config.metrics_open)]
     app = web.Application(client_max_size=parts.config.max_body_bytes, middlewares=middlewares)
     app[PARTS] = parts
-    direct = client_api.add_routes(app, parts)
-    if not middlewares:
-        app[DIRECT_ROUTES] = direct
+    # The hot routes skip the router and the middleware: the gate checks their tokens itself.
+    app[DIRECT_ROUTES] = client_api.add_routes(app, parts)
+    if parts.tokens is not None:
+        app[DIRECT_TOKENS] = parts.tokens
     stats.add_routes(app, parts)
     operator_api.add_routes(app)
     versions_api.add_routes(app)
@@ -50,20 +51,9 @@ def _token_check(tokens: ClientTokens, metrics_open: bool) -> Middleware:
         resource = request.match_info.route.resource
         path = request.path if resource is None else resource.canonical
         needed = role_needed(request.method, path, metrics_open=metrics_open)
-        if needed is not None:
-            authorization = request.headers.get(hdrs.AUTHORIZATION)
-            role = tokens.table.role_of(authorization)
-            if role is None:
-                return web.Response(
-                    status=401,
-                    text=unauthorized_reason(authorization) + "\n",
-                    headers={hdrs.WWW_AUTHENTICATE: 'Bearer realm="kvnode"'},
-                )
-            if not covers(role, needed):
-                return web.Response(
-                    status=403, text=f"a {role} token may not {request.method} {request.path}\n"
-                )
-        return await handler(request)
+        authorization = request.headers.get(hdrs.AUTHORIZATION)
+        refusal = token_refusal(tokens, needed, request.method, request.path, authorization)
+        return refusal if refusal is not None else await handler(request)
 
     return check
 

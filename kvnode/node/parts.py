@@ -29,6 +29,7 @@ from kvnode.node.exporter import NodeMetrics
 from kvnode.node.snapshot import NodeSnapshot
 from kvnode.paxos.acceptor_calls import AcceptorCalls
 from kvnode.paxos.rounds import PAXOS_FIGURES, PaxosRounds
+from kvnode.replica.channel.answerers import ANSWERED_FIGURES
 from kvnode.replica.channel.identities import IDENTITY_FIGURES, Identities
 from kvnode.replica.channel.protocol import spoken
 from kvnode.replica.channel.server import ReplicaServer
@@ -102,6 +103,7 @@ class NodeParts:
                 MEMBERSHIP_FIGURES.read(self.members),
                 CHANGE_FIGURES.read(self.own_part),
                 IDENTITY_FIGURES.read(self.identities),
+                ANSWERED_FIGURES.read(self.replica_server.answerers),
             ),
             peers=tuple((peer.url, PEER_FIGURES.read(peer)) for peer in self.peers),
             protocols=str(spoken(self.config.max_protocol)),

@@ -4,7 +4,8 @@ The calls of one event-loop tick leave together: small ones in frames of about `
 bytes (at most ``max_calls`` a frame), a large one (a big value, over ``wire.LARGE_CALL``) in a frame of
 its own after a frame of small ones, so a big value holds small calls up no longer than one frame. While
 the transport's write buffer is full (the sink is paused) calls wait here; the sink's ``writable`` sends
-them once it drains.
+them once it drains. It counts the frames and the calls it sent (``kvnode_peer_frames_sent_total``,
+``kvnode_peer_calls_sent_total``: their ratio is how well a tick's calls are batched; docs/metrics.md).
 
 Create it inside the running event loop.
 """
@@ -33,7 +34,7 @@ class FrameSink(Protocol):
 
 class Outbox:
     """Encoded calls by id, in call order; sent at the end of the tick they were put in, while a sink is
-    attached and not paused."""
+    attached and not paused; ``frames_sent`` and ``calls_sent`` count what left, since it was made."""
 
     def __init__(self, max_calls: int) -> None:
         self._max_calls = max_calls
@@ -42,6 +43,8 @@ class Outbox:
         self._large: dict[int, bytes] = {}
         self._sink: FrameSink | None = None
         self._flush_scheduled = False
+        self.frames_sent = 0
+        self.calls_sent = 0
 
     def __len__(self) -> int:
         return len(self._small) + len(self._large)
@@ -88,6 +91,10 @@ class Outbox:
                 for call_id in list(itertools.islice(small, len(frame))):
                     del small[call_id]
                 sink.send(b"".join(frame))
+                self.frames_sent += 1
+                self.calls_sent += len(frame)
             if large and not sink.paused:
                 call_id = next(iter(large))
                 sink.send(large.pop(call_id))
+                self.frames_sent += 1
+                self.calls_sent += 1

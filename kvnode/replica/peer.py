@@ -180,6 +180,16 @@ class PeerReplica(AwaitableCalls):
         return 0 if self._channel is None else self._channel.protocol
 
     @property
+    def frames_sent(self) -> int:
+        """Frames of calls sent to the peer since start (kvnode.replica.outbox)."""
+        return self._outbox.frames_sent
+
+    @property
+    def calls_sent(self) -> int:
+        """Calls sent to the peer since start, in those frames."""
+        return self._outbox.calls_sent
+
+    @property
     def phi(self) -> float:
         """While connected, the failure detector's suspicion that the peer is gone; 0 otherwise."""
         return self._life.detector.phi(self._loop.time()) if self._channel is not None else 0.0

@@ -23,6 +23,11 @@ PEER_FIGURES = Figures("peer", (
            "kvnode_peer_distance_seconds", key="distance_s"),
     Figure("protocol", Kind.GAUGE, "The replica protocol version each peer's channel speaks (0: no channel "
            "open)", "kvnode_peer_protocol_version"),
+    Figure("frames_sent", Kind.COUNTER, "Frames of replica calls this node sent to each peer (each a write "
+           "to the peer's socket; calls per frame: kvnode_peer_calls_sent_total over this)",
+           "kvnode_peer_frames_sent"),
+    Figure("calls_sent", Kind.COUNTER, "Replica calls this node sent to each peer, in those frames",
+           "kvnode_peer_calls_sent"),
     Figure("refusal", Kind.TEXT, "while refused: what the handshake was refused for"),
     Figure("node_state", Kind.TEXT, "the state of its data as it last said (kvnode.healing.rebuild_state)"),
 ))  # fmt: skip

@@ -7,7 +7,8 @@ that must before any reply leaves (storage's group commit: the writes of the fra
 in this loop iteration, in one LevelDB write); a hook that fails fails every call of the frame, since none
 of their writes may be acknowledged. An answerer answers with a status of its op's row in the table, or
 fails the call with a one-line reason: :class:`Unanswerable`, a malformed call (ValueError: a payload that
-does not decode), or storage refusing (StorageError).
+does not decode), or storage refusing (StorageError). The frames and calls answered are counted
+(``ANSWERED_FIGURES``: calls per frame, the batching seen from this end).
 
 One op is answered later than its frame: a FORWARD (kvnode.coordinator.forwarding) waits for the writes it
 relays to other nodes. Its answerer is *deferred* (:meth:`Answerers.register_deferred`): started once the
@@ -32,11 +33,21 @@ import logging
 from collections.abc import Awaitable, Callable
 from functools import partial
 
+from kvnode.figures import Figure, Figures, Kind
 from kvnode.replica.channel import wire
 from kvnode.replica.channel.protocol import PROTOCOL
 from kvnode.storage.keyspace import StorageError
 
-__all__ = ["Answer", "Answerer", "Answerers", "DeferredAnswerer", "LateReplies", "Reply", "Unanswerable"]
+__all__ = [
+    "ANSWERED_FIGURES",
+    "Answer",
+    "Answerer",
+    "Answerers",
+    "DeferredAnswerer",
+    "LateReplies",
+    "Reply",
+    "Unanswerable",
+]
 
 log = logging.getLogger(__name__)
 
@@ -51,15 +62,18 @@ class Unanswerable(Exception):
 
 
 class Answerers:
-    """The answerers of this node's replica calls, by op, and the hooks a frame's replies wait for."""
+    """The answerers of this node's replica calls, by op, and the hooks a frame's replies wait for; the
+    frames and calls answered since start."""
 
-    __slots__ = ("_after_frame", "_by_op", "_deferred", "_deferring")
+    __slots__ = ("_after_frame", "_by_op", "_deferred", "_deferring", "calls", "frames")
 
     def __init__(self) -> None:
         self._by_op: dict[wire.Op, Answerer] = {}
         self._deferred: dict[wire.Op, DeferredAnswerer] = {}
         self._deferring: list[wire.CallRequest] = []  # the frame's deferred calls, started after its hooks
         self._after_frame: list[Callable[[], None]] = []
+        self.frames = 0
+        self.calls = 0
 
     def register(self, op: wire.Op, answerer: Answerer) -> None:
         """Answer ``op`` with ``answerer``; one answerer an op, and only an op of the protocol table."""
@@ -93,6 +107,8 @@ class Answerers:
         """The replies to one frame's calls, in order, once the hooks have run; a deferred call's is b""
         there, and comes through ``late`` (a channel's :class:`LateReplies`) once known. Without ``late``
         a deferred call fails (FAILED, among the frame's replies)."""
+        self.frames += 1
+        self.calls += len(calls)
         replies = [self._reply(call) for call in calls]
         try:
             for hook in self._after_frame:
@@ -186,3 +202,12 @@ class LateReplies:
             sender.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await sender
+
+
+# An Answerers' figures (kvnode.figures): the peers' frames as this node's server end answered them.
+ANSWERED_FIGURES = Figures("answered", (
+    Figure("frames", Kind.COUNTER, "Frames of replica calls this node answered, from every peer (calls per "
+           "frame: kvnode_replica_calls_answered_total over this)", "kvnode_replica_frames_answered"),
+    Figure("calls", Kind.COUNTER, "Replica calls this node answered, in those frames",
+           "kvnode_replica_calls_answered"),
+))  # fmt: skip

@@ -1,6 +1,6 @@
 """``python -m profiling``: compare --quick end to end on its smallest set (its report, the set kept
 small, and every page rendered offline in headless Chromium where it is installed), a denied ptrace,
-and Ctrl-C."""
+Ctrl-C, and counts on a small load."""
 
 from __future__ import annotations
 
@@ -275,3 +275,28 @@ def test_raw_files_stay_out_of_git(compare_quick: tuple[Path, subprocess.Complet
     assert not [path for path in kept if "logs" in path.parts]
     assert (out / RUNS[0] / "n1" / "memray.bin").exists()  # kept beside the set, to re-read
     assert all(path.stat().st_size < 200_000 for path in kept if path.suffix == ".svg")
+
+
+@pytest.mark.slow
+def test_counts_prints_the_counts_per_request_of_a_bounded_load(tmp_path: Path) -> None:
+    finished = subprocess.run(
+        [sys.executable, "-m", "profiling", "counts", "--ops", "put", "--requests", "300",
+         "--connections", "8", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    table = (tmp_path / "counts.md").read_text()
+    assert table.strip() == finished.stdout.strip()
+    rows = dict(re.findall(r"^\| (.+?) \| (.+?) \|$", table, re.MULTILINE))
+    assert rows["answers"] == "201: 900"  # three phases, every PUT answered
+    assert 50 < float(rows["Python calls at a node of one (cProfile)"].replace(",", "")) < 5_000
+    assert float(rows["&nbsp; kvnode/node"]) >= 1  # the entity handler, at least
+    assert 100 < float(rows["allocations (memray)"].replace(",", "")) < 10_000
+    # Each PUT writes to both peers: at most one frame a call, and at least one call a frame.
+    assert 0 < float(rows["frames sent to peers"]) <= 2
+    assert (
+        float(rows["calls per frame sent"]) >= 1 and float(rows["calls per frame answered (the peers)"]) >= 1
+    )
+    assert rows["system calls (perf)"] != "-" or "no system calls counted" in table

@@ -45,8 +45,9 @@ def test_stats_cluster_and_metrics_agree_on_a_stopped_peers_hints(start_cluster:
     assert stats["node"] == coordinator.url
     assert set(stats) == {
         "node", "fanout", "cluster", "loop_lag_ms", "peers", "clock", "hints", "gc", "repair", "requests",
-        "coordinator", "paxos", "rebuild", "protocol", "connections", "membership", "identities",
+        "coordinator", "paxos", "rebuild", "protocol", "connections", "membership", "identities", "answered",
     }  # fmt: skip
+    assert stats["answered"]["calls"] >= stats["answered"]["frames"]  # the peers' frames, each of calls
     assert stats["hints"]["kept"][stopped.url] >= 2
     assert stats["peers"][running.url] == "connected"
     assert stats["peers"][stopped.url] != "connected"

@@ -10,7 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from kvnode.access.client_auth import BadTokensFile, parse_tokens, read_tokens_file, role_allows, role_needed
+from kvnode.access.client_auth import (
+    BadTokensFile,
+    ClientTokens,
+    parse_tokens,
+    read_tokens_file,
+    role_allows,
+    role_needed,
+    token_refusal,
+    unauthorized_reason,
+)
 from tests.harness import (
     write_secret_file,
 )
@@ -82,6 +91,21 @@ def test_a_tokens_file_open_to_others_is_refused(tmp_path: Path) -> None:
     path.chmod(0o640)
     with pytest.raises(BadTokensFile, match=r"open to group or others .* chmod 600"):
         read_tokens_file(path)
+
+
+def test_a_request_is_refused_401_without_a_valid_token_and_403_beyond_its_role(tmp_path: Path) -> None:
+    tokens = ClientTokens(write_secret_file(tmp_path / "tokens", TOKENS_TEXT))
+    assert token_refusal(tokens, None, "GET", "/v0/status", None) is None  # an open path
+    assert token_refusal(tokens, "read", "GET", "/v0/entity", f"Bearer {TOKENS['read']}") is None
+    missing = token_refusal(tokens, "read", "GET", "/v0/entity", None)
+    assert missing is not None and missing.status == 401
+    assert missing.text == unauthorized_reason(None) + "\n"
+    assert missing.headers["WWW-Authenticate"] == 'Bearer realm="kvnode"'
+    beyond = token_refusal(tokens, "readwrite", "PUT", "/v0/entity", f"Bearer {TOKENS['read']}")
+    assert beyond is not None and (beyond.status, beyond.text) == (
+        403,
+        "a read token may not PUT /v0/entity\n",
+    )
 
 
 # --- real nodes ---------------------------------------------------------------------------------------

@@ -258,8 +258,11 @@ async def test_a_provisional_connection_may_only_shake_hands() -> None:
 
 async def test_a_direct_route_is_called_past_the_router_unless_the_request_expects() -> None:
     async with guarded(ConnectionGuard(100, 0, 10.0)) as port:
-        direct = await exchange(port, get("/direct"))
+        direct = await exchange(port, get("/direct?with=query"))
         expecting = await exchange(port, get("/direct", "Expect: 100-continue"))
+        escaped = await exchange(port, get("/%64irect"))
     assert direct.startswith(b"HTTP/1.1 200 ") and direct.endswith(b"direct\n")
     # Through the router, which has no such route (after aiohttp's interim 100 Continue).
     assert b"\r\n\r\nHTTP/1.1 404 Not Found\r\n" in expecting and not expecting.endswith(b"direct\n")
+    # A target that must be decoded is matched as sent: the router's way, where the app routes it.
+    assert escaped.startswith(b"HTTP/1.1 404 ")

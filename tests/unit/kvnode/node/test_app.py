@@ -2,7 +2,7 @@
 naming the ones it does, an unknown path a 404, both in one line and writing nothing; the client token
 check, only with a tokens file (401 without a valid token, its line telling a missing token from an
 unknown one, as kvnode.client reports it; 403 beyond its role, open paths untouched); the hot routes called
-directly only without it."""
+directly, their tokens checked by the gate alike (a reloaded file too), and through the router alike."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kvnode.access.client_auth import unauthorized_reason
-from kvnode.access.connections import DIRECT_ROUTES
+from kvnode.access.connections import DIRECT_ROUTES, DIRECT_TOKENS
 from kvnode.client import BadRequest, Client
 from kvnode.node.app import create_app
 from tests.drivers import Serve, ServedNode
@@ -66,16 +66,23 @@ async def test_unknown_paths_are_404_in_one_line(served: ServedNode) -> None:
     assert stored_keys(served) == []
 
 
-async def test_the_hot_routes_are_called_directly_only_without_a_token_check(served: ServedNode) -> None:
-    direct = create_app(served.parts)[DIRECT_ROUTES]
+async def test_the_hot_routes_are_called_directly(served: ServedNode) -> None:
+    app = create_app(served.parts)
+    direct = app[DIRECT_ROUTES]
     assert sorted(direct) == [("DELETE", "/v0/entity"), ("GET", "/v0/entity"), ("PUT", "/v0/entity")]
+    assert DIRECT_TOKENS not in app  # no token check to make
+
+
+def write_tokens(path: Path, tokens: dict[str, str]) -> None:
+    """A tokens file of ``tokens`` (role: token)."""
+    path.write_text("".join(f"{token} {role}\n" for role, token in tokens.items()))
+    path.chmod(0o600)
 
 
 @pytest.fixture
 def tokens_file(tmp_path: Path) -> Path:
     path = tmp_path / "tokens"
-    path.write_text("".join(f"{token} {role}\n" for role, token in TOKENS.items()))
-    path.chmod(0o600)
+    write_tokens(path, TOKENS)
     return path
 
 
@@ -83,7 +90,7 @@ async def test_with_tokens_a_request_needs_a_token_whose_role_allows_it(
     serve: Serve, tokens_file: Path
 ) -> None:
     node = await serve(auth_tokens_file=tokens_file)
-    assert DIRECT_ROUTES not in create_app(node.parts)  # every request passes the check
+    assert create_app(node.parts)[DIRECT_TOKENS] is node.parts.tokens  # the gate checks the hot routes'
     status, text, headers = await answer(node, "GET", "/v0/entity?id=k")
     assert (status, text) == (401, unauthorized_reason(None) + "\n")
     assert text.startswith("no client token: send 'Authorization: Bearer TOKEN'")
@@ -101,6 +108,23 @@ async def test_with_tokens_a_request_needs_a_token_whose_role_allows_it(
     assert (await answer(node, "POST", "/v0/repair", TOKENS["admin"]))[0] == 202
     assert (await answer(node, "GET", "/v0/status"))[0] == 200  # open to anyone
     assert (await answer(node, "GET", "/metrics"))[0] == 401
+
+
+async def test_the_hot_routes_tokens_are_checked_alike_through_the_router_and_after_a_reload(
+    serve: Serve, tokens_file: Path
+) -> None:
+    node = await serve(auth_tokens_file=tokens_file)
+    # An escaped path and an Expect header take the router's way, through the app's token check.
+    for path, headers in (("/v0/%65ntity?id=k", {}), ("/v0/entity?id=k", {"Expect": "100-continue"})):
+        for token, status in ((TOKENS["read"], 403), (TOKENS["readwrite"], 201), ("", 401)):
+            sent = {**headers, **({"Authorization": f"Bearer {token}"} if token else {})}
+            async with node.session.put(node.url + path, data=b"v", headers=sent) as response:
+                assert response.status == status, (path, headers, token)
+    assert node.parts.tokens is not None
+    write_tokens(tokens_file, {"read": "new-token", "admin": TOKENS["admin"]})
+    node.parts.tokens.reload()  # what SIGHUP does
+    assert (await answer(node, "GET", "/v0/entity?id=k", TOKENS["read"]))[0] == 401
+    assert (await answer(node, "GET", "/v0/entity?id=k", "new-token"))[:2] == (200, "v")
 
 
 async def test_the_client_library_reports_a_missing_or_unknown_token_as_a_bad_request_401(

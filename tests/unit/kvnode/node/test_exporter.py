@@ -1,14 +1,17 @@
 """The node's /metrics (kvnode.node.exporter), from a node's parts in this process: each figure as its
-table describes it, figures that share a metric in one family, each peer's labelled with its URL."""
+table describes it, figures that share a metric in one family, each peer's labelled with its URL; the
+replica channel's frames and calls, sent and answered."""
 
 from __future__ import annotations
+
+import asyncio
 
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from kvnode.node.parts import NodeParts
 from kvnode.replica.peer_state import PeerState
-from tests.drivers import ServedNode
+from tests.drivers import Serve, ServedNode, served_members, until
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -78,3 +81,35 @@ async def test_requests_by_status_are_there_at_0_from_the_start(one_of_three: Se
     _, samples = scraped(parts)
     assert samples["kvnode_requests_total", frozenset({("op", "get"), ("status", "404")})] == 0
     assert ("kvnode_event_loop_lag_seconds_count", frozenset()) in samples
+
+
+def by_peer(samples: Samples, name: str) -> dict[str, float]:
+    return {dict(labels)["peer"]: value for (found, labels), value in samples.items() if found == name}
+
+
+async def test_the_frames_and_calls_of_the_replica_channel_are_counted_at_both_ends(serve: Serve) -> None:
+    nodes = await served_members(serve, 3)
+    first, peers = nodes[0], nodes[1:]
+
+    def answered() -> list[float]:
+        return [scraped(peer.parts)[1]["kvnode_replica_calls_answered_total", frozenset()] for peer in peers]
+
+    _, before = scraped(first.parts)
+    answered_before = answered()
+    # 8 PUTs at once, each writing to both peers (with a clock call at most beside them).
+    await asyncio.gather(*(first.put(f"key{i}", b"value") for i in range(8)))
+    _, after = scraped(first.parts)
+    frames, calls = (
+        {peer: value - by_peer(before, name)[peer] for peer, value in by_peer(after, name).items()}
+        for name in ("kvnode_peer_frames_sent_total", "kvnode_peer_calls_sent_total")
+    )
+    assert set(calls) == set(frames) == {peer.url for peer in peers}
+    assert all(8 <= calls[peer] <= 9 and 1 <= frames[peer] <= calls[peer] for peer in calls), (frames, calls)
+
+    # Every call sent is answered (the ack=2 answer may come before the third replica's).
+    def all_answered() -> bool:
+        return all(later - earlier >= 8 for later, earlier in zip(answered(), answered_before, strict=True))
+
+    await until(all_answered, "every write answered", turns=1000)
+    for peer in peers:
+        assert scraped(peer.parts)[1]["kvnode_replica_frames_answered_total", frozenset()] >= 1

@@ -40,6 +40,7 @@ async def test_the_calls_of_one_tick_leave_in_one_frame_at_its_end() -> None:
     assert sink.frames == [b"".join(messages)]
     assert wire.decode_calls(sink.frames[0]) == [wire.decode_calls(m)[0] for m in messages]
     assert len(outbox) == 0
+    assert (outbox.frames_sent, outbox.calls_sent) == (1, 3)
 
 
 async def test_small_calls_are_framed_up_to_the_target_or_the_call_limit() -> None:
@@ -64,6 +65,7 @@ async def test_a_large_call_travels_alone_after_a_frame_of_small_ones() -> None:
     outbox.put(3, small(3))
     outbox.attach(sink)
     assert sink.frames == [small(2) + small(3), large]
+    assert (outbox.frames_sent, outbox.calls_sent) == (2, 3)
 
 
 async def test_nothing_leaves_while_paused_and_everything_once_writable() -> None:
@@ -73,6 +75,7 @@ async def test_nothing_leaves_while_paused_and_everything_once_writable() -> Non
     outbox.put(1, small(1))
     await settle()
     assert sink.frames == [] and len(outbox) == 1
+    assert (outbox.frames_sent, outbox.calls_sent) == (0, 0)  # counted as they leave, not as they wait
     sink.paused = False
     outbox.flush()  # what the channel's resume_writing leads to
     assert sink.frames == [small(1)]

@@ -18,6 +18,8 @@ class Shown:
     phi: float = 0.5
     distance: float = 0.1
     protocol: int = 2
+    frames_sent: int = 3
+    calls_sent: int = 40
     refusal: str = ""
     node_state: str = "serving"
 
@@ -33,6 +35,8 @@ def test_a_peers_figures_read_as_cluster_view_and_metrics_show_them() -> None:
         "phi": 0.5,
         "distance_s": 0.1,
         "protocol": 2,
+        "frames_sent": 3,
+        "calls_sent": 40,
         "refusal": "",
         "node_state": "serving",
     }

@@ -1,8 +1,8 @@
 """kvnode.replica.channel.answerers: each call goes to the answerer registered for its op, in order; a call
 no answerer takes, or one its answerer cannot answer, fails alone; a hook that fails after the frame fails
-every call of it; one answerer an op, of the protocol's ops only. A deferred answerer starts after the
-frame's hooks and answers later, through the channel's late replies, which leave together and are dropped
-once the channel ends."""
+every call of it; one answerer an op, of the protocol's ops only; the frames and calls answered are
+counted. A deferred answerer starts after the frame's hooks and answers later, through the channel's late
+replies, which leave together and are dropped once the channel ends."""
 
 from __future__ import annotations
 
@@ -11,7 +11,14 @@ import asyncio
 import pytest
 
 from kvnode.replica.channel import wire
-from kvnode.replica.channel.answerers import Answer, Answerers, LateReplies, Reply, Unanswerable
+from kvnode.replica.channel.answerers import (
+    ANSWERED_FIGURES,
+    Answer,
+    Answerers,
+    LateReplies,
+    Reply,
+    Unanswerable,
+)
 from kvnode.storage.keyspace import StorageError, StorageFull
 
 
@@ -33,6 +40,8 @@ def test_each_call_is_answered_by_its_op_s_answerer_in_order_and_the_others_fail
         (3, wire.Status.FOUND, b"k"),
     ]
     assert wire.Op.SCAN in answerers.unanswered and wire.Op.READ not in answerers.unanswered
+    replies(answerers, call(4, wire.Op.READ))
+    assert ANSWERED_FIGURES.read(answerers).json() == {"frames": 2, "calls": 4}  # a failed call counts too
 
 
 @pytest.mark.parametrize(
