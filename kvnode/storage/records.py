@@ -178,4 +178,4 @@ def copies_of(data: bytes) -> int:
 
 def newest(records: Iterable[Record | None]) -> Record | None:
     """The winning version among replica answers; None where no replica holds the key."""
-    return max((r for r in records if r is not None), default=None)
+    return max(filter(None, records), default=None)  # a Record is never false: a tuple of five
