@@ -100,9 +100,9 @@ class LocalReplica(AwaitableCalls):
     ) -> None:
         """Tell a call its answer, or the replica error a failed storage is."""
         error: ReplicaError | None = None
-        if isinstance(failure, StorageFull):
-            error = ReplicaDiskFull(f"{self.url}: {failure}")
-        elif failure is not None:
-            error = ReplicaRejected(f"{self.url}: {failure}")
-        self.meter.ended(op, outcome(error), time.perf_counter() - start)
+        if failure is not None:
+            error = (ReplicaDiskFull if isinstance(failure, StorageFull) else ReplicaRejected)(
+                f"{self.url}: {failure}"
+            )
+        self.meter.ended(op, "ok" if error is None else outcome(error), time.perf_counter() - start)
         answered(error, answer)

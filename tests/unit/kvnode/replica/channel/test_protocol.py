@@ -82,6 +82,10 @@ def test_a_tombstone_travels_as_a_delete_from_version_2_and_anything_else_as_a_w
         for other in (Record.put(7, b"v"), Record.put(7, b"v", ttl_us=5)):
             op, _, record = write_call(b"k", other, version)
             assert (op, decode(record)) == (wire.Op.WRITE, other)
+    # Not tombstones as Record.delete makes them (a value, an expiry): what they hold travels whole.
+    for odd in (Record(7, True, b"v"), Record(7, True, b"", 9)):
+        op, _, record = write_call(b"k", odd, 2)
+        assert (op, record) == (wire.Op.WRITE, encode(odd))
 
 
 def test_every_op_has_an_entry_and_no_entry_answers_with_a_failing_status() -> None:
