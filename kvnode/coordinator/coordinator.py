@@ -45,6 +45,7 @@ __all__ = ["COORDINATOR_FIGURES", "Coordinator", "CoordinatorStats", "Ranked", "
 log = logging.getLogger(__name__)
 
 _SKEW_LOG_EVERY_S = 10.0
+_QUORUMS_KEPT = 64  # the ack and from pairs whose quorums a coordinator keeps parsed
 # A remote replica is slow when its recent p99 is over twice the fastest remote's, plus a millisecond so
 # that noise between healthy peers reorders nothing: Cassandra's dynamic snitch with a badness threshold.
 # Replicas about as fast as the fastest keep placement order, so their read load stays spread.
@@ -113,6 +114,8 @@ class Coordinator:
         # Every member's datacenter, a member leaving included (a write's target, but not in placement).
         self._datacenter_of = epoch.membership.datacenter_of
         self._crossing = len(epoch.placement.datacenters) > 1  # writes forwarded to other datacenters
+        self._replication = self.owning.replication
+        self._quorums: dict[tuple[str | None, str | None, bool], Quorum] = {}  # Quorum.parse's, as asked
 
     def register(self, answerers: Answerers) -> None:
         """Forward what a coordinator in another datacenter sends this node so (FORWARD)."""
@@ -135,7 +138,15 @@ class Coordinator:
     def quorum(self, ack: str | None, copies: str | None, *, read: bool = False) -> Quorum:
         """A request's quorum from its ``ack`` and ``from`` (raises BadQuorum), over a key's present
         owners in each datacenter, this node's first."""
-        return Quorum.parse(ack, copies, self.owning.owners_by_datacenter, read=read)
+        # Nearly every request asks one of a few: each parsed once per epoch, not once per request.
+        asked = (ack, copies, read)
+        quorum = self._quorums.get(asked)
+        if quorum is None:
+            quorum = Quorum.parse(ack, copies, self.owning.owners_by_datacenter, read=read)
+            if len(self._quorums) >= _QUORUMS_KEPT:  # what clients ask is theirs: keep a bounded few
+                self._quorums.clear()
+            self._quorums[asked] = quorum
+        return quorum
 
     async def get(self, key: bytes, quorum: Quorum) -> Record | None:
         """The newest version among ack replicas (a tombstone or an expired one included: it still hides
@@ -196,7 +207,7 @@ class Coordinator:
 
     def _copies(self, quorum: Quorum) -> int:
         """What a record says of its replicas: their count when fewer than the key's owners, else 0."""
-        return quorum.copies if quorum.copies < self.replication else 0
+        return quorum.copies if quorum.copies < self._replication else 0
 
     async def _write(self, key: bytes, record: Record, quorum: Quorum) -> Record:
         """The version written: ``record``, or it stamped again when it lost."""

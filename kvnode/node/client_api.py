@@ -86,7 +86,7 @@ def _entity(parts: NodeParts, op: str, handle: _EntityHandler, statuses: tuple[i
         status = 500
         try:
             size = admission.admit(request)
-            if isinstance(size, web.Response):
+            if not isinstance(size, int):  # a Response: isinstance against it is an ABC's check
                 status = 503
                 return size
             try:
@@ -131,9 +131,9 @@ async def put_entity(parts: NodeParts, request: web.Request) -> web.Response:
     condition = condition_of(request, query)
     quorum = None if condition is not None else _quorum(query, coordinator)
     ttl_ms = _ttl_ms(query)
-    limit = parts.config.max_body_bytes
-    if request.content_length is not None and request.content_length > limit:
-        return text(413, f"body of {request.content_length} bytes exceeds the limit of {limit} bytes")
+    limit, length = parts.config.max_body_bytes, request.content_length  # aiohttp parses it at each read
+    if length is not None and length > limit:
+        return text(413, f"body of {length} bytes exceeds the limit of {limit} bytes")
     uploads = parts.uploads
     try:
         value = await uploads.read(request)

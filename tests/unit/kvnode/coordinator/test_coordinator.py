@@ -15,7 +15,7 @@ import pytest
 from kvnode.config import FanoutMode, ReplicationFactor
 from kvnode.coordinator.coordinator import nearest_first
 from kvnode.coordinator.fanout import QuorumFailed
-from kvnode.coordinator.quorum import Group, Quorum
+from kvnode.coordinator.quorum import BadQuorum, Group, Quorum
 from kvnode.replica.errors import (
     ReplicaDiskFull,
     ReplicaError,
@@ -26,6 +26,7 @@ from kvnode.replica.errors import (
     ReplicaUnavailable,
 )
 from kvnode.storage.records import Record
+from kvnode.topology.epoch import Epoch
 from kvnode.topology.membership import Membership
 from tests.replicas import URLS, coordinator_node, run_callbacks
 
@@ -195,6 +196,27 @@ async def test_a_version_written_as_it_is_needs_every_owner_and_hints_the_one_th
         assert node.hints.pending(URLS[2]) == 1
         two = Record.put(node.clock.now() - 1, b"on two", copies=2)
         assert node.coordinator.owners_quorum(two) == Quorum(ack=2, copies=2)
+
+
+# --- a request's quorum ----------------------------------------------------------------------------------
+
+
+async def test_a_quorum_is_parsed_once_an_epoch_and_afresh_under_the_next(tmp_path: Path) -> None:
+    with coordinator_node(tmp_path) as node:
+        coordinator = node.coordinator
+        first = coordinator.quorum("2", "3")
+        assert first == Quorum(2, 3) and coordinator.quorum("2", "3") is first  # parsed once
+        for _ in range(2):  # a refusal is not kept: every ask of it is refused
+            with pytest.raises(BadQuorum, match="from=4 exceeds the replication factor N=3"):
+                coordinator.quorum("1", "4")
+        two = Membership.seeded(URLS, ReplicationFactor.parse("2"))
+        coordinator.use(Epoch(URLS[0], two, {URLS[1]: node.b, URLS[2]: node.c}, 1))
+        assert coordinator.quorum(None, None, read=True) == Quorum(2, 2)  # N = 2 now
+        with pytest.raises(BadQuorum, match="from=3 exceeds the replication factor N=2"):
+            coordinator.quorum("2", "3")
+        for zeros in range(200):  # what clients ask is theirs: only a bounded few are kept
+            assert coordinator.quorum("0" * zeros + "1", None) == Quorum(1, 2)
+        assert len(coordinator._quorums) <= 64
 
 
 # --- datacenters: a's alone in the east, b and c in the west, one owner of every key there --------------
