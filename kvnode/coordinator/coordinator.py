@@ -111,6 +111,7 @@ class Coordinator:
         self.placement = epoch.placement  # where keys are written
         self._reads = epoch.read_placement  # where they are read, while members join (None: placement)
         self._replicas: Mapping[str, Replica] = {self._local.url: self._local, **epoch.peers}
+        self._replica_of = self._replicas.__getitem__  # mapped over a key's owners in C: no frame per key
         # Every member's datacenter, a member leaving included (a write's target, but not in placement).
         self._datacenter_of = epoch.membership.datacenter_of
         self._crossing = len(epoch.placement.datacenters) > 1  # writes forwarded to other datacenters
@@ -156,7 +157,8 @@ class Coordinator:
         if self._fanout.nearest_first:
             replicas = nearest_first(replicas, self._local)
         try:
-            answers = await self._fanout.read(read, replicas, quorum, self._groups(quorum, replicas))
+            groups = self._groups(quorum, replicas) if quorum.groups else ()
+            answers = await self._fanout.read(read, replicas, quorum, groups)
         finally:
             read.close()
         return newest(answers)
@@ -232,14 +234,12 @@ class Coordinator:
         where one can (kvnode.coordinator.forwards)."""
         batches = self._forward_batches(replicas, key, record) if self._crossing else None
         round_ = _Write(self, key, record) if not batches else _ForwardedWrite(self, key, record, batches)
-        return self._fanout.write(round_, replicas, quorum, self._groups(quorum, replicas))
+        groups = self._groups(quorum, replicas) if quorum.groups else ()
+        return self._fanout.write(round_, replicas, quorum, groups)
 
     def _groups(self, quorum: Quorum, replicas: list[Replica]) -> Sequence[int]:
-        """Each replica's datacenter among ``quorum``'s groups (NO_GROUP where it counts none apart); none
-        when the quorum counts no datacenter apart (the usual case: nothing looked up on the request
-        path)."""
-        if not quorum.groups:
-            return ()
+        """Each replica's datacenter among ``quorum``'s groups (NO_GROUP where it counts none apart), for a
+        quorum that counts some apart (the usual one counts none: asked nothing on the request path)."""
         return [quorum.group_of(self._datacenter_of(replica.url)) for replica in replicas]
 
     def _forward_batches(
@@ -273,7 +273,7 @@ class Coordinator:
     def _replicas_for(self, key: bytes, quorum: Quorum) -> list[Replica]:
         """A read's replicas: the key's owners."""
         placement = self._reads or self.placement
-        return [self._replicas[url] for url in placement.replicas_for(key, quorum.copies)]
+        return list(map(self._replica_of, placement.replicas_for(key, quorum.copies)))
 
     def _write_targets(self, key: bytes, quorum: Quorum) -> tuple[list[Replica], Quorum]:
         """A write's replicas and quorum: the key's owners, and while a member joins or leaves, the members
@@ -289,7 +289,7 @@ class Coordinator:
             else min(quorum.copies, self.placement.replication)
         )
         pending = [url for url in self.placement.replicas_for(key, future) if url not in owners]
-        targets = [self._replicas[url] for url in (*owners, *pending)]
+        targets = list(map(self._replica_of, (*owners, *pending)))
         return targets, quorum.with_pending([self.placement.datacenter_of(url) for url in pending])
 
 

@@ -105,7 +105,8 @@ def parallel(
     verdict: _Verdict[R, T] = _Verdict(round_, quorum, asyncio.get_running_loop())
     start = round_.start
     for index, replica in enumerate(replicas):
-        start(replica, _Told(verdict, replica, groups[index] if groups else NO_GROUP))
+        # Each call's callback a partial (made in C, no __init__ of ours), told its outcome in _told.
+        start(replica, partial(_told, verdict, replica, groups[index] if groups else NO_GROUP))
     return verdict.future
 
 
@@ -170,35 +171,25 @@ class _Verdict(Generic[R, T]):
         self.future: asyncio.Future[list[T]] = loop.create_future()
 
 
-class _Told(Generic[R, T]):
-    """One call's callback (its ``Answered``): the outcome to the round's ``ended``, then counted, the
-    verdict settled at the ack-th success or at the failure that puts ack out of reach; an outcome told
-    after that is only dropped."""
-
-    __slots__ = ("group", "replica", "verdict")
-
-    def __init__(self, verdict: _Verdict[R, T], replica: R, group: int) -> None:
-        self.verdict = verdict
-        self.replica = replica
-        self.group = group  # its replica's datacenter among the quorum's groups (NO_GROUP: none)
-
-    def __call__(self, error: ReplicaError | None, answer: T) -> None:
-        verdict = self.verdict
-        try:
-            verdict.round.ended(self.replica, error, answer)
-        except Exception:
-            log.exception("after a call to a replica")
-        future = verdict.future
-        if future.done():
-            return
-        if error is None:
-            verdict.answers.append(answer)
-            if verdict.tally.succeed(self.group):
-                future.set_result(verdict.answers)
-        else:
-            verdict.errors.append(error)
-            if verdict.tally.fail(self.group):
-                future.set_exception(QuorumFailed(verdict.tally, verdict.errors))
+def _told(verdict: _Verdict[R, T], replica: R, group: int, error: ReplicaError | None, answer: T) -> None:
+    """One call's outcome (its replica in ``group``): to the round's ``ended``, then counted, the verdict
+    settled at the ack-th success or at the failure that puts ack out of reach; an outcome told after that
+    is only dropped."""
+    try:
+        verdict.round.ended(replica, error, answer)
+    except Exception:
+        log.exception("after a call to a replica")
+    future = verdict.future
+    if future.done():
+        return
+    if error is None:
+        verdict.answers.append(answer)
+        if verdict.tally.succeed(group):
+            future.set_result(verdict.answers)
+    else:
+        verdict.errors.append(error)
+        if verdict.tally.fail(group):
+            future.set_exception(QuorumFailed(verdict.tally, verdict.errors))
 
 
 def _start_ended(round_: Round[R, T], replica: R, answered: Answered[T]) -> None:
@@ -239,15 +230,15 @@ class _Speculation(Generic[R, T]):
             attempt.timer = self._loop.call_later(replica.speculative_delay(), attempt.late)
 
 
-class _Attempt(_Told[R, T]):
-    """One call of a speculative read: whether it has ended, its patience timer, and whether it has
-    brought in another replica (each call does at most once: late, or failed)."""
+class _Attempt(Generic[R, T]):
+    """One call of a speculative read (its callback): whether it has ended, its patience timer, and
+    whether it has brought in another replica (each call does at most once: late, or failed)."""
 
-    __slots__ = ("over", "replaced", "speculation", "timer")
+    __slots__ = ("over", "replaced", "replica", "speculation", "timer")
 
     def __init__(self, speculation: _Speculation[R, T], replica: R) -> None:
-        super().__init__(speculation.verdict, replica, NO_GROUP)
         self.speculation = speculation
+        self.replica = replica
         self.over = False
         self.replaced = False
         self.timer: asyncio.TimerHandle | None = None
@@ -256,14 +247,15 @@ class _Attempt(_Told[R, T]):
         self.over = True
         if self.timer is not None:
             self.timer.cancel()
-        super().__call__(error, answer)
-        if error is not None and not self.replaced and not self.verdict.future.done():
+        verdict = self.speculation.verdict
+        _told(verdict, self.replica, NO_GROUP, error, answer)
+        if error is not None and not self.replaced and not verdict.future.done():
             self.replaced = True
             self.speculation.start_next()
 
     def late(self) -> None:
         """Its patience ran out before its answer came."""
-        if not self.verdict.future.done():
+        if not self.speculation.verdict.future.done():
             self.replaced = True
             self.speculation.start_next()
 

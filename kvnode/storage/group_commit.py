@@ -31,6 +31,8 @@ from kvnode.storage.records import Record, encode
 
 __all__ = ["GroupCommit", "Pending", "Stored", "Waiter", "runs"]
 
+_new_tuple = tuple.__new__
+
 # Told once the group's write is done: None, or the exception it failed with (a StorageError).
 Waiter = Callable[[Exception | None], None]
 # The stored version of a key a write competes with, and its bytes (kvnode.storage.keyspace.Storage._current).
@@ -67,7 +69,7 @@ class GroupCommit:
         current, replaced = stored(key) if pending is None else (pending.record, pending.replaced)
         if current is not None and current >= record:
             return current
-        self.writes[key] = Pending(record, encode(record), replaced)
+        self.writes[key] = _new_tuple(Pending, (record, encode(record), replaced))  # no Python __new__
         return record
 
     def offer_soon(self, key: bytes, record: Record, stored: Stored) -> Record:

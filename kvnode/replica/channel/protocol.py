@@ -237,7 +237,7 @@ def resolve(url: str, op: wire.Op, reply: wire.ReplicaReply) -> tuple[ReplicaErr
     try:
         if decoder is None:
             _fail(op, reply)
-        return None, decoder(reply.payload)
+        return None, None if decoder is _nothing else decoder(reply.payload)  # a write's STORED: no call
     except CorruptRecord as error:
         return ReplicaProtocolError(f"{url}: malformed record in reply: {error}"), None
     except wire.WireError as error:
