@@ -36,7 +36,7 @@ from kvnode.replica import Answered, Replica
 from kvnode.replica.channel.answerers import Answerers
 from kvnode.replica.errors import ReplicaError, ReplicaSkewRefused, keeps_hint
 from kvnode.replica.hints import HintStore
-from kvnode.storage.records import Record, newest
+from kvnode.storage.records import Record, encode, newest
 from kvnode.topology.epoch import Epoch
 from kvnode.topology.placement import Placement
 
@@ -298,12 +298,13 @@ class _Write:
     each replica's write started, and its outcome heard: a hint for a replica that missed it, a hint kept
     at dispatch removed once the write lands after all, a newer version held observed."""
 
-    __slots__ = ("_coordinator", "_hinted", "_key", "_record")
+    __slots__ = ("_coordinator", "_encoded", "_hinted", "_key", "_record")
 
     def __init__(self, coordinator: Coordinator, key: bytes, record: Record) -> None:
         self._coordinator = coordinator
         self._key = key
         self._record = record
+        self._encoded = encode(record)  # once for every replica, not once by each
         # The replicas not connected when the write was sent; None until one is (nearly every write).
         self._hinted: dict[str, _DispatchHint] | None = None
 
@@ -312,7 +313,7 @@ class _Write:
         answered (so it survives a crash of this node); one that fails later is hinted then."""
         if not replica.connected:
             self._hint_at_dispatch(replica)
-        replica.write_then(self._key, self._record, answered)
+        replica.write_then(self._key, self._record, answered, self._encoded)
 
     def ended(self, replica: Replica, error: ReplicaError | None, held: int | None) -> None:
         """One replica's write has ended (the fan-out tells this its outcome)."""

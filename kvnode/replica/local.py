@@ -80,10 +80,12 @@ class LocalReplica(AwaitableCalls):
         else:
             self._answer("read", answered, record, start, None)
 
-    def write_then(self, key: bytes, record: Record, answered: Answered[int | None]) -> None:
+    def write_then(
+        self, key: bytes, record: Record, answered: Answered[int | None], encoded: bytes | None = None
+    ) -> None:
         start = time.perf_counter()
         try:
-            applied = apply_record(self._storage.offer, self._fence, key, record)
+            applied = apply_record(self._storage.offer, self._fence, key, record, encoded)
         except StorageError as failed:  # the version held could not be read
             self._answer("write", answered, None, start, failed)
             return

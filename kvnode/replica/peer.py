@@ -116,10 +116,12 @@ class PeerReplica(AwaitableCalls):
     def read_then(self, key: bytes, answered: Answered[Record | None]) -> None:
         self.call_then(wire.Op.READ, key, b"", "read", answered)  # type: ignore[arg-type]
 
-    def write_then(self, key: bytes, record: Record, answered: Answered[int | None]) -> None:
+    def write_then(
+        self, key: bytes, record: Record, answered: Answered[int | None], encoded: bytes | None = None
+    ) -> None:
         channel = self._channel  # its protocol read here: no property call per write
-        op, _, encoded = write_call(key, record, 0 if channel is None else channel.protocol)
-        self.call_then(op, key, encoded, "write", answered)  # type: ignore[arg-type]
+        op, _, sent = write_call(key, record, 0 if channel is None else channel.protocol, encoded)
+        self.call_then(op, key, sent, "write", answered)  # type: ignore[arg-type]
 
     @property
     def forwarder(self) -> Forwarder | None:

@@ -62,20 +62,21 @@ class GroupCommit:
         self._waiters: list[Waiter] = []
         self._scheduled = False
 
-    def offer(self, key: bytes, record: Record, stored: Stored) -> Record:
+    def offer(self, key: bytes, record: Record, stored: Stored, encoded: bytes | None = None) -> Record:
         """Add record to the group unless the version held, pending or else ``stored``, wins over it;
-        the version held afterwards."""
+        the version held afterwards. ``encoded``: its bytes (records.encode), when the caller has them."""
         pending = self.writes.get(key)
         current, replaced = stored(key) if pending is None else (pending.record, pending.replaced)
         if current is not None and current >= record:
             return current
-        self.writes[key] = _new_tuple(Pending, (record, encode(record), replaced))  # no Python __new__
+        encoded = encode(record) if encoded is None else encoded
+        self.writes[key] = _new_tuple(Pending, (record, encoded, replaced))  # no Python __new__
         return record
 
-    def offer_soon(self, key: bytes, record: Record, stored: Stored) -> Record:
+    def offer_soon(self, key: bytes, record: Record, stored: Stored, encoded: bytes | None = None) -> Record:
         """``offer``, and the group committed once this loop iteration's callbacks have run (call_soon
         runs after them, so every write made in the iteration joins)."""
-        held = self.offer(key, record, stored)
+        held = self.offer(key, record, stored, encoded)
         if self.writes and not self._scheduled:
             self._scheduled = True
             asyncio.get_running_loop().call_soon(self._commit_soon)

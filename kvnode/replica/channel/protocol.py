@@ -148,8 +148,11 @@ def clock_pong(ping: bytes, clock: Callable[[], bytes]) -> bytes:
     return ping + clock() if len(ping) == CLOCK_PING_SIZE else ping
 
 
-def write_call(key: bytes, record: Record, version: int) -> tuple[wire.Op, bytes, bytes]:
-    """How a write of ``record`` travels on a channel speaking ``version``: its op, key and record.
+def write_call(
+    key: bytes, record: Record, version: int, encoded: bytes | None = None
+) -> tuple[wire.Op, bytes, bytes]:
+    """How a write of ``record`` travels on a channel speaking ``version``: its op, key and record (its
+    bytes ``encoded``, when the caller has them).
 
     >>> [write_call(b"k", Record.delete(7), version)[0].name for version in (1, 2)]
     ['WRITE', 'DELETE']
@@ -159,7 +162,7 @@ def write_call(key: bytes, record: Record, version: int) -> tuple[wire.Op, bytes
     # A tombstone as Record.delete makes it (no value, no expiry), told by its fields: none built to compare.
     if record.tombstone and version >= _DELETES and not record.value and not record.expires:
         return wire.Op.DELETE, key, wire.encode_delete(record)
-    return wire.Op.WRITE, key, encode(record)
+    return wire.Op.WRITE, key, encode(record) if encoded is None else encoded
 
 
 Answers = Mapping[wire.Status, Callable[[bytes], object]]  # a reply's status -> what its payload resolves to

@@ -13,6 +13,7 @@ from typing import get_args
 import pytest
 
 from kvnode.config import FanoutMode, ReplicationFactor
+from kvnode.coordinator import coordinator as coordinator_module
 from kvnode.coordinator.coordinator import nearest_first
 from kvnode.coordinator.fanout import QuorumFailed
 from kvnode.coordinator.quorum import BadQuorum, Group, Quorum
@@ -25,7 +26,8 @@ from kvnode.replica.errors import (
     ReplicaTimeout,
     ReplicaUnavailable,
 )
-from kvnode.storage.records import Record
+from kvnode.storage import group_commit
+from kvnode.storage.records import Record, encode
 from kvnode.topology.epoch import Epoch
 from kvnode.topology.membership import Membership
 from tests.replicas import URLS, coordinator_node, run_callbacks
@@ -69,6 +71,27 @@ async def test_one_failed_replica_still_makes_a_quorum_and_two_do_not(
         with pytest.raises(QuorumFailed):
             await node.coordinator.get(b"k", ALL)
         assert (await node.coordinator.get(b"k", Quorum(ack=1, copies=3))) is not None
+
+
+async def test_a_write_encodes_its_record_once_for_all_its_replicas(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    encoded: list[Record] = []
+
+    def counted(record: Record) -> bytes:
+        encoded.append(record)
+        return encode(record)
+
+    def again(record: Record) -> bytes:
+        raise AssertionError(f"{record} encoded again by a replica")
+
+    monkeypatch.setattr(coordinator_module, "encode", counted)
+    monkeypatch.setattr(group_commit, "encode", again)
+    with coordinator_node(tmp_path) as node:
+        written = await node.coordinator.put(b"k", b"v", ALL)
+        await run_callbacks()
+        assert encoded == [written]
+        assert all(node.storages[url].read_encoded(b"k") == encode(written) for url in URLS)
 
 
 # --- hints for missed writes -------------------------------------------------------------------------------
