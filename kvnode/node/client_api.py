@@ -117,8 +117,9 @@ async def get_entity(parts: NodeParts, request: web.Request) -> web.Response:
         record = await coordinator.get(key, quorum)
     except QuorumFailed as error:
         return text(504, str(error))
-    # The newest version decides: an expired one reads as absent even where an older one is live.
-    if record is None or record.absent_at(parts.clock.current()):
+    # The newest version decides: an expired one reads as absent even where an older one is live. The
+    # clock is read only for a version that expires (one that does not is absent only as a tombstone).
+    if record is None or record.absent_at(parts.clock.current() if record.expires else 0):
         return text(404, "no such entity")
     return web.Response(
         body=record.value, content_type="application/octet-stream", headers={"ETag": quoted_etag(record)}
