@@ -80,9 +80,11 @@ class ScriptedReplica(AwaitableCalls):
         self.reads.append(key)
         self._answer(partial(self._store.read_then, key), answered)
 
-    def write_then(self, key: bytes, record: Record, answered: Answered[int | None]) -> None:
+    def write_then(
+        self, key: bytes, record: Record, answered: Answered[int | None], encoded: bytes | None = None
+    ) -> None:
         self.writes.append((key, record))
-        self._answer(partial(self._store.write_then, key, record), answered)
+        self._answer(partial(self._store.write_then, key, record, encoded=encoded), answered)
 
     def release(self, error: ReplicaError | None = None) -> None:
         """Answer every held call, in call order (or fail each with ``error``)."""

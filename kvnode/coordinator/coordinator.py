@@ -17,27 +17,26 @@ datacenter writes to every owner itself, on the very path it always did.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Protocol, TypeVar
 
 from kvnode.clocks.fence import ClockFence
 from kvnode.clocks.hybrid import HybridClock
-from kvnode.coordinator.fanout import CallStarter, Fanout, Patient
+from kvnode.coordinator.fanout import Fanout, Patient
 from kvnode.coordinator.forwarding import ForwardBatch, Relay
 from kvnode.coordinator.forwards import crossings
-from kvnode.coordinator.quorum import NO_GROUP, Quorum
+from kvnode.coordinator.quorum import Quorum
 from kvnode.coordinator.read_repair import ReadRound
 from kvnode.figures import Figure, Figures, Kind
 from kvnode.replica import Answered, Replica
 from kvnode.replica.channel.answerers import Answerers
 from kvnode.replica.errors import ReplicaError, ReplicaSkewRefused, keeps_hint
 from kvnode.replica.hints import HintStore
-from kvnode.storage.records import Record, newest
+from kvnode.storage.records import Record, encode, newest
 from kvnode.topology.epoch import Epoch
 from kvnode.topology.placement import Placement
 
@@ -46,6 +45,7 @@ __all__ = ["COORDINATOR_FIGURES", "Coordinator", "CoordinatorStats", "Ranked", "
 log = logging.getLogger(__name__)
 
 _SKEW_LOG_EVERY_S = 10.0
+_QUORUMS_KEPT = 64  # the ack and from pairs whose quorums a coordinator keeps parsed
 # A remote replica is slow when its recent p99 is over twice the fastest remote's, plus a millisecond so
 # that noise between healthy peers reorders nothing: Cassandra's dynamic snitch with a badness threshold.
 # Replicas about as fast as the fastest keep placement order, so their read load stays spread.
@@ -101,6 +101,8 @@ class Coordinator:
         self._fence = fence
         self.stats = CoordinatorStats()
         self._relay = Relay(self._replica_at, clock.observe)
+        # Bound once, not on every read.
+        self._observe, self._on_repair = clock.observe, self._count_repair
         self.use(epoch)
 
     def use(self, epoch: Epoch[Replica]) -> None:
@@ -109,9 +111,12 @@ class Coordinator:
         self.placement = epoch.placement  # where keys are written
         self._reads = epoch.read_placement  # where they are read, while members join (None: placement)
         self._replicas: Mapping[str, Replica] = {self._local.url: self._local, **epoch.peers}
+        self._replica_of = self._replicas.__getitem__  # mapped over a key's owners in C: no frame per key
         # Every member's datacenter, a member leaving included (a write's target, but not in placement).
         self._datacenter_of = epoch.membership.datacenter_of
         self._crossing = len(epoch.placement.datacenters) > 1  # writes forwarded to other datacenters
+        self._replication = self.owning.replication
+        self._quorums: dict[tuple[str | None, str | None, bool], Quorum] = {}  # Quorum.parse's, as asked
 
     def register(self, answerers: Answerers) -> None:
         """Forward what a coordinator in another datacenter sends this node so (FORWARD)."""
@@ -134,40 +139,54 @@ class Coordinator:
     def quorum(self, ack: str | None, copies: str | None, *, read: bool = False) -> Quorum:
         """A request's quorum from its ``ack`` and ``from`` (raises BadQuorum), over a key's present
         owners in each datacenter, this node's first."""
-        return Quorum.parse(ack, copies, self.owning.owners_by_datacenter, read=read)
+        # Nearly every request asks one of a few: each parsed once per epoch, not once per request.
+        asked = (ack, copies, read)
+        quorum = self._quorums.get(asked)
+        if quorum is None:
+            quorum = Quorum.parse(ack, copies, self.owning.owners_by_datacenter, read=read)
+            if len(self._quorums) >= _QUORUMS_KEPT:  # what clients ask is theirs: keep a bounded few
+                self._quorums.clear()
+            self._quorums[asked] = quorum
+        return quorum
 
     async def get(self, key: bytes, quorum: Quorum) -> Record | None:
         """The newest version among ack replicas (a tombstone or an expired one included: it still hides
         older versions and read repair spreads it); None where none holds the key."""
-        read = ReadRound(key, self._clock.observe, self._count_repair)
+        read = ReadRound(key, self._observe, self._on_repair)
         replicas = self._replicas_for(key, quorum)
         if self._fanout.nearest_first:
             replicas = nearest_first(replicas, self._local)
         try:
-            groups = self._groups(quorum, replicas)
-            calls = [
-                CallStarter(read.ask, replica, read.answered, group)
-                for replica, group in zip(replicas, groups, strict=False)
-            ]
-            answers = await self._fanout.read(calls, quorum)
+            groups = self._groups(quorum, replicas) if quorum.groups else ()
+            answers = await self._fanout.read(read, replicas, quorum, groups)
         finally:
             read.close()
         return newest(answers)
 
-    async def put(self, key: bytes, value: bytes, quorum: Quorum, ttl_ms: int | None = None) -> Record:
+    # put and delete are no coroutines of their own while the fence is ready (nearly always): the caller
+    # awaits the write itself, one coroutine layer less on every write.
+
+    def put(self, key: bytes, value: bytes, quorum: Quorum, ttl_ms: int | None = None) -> Awaitable[Record]:
         """Write value; with ``ttl_ms`` it expires that long after the write's timestamp. The version
         written; raises ClockFenced (nothing written) while this node's clock is fenced."""
-        if not self._fence.ready:
-            await self._fence.admit_write()
         ttl_us = 0 if ttl_ms is None else ttl_ms * 1000
-        record = Record.put(self._clock.now(), value, ttl_us=ttl_us, copies=self._copies(quorum))
-        return await self._write(key, record, quorum)
-
-    async def delete(self, key: bytes, quorum: Quorum) -> Record:
-        """The tombstone written; raises ClockFenced (nothing written) while this node's clock is fenced."""
+        copies = self._copies(quorum)
         if not self._fence.ready:
-            await self._fence.admit_write()
-        return await self._write(key, Record.delete(self._clock.now(), copies=self._copies(quorum)), quorum)
+            return self._admitted(key, quorum, partial(Record.put, value=value, ttl_us=ttl_us, copies=copies))
+        return self._write(key, Record.put(self._clock.now(), value, ttl_us=ttl_us, copies=copies), quorum)
+
+    def delete(self, key: bytes, quorum: Quorum) -> Awaitable[Record]:
+        """The tombstone written; raises ClockFenced (nothing written) while this node's clock is fenced."""
+        copies = self._copies(quorum)
+        if not self._fence.ready:
+            return self._admitted(key, quorum, partial(Record.delete, copies=copies))
+        return self._write(key, Record.delete(self._clock.now(), copies=copies), quorum)
+
+    async def _admitted(self, key: bytes, quorum: Quorum, stamp: Callable[[int], Record]) -> Record:
+        """The version ``stamp`` makes of a timestamp, written once the fence has judged this node's clock
+        (raises ClockFenced, nothing written, when it refuses), and only then stamped."""
+        await self._fence.admit_write()
+        return await self._write(key, stamp(self._clock.now()), quorum)
 
     def owners_quorum(self, record: Record) -> Quorum:
         """Every owner of a version written to ``record.copies`` replicas (0: all N), all to answer."""
@@ -190,15 +209,15 @@ class Coordinator:
 
     def _copies(self, quorum: Quorum) -> int:
         """What a record says of its replicas: their count when fewer than the key's owners, else 0."""
-        return quorum.copies if quorum.copies < self.replication else 0
+        return quorum.copies if quorum.copies < self._replication else 0
 
     async def _write(self, key: bytes, record: Record, quorum: Quorum) -> Record:
         """The version written: ``record``, or it stamped again when it lost."""
         replicas, quorum = self._write_targets(key, quorum)
         answers = await self._write_to(replicas, key, record, quorum)
-        held = max((timestamp for timestamp in answers if timestamp is not None), default=None)
-        if held is None:
+        if answers.count(None) == len(answers):  # nearly every write: no replica held a newer version
             return record
+        held = max(timestamp for timestamp in answers if timestamp is not None)
         # A replica holds a newer version than this write: move past it and write again, once, to all
         # `from` replicas. That second write's answers decide; a replica still holding a newer version
         # then lost to a concurrent write, which LWW allows.
@@ -208,115 +227,33 @@ class Coordinator:
         await self._write_to(replicas, key, rewritten, quorum)
         return rewritten
 
-    async def _write_to(
+    def _write_to(
         self, replicas: list[Replica], key: bytes, record: Record, quorum: Quorum
-    ) -> list[int | None]:
-        hinted: dict[str, _DispatchHint] = {}  # the replicas not connected when the write was sent
-        send: Callable[[Replica, Answered[int | None]], None]
-        send = partial(self._send_write, key=key, record=record, hinted=hinted)
-        if self._crossing:
-            send = self._forwarding(replicas, key, record, hinted, send)
-        ended = partial(self._write_done, key=key, record=record, hinted=hinted)
-        groups = self._groups(quorum, replicas)
-        calls = [
-            CallStarter(send, replica, ended, group) for replica, group in zip(replicas, groups, strict=False)
-        ]
-        return await self._fanout.write(calls, quorum)
+    ) -> Awaitable[list[int | None]]:
+        """The fan-out writing ``record`` to ``replicas``, through a forwarder in each other datacenter
+        where one can (kvnode.coordinator.forwards)."""
+        batches = self._forward_batches(replicas, key, record) if self._crossing else None
+        round_ = _Write(self, key, record) if not batches else _ForwardedWrite(self, key, record, batches)
+        groups = self._groups(quorum, replicas) if quorum.groups else ()
+        return self._fanout.write(round_, replicas, quorum, groups)
 
-    def _groups(self, quorum: Quorum, replicas: list[Replica]) -> Iterable[int]:
-        """Each replica's datacenter among ``quorum``'s groups (NO_GROUP where it counts none apart)."""
-        if not quorum.groups:
-            return itertools.repeat(NO_GROUP)  # the usual case: nothing looked up on the request path
+    def _groups(self, quorum: Quorum, replicas: list[Replica]) -> Sequence[int]:
+        """Each replica's datacenter among ``quorum``'s groups (NO_GROUP where it counts none apart), for a
+        quorum that counts some apart (the usual one counts none: asked nothing on the request path)."""
         return [quorum.group_of(self._datacenter_of(replica.url)) for replica in replicas]
 
-    def _send_write(
-        self,
-        replica: Replica,
-        answered: Answered[int | None],
-        *,
-        key: bytes,
-        record: Record,
-        hinted: dict[str, _DispatchHint],
-    ) -> None:
-        """Start one replica's write. A replica not connected now gets its hint before the client is
-        answered (so it survives a crash of this node); one that fails later is hinted then."""
-        if not replica.connected:
-            self._hint_at_dispatch(replica, key, record, hinted)
-        replica.write_then(key, record, answered)
-
-    def _hint_at_dispatch(
-        self, replica: Replica, key: bytes, record: Record, hinted: dict[str, _DispatchHint]
-    ) -> None:
-        seq = self._hints.add(replica.url, key, record, down_for=replica.down_for())
-        # HintStore.add answers 0 for a hint it did not keep.
-        hinted[replica.url] = _DispatchHint(asked=True, kept_seq=seq or None)
-
-    def _forwarding(
-        self,
-        replicas: list[Replica],
-        key: bytes,
-        record: Record,
-        hinted: dict[str, _DispatchHint],
-        send: Callable[[Replica, Answered[int | None]], None],
-    ) -> Callable[[Replica, Answered[int | None]], None]:
-        """How a write to ``replicas`` starts each one's call when they span datacenters: through one
-        forwarder in each other datacenter where one can (kvnode.coordinator.forwards), else by ``send``."""
-        found = crossings(replicas, self._datacenter_of, self.placement.home, _forwards)
-        if not found:
-            return send
-        batches = {}
-        for targets in found:
+    def _forward_batches(
+        self, replicas: list[Replica], key: bytes, record: Record
+    ) -> dict[str, ForwardBatch]:
+        """The forward batch of each replica written through its datacenter's forwarder, by URL (none when
+        no other datacenter's owners have a forwarder that can)."""
+        batches: dict[str, ForwardBatch] = {}
+        for targets in crossings(replicas, self._datacenter_of, self.placement.home, _forwards):
             forwarder = targets[0].forwarder
             assert forwarder is not None  # as _forwards said
             batch = ForwardBatch(forwarder, targets, key, record)
             batches.update(dict.fromkeys(batch.urls, batch))
-        return partial(self._send_through, batches=batches, send=send, key=key, record=record, hinted=hinted)
-
-    def _send_through(
-        self,
-        replica: Replica,
-        answered: Answered[int | None],
-        *,
-        batches: dict[str, ForwardBatch],
-        send: Callable[[Replica, Answered[int | None]], None],
-        key: bytes,
-        record: Record,
-        hinted: dict[str, _DispatchHint],
-    ) -> None:
-        """Start one replica's write: through its datacenter's forwarder if it has one, else directly. A
-        replica not connected from here is hinted at dispatch either way (the forwarder may reach it: its
-        hint is then removed, as when a write sent directly succeeds after all)."""
-        batch = batches.get(replica.url)
-        if batch is None:
-            send(replica, answered)
-            return
-        if not replica.connected:
-            self._hint_at_dispatch(replica, key, record, hinted)
-        batch.join(replica, answered)
-
-    def _write_done(
-        self,
-        replica: Replica,
-        error: ReplicaError | None,
-        held: int | None,
-        *,
-        key: bytes,
-        record: Record,
-        hinted: dict[str, _DispatchHint],
-    ) -> None:
-        """One replica's write has ended (the fan-out tells this its outcome)."""
-        hint = hinted.get(replica.url, _NOT_HINTED)
-        if error is None:
-            if hint.kept_seq is not None:  # delivered after all
-                self._hints.remove(replica.url, (hint.kept_seq,))
-            if held is not None:
-                self._clock.observe(held)
-        elif isinstance(error, ReplicaSkewRefused):
-            self._skew_refused(replica, error)
-        elif not hint.asked and keeps_hint(error) and replica is not self._local:
-            # This node's own refusal (its disk full) is no hint: nothing would deliver it to itself, and
-            # the hints are on that disk: storage marks it, a repair makes it good (healing.missed_writes).
-            self._hints.add(replica.url, key, record, down_for=replica.down_for())
+        return batches
 
     def _skew_refused(self, replica: Replica, error: ReplicaSkewRefused) -> None:
         stats = self.stats
@@ -336,7 +273,7 @@ class Coordinator:
     def _replicas_for(self, key: bytes, quorum: Quorum) -> list[Replica]:
         """A read's replicas: the key's owners."""
         placement = self._reads or self.placement
-        return [self._replicas[url] for url in placement.replicas_for(key, quorum.copies)]
+        return list(map(self._replica_of, placement.replicas_for(key, quorum.copies)))
 
     def _write_targets(self, key: bytes, quorum: Quorum) -> tuple[list[Replica], Quorum]:
         """A write's replicas and quorum: the key's owners, and while a member joins or leaves, the members
@@ -352,8 +289,78 @@ class Coordinator:
             else min(quorum.copies, self.placement.replication)
         )
         pending = [url for url in self.placement.replicas_for(key, future) if url not in owners]
-        targets = [self._replicas[url] for url in (*owners, *pending)]
+        targets = list(map(self._replica_of, (*owners, *pending)))
         return targets, quorum.with_pending([self.placement.datacenter_of(url) for url in pending])
+
+
+class _Write:
+    """One write's round of the fan-out (kvnode.coordinator.fanout.Round), one object for all its calls:
+    each replica's write started, and its outcome heard: a hint for a replica that missed it, a hint kept
+    at dispatch removed once the write lands after all, a newer version held observed."""
+
+    __slots__ = ("_coordinator", "_encoded", "_hinted", "_key", "_record")
+
+    def __init__(self, coordinator: Coordinator, key: bytes, record: Record) -> None:
+        self._coordinator = coordinator
+        self._key = key
+        self._record = record
+        self._encoded = encode(record)  # once for every replica, not once by each
+        # The replicas not connected when the write was sent; None until one is (nearly every write).
+        self._hinted: dict[str, _DispatchHint] | None = None
+
+    def start(self, replica: Replica, answered: Answered[int | None]) -> None:
+        """Start one replica's write. A replica not connected now gets its hint before the client is
+        answered (so it survives a crash of this node); one that fails later is hinted then."""
+        if not replica.connected:
+            self._hint_at_dispatch(replica)
+        replica.write_then(self._key, self._record, answered, self._encoded)
+
+    def ended(self, replica: Replica, error: ReplicaError | None, held: int | None) -> None:
+        """One replica's write has ended (the fan-out tells this its outcome)."""
+        hinted, coordinator = self._hinted, self._coordinator
+        hint = _NOT_HINTED if hinted is None else hinted.get(replica.url, _NOT_HINTED)
+        if error is None:
+            if hint.kept_seq is not None:  # delivered after all
+                coordinator._hints.remove(replica.url, (hint.kept_seq,))
+            if held is not None:
+                coordinator._clock.observe(held)
+        elif isinstance(error, ReplicaSkewRefused):
+            coordinator._skew_refused(replica, error)
+        elif not hint.asked and keeps_hint(error) and replica is not coordinator._local:
+            # This node's own refusal (its disk full) is no hint: nothing would deliver it to itself, and
+            # the hints are on that disk: storage marks it, a repair makes it good (healing.missed_writes).
+            coordinator._hints.add(replica.url, self._key, self._record, down_for=replica.down_for())
+
+    def _hint_at_dispatch(self, replica: Replica) -> None:
+        seq = self._coordinator._hints.add(replica.url, self._key, self._record, down_for=replica.down_for())
+        if self._hinted is None:
+            self._hinted = {}
+        # HintStore.add answers 0 for a hint it did not keep.
+        self._hinted[replica.url] = _DispatchHint(asked=True, kept_seq=seq or None)
+
+
+class _ForwardedWrite(_Write):
+    """A write whose owners span datacenters: each replica's write started through its datacenter's
+    forwarder where it has one (``batches``, by URL), else directly."""
+
+    __slots__ = ("_batches",)
+
+    def __init__(
+        self, coordinator: Coordinator, key: bytes, record: Record, batches: dict[str, ForwardBatch]
+    ) -> None:
+        super().__init__(coordinator, key, record)
+        self._batches = batches
+
+    def start(self, replica: Replica, answered: Answered[int | None]) -> None:
+        """A replica not connected from here is hinted at dispatch either way (the forwarder may reach it:
+        its hint is then removed, as when a write sent directly succeeds after all)."""
+        batch = self._batches.get(replica.url)
+        if batch is None:
+            super().start(replica, answered)
+            return
+        if not replica.connected:
+            self._hint_at_dispatch(replica)
+        batch.join(replica, answered)
 
 
 def _forwards(replica: Replica) -> bool:

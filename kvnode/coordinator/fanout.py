@@ -1,19 +1,20 @@
 """Fan-out strategies: how a coordinator asks a key's replicas, side by side behind one signature.
 
-Each takes the replica calls in order (each a :class:`CallStarter`, which starts one call with a callback
-told its outcome) and the quorum, and returns the answers of the first ``ack`` replicas that succeeded, or
-raises :class:`QuorumFailed` once ``ack`` is out of reach. They differ only in how many calls are in flight.
-A quorum that counts datacenters apart (``each_quorum``, a ``local_quorum`` write) counts each call in its
-replica's group as well (the call's ``group``), and is reached only once every group has its ack.
-A :class:`Fanout` (one per ``--fanout`` mode) pairs a strategy for reads with one for writes; every mode's
-write asks all ``from`` replicas, and only reads may stop early.
+Each takes a :class:`Round` (the coordinator's side of one request: it starts one replica's call with a
+callback told its outcome, and hears that outcome), the replicas in order, the quorum, and each replica's
+group, and answers with the answers of the first ``ack`` replicas that succeeded, or fails with
+:class:`QuorumFailed` once ``ack`` is out of reach. They differ only in how many calls are in flight. A
+quorum that counts datacenters apart (``each_quorum``, a ``local_quorum`` write) counts each call in its
+replica's group as well (``groups``: one per replica, empty where none is counted apart), and is reached
+only once every group has its ack. A :class:`Fanout` (one per ``--fanout`` mode) pairs a strategy for
+reads with one for writes; every mode's write asks all ``from`` replicas, and only reads may stop early.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Generic, Protocol, TypeVar
@@ -24,10 +25,10 @@ from kvnode.replica.errors import ReplicaDiskFull, ReplicaError
 
 __all__ = [
     "FANOUTS",
-    "CallStarter",
     "Fanout",
     "Patient",
     "QuorumFailed",
+    "Round",
     "Strategy",
     "parallel",
     "sequential",
@@ -46,47 +47,19 @@ class Patient(Protocol):
 
 
 R = TypeVar("R", bound=Patient)
+R_contra = TypeVar("R_contra", bound=Patient, contravariant=True)
 
 
-class CallStarter(Generic[R, T]):
-    """Starts one replica call for a fan-out, whose outcome it tells the callback it is given (see
-    kvnode.replica), and knows the replica's patience. ``start`` and ``ended`` take the replica, so one
-    function of each serves a whole fan-out.
+class Round(Protocol[R_contra, T]):
+    """The coordinator's side of one fan-out, one object for all its calls (no callback or closure of
+    its own per call). ``start`` starts one replica's call, whose outcome it tells ``answered`` (see
+    kvnode.replica). ``ended`` is told every started call's outcome, late ones included, just before
+    the verdict counts it: what the coordinator does around the verdict (hints, read repair). A bug in
+    ``ended`` is logged, and the verdict still counts the call, so the request never hangs on it."""
 
-    ``ended(replica, error, answer)``, when given, is told every started call's outcome, late ones
-    included, just before the verdict counts it: what the coordinator does around the verdict (hints,
-    read repair) costs no callback of its own."""
+    def start(self, replica: R_contra, answered: Answered[T], /) -> None: ...
 
-    __slots__ = ("_ended", "_replica", "_start", "group")
-
-    def __init__(
-        self,
-        start: Callable[[R, Answered[T]], None],
-        replica: R,
-        ended: Callable[[R, ReplicaError | None, T], None] | None = None,
-        group: int = NO_GROUP,
-    ) -> None:
-        self._start = start
-        self._replica = replica
-        self._ended = ended
-        self.group = group  # its replica's datacenter among the quorum's groups (NO_GROUP: none)
-
-    def __call__(self, answered: Answered[T]) -> None:
-        self._start(self._replica, answered)
-
-    def ended(self, error: ReplicaError | None, answer: T) -> None:
-        """The call's outcome, for ``ended``. A bug there is logged, and the verdict still counts the
-        call, so the request never hangs on it."""
-        if self._ended is not None:
-            try:
-                self._ended(self._replica, error, answer)
-            except Exception:
-                log.exception("after a call to a replica")
-
-    @property
-    def patience(self) -> float:
-        """Seconds a speculative read waits for this call's answer before it asks one more replica."""
-        return self._replica.speculative_delay()
+    def ended(self, replica: R_contra, error: ReplicaError | None, answer: T, /) -> None: ...
 
 
 class QuorumFailed(Exception):
@@ -104,7 +77,9 @@ class QuorumFailed(Exception):
 
 
 class Strategy(Protocol):
-    async def __call__(self, calls: Sequence[CallStarter[Any, Any]], quorum: Quorum) -> list[Any]: ...
+    def __call__(
+        self, round_: Round[Any, Any], replicas: Sequence[Any], quorum: Quorum, groups: Sequence[int] = ()
+    ) -> Awaitable[list[Any]]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,24 +89,34 @@ class Fanout:
     nearest_first: bool = False  # reads ask this node's own replica first, a slow one last (coordinator)
 
 
-async def parallel(calls: Sequence[CallStarter[Any, T]], quorum: Quorum) -> list[T]:
-    """async: start every call at once, take answers in completion order, return on the ack-th success
+def parallel(
+    round_: Round[R, T], replicas: Sequence[R], quorum: Quorum, groups: Sequence[int] = ()
+) -> asyncio.Future[list[T]]:
+    """async: start every call at once, take answers in completion order, answer on the ack-th success
     and fail on the failure that puts ack out of reach. Calls still running are left to finish (a write
     goes on reaching more replicas) and their outcomes are consumed.
 
     This is ``asyncio.as_completed`` with the verdict taken as each outcome is told: the same behaviour
     without a Future, a done-callback and a turn of the loop per call (nor as_completed's queue and
     per-call coroutines), which are the costly part of it on the request path (docs/replica-channel.md).
+    The caller awaits the verdict's Future itself: no coroutine of the fan-out's own.
     """
-    assert calls, "a fan-out needs at least one call"
-    verdict: _Verdict[T] = _Verdict(quorum, asyncio.get_running_loop())
-    for call in calls:
-        call(partial(_settle, call, verdict))
-    return await verdict.future
+    assert replicas, "a fan-out needs at least one call"
+    verdict: _Verdict[R, T] = _Verdict(round_, quorum, asyncio.get_running_loop())
+    start = round_.start
+    for index, replica in enumerate(replicas):
+        # Each call's callback a partial (made in C, no __init__ of ours), told its outcome in _told.
+        start(replica, partial(_told, verdict, replica, groups[index] if groups else NO_GROUP))
+    return verdict.future
 
 
 async def sequential(
-    calls: Sequence[CallStarter[Any, T]], quorum: Quorum, *, ask_all: bool = False
+    round_: Round[R, T],
+    replicas: Sequence[R],
+    quorum: Quorum,
+    groups: Sequence[int] = (),
+    *,
+    ask_all: bool = False,
 ) -> list[T]:
     """sync: one replica after another, each awaited before the next is asked. The baseline. A read
     stops at the ack-th success; with ``ask_all`` (writes) every replica is asked, then the verdict."""
@@ -139,14 +124,16 @@ async def sequential(
     tally = QuorumTally(quorum)
     answers: list[T] = []
     errors: list[ReplicaError] = []
-    for call in calls:
-        future: asyncio.Future[T] = answer_future(loop, partial(_start_told, call))
+    for index, replica in enumerate(replicas):
+        group = groups[index] if groups else NO_GROUP
+        # ``ended`` is told before the awaiter, even after the request was cancelled: a read round closes.
+        future: asyncio.Future[T] = answer_future(loop, partial(_start_ended, round_, replica))
         try:
             answers.append(await future)
-            tally.succeed(call.group)
+            tally.succeed(group)
         except ReplicaError as error:
             errors.append(error)
-            tally.fail(call.group)
+            tally.fail(group)
         if not ask_all and (tally.reached or tally.impossible):
             break
     if tally.reached:
@@ -154,7 +141,9 @@ async def sequential(
     raise QuorumFailed(tally, errors)
 
 
-async def speculative(calls: Sequence[CallStarter[Any, T]], quorum: Quorum) -> list[T]:
+def speculative(
+    round_: Round[R, T], replicas: Sequence[R], quorum: Quorum, groups: Sequence[int] = ()
+) -> asyncio.Future[list[T]]:
     """speculative (reads): ask the first ``ack`` replicas; each one that fails, or has not answered
     within its patience (a per-peer latency percentile, see PeerReplica.speculative_delay), brings in
     the next replica, once. Otherwise as ``parallel``: the ack-th success answers, and the failure that
@@ -162,105 +151,105 @@ async def speculative(calls: Sequence[CallStarter[Any, T]], quorum: Quorum) -> l
     datacenters apart asks every replica at once, as ``parallel``: the next replica in line may not be in
     the group that needs one."""
     if quorum.groups:
-        return await parallel(calls, quorum)
-    speculation: _Speculation[T] = _Speculation(calls, quorum, asyncio.get_running_loop())
+        return parallel(round_, replicas, quorum, groups)
+    speculation: _Speculation[R, T] = _Speculation(round_, replicas, quorum, asyncio.get_running_loop())
     for _ in range(quorum.ack):
         speculation.start_next()
-    return await speculation.verdict.future
+    return speculation.verdict.future
 
 
-class _Verdict(Generic[T]):
-    """One fan-out's answers so far, and its outcome as soon as it is known."""
+class _Verdict(Generic[R, T]):
+    """One fan-out's round, its answers so far, and its outcome as soon as it is known."""
 
-    __slots__ = ("answers", "errors", "future", "tally")
+    __slots__ = ("answers", "errors", "future", "round", "tally")
 
-    def __init__(self, quorum: Quorum, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, round_: Round[R, T], quorum: Quorum, loop: asyncio.AbstractEventLoop) -> None:
+        self.round = round_
         self.tally = QuorumTally(quorum)
         self.answers: list[T] = []
         self.errors: list[ReplicaError] = []
         self.future: asyncio.Future[list[T]] = loop.create_future()
 
-    def take(self, error: ReplicaError | None, answer: T, group: int) -> bool:
-        """Count one call's outcome (its replica in ``group``); whether it was a failed replica. Settles the
-        outcome at the ack-th success, or at the failure that puts ack out of reach; one told after that
-        is only dropped."""
-        future, tally = self.future, self.tally
-        if future.done():
-            return False
-        if error is None:
-            self.answers.append(answer)
-            tally.succeed(group)
-            if tally.reached:
-                future.set_result(self.answers)
-            return False
-        self.errors.append(error)
-        tally.fail(group)
-        if tally.impossible:
-            future.set_exception(QuorumFailed(tally, self.errors))
-        return True
+
+def _told(verdict: _Verdict[R, T], replica: R, group: int, error: ReplicaError | None, answer: T) -> None:
+    """One call's outcome (its replica in ``group``): to the round's ``ended``, then counted, the verdict
+    settled at the ack-th success or at the failure that puts ack out of reach; an outcome told after that
+    is only dropped."""
+    try:
+        verdict.round.ended(replica, error, answer)
+    except Exception:
+        log.exception("after a call to a replica")
+    future = verdict.future
+    if future.done():
+        return
+    if error is None:
+        verdict.answers.append(answer)
+        if verdict.tally.succeed(group):
+            future.set_result(verdict.answers)
+    else:
+        verdict.errors.append(error)
+        if verdict.tally.fail(group):
+            future.set_exception(QuorumFailed(verdict.tally, verdict.errors))
 
 
-def _settle(call: CallStarter[Any, T], verdict: _Verdict[T], error: ReplicaError | None, answer: T) -> None:
-    """A call's outcome (its callback in ``parallel``): to the call's ``ended``, then to the verdict."""
-    call.ended(error, answer)
-    verdict.take(error, answer, call.group)
-
-
-def _start_told(call: CallStarter[Any, T], answered: Answered[T]) -> None:
-    """Start a call of ``sequential``, whose outcome goes to the call's ``ended``, then to ``answered``
-    (its awaiter). ``ended`` is told even after the request was cancelled, so that a read round closes."""
-    call(partial(_ended_then, call, answered))
+def _start_ended(round_: Round[R, T], replica: R, answered: Answered[T]) -> None:
+    """Start a call of ``sequential``, whose outcome goes to the round's ``ended``, then to ``answered``
+    (its awaiter)."""
+    round_.start(replica, partial(_ended_then, round_, replica, answered))
 
 
 def _ended_then(
-    call: CallStarter[Any, T], answered: Answered[T], error: ReplicaError | None, answer: T
+    round_: Round[R, T], replica: R, answered: Answered[T], error: ReplicaError | None, answer: T
 ) -> None:
-    call.ended(error, answer)
+    try:
+        round_.ended(replica, error, answer)
+    except Exception:
+        log.exception("after a call to a replica")
     answered(error, answer)
 
 
-class _Speculation(Generic[T]):
-    """One speculative read: its verdict, the calls not yet started, and the starting of the next one."""
+class _Speculation(Generic[R, T]):
+    """One speculative read: its verdict, the replicas not yet asked, and the asking of the next one."""
 
     __slots__ = ("_loop", "_upcoming", "verdict")
 
     def __init__(
-        self, calls: Sequence[CallStarter[Any, T]], quorum: Quorum, loop: asyncio.AbstractEventLoop
+        self, round_: Round[R, T], replicas: Sequence[R], quorum: Quorum, loop: asyncio.AbstractEventLoop
     ) -> None:
         self._loop = loop
-        self._upcoming = iter(calls)
-        self.verdict: _Verdict[T] = _Verdict(quorum, loop)
+        self._upcoming = iter(replicas)
+        self.verdict: _Verdict[R, T] = _Verdict(round_, quorum, loop)
 
     def start_next(self) -> None:
-        call = next(self._upcoming, None)
-        if call is None:
+        replica = next(self._upcoming, None)
+        if replica is None:
             return
-        attempt = _Attempt(self, call)
-        call(attempt.answered)
+        attempt = _Attempt(self, replica)
+        self.verdict.round.start(replica, attempt)
         if not attempt.over:  # a local replica has answered already: no patience to keep
-            attempt.timer = self._loop.call_later(call.patience, attempt.late)
+            attempt.timer = self._loop.call_later(replica.speculative_delay(), attempt.late)
 
 
-class _Attempt(Generic[T]):
-    """One call of a speculative read: whether it has ended, its patience timer, and whether it has
-    brought in another replica (each call does at most once: late, or failed)."""
+class _Attempt(Generic[R, T]):
+    """One call of a speculative read (its callback): whether it has ended, its patience timer, and
+    whether it has brought in another replica (each call does at most once: late, or failed)."""
 
-    __slots__ = ("call", "over", "replaced", "speculation", "timer")
+    __slots__ = ("over", "replaced", "replica", "speculation", "timer")
 
-    def __init__(self, speculation: _Speculation[T], call: CallStarter[Any, T]) -> None:
+    def __init__(self, speculation: _Speculation[R, T], replica: R) -> None:
         self.speculation = speculation
-        self.call = call
+        self.replica = replica
         self.over = False
         self.replaced = False
         self.timer: asyncio.TimerHandle | None = None
 
-    def answered(self, error: ReplicaError | None, answer: T) -> None:
+    def __call__(self, error: ReplicaError | None, answer: T) -> None:
         self.over = True
         if self.timer is not None:
             self.timer.cancel()
-        self.call.ended(error, answer)
         verdict = self.speculation.verdict
-        if verdict.take(error, answer, self.call.group) and not self.replaced and not verdict.future.done():
+        _told(verdict, self.replica, NO_GROUP, error, answer)
+        if error is not None and not self.replaced and not verdict.future.done():
             self.replaced = True
             self.speculation.start_next()
 

@@ -14,18 +14,17 @@ carries a :class:`Group` for it, and the tally counts each answer in its replica
     Quorum(ack=2, copies=3, groups=())
     >>> each = Quorum.parse("each_quorum", None, owners)
     >>> tally = QuorumTally(each)
-    >>> for _ in range(3): tally.succeed(each.group_of("east"))
-    >>> tally.reached, tally.impossible
-    (False, False)
-    >>> tally.fail(each.group_of("west")); tally.fail(each.group_of("west")); tally.impossible
-    True
+    >>> [tally.succeed(each.group_of("east")) for _ in range(3)]  # the east's majority, not yet the west's
+    [False, False, False]
+    >>> tally.fail(each.group_of("west")), tally.fail(each.group_of("west"))
+    (False, True)
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 __all__ = ["NO_GROUP", "BadQuorum", "Consistency", "Group", "Quorum", "QuorumTally"]
 
@@ -175,46 +174,42 @@ def _positive(text: str, name: str) -> int:
     return int(digits)
 
 
-@dataclass(slots=True)
 class QuorumTally:
     """Counts replica answers for one request, in total and in each group's, and says when its outcome is
-    known.
+    known: each count says whether it settled the outcome, so a fan-out asks nothing more per answer.
 
     >>> tally = QuorumTally(Quorum(ack=2, copies=3))
-    >>> tally.fail(); tally.fail(); tally.impossible
-    True
+    >>> tally.fail(), tally.fail(), tally.impossible
+    (False, True, True)
     """
 
-    quorum: Quorum
-    successes: int = 0
-    failures: int = 0
-    group_successes: list[int] = field(init=False)  # by group, as quorum.groups lists them
-    group_failures: list[int] = field(init=False)
+    __slots__ = ("failures", "group_failures", "group_successes", "quorum", "successes")
 
-    def __post_init__(self) -> None:
-        groups = len(self.quorum.groups)
-        self.group_successes = [0] * groups
+    def __init__(self, quorum: Quorum) -> None:
+        self.quorum = quorum
+        self.successes = 0
+        self.failures = 0
+        groups = len(quorum.groups)
+        self.group_successes = [0] * groups  # by group, as quorum.groups lists them
         self.group_failures = [0] * groups
 
-    def succeed(self, group: int = NO_GROUP) -> None:
+    def succeed(self, group: int = NO_GROUP) -> bool:
+        """Count a success of a replica in ``group``; whether the quorum is reached now."""
         self.successes += 1
         if group != NO_GROUP:
             self.group_successes[group] += 1
+        return self.successes >= self.quorum.ack and (not self.quorum.groups or self._groups_reached())
 
-    def fail(self, group: int = NO_GROUP) -> None:
+    def fail(self, group: int = NO_GROUP) -> bool:
+        """Count a failure of a replica in ``group``; whether the quorum is out of reach now."""
         self.failures += 1
         if group != NO_GROUP:
             self.group_failures[group] += 1
+        return self.impossible
 
     @property
     def reached(self) -> bool:
-        quorum = self.quorum
-        if self.successes < quorum.ack:
-            return False
-        return not quorum.groups or all(
-            successes >= group.ack
-            for group, successes in zip(quorum.groups, self.group_successes, strict=True)
-        )
+        return self.successes >= self.quorum.ack and (not self.quorum.groups or self._groups_reached())
 
     @property
     def impossible(self) -> bool:
@@ -225,6 +220,12 @@ class QuorumTally:
         return bool(quorum.groups) and any(
             group.copies - failures < group.ack
             for group, failures in zip(quorum.groups, self.group_failures, strict=True)
+        )
+
+    def _groups_reached(self) -> bool:
+        return all(
+            successes >= group.ack
+            for group, successes in zip(self.quorum.groups, self.group_successes, strict=True)
         )
 
     def shortfall(self) -> str:

@@ -86,7 +86,7 @@ def _entity(parts: NodeParts, op: str, handle: _EntityHandler, statuses: tuple[i
         status = 500
         try:
             size = admission.admit(request)
-            if isinstance(size, web.Response):
+            if not isinstance(size, int):  # a Response: isinstance against it is an ABC's check
                 status = 503
                 return size
             try:
@@ -117,8 +117,9 @@ async def get_entity(parts: NodeParts, request: web.Request) -> web.Response:
         record = await coordinator.get(key, quorum)
     except QuorumFailed as error:
         return text(504, str(error))
-    # The newest version decides: an expired one reads as absent even where an older one is live.
-    if record is None or record.absent_at(parts.clock.current()):
+    # The newest version decides: an expired one reads as absent even where an older one is live. The
+    # clock is read only for a version that expires (one that does not is absent only as a tombstone).
+    if record is None or record.absent_at(parts.clock.current() if record.expires else 0):
         return text(404, "no such entity")
     return web.Response(
         body=record.value, content_type="application/octet-stream", headers={"ETag": quoted_etag(record)}
@@ -131,9 +132,9 @@ async def put_entity(parts: NodeParts, request: web.Request) -> web.Response:
     condition = condition_of(request, query)
     quorum = None if condition is not None else _quorum(query, coordinator)
     ttl_ms = _ttl_ms(query)
-    limit = parts.config.max_body_bytes
-    if request.content_length is not None and request.content_length > limit:
-        return text(413, f"body of {request.content_length} bytes exceeds the limit of {limit} bytes")
+    limit, length = parts.config.max_body_bytes, request.content_length  # aiohttp parses it at each read
+    if length is not None and length > limit:
+        return text(413, f"body of {length} bytes exceeds the limit of {limit} bytes")
     uploads = parts.uploads
     try:
         value = await uploads.read(request)

@@ -38,8 +38,11 @@ def condition_of(request: web.Request, query: Query) -> Condition | None:
     """The request's condition (None: it has none); a 400 for a malformed one, or one beside ack or
     from."""
     headers = request.headers
+    if_match, if_none_match = headers.get("If-Match"), headers.get("If-None-Match")
+    if if_match is None and if_none_match is None:  # nearly every write: nothing to parse
+        return None
     try:
-        condition = parse_condition(headers.get("If-Match"), headers.get("If-None-Match"))
+        condition = parse_condition(if_match, if_none_match)
     except MalformedCondition as error:
         raise bad_request(str(error)) from None
     if condition is not None:

@@ -65,14 +65,20 @@ class Query:
                 return _readable(name)
         return None
 
+    # single and utf8 read the value themselves (no helper between): a request reads three or four.
+
     def single(self, name: str) -> str | None:
         """The parameter's one value (None if absent), bytes that are not UTF-8 read as U+FFFD."""
-        value = self._once(name)
+        if self._repeated and name in self._repeated:
+            raise self._repeated_error(name)
+        value = self._values.get(name)
         return value if value is None or value.isascii() else _readable(value)
 
     def utf8(self, name: str, *, allow_empty: bool = False) -> bytes:
         """The parameter's value as the UTF-8 bytes it decodes to: a key."""
-        value = self._once(name)
+        if self._repeated and name in self._repeated:
+            raise self._repeated_error(name)
+        value = self._values.get(name)
         if value is None or (not value and not allow_empty):
             raise BadQuery(f"query parameter {name!r} is required and must not be empty")
         try:
@@ -80,10 +86,8 @@ class Query:
         except UnicodeEncodeError:
             raise BadQuery(f"query parameter {name!r} is not valid UTF-8 once percent-decoded") from None
 
-    def _once(self, name: str) -> str | None:
-        if self._repeated and name in self._repeated:
-            raise BadQuery(f"query parameter {name!r} is given {self._repeated[name]} times; give it once")
-        return self._values.get(name)
+    def _repeated_error(self, name: str) -> BadQuery:
+        return BadQuery(f"query parameter {name!r} is given {self._repeated[name]} times; give it once")
 
 
 def _decoded(text: str) -> str:

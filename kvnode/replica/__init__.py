@@ -101,10 +101,13 @@ class Replica(Protocol):
         """Read ``key``; ``answered`` is told the version the replica holds (a tombstone included) or None."""
         ...
 
-    def write_then(self, key: bytes, record: Record, answered: Answered[int | None]) -> None:
+    def write_then(
+        self, key: bytes, record: Record, answered: Answered[int | None], encoded: bytes | None = None
+    ) -> None:
         """Write ``record``; ``answered`` is told None when the replica took it (or already held that
         version), else the timestamp of the newer version it holds, so the coordinator learns its write
-        lost."""
+        lost. ``encoded``: the record's bytes (kvnode.storage.records.encode), when the caller has them (a
+        write to several replicas encodes its record once)."""
         ...
 
     def read(self, key: bytes) -> asyncio.Future[Record | None]:
@@ -126,7 +129,9 @@ class AwaitableCalls(ABC):
     def read_then(self, key: bytes, answered: Answered[Record | None]) -> None: ...
 
     @abstractmethod
-    def write_then(self, key: bytes, record: Record, answered: Answered[int | None]) -> None: ...
+    def write_then(
+        self, key: bytes, record: Record, answered: Answered[int | None], encoded: bytes | None = None
+    ) -> None: ...
 
     def read(self, key: bytes) -> asyncio.Future[Record | None]:
         return answer_future(self._loop, partial(self.read_then, key))

@@ -25,14 +25,18 @@ class Applied(NamedTuple):
 
 
 def apply_record(
-    store: Callable[[bytes, Record], Record], fence: ClockFence, key: bytes, record: Record
+    store: Callable[[bytes, Record, bytes | None], Record],
+    fence: ClockFence,
+    key: bytes,
+    record: Record,
+    encoded: bytes | None = None,
 ) -> Applied:
     """Store ``record`` at ``key`` by ``store`` (Storage.apply, or Storage.offer for the event-loop
     iteration's group commit) unless refused or older than what is held; raises the store's StorageError
-    (StorageFull when the disk is full)."""
+    (StorageFull when the disk is full). ``encoded``: the record's bytes, when the caller has them."""
     if not fence.acceptable(record.timestamp):
         return Applied(refused=beyond_skew(record.timestamp))
-    held = store(key, record)
+    held = store(key, record, encoded)
     return _STORED if held == record else Applied(newer=held.timestamp)
 
 

@@ -31,6 +31,8 @@ from kvnode.replica.errors import ReplicaError, ReplicaOverloaded, ReplicaTimeou
 
 __all__ = ["CARRY_BYTES_PER_S", "LARGE_CALL_BYTES", "CallsInFlight", "InFlightCall", "carry_s"]
 
+_new_tuple = tuple.__new__  # a NamedTuple built without its Python-level __new__: one per call
+
 # A sweep fails the calls past their deadline, then sleeps at least this share of the timeout, so a call
 # fails at most 1/64 of its timeout late (16 ms of the default second) and a busy peer sweeps 64 times a
 # timeout, not once per call.
@@ -69,11 +71,13 @@ class CallsInFlight:
         max_bytes: int,
         meter: CallMeter,
         on_timeout: Callable[[int], None],
-        carry: Callable[[int], float] = carry_s,
+        large: int = LARGE_CALL_BYTES,
+        carry_rate: int = CARRY_BYTES_PER_S,
     ) -> None:
         self._url = url
         self._timeout = timeout
-        self._carry = carry
+        self._large_call = large  # a call of more bytes gets carry_s beyond the timeout
+        self._carry_rate = carry_rate
         self.max_calls = max_calls
         self.max_bytes = max_bytes
         self._meter = meter
@@ -102,11 +106,11 @@ class CallsInFlight:
             return None
         self._next_id = call_id = (self._next_id + 1) & 0xFFFFFFFF
         now = self._loop.time()
-        calls[call_id] = InFlightCall(answered, op, label, size, now)
+        calls[call_id] = _new_tuple(InFlightCall, (answered, op, label, size, now))
         self._bytes += size
-        carry = self._carry(size)
-        deadline = now + self._timeout + carry
-        if carry:
+        deadline = now + self._timeout
+        if size > self._large_call:
+            deadline += carry_s(size, self._large_call, self._carry_rate)
             heapq.heappush(self._large, (deadline, call_id))
         else:
             self._deadlines.append((deadline, call_id))
@@ -140,7 +144,8 @@ class CallsInFlight:
 
     def settle(self, call: InFlightCall, error: ReplicaError | None, answer: object = None) -> None:
         """End a call taken out of flight with its answer or ``error``: count it, and tell its callback."""
-        self._meter.ended(call.label, outcome(error), self._loop.time() - call.sent)
+        counted = "ok" if error is None else outcome(error)  # no call for the usual outcome
+        self._meter.ended(call.label, counted, self._loop.time() - call.sent)
         call.answered(error, answer)
 
     def fail_all(self, error: ReplicaError) -> None:
@@ -159,9 +164,11 @@ class CallsInFlight:
         """Fail the calls whose deadline has passed, then wait for the next deadline."""
         self._sweep_timer = None
         now = self._loop.time()
-        deadlines, large = self._deadlines, self._large
+        deadlines, large, calls = self._deadlines, self._large, self._calls
         while deadlines and deadlines[0][0] <= now:
-            self._expire(deadlines.popleft()[1])
+            call_id = deadlines.popleft()[1]
+            if call_id in calls:  # nearly every one was answered in time: no call for those
+                self._expire(call_id)
         while large and large[0][0] <= now:
             self._expire(heapq.heappop(large)[1])
         if (deadlines or large) and self._sweep_timer is None:  # a call its callbacks made may have armed it
@@ -176,5 +183,5 @@ class CallsInFlight:
         if call is None:
             return  # answered in time
         self._on_timeout(call_id)
-        waited = self._timeout + self._carry(call.size)
+        waited = self._timeout + carry_s(call.size, self._large_call, self._carry_rate)
         self.settle(call, ReplicaTimeout(f"{self._url} did not answer within {waited:g}s"))

@@ -80,10 +80,12 @@ class LocalReplica(AwaitableCalls):
         else:
             self._answer("read", answered, record, start, None)
 
-    def write_then(self, key: bytes, record: Record, answered: Answered[int | None]) -> None:
+    def write_then(
+        self, key: bytes, record: Record, answered: Answered[int | None], encoded: bytes | None = None
+    ) -> None:
         start = time.perf_counter()
         try:
-            applied = apply_record(self._storage.offer, self._fence, key, record)
+            applied = apply_record(self._storage.offer, self._fence, key, record, encoded)
         except StorageError as failed:  # the version held could not be read
             self._answer("write", answered, None, start, failed)
             return
@@ -100,9 +102,9 @@ class LocalReplica(AwaitableCalls):
     ) -> None:
         """Tell a call its answer, or the replica error a failed storage is."""
         error: ReplicaError | None = None
-        if isinstance(failure, StorageFull):
-            error = ReplicaDiskFull(f"{self.url}: {failure}")
-        elif failure is not None:
-            error = ReplicaRejected(f"{self.url}: {failure}")
-        self.meter.ended(op, outcome(error), time.perf_counter() - start)
+        if failure is not None:
+            error = (ReplicaDiskFull if isinstance(failure, StorageFull) else ReplicaRejected)(
+                f"{self.url}: {failure}"
+            )
+        self.meter.ended(op, "ok" if error is None else outcome(error), time.perf_counter() - start)
         answered(error, answer)

@@ -101,15 +101,12 @@ class PeerReplica(AwaitableCalls):
         )
         self._outbox = Outbox(self._limits.max_calls)
         self._channel: ClientChannel | None = None
+        self.connected = False  # whether _channel is open: an attribute, as a write asks it every time
         self._connecting: asyncio.Task[None] | None = None
         self._attempt_failure = ""  # why the last connect attempt failed, until one succeeds
         self.became_connected = asyncio.Event()
 
     # --- the Replica interface ----------------------------------------------------------------------
-
-    @property
-    def connected(self) -> bool:
-        return self._channel is not None
 
     @property
     def lagging(self) -> bool:
@@ -119,8 +116,12 @@ class PeerReplica(AwaitableCalls):
     def read_then(self, key: bytes, answered: Answered[Record | None]) -> None:
         self.call_then(wire.Op.READ, key, b"", "read", answered)  # type: ignore[arg-type]
 
-    def write_then(self, key: bytes, record: Record, answered: Answered[int | None]) -> None:
-        self.call_then(*write_call(key, record, self.protocol), "write", answered)  # type: ignore[arg-type]
+    def write_then(
+        self, key: bytes, record: Record, answered: Answered[int | None], encoded: bytes | None = None
+    ) -> None:
+        channel = self._channel  # its protocol read here: no property call per write
+        op, _, sent = write_call(key, record, 0 if channel is None else channel.protocol, encoded)
+        self.call_then(op, key, sent, "write", answered)  # type: ignore[arg-type]
 
     @property
     def forwarder(self) -> Forwarder | None:
@@ -278,7 +279,7 @@ class PeerReplica(AwaitableCalls):
             if action.fails:
                 calls.refuse(label, self._refusal_error(), then)
                 return
-        call_id = calls.start(op, label, wire.call_size(key, record), then)
+        call_id = calls.start(op, label, wire.CALL_HEADER_BYTES + len(key) + len(record), then)
         if call_id is None:
             calls.refuse(label, calls.overloaded(), then)
             return
@@ -310,7 +311,7 @@ class PeerReplica(AwaitableCalls):
         if not self._life.connected(now=self._loop.time()):  # closed meanwhile
             channel.transport.close()
             return
-        self._channel = channel
+        self._channel, self.connected = channel, True
         self._attempt_failure = ""
         self._heartbeat.start()
         self.became_connected.set()
@@ -412,7 +413,7 @@ class PeerReplica(AwaitableCalls):
 
     def _disconnect(self, error: ReplicaError) -> None:
         """Forget the channel and fail every call still waiting on it."""
-        self._channel = None
+        self._channel, self.connected = None, False
         self.became_connected.clear()
         self._heartbeat.stop()
         self._outbox.detach()

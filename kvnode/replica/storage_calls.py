@@ -71,14 +71,14 @@ class StorageCalls:
         return _ABSENT if found is None else (_FOUND, found)
 
     def write(self, call: wire.CallRequest) -> Answer:
-        return self._store(call.key, decode(call.record))
+        return self._store(call.key, decode(call.record), call.record)  # stored as it came: not encoded again
 
     def delete(self, call: wire.CallRequest) -> Answer:
         """A tombstone, as protocol version 2 sends it (kvnode.replica.channel.protocol.write_call)."""
         return self._store(call.key, wire.decode_delete(call.record))
 
-    def _store(self, key: bytes, record: Record) -> Answer:
-        refused, newer = apply_record(self._storage.offer, self._fence, key, record)
+    def _store(self, key: bytes, record: Record, encoded: bytes | None = None) -> Answer:
+        refused, newer = apply_record(self._storage.offer, self._fence, key, record, encoded)
         if refused:
             return _REFUSED, refused.encode()
         self._clock.observe(record.timestamp)  # a version received moves this node's clock past it

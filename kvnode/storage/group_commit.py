@@ -31,6 +31,8 @@ from kvnode.storage.records import Record, encode
 
 __all__ = ["GroupCommit", "Pending", "Stored", "Waiter", "runs"]
 
+_new_tuple = tuple.__new__
+
 # Told once the group's write is done: None, or the exception it failed with (a StorageError).
 Waiter = Callable[[Exception | None], None]
 # The stored version of a key a write competes with, and its bytes (kvnode.storage.keyspace.Storage._current).
@@ -60,20 +62,21 @@ class GroupCommit:
         self._waiters: list[Waiter] = []
         self._scheduled = False
 
-    def offer(self, key: bytes, record: Record, stored: Stored) -> Record:
+    def offer(self, key: bytes, record: Record, stored: Stored, encoded: bytes | None = None) -> Record:
         """Add record to the group unless the version held, pending or else ``stored``, wins over it;
-        the version held afterwards."""
+        the version held afterwards. ``encoded``: its bytes (records.encode), when the caller has them."""
         pending = self.writes.get(key)
         current, replaced = stored(key) if pending is None else (pending.record, pending.replaced)
         if current is not None and current >= record:
             return current
-        self.writes[key] = Pending(record, encode(record), replaced)
+        encoded = encode(record) if encoded is None else encoded
+        self.writes[key] = _new_tuple(Pending, (record, encoded, replaced))  # no Python __new__
         return record
 
-    def offer_soon(self, key: bytes, record: Record, stored: Stored) -> Record:
+    def offer_soon(self, key: bytes, record: Record, stored: Stored, encoded: bytes | None = None) -> Record:
         """``offer``, and the group committed once this loop iteration's callbacks have run (call_soon
         runs after them, so every write made in the iteration joins)."""
-        held = self.offer(key, record, stored)
+        held = self.offer(key, record, stored, encoded)
         if self.writes and not self._scheduled:
             self._scheduled = True
             asyncio.get_running_loop().call_soon(self._commit_soon)

@@ -173,14 +173,14 @@ class Storage:
         raw = self._get(key)
         return None if raw is None else check(raw)
 
-    def apply(self, key: bytes, record: Record) -> Record:
+    def apply(self, key: bytes, record: Record, encoded: bytes | None = None) -> Record:
         """Store record unless the version held (pending or stored) wins over it, with any pending writes,
         before it returns; the version held afterwards. A replica's writes are offered (``offer``).
 
         Read and write run with no await between them, so on the node's single event loop the pair is
         atomic. A corrupt stored record loses to any write: the new version heals it.
         """
-        held = self._group.offer(key, record, self._current)
+        held = self._group.offer(key, record, self._current, encoded)
         self._group.commit()
         return held
 
@@ -188,12 +188,12 @@ class Storage:
         """Store the pending writes now, by one write, and tell their waiters; raises its StorageError."""
         self._group.commit()
 
-    def offer(self, key: bytes, record: Record) -> Record:
+    def offer(self, key: bytes, record: Record, encoded: bytes | None = None) -> Record:
         """``apply``, but the write joins this event-loop iteration's group commit
         (kvnode.storage.group_commit): an iteration's writes, a coordinator's own and its peers' calls,
         reach LevelDB by one write (one write(2)) at its end (docs/node-internals.md). Reads see it at
         once; nothing may acknowledge it before ``when_written`` says so, and nothing if the write fails."""
-        return self._group.offer_soon(key, record, self._current)
+        return self._group.offer_soon(key, record, self._current, encoded)
 
     def is_pending(self, key: bytes) -> bool:
         """Whether a version of key waits for its group's commit (nothing may acknowledge it yet)."""

@@ -59,6 +59,7 @@ _COPIES = struct.Struct(">H")
 _TOMBSTONE = 0x01
 _EXPIRES = 0x02
 _COPIES_SET = 0x04
+_new_tuple = tuple.__new__
 _FLAGS = _TOMBSTONE | _EXPIRES | _COPIES_SET
 MAX_HEADER_BYTES = _HEADER.size + _EXPIRY.size + _COPIES.size  # the most a record adds to its value
 FLAGS_AT = _HEADER.size - 1  # the flags byte's offset, for a reader that only wants to know
@@ -78,13 +79,16 @@ class Record(NamedTuple):
     expires: int = 0
     copies: int = 0  # the owners it was written to (the request's `from`) when fewer than N; 0 = all N owners
 
+    # Made by _new_tuple here and in decode, as NamedTuple's own __new__ does, without its Python-level
+    # call: a request makes or decodes a record for every replica.
+
     @classmethod
     def put(cls, timestamp: int, value: bytes, *, ttl_us: int = 0, copies: int = 0) -> Record:
-        return cls(timestamp, False, value, timestamp + ttl_us if ttl_us else 0, copies)
+        return _new_tuple(cls, (timestamp, False, value, timestamp + ttl_us if ttl_us else 0, copies))
 
     @classmethod
     def delete(cls, timestamp: int, *, copies: int = 0) -> Record:
-        return cls(timestamp, True, b"", 0, copies)
+        return _new_tuple(cls, (timestamp, True, b"", 0, copies))
 
     def restamped(self, timestamp: int) -> Record:
         """This version stamped ``timestamp`` instead, its TTL (if any) counted from the new timestamp."""
@@ -99,7 +103,7 @@ class Record(NamedTuple):
     def absent_at(self, now: int) -> bool:
         """Whether this version reads as absent at ``now``: a tombstone, or expired, which behaves as one
         (and tombstone GC drops it as one: kvnode.healing.gc_rule)."""
-        return self.tombstone or self.expired_at(now)
+        return self.tombstone or 0 < self.expires <= now  # expired_at, without a call for every read
 
 
 def encode(record: Record) -> bytes:
@@ -118,7 +122,7 @@ def encode(record: Record) -> bytes:
 def decode(data: bytes) -> Record:
     timestamp, flags = _HEADER.unpack_from(check(data))
     if flags <= _TOMBSTONE:
-        return Record(timestamp, bool(flags), data[_HEADER.size :])
+        return _new_tuple(Record, (timestamp, bool(flags), data[_HEADER.size :], 0, 0))
     offset, expires, copies = _HEADER.size, 0, 0
     if flags & _EXPIRES:
         (expires,) = _EXPIRY.unpack_from(data, offset)
@@ -178,4 +182,4 @@ def copies_of(data: bytes) -> int:
 
 def newest(records: Iterable[Record | None]) -> Record | None:
     """The winning version among replica answers; None where no replica holds the key."""
-    return max((r for r in records if r is not None), default=None)
+    return max(filter(None, records), default=None)  # a Record is never false: a tuple of five

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, NoReturn
 
 from kvnode.replica.channel import wire
 from kvnode.replica.errors import (
@@ -148,19 +148,21 @@ def clock_pong(ping: bytes, clock: Callable[[], bytes]) -> bytes:
     return ping + clock() if len(ping) == CLOCK_PING_SIZE else ping
 
 
-def write_call(key: bytes, record: Record, version: int) -> tuple[wire.Op, bytes, bytes]:
-    """How a write of ``record`` travels on a channel speaking ``version``: its op, key and record.
+def write_call(
+    key: bytes, record: Record, version: int, encoded: bytes | None = None
+) -> tuple[wire.Op, bytes, bytes]:
+    """How a write of ``record`` travels on a channel speaking ``version``: its op, key and record (its
+    bytes ``encoded``, when the caller has them).
 
     >>> [write_call(b"k", Record.delete(7), version)[0].name for version in (1, 2)]
     ['WRITE', 'DELETE']
     >>> write_call(b"k", Record.put(7, b"v"), 2)[0].name
     'WRITE'
     """
-    if version >= PROTOCOL[wire.Op.DELETE].since and record == Record.delete(
-        record.timestamp, copies=record.copies
-    ):
+    # A tombstone as Record.delete makes it (no value, no expiry), told by its fields: none built to compare.
+    if record.tombstone and version >= _DELETES and not record.value and not record.expires:
         return wire.Op.DELETE, key, wire.encode_delete(record)
-    return wire.Op.WRITE, key, encode(record)
+    return wire.Op.WRITE, key, encode(record) if encoded is None else encoded
 
 
 Answers = Mapping[wire.Status, Callable[[bytes], object]]  # a reply's status -> what its payload resolves to
@@ -220,6 +222,9 @@ PROTOCOL: dict[wire.Op, Call] = {
 }
 
 
+_DELETES = PROTOCOL[wire.Op.DELETE].since  # the version a tombstone travels as a DELETE from
+
+
 def resolve(url: str, op: wire.Op, reply: wire.ReplicaReply) -> tuple[ReplicaError | None, object]:
     """What a call to the peer at ``url`` ends in, from its reply: (None, the value its row resolves it
     to), or (the error it fails with, None): a failed reply's named error, and a protocol error for a
@@ -231,8 +236,11 @@ def resolve(url: str, op: wire.Op, reply: wire.ReplicaReply) -> tuple[ReplicaErr
     >>> resolve("http://b:1", wire.Op.READ, wire.ReplicaReply(7, wire.Status.STORED, b""))
     (ReplicaProtocolError('http://b:1: reply STORED does not answer a READ'), None)
     """
+    decoder = PROTOCOL[op].answers.get(reply.status)  # no row answers a call with a failed reply's status
     try:
-        return None, _answer(op, reply)
+        if decoder is None:
+            _fail(op, reply)
+        return None, None if decoder is _nothing else decoder(reply.payload)  # a write's STORED: no call
     except CorruptRecord as error:
         return ReplicaProtocolError(f"{url}: malformed record in reply: {error}"), None
     except wire.WireError as error:
@@ -241,10 +249,9 @@ def resolve(url: str, op: wire.Op, reply: wire.ReplicaReply) -> tuple[ReplicaErr
         return type(error)(f"{url}: {error}"), None
 
 
-def _answer(op: wire.Op, reply: wire.ReplicaReply) -> object:
-    """The value a reply answers; raises ReplicaRejected (or ReplicaDiskFull), ReplicaSkewRefused or
-    ReplicaNotReady for a failed reply, wire.WireError for one its row lacks, and CorruptRecord for a
-    record that does not decode."""
+def _fail(op: wire.Op, reply: wire.ReplicaReply) -> NoReturn:
+    """Raise what a reply whose status the call's row lacks fails with: ReplicaRejected (or
+    ReplicaDiskFull), ReplicaSkewRefused or ReplicaNotReady for a failed reply, else wire.WireError."""
     status = reply.status
     if status is wire.Status.FAILED:
         reason = reply.payload.decode("utf-8", "replace")
@@ -253,7 +260,4 @@ def _answer(op: wire.Op, reply: wire.ReplicaReply) -> object:
         raise ReplicaSkewRefused(reply.payload.decode("utf-8", "replace"))
     if status is wire.Status.NOT_READY:
         raise ReplicaNotReady("its data is not whole yet (it rebuilds)")
-    decoder = PROTOCOL[op].answers.get(status)
-    if decoder is not None:
-        return decoder(reply.payload)
     raise wire.WireError(f"reply {status.name} does not answer a {op.name}")

@@ -41,6 +41,7 @@ from typing import NamedTuple
 from kvnode.storage.records import MAX_HEADER_BYTES, Record
 
 __all__ = [
+    "CALL_HEADER_BYTES",
     "FRAME_TARGET",
     "LARGE_CALL",
     "MAX_CALLS_PER_FRAME",
@@ -76,7 +77,9 @@ __all__ = [
 
 _CALL = struct.Struct(">IIBI")
 _REPLY = struct.Struct(">IIB")
-_CALL_SIZE, _unpack_call, _pack_reply, _new_tuple = _CALL.size, _CALL.unpack_from, _REPLY.pack, tuple.__new__
+_CALL_SIZE, _unpack_call, _new_tuple = _CALL.size, _CALL.unpack_from, tuple.__new__
+CALL_HEADER_BYTES = _CALL_SIZE  # what a call adds to its key and record (call_size)
+_pack_reply, _unpack_reply = _REPLY.pack, _REPLY.unpack_from
 _TIMESTAMP = struct.Struct(">Q")
 _U16 = struct.Struct(">H")
 _DELETE = struct.Struct(">QH")  # a tombstone's timestamp and replica count
@@ -196,12 +199,13 @@ def encode_call(call_id: int, op: Op, key: bytes, record: bytes = b"") -> bytes:
 
 
 def call_size(key: bytes, record: bytes = b"") -> int:
-    """The bytes ``encode_call`` makes of a call, known before its id is.
+    """The bytes ``encode_call`` makes of a call, known before its id is: CALL_HEADER_BYTES more than its
+    key and record.
 
-    >>> call_size(b"k", b"rec") == len(encode_call(7, Op.WRITE, b"k", b"rec"))
+    >>> call_size(b"k", b"rec") == len(encode_call(7, Op.WRITE, b"k", b"rec")) == CALL_HEADER_BYTES + 4
     True
     """
-    return _CALL.size + len(key) + len(record)
+    return CALL_HEADER_BYTES + len(key) + len(record)
 
 
 def encode_reply(call_id: int, status: Status, payload: bytes = b"") -> bytes:
@@ -358,13 +362,22 @@ def decode_calls(frame: bytes, limits: Limits | None = None) -> list[CallRequest
 
 
 def decode_replies(frame: bytes) -> list[ReplicaReply]:
-    replies = []
-    for start, end in _messages(frame, _REPLY.size):
-        _, call_id, status = _REPLY.unpack_from(frame, start)
+    """The replies in a frame, in one pass (a coordinator decodes every reply it is sent)."""
+    replies: list[ReplicaReply] = []
+    offset, size, header = 0, len(frame), _REPLY.size
+    while offset < size:
+        if size - offset < header:
+            raise WireError("frame ends inside a message header")
+        length, call_id, status = _unpack_reply(frame, offset)
+        end = offset + 4 + length
+        if end > size or length < header - 4:
+            raise WireError("message length does not fit the frame")
         kind = _STATUSES.get(status)
         if kind is None:
             raise WireError(f"unknown status {status}")
-        replies.append(ReplicaReply(call_id, kind, frame[start + _REPLY.size : end]))
+        # What ReplicaReply's own __new__ does, without a Python-level call per reply.
+        replies.append(_new_tuple(ReplicaReply, (call_id, kind, frame[offset + header : end])))
+        offset = end
     return replies
 
 

@@ -13,9 +13,10 @@ from typing import get_args
 import pytest
 
 from kvnode.config import FanoutMode, ReplicationFactor
+from kvnode.coordinator import coordinator as coordinator_module
 from kvnode.coordinator.coordinator import nearest_first
 from kvnode.coordinator.fanout import QuorumFailed
-from kvnode.coordinator.quorum import Group, Quorum
+from kvnode.coordinator.quorum import BadQuorum, Group, Quorum
 from kvnode.replica.errors import (
     ReplicaDiskFull,
     ReplicaError,
@@ -25,7 +26,9 @@ from kvnode.replica.errors import (
     ReplicaTimeout,
     ReplicaUnavailable,
 )
-from kvnode.storage.records import Record
+from kvnode.storage import group_commit
+from kvnode.storage.records import Record, encode
+from kvnode.topology.epoch import Epoch
 from kvnode.topology.membership import Membership
 from tests.replicas import URLS, coordinator_node, run_callbacks
 
@@ -68,6 +71,27 @@ async def test_one_failed_replica_still_makes_a_quorum_and_two_do_not(
         with pytest.raises(QuorumFailed):
             await node.coordinator.get(b"k", ALL)
         assert (await node.coordinator.get(b"k", Quorum(ack=1, copies=3))) is not None
+
+
+async def test_a_write_encodes_its_record_once_for_all_its_replicas(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    encoded: list[Record] = []
+
+    def counted(record: Record) -> bytes:
+        encoded.append(record)
+        return encode(record)
+
+    def again(record: Record) -> bytes:
+        raise AssertionError(f"{record} encoded again by a replica")
+
+    monkeypatch.setattr(coordinator_module, "encode", counted)
+    monkeypatch.setattr(group_commit, "encode", again)
+    with coordinator_node(tmp_path) as node:
+        written = await node.coordinator.put(b"k", b"v", ALL)
+        await run_callbacks()
+        assert encoded == [written]
+        assert all(node.storages[url].read_encoded(b"k") == encode(written) for url in URLS)
 
 
 # --- hints for missed writes -------------------------------------------------------------------------------
@@ -195,6 +219,27 @@ async def test_a_version_written_as_it_is_needs_every_owner_and_hints_the_one_th
         assert node.hints.pending(URLS[2]) == 1
         two = Record.put(node.clock.now() - 1, b"on two", copies=2)
         assert node.coordinator.owners_quorum(two) == Quorum(ack=2, copies=2)
+
+
+# --- a request's quorum ----------------------------------------------------------------------------------
+
+
+async def test_a_quorum_is_parsed_once_an_epoch_and_afresh_under_the_next(tmp_path: Path) -> None:
+    with coordinator_node(tmp_path) as node:
+        coordinator = node.coordinator
+        first = coordinator.quorum("2", "3")
+        assert first == Quorum(2, 3) and coordinator.quorum("2", "3") is first  # parsed once
+        for _ in range(2):  # a refusal is not kept: every ask of it is refused
+            with pytest.raises(BadQuorum, match="from=4 exceeds the replication factor N=3"):
+                coordinator.quorum("1", "4")
+        two = Membership.seeded(URLS, ReplicationFactor.parse("2"))
+        coordinator.use(Epoch(URLS[0], two, {URLS[1]: node.b, URLS[2]: node.c}, 1))
+        assert coordinator.quorum(None, None, read=True) == Quorum(2, 2)  # N = 2 now
+        with pytest.raises(BadQuorum, match="from=3 exceeds the replication factor N=2"):
+            coordinator.quorum("2", "3")
+        for zeros in range(200):  # what clients ask is theirs: only a bounded few are kept
+            assert coordinator.quorum("0" * zeros + "1", None) == Quorum(1, 2)
+        assert len(coordinator._quorums) <= 64
 
 
 # --- datacenters: a's alone in the east, b and c in the west, one owner of every key there --------------

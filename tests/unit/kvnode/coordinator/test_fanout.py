@@ -1,5 +1,6 @@
-"""kvnode.coordinator.fanout's strategies (parallel, sequential, speculative) and modes, driven with calls
-whose outcomes the test tells by hand, as a replica's reply (or a local replica's answer) tells them."""
+"""kvnode.coordinator.fanout's strategies (parallel, sequential, speculative) and modes, driven with a
+round whose calls' outcomes the test tells by hand, as a replica's reply (or a local replica's answer)
+tells them."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from kvnode.coordinator.fanout import FANOUTS, CallStarter, QuorumFailed, parallel, sequential, speculative
+from kvnode.coordinator.fanout import FANOUTS, QuorumFailed, Strategy, parallel, sequential, speculative
 from kvnode.coordinator.quorum import NO_GROUP, Quorum
 from kvnode.replica import Answered
 from kvnode.replica.errors import ReplicaError, ReplicaTimeout, ReplicaUnavailable
@@ -29,16 +30,15 @@ class PatientReplica:
         return self.patience
 
 
-HandCall = CallStarter[PatientReplica, str]
 Outcome = tuple[int, str | None, str | None]  # a call's index, and its error's text or its answer
 
 
 class HandCalls:
-    """Replica calls whose outcomes the test tells itself; records which calls were started, and what
-    each call's ``ended`` was told (``ended``, in order). ``patience``: every call's, or each one's;
-    ``at_once``: the calls that answer before their start returns, as a local replica does; ``bug``: each
-    ``ended`` raises once it has recorded the outcome; ``groups``: each call's group in the quorum (a
-    datacenter the quorum counts apart)."""
+    """A fan-out's round (kvnode.coordinator.fanout.Round) whose calls' outcomes the test tells itself;
+    records which calls were started, and what ``ended`` was told (``endings``, in order).
+    ``patience``: every call's, or each one's; ``at_once``: the calls that answer before their start
+    returns, as a local replica does; ``bug``: ``ended`` raises once it has recorded the outcome;
+    ``groups``: each call's group in the quorum (a datacenter the quorum counts apart)."""
 
     def __init__(
         self,
@@ -51,15 +51,13 @@ class HandCalls:
         self.patience = patience if isinstance(patience, tuple) else (patience,) * count
         self.at_once = at_once
         self.groups = groups or (NO_GROUP,) * count  # each call's replica's group in the quorum
-        self.ended: list[Outcome] = []
+        self.endings: list[Outcome] = []
         self.bug = False
 
-    @property
-    def calls(self) -> list[HandCall]:
-        return [
-            CallStarter(self._start, PatientReplica(i, self.patience[i]), self._ended, self.groups[i])
-            for i in range(len(self.answered))
-        ]
+    def spawn(self, strategy: Strategy, quorum: Quorum) -> asyncio.Task[list[str]]:
+        """``strategy`` asking this round's replicas for ``quorum``, as a task."""
+        replicas = [PatientReplica(i, self.patience[i]) for i in range(len(self.answered))]
+        return spawn(strategy(self, replicas, quorum, self.groups))
 
     @property
     def started(self) -> list[int]:
@@ -76,14 +74,14 @@ class HandCalls:
         assert answered is not None, f"call {index} was not started"
         return answered
 
-    def _start(self, replica: PatientReplica, answered: Answered[str]) -> None:
+    def start(self, replica: PatientReplica, answered: Answered[str]) -> None:
         assert self.answered[replica.index] is None, f"call {replica.index} started twice"
         self.answered[replica.index] = answered
         if replica.index in self.at_once:
             self.succeed(replica.index)
 
-    def _ended(self, replica: PatientReplica, error: ReplicaError | None, answer: str) -> None:
-        self.ended.append(
+    def ended(self, replica: PatientReplica, error: ReplicaError | None, answer: str) -> None:
+        self.endings.append(
             (replica.index, None, answer) if error is None else (replica.index, str(error), None)
         )
         if self.bug:
@@ -113,7 +111,7 @@ def never_retrieved(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 async def test_parallel_starts_every_call_at_once() -> None:
     hand = HandCalls(3)
-    task = spawn(parallel(hand.calls, Quorum(ack=2, copies=3)))
+    task = hand.spawn(parallel, Quorum(ack=2, copies=3))
     await settle()
     assert hand.started == [0, 1, 2]
     assert not task.done()
@@ -124,7 +122,7 @@ async def test_parallel_starts_every_call_at_once() -> None:
 
 async def test_parallel_returns_on_the_ack_th_success_without_waiting_for_the_rest() -> None:
     hand = HandCalls(3)
-    task = spawn(parallel(hand.calls, Quorum(ack=2, copies=3)))
+    task = hand.spawn(parallel, Quorum(ack=2, copies=3))
     await settle()
     hand.succeed(2)
     await settle()
@@ -133,14 +131,14 @@ async def test_parallel_returns_on_the_ack_th_success_without_waiting_for_the_re
     await settle()
     assert task.done()
     assert task.result() == ["answer-2", "answer-0"]  # in the order they finished
-    assert hand.ended == [(2, None, "answer-2"), (0, None, "answer-0")]
+    assert hand.endings == [(2, None, "answer-2"), (0, None, "answer-0")]
     hand.succeed(1)  # late: its outcome still reaches ``ended`` (hints, read repair), not the verdict
-    assert hand.ended[-1] == (1, None, "answer-1")
+    assert hand.endings[-1] == (1, None, "answer-1")
 
 
 async def test_parallel_counts_failures_and_still_reaches_ack() -> None:
     hand = HandCalls(3)
-    task = spawn(parallel(hand.calls, Quorum(ack=2, copies=3)))
+    task = hand.spawn(parallel, Quorum(ack=2, copies=3))
     await settle()
     hand.fail(0)
     await settle()
@@ -154,7 +152,7 @@ async def test_parallel_counts_failures_and_still_reaches_ack() -> None:
 
 async def test_parallel_fails_as_soon_as_ack_is_out_of_reach() -> None:
     hand = HandCalls(3)
-    task = spawn(parallel(hand.calls, Quorum(ack=2, copies=3)))
+    task = hand.spawn(parallel, Quorum(ack=2, copies=3))
     await settle()
     hand.fail(1, ReplicaTimeout("replica 1 did not answer"))
     await settle()
@@ -168,12 +166,12 @@ async def test_parallel_fails_as_soon_as_ack_is_out_of_reach() -> None:
     assert "0 of 3 replicas answered, 2 needed" in message
     assert "replica 1 did not answer" in message and "replica 0 is down" in message
     hand.succeed(2)
-    assert [index for index, _, _ in hand.ended] == [1, 0, 2]
+    assert [index for index, _, _ in hand.endings] == [1, 0, 2]
 
 
 async def test_parallel_with_ack_equal_from_fails_on_the_first_failure() -> None:
     hand = HandCalls(3)
-    task = spawn(parallel(hand.calls, Quorum(ack=3, copies=3)))
+    task = hand.spawn(parallel, Quorum(ack=3, copies=3))
     await settle()
     hand.succeed(0)
     await settle()
@@ -188,7 +186,7 @@ async def test_parallel_with_ack_equal_from_fails_on_the_first_failure() -> None
 async def test_parallel_handles_calls_that_finish_at_once() -> None:
     """A local replica answers before its start returns."""
     hand = HandCalls(3, at_once=(0,))
-    task = spawn(parallel(hand.calls, Quorum(ack=2, copies=3)))
+    task = hand.spawn(parallel, Quorum(ack=2, copies=3))
     await settle()
     assert hand.started == [0, 1, 2] and not task.done()
     hand.succeed(2)
@@ -200,18 +198,18 @@ async def test_parallel_tells_ended_each_outcome_as_it_is_told_without_a_turn_of
     """No Future or scheduled callback per call: an outcome reaches ``ended`` (and the verdict) within
     the reply's own decoding, before anything else runs."""
     hand = HandCalls(2)
-    task = spawn(parallel(hand.calls, Quorum(ack=1, copies=2)))
+    task = hand.spawn(parallel, Quorum(ack=1, copies=2))
     await settle()
     hand.fail(1)
-    assert hand.ended == [(1, "replica 1 is down", None)]
+    assert hand.endings == [(1, "replica 1 is down", None)]
     hand.succeed(0)
-    assert hand.ended[-1] == (0, None, "answer-0")
+    assert hand.endings[-1] == (0, None, "answer-0")
     assert await task == ["answer-0"]
 
 
 async def test_sequential_starts_each_call_after_the_previous_finished_and_stops_at_ack() -> None:
     hand = HandCalls(3)
-    task = spawn(sequential(hand.calls, Quorum(ack=2, copies=3)))
+    task = hand.spawn(sequential, Quorum(ack=2, copies=3))
     await settle()
     assert hand.started == [0]
     hand.succeed(0)
@@ -227,7 +225,7 @@ async def test_sequential_starts_each_call_after_the_previous_finished_and_stops
 
 async def test_sequential_moves_past_a_failure() -> None:
     hand = HandCalls(3)
-    task = spawn(sequential(hand.calls, Quorum(ack=2, copies=3)))
+    task = hand.spawn(sequential, Quorum(ack=2, copies=3))
     await settle()
     hand.fail(0)
     await settle()
@@ -242,7 +240,7 @@ async def test_sequential_moves_past_a_failure() -> None:
 
 async def test_sequential_fails_as_soon_as_ack_is_out_of_reach() -> None:
     hand = HandCalls(3)
-    task = spawn(sequential(hand.calls, Quorum(ack=2, copies=3)))
+    task = hand.spawn(sequential, Quorum(ack=2, copies=3))
     await settle()
     hand.fail(0)
     await settle()
@@ -256,7 +254,7 @@ async def test_sequential_fails_as_soon_as_ack_is_out_of_reach() -> None:
 
 async def test_sequential_with_all_replicas_failing_reports_every_error() -> None:
     hand = HandCalls(2)
-    task = spawn(sequential(hand.calls, Quorum(ack=1, copies=2)))
+    task = hand.spawn(sequential, Quorum(ack=1, copies=2))
     await settle()
     hand.fail(0)
     await settle()
@@ -268,11 +266,11 @@ async def test_sequential_with_all_replicas_failing_reports_every_error() -> Non
 
 @pytest.mark.parametrize("strategy", [parallel, sequential, speculative])
 async def test_a_bug_in_ended_is_logged_and_the_verdict_still_counts_the_call(
-    strategy: Callable[[list[HandCall], Quorum], Awaitable[list[str]]], caplog: pytest.LogCaptureFixture
+    strategy: Strategy, caplog: pytest.LogCaptureFixture
 ) -> None:
     hand = HandCalls(2)
     hand.bug = True  # around the verdict: hints, read repair
-    task = spawn(strategy(hand.calls, Quorum(ack=2, copies=2)))
+    task = hand.spawn(strategy, Quorum(ack=2, copies=2))
     await settle()
     hand.succeed(0)
     await settle()
@@ -284,7 +282,7 @@ async def test_a_bug_in_ended_is_logged_and_the_verdict_still_counts_the_call(
 async def test_sequential_tells_ended_every_outcome_even_after_the_request_was_cancelled() -> None:
     """A read round closes only once every call it started has ended."""
     hand = HandCalls(3)
-    task = spawn(sequential(hand.calls, Quorum(ack=2, copies=3)))
+    task = hand.spawn(sequential, Quorum(ack=2, copies=3))
     await settle()
     hand.fail(0)
     await settle()
@@ -292,12 +290,12 @@ async def test_sequential_tells_ended_every_outcome_even_after_the_request_was_c
     await settle()
     assert task.cancelled() and hand.started == [0, 1]
     hand.succeed(1)
-    assert hand.ended == [(0, "replica 0 is down", None), (1, None, "answer-1")]
+    assert hand.endings == [(0, "replica 0 is down", None), (1, None, "answer-1")]
 
 
 async def test_sync_writes_ask_every_replica_in_turn_even_after_ack() -> None:
     hand = HandCalls(3)
-    task = spawn(FANOUTS["sync"].write(hand.calls, Quorum(ack=2, copies=3)))
+    task = hand.spawn(FANOUTS["sync"].write, Quorum(ack=2, copies=3))
     for index in range(3):
         await settle()
         assert hand.started == list(range(index + 1))  # one at a time
@@ -308,7 +306,7 @@ async def test_sync_writes_ask_every_replica_in_turn_even_after_ack() -> None:
 
 async def test_sync_writes_answer_after_asking_all_when_ack_is_reached_despite_a_failure() -> None:
     hand = HandCalls(3)
-    task = spawn(FANOUTS["sync"].write(hand.calls, Quorum(ack=2, copies=3)))
+    task = hand.spawn(FANOUTS["sync"].write, Quorum(ack=2, copies=3))
     await settle()
     hand.fail(0)
     await settle()
@@ -322,7 +320,7 @@ async def test_sync_writes_answer_after_asking_all_when_ack_is_reached_despite_a
 async def test_every_mode_writes_to_every_replica() -> None:
     for mode, fanout in FANOUTS.items():
         hand = HandCalls(3)
-        task = spawn(fanout.write(hand.calls, Quorum(ack=1, copies=3)))
+        task = hand.spawn(fanout.write, Quorum(ack=1, copies=3))
         for index in range(3):
             await settle()
             if index < len(hand.started):
@@ -371,14 +369,14 @@ async def test_abandoned_calls_that_fail_later_log_nothing(
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="asyncio")
     hand = HandCalls(3)
-    task = spawn(parallel(hand.calls, Quorum(ack=2, copies=3)))
+    task = hand.spawn(parallel, Quorum(ack=2, copies=3))
     await settle()
     await scenario(hand, task)
-    told = {index for index, _, _ in hand.ended}
+    told = {index for index, _, _ in hand.endings}
     for index in hand.started:
         if index not in told:
             hand.fail(index, ReplicaTimeout(f"replica {index} answered too late"))
-    assert len(hand.ended) == 3
+    assert len(hand.endings) == 3
     await settle()
     del task
     hand.answered.clear()
@@ -393,7 +391,7 @@ async def test_abandoned_calls_that_fail_later_log_nothing(
 
 async def test_speculative_asks_only_ack_replicas_while_they_answer_in_time() -> None:
     hand = HandCalls(3)
-    task = spawn(speculative(hand.calls, Quorum(ack=2, copies=3)))
+    task = hand.spawn(speculative, Quorum(ack=2, copies=3))
     await settle()
     assert hand.started == [0, 1]
     hand.succeed(0)
@@ -404,7 +402,7 @@ async def test_speculative_asks_only_ack_replicas_while_they_answer_in_time() ->
 
 async def test_speculative_asks_the_next_replica_when_one_is_late() -> None:
     hand = HandCalls(3, patience=0.0)  # every call is late as soon as the loop turns
-    task = spawn(speculative(hand.calls, Quorum(ack=1, copies=3)))
+    task = hand.spawn(speculative, Quorum(ack=1, copies=3))
     await settle()
     assert hand.started == [0, 1, 2]  # the first was late, then the second: each brought in one more
     hand.succeed(2)
@@ -413,7 +411,7 @@ async def test_speculative_asks_the_next_replica_when_one_is_late() -> None:
 
 async def test_speculative_asks_the_next_replica_when_one_fails() -> None:
     hand = HandCalls(3)
-    task = spawn(speculative(hand.calls, Quorum(ack=2, copies=3)))
+    task = hand.spawn(speculative, Quorum(ack=2, copies=3))
     await settle()
     hand.fail(1)
     await settle()
@@ -425,7 +423,7 @@ async def test_speculative_asks_the_next_replica_when_one_fails() -> None:
 
 async def test_speculative_fails_once_ack_is_out_of_reach() -> None:
     hand = HandCalls(3)
-    task = spawn(speculative(hand.calls, Quorum(ack=2, copies=3)))
+    task = hand.spawn(speculative, Quorum(ack=2, copies=3))
     await settle()
     hand.fail(0)
     await settle()
@@ -439,7 +437,7 @@ async def test_speculative_fails_once_ack_is_out_of_reach() -> None:
 
 async def test_speculative_writes_go_to_every_replica_at_once() -> None:
     hand = HandCalls(3)
-    task = spawn(FANOUTS["speculative"].write(hand.calls, Quorum(ack=2, copies=3)))
+    task = hand.spawn(FANOUTS["speculative"].write, Quorum(ack=2, copies=3))
     await settle()
     assert hand.started == [0, 1, 2]
     for index in range(3):
@@ -449,7 +447,7 @@ async def test_speculative_writes_go_to_every_replica_at_once() -> None:
 
 async def test_speculative_counts_a_local_answer_at_once_and_brings_in_no_one_for_it() -> None:
     hand = HandCalls(3, at_once=(0,))
-    task = spawn(speculative(hand.calls, Quorum(ack=2, copies=3)))
+    task = hand.spawn(speculative, Quorum(ack=2, copies=3))
     await settle()
     assert hand.started == [0, 1]
     hand.succeed(1)
@@ -459,7 +457,7 @@ async def test_speculative_counts_a_local_answer_at_once_and_brings_in_no_one_fo
 
 async def test_speculative_a_late_call_that_then_fails_brings_in_no_second_replica() -> None:
     hand = HandCalls(4, patience=(0.0, 3600.0, 3600.0, 3600.0))
-    task = spawn(speculative(hand.calls, Quorum(ack=1, copies=4)))
+    task = hand.spawn(speculative, Quorum(ack=1, copies=4))
     await settle()
     assert hand.started == [0, 1]  # call 0 was late: it brought in call 1
     hand.fail(0)
@@ -474,12 +472,12 @@ async def test_speculative_a_late_call_that_then_fails_brings_in_no_second_repli
 
 async def test_speculative_a_late_answer_after_the_verdict_still_reaches_ended() -> None:
     hand = HandCalls(3, patience=(0.0, 3600.0, 3600.0))
-    task = spawn(speculative(hand.calls, Quorum(ack=1, copies=3)))
+    task = hand.spawn(speculative, Quorum(ack=1, copies=3))
     await settle()
     hand.succeed(1)
     assert await task == ["answer-1"]
     hand.succeed(0)  # for read repair
-    assert hand.ended == [(1, None, "answer-1"), (0, None, "answer-0")]
+    assert hand.endings == [(1, None, "answer-1"), (0, None, "answer-0")]
     assert hand.started == [0, 1]
 
 
@@ -494,7 +492,7 @@ async def test_each_quorum_answers_once_every_datacenter_has_its_majority(fanout
     """In every mode (a speculative read asks every owner at once: the next one in line may not be in the
     datacenter that needs one; a sync read stops once the rule is met)."""
     hand = HandCalls(6, groups=EAST_WEST)
-    task = spawn(FANOUTS[fanout].read(hand.calls, EACH_QUORUM))
+    task = hand.spawn(FANOUTS[fanout].read, EACH_QUORUM)
     for index in range(6):
         await settle()
         if index in hand.started:
@@ -507,7 +505,7 @@ async def test_each_quorum_answers_once_every_datacenter_has_its_majority(fanout
 
 async def test_each_quorum_fails_once_a_datacenter_cannot_make_its_majority() -> None:
     hand = HandCalls(6, groups=EAST_WEST)
-    task = spawn(parallel(hand.calls, EACH_QUORUM))
+    task = hand.spawn(parallel, EACH_QUORUM)
     await settle()
     for index in (0, 1, 2):
         hand.succeed(index)
@@ -522,7 +520,7 @@ async def test_each_quorum_fails_once_a_datacenter_cannot_make_its_majority() ->
 async def test_a_local_quorum_write_answers_on_the_local_majority_whatever_the_remote_owners_do() -> None:
     quorum = Quorum.parse("local_quorum", None, (("east", 3), ("west", 3)))
     hand = HandCalls(6, groups=(0, 0, 0, NO_GROUP, NO_GROUP, NO_GROUP))
-    task = spawn(parallel(hand.calls, quorum))
+    task = hand.spawn(parallel, quorum)
     await settle()
     for index in (3, 4, 5):
         hand.fail(index, ReplicaTimeout(f"replica {index} timed out"))

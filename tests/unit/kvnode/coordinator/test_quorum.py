@@ -3,6 +3,8 @@ datacenter where a level counts them so)."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from kvnode.coordinator.quorum import NO_GROUP, BadQuorum, Group, Quorum, QuorumTally
@@ -193,6 +195,27 @@ def test_a_local_quorum_write_counts_the_local_owners_and_no_remote_failure_stop
     failing.fail(local)
     failing.fail(local)
     assert verdict(failing) == (False, True)
+
+
+@pytest.mark.parametrize(
+    ("quorum", "groups"),
+    [
+        (Quorum(ack=2, copies=3), (NO_GROUP,) * 3),
+        (Quorum.parse("each_quorum", None, TWO_DCS), (0, 0, 0, 1, 1, 1)),
+        (Quorum.parse("local_quorum", None, TWO_DCS), (0, 0, 0, NO_GROUP, NO_GROUP, NO_GROUP)),
+    ],
+)
+def test_each_count_says_whether_it_settled_the_outcome(quorum: Quorum, groups: tuple[int, ...]) -> None:
+    """What ``succeed`` and ``fail`` answer is what ``reached`` and ``impossible`` say after them, for every
+    order of outcomes: a fan-out asks nothing more per answer."""
+    for outcomes in itertools.product((True, False), repeat=len(groups)):
+        for order in (groups, groups[::-1]):
+            tally = QuorumTally(quorum)
+            for succeeded, group in zip(outcomes, order, strict=True):
+                if succeeded:
+                    assert tally.succeed(group) == tally.reached
+                else:
+                    assert tally.fail(group) == tally.impossible
 
 
 def test_owners_a_change_adds_must_confirm_too_in_their_datacenters_group() -> None:

@@ -30,10 +30,10 @@ def ask(round_: ReadRound, replica: Replica) -> asyncio.Future[Record | None]:
     outcome, awaitable."""
 
     def start(resolve: Answered[Record | None]) -> None:
-        round_.ask(replica, partial(told, resolve))
+        round_.start(replica, partial(told, resolve))
 
     def told(resolve: Answered[Record | None], error: ReplicaError | None, record: Record | None) -> None:
-        round_.answered(replica, error, record)
+        round_.ended(replica, error, record)
         resolve(error, record)
 
     return answer_future(asyncio.get_running_loop(), start)

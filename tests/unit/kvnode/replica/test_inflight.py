@@ -30,7 +30,8 @@ def calls_in_flight(
         max_bytes=max_bytes,
         meter=meter,
         on_timeout=timed_out.append,
-        carry=lambda size: carry_s(size, large, rate=100),
+        large=large,
+        carry_rate=100,
     )
     return calls, meter, timed_out
 

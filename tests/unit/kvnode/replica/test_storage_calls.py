@@ -63,6 +63,22 @@ async def test_a_frame_is_stored_with_the_iteration_s_pending_writes_by_one_writ
     storage.close()
 
 
+async def test_a_write_is_stored_as_the_bytes_its_call_carried_not_encoded_again(tmp_path: Path) -> None:
+    storage = Storage.open(tmp_path, fsync=False)
+    (answerers, _), record = storage_answerers(storage), encode(Record.put(wall_clock_us()() - 1, b"v"))
+    stored: list[bytes] = []
+    write = storage._group._write
+
+    def kept(pending: dict[bytes, Pending]) -> None:
+        stored.extend(pending[key].encoded for key in pending)
+        write(pending)
+
+    storage._group._write = kept
+    answerers.answer_frame([wire.CallRequest(1, wire.Op.WRITE, b"a", record)])
+    assert len(stored) == 1 and stored[0] is record
+    storage.close()
+
+
 async def test_a_failed_group_commit_answers_every_call_of_its_frames_failed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

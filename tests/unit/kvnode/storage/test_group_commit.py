@@ -81,6 +81,17 @@ def test_a_pending_version_is_read_and_an_older_write_loses_to_it(disk: Disk) ->
     assert group.writes[b"k"].replaced == encode(Record.put(5, b"stored"))
 
 
+def test_a_write_given_its_bytes_is_stored_as_them_and_one_without_is_encoded(disk: Disk) -> None:
+    """A coordinator's write to several replicas, and a peer's write as its frame carried it, are encoded
+    once, by their sender."""
+    group = GroupCommit(disk.write, Full)
+    record = Record.put(5, b"v")
+    given = encode(record)
+    group.offer(b"k", record, disk.current, given)
+    group.offer(b"j", record, disk.current)
+    assert group.writes[b"k"].encoded is given and group.writes[b"j"].encoded == given
+
+
 def test_a_waiter_with_nothing_pending_is_told_at_once(disk: Disk) -> None:
     group = GroupCommit(disk.write, Full)
     group.wait(disk.waiter("alone"))

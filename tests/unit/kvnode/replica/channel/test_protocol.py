@@ -82,6 +82,18 @@ def test_a_tombstone_travels_as_a_delete_from_version_2_and_anything_else_as_a_w
         for other in (Record.put(7, b"v"), Record.put(7, b"v", ttl_us=5)):
             op, _, record = write_call(b"k", other, version)
             assert (op, decode(record)) == (wire.Op.WRITE, other)
+    # Not tombstones as Record.delete makes them (a value, an expiry): what they hold travels whole.
+    for odd in (Record(7, True, b"v"), Record(7, True, b"", 9)):
+        op, _, record = write_call(b"k", odd, 2)
+        assert (op, record) == (wire.Op.WRITE, encode(odd))
+
+
+def test_a_write_travels_as_the_bytes_its_caller_encoded_and_a_tombstone_as_a_delete_still() -> None:
+    given = b"the record's bytes, encoded once by the coordinator"
+    assert write_call(b"k", Record.put(7, b"v"), 2, given) == (wire.Op.WRITE, b"k", given)
+    tombstone = Record.delete(7)
+    assert write_call(b"k", tombstone, 1, given) == (wire.Op.WRITE, b"k", given)
+    assert write_call(b"k", tombstone, 2, given) == (wire.Op.DELETE, b"k", wire.encode_delete(tombstone))
 
 
 def test_every_op_has_an_entry_and_no_entry_answers_with_a_failing_status() -> None:
