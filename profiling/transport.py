@@ -194,7 +194,10 @@ def _table(samples: dict[tuple[str, int], list[Sample]], batches: int, round_tri
                 return sample[1] + sample[2] if measure == 3 else sample[measure]  # noqa: B023
 
             ratios = [value(unix) / value(tcp) for tcp, unix in pairs]
-            quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
+            # inclusive: within the batches' own ratios (the default extrapolates, below 0 from 2 batches)
+            quartiles = (
+                statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1 else [ratios[0]] * 3
+            )
             cells.append(f"{statistics.median(ratios):.3f} ({quartiles[0]:.3f}-{quartiles[2]:.3f})")
         lines.append(f"| {calls} call{'s' if calls > 1 else ''} | {' | '.join(cells)} |")
     lines += ["", "Ratios: the median of the batches' and, in brackets, their interquartile range."]

@@ -88,7 +88,10 @@ class CallsInFlight:
         self._next_id = 0
         self._deadlines: collections.deque[tuple[float, int]] = collections.deque()  # in call order
         self._large: list[tuple[float, int]] = []  # large calls' deadlines, a heap
-        self._sweep_timer: asyncio.TimerHandle | None = None
+        # uvloop answers call_at with a time already past (a sweep re-armed once its callbacks took the
+        # loop beyond the next deadline) by a plain Handle, which has no when(): the time is kept here.
+        self._sweep_timer: asyncio.Handle | None = None
+        self._sweep_at = 0.0
 
     def __len__(self) -> int:
         return len(self._calls)
@@ -115,10 +118,10 @@ class CallsInFlight:
         else:
             self._deadlines.append((deadline, call_id))
         timer = self._sweep_timer
-        if timer is None or deadline < timer.when():  # only a call made after a large one can be due first
+        if timer is None or deadline < self._sweep_at:  # only a call made after a large one can be due first
             if timer is not None:
                 timer.cancel()
-            self._sweep_timer = self._loop.call_at(deadline, self._sweep)
+            self._arm(deadline)
         return call_id
 
     def overloaded(self) -> ReplicaOverloaded:
@@ -174,9 +177,11 @@ class CallsInFlight:
         if (deadlines or large) and self._sweep_timer is None:  # a call its callbacks made may have armed it
             # Deadlines are as far apart as the calls: armed at each, the timer would be one per call.
             first = min(queue[0][0] for queue in (deadlines, large) if queue)
-            self._sweep_timer = self._loop.call_at(
-                max(first, now + self._timeout * _SWEEP_SLACK), self._sweep
-            )
+            self._arm(max(first, now + self._timeout * _SWEEP_SLACK))
+
+    def _arm(self, when: float) -> None:
+        self._sweep_at = when
+        self._sweep_timer = self._loop.call_at(when, self._sweep)
 
     def _expire(self, call_id: int) -> None:
         call = self.take(call_id)

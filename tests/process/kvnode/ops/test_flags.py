@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from kvnode.ops.ports import free_ports
+from kvnode.replica.channel.protocol import CURRENT_VERSION
 from tests.harness import (
     DEADLINE,
     assert_exit_2_with_one_line,
@@ -64,7 +65,7 @@ def test_a_secret_file_open_to_group_or_others_is_refused_naming_the_fix(tmp_pat
         ["node", "--port", "PORT", "--data-dir", "d", "--cluster", "SELF,SELF"],
         ["node", "--port", "PORT", "--data-dir", "d", "--cluster", "SELF", "--replication-factor", "2"],
         ["node", "--port", "PORT", "--data-dir", "d", "--replication-factor", "-1"],
-        ["node", "--port", "PORT", "--data-dir", "d", "--max-protocol", "5"],
+        ["node", "--port", "PORT", "--data-dir", "d", "--max-protocol", str(CURRENT_VERSION + 1)],
         ["node", "--port", "PORT", "--data-dir", "d", "--max-protocol", "-1"],
         ["cluster", "--nodes", "0"],
         ["cluster", "--nodes", "three"],

@@ -5,6 +5,7 @@ all."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -199,3 +200,51 @@ def test_only_the_bytes_beyond_a_mib_give_a_call_more_time_a_second_per_4_mib() 
     assert [carry_s(size) for size in (0, 64 * 1024, mib)] == [0.0, 0.0, 0.0]
     assert carry_s(mib + 4 * mib) == 1.0
     assert carry_s(16 * mib + 64) > 3.75  # the largest body and its header: 4.75 s with the default timeout
+
+
+class LaggingLoop(asyncio.SelectorEventLoop):
+    """An event loop whose clock a test moves on (``lag``: the loop fell behind), and whose ``call_at``
+    answers a time already past with a plain Handle, which has no ``when()``, as uvloop's does."""
+
+    lag = 0.0
+
+    def time(self) -> float:
+        return super().time() + self.lag
+
+    def call_at(  # type: ignore[override]  # typeshed's generic signature, narrowed for the test
+        self, when: float, callback: Any, *args: Any, context: Any = None
+    ) -> asyncio.TimerHandle:
+        if when <= self.time():
+            return self.call_soon(callback, *args, context=context)  # type: ignore[return-value]
+        return super().call_at(when, callback, *args, context=context)
+
+
+def test_a_sweep_rearmed_after_its_time_leaves_the_next_call_unharmed() -> None:
+    """A timed-out call's callback takes the loop a second past the next call's deadline: the sweep
+    re-armed for it is due at once (on uvloop a Handle without ``when()``), and a call made before it runs
+    is taken into flight, and times out in its turn (it was a 500 of the node's, under load)."""
+
+    async def scenario(loop: LaggingLoop) -> Told:
+        calls, _, _ = calls_in_flight(timeout=0.05)
+        told = Told()
+        made: list[int | None] = []
+
+        def lagging(error: ReplicaError | None, answer: object) -> None:
+            loop.lag += 1.0
+            loop.call_soon(lambda: made.append(calls.start(wire.Op.READ, "read", 10, told.to("after"))))
+
+        calls.start(wire.Op.READ, "read", 10, lagging)
+        loop.lag += 0.5  # the next call's deadline half a second after the first's
+        calls.start(wire.Op.READ, "read", 10, told.to("next"))
+        await eventually(lambda: len(told.outcomes) == 2, what="both later calls timed out")
+        assert made and made[0] is not None
+        return told
+
+    with asyncio.Runner(loop_factory=LaggingLoop) as runner:
+        loop = runner.get_loop()
+        assert isinstance(loop, LaggingLoop)
+        told = runner.run(scenario(loop))
+    assert [(name, type(error)) for name, error, _ in told.outcomes] == [
+        ("next", ReplicaTimeout),
+        ("after", ReplicaTimeout),
+    ]
