@@ -132,12 +132,12 @@ def record_run(
                 progress(f"{spec.name}: filling {spec.keys} keys of {spec.value_size} bytes")
                 fill(plain.coordinator.url, spec.load("pyspy"), children, out / "logs" / "fill.log")
             progress(f"{spec.name}: phase pyspy: {spec.rate}/s for {spec.duration:g} s, cpu, idle and gil")
-            manifest["phases"].append(_pyspy_phase(spec, plain, targets, out, py_spy, children))
+            sampled = _Sampled(spec, plain, targets, out, py_spy, children)
+            manifest["phases"].append(_pyspy_phase(sampled))
             if wrk is not None and spec.saturation_duration:
                 progress(f"{spec.name}: phase saturation: a closed loop of {spec.connections} connections "
                          f"for {spec.saturation_duration} s, cpu")  # fmt: skip
-                phase = _saturation_phase(spec, plain, targets, out, py_spy, children, wrk)
-                manifest["phases"].append(phase)
+                manifest["phases"].append(_saturation_phase(sampled, wrk))
         finally:
             plain.stop()
         profiled = {node.name for node in targets}
@@ -160,65 +160,59 @@ def record_run(
     return manifest
 
 
-def _pyspy_phase(
-    spec: RunSpec,
-    cluster: ProfiledCluster,
-    targets: list[ProfiledNode],
-    out: Path,
-    py_spy: str,
-    children: Children,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _Sampled:
+    """What a sampled phase works on: the run, its cluster, the nodes it samples, where it writes, and
+    the tools it starts."""
+
+    spec: RunSpec
+    cluster: ProfiledCluster
+    targets: list[ProfiledNode]
+    out: Path
+    py_spy: str
+    children: Children
+
+
+def _pyspy_phase(run: _Sampled) -> dict[str, Any]:
     """The constant-rate load under three recorders, and a dump of every node halfway."""
     dumps: list[dict[str, Any]] = []
 
     def load(sampling: Sampling) -> dict[str, Any]:
         def dump_midway(halt: threading.Event) -> None:
-            _dump_midway(spec, cluster, out, py_spy, dumps, halt)
+            _dump_midway(run.spec, run.cluster, run.out, run.py_spy, dumps, halt)
 
-        return _load_phase("pyspy", spec, cluster, out, children, dump_midway, sampling)
+        return _load_phase("pyspy", run.spec, run.cluster, run.out, run.children, dump_midway, sampling)
 
-    record = _sampled_phase(spec, targets, out, py_spy, children, "pyspy", tuple(_VIEWS), load)
+    record = _sampled_phase(run, "pyspy", tuple(_VIEWS), load)
     record["artifacts"] += dumps
     return record
 
 
-def _saturation_phase(
-    spec: RunSpec,
-    cluster: ProfiledCluster,
-    targets: list[ProfiledNode],
-    out: Path,
-    py_spy: str,
-    children: Children,
-    wrk: str,
-) -> dict[str, Any]:
+def _saturation_phase(run: _Sampled, wrk: str) -> dict[str, Any]:
     """wrk's closed loop on the coordinator under one recorder (cpu)."""
-    url = cluster.coordinator.url
+    spec, out = run.spec, run.out
     result_path = out / "load-saturation.json"
 
     def load(sampling: Sampling) -> dict[str, Any]:
-        with _measured("saturation", cluster, sampling) as record:
+        with _measured("saturation", run.cluster, sampling) as record:
+            url = run.cluster.coordinator.url
             figures = saturate(
                 wrk, url, spec.workload, spec.connections, spec.saturation_duration, out / "logs"
             )
         result_path.write_text(json.dumps(figures, indent=2) + "\n")
         return {**record, "load": figures, "load_json": result_path.relative_to(out).as_posix()}
 
-    return _sampled_phase(spec, targets, out, py_spy, children, "saturation", ("cpu",), load)
+    return _sampled_phase(run, "saturation", ("cpu",), load)
 
 
 def _sampled_phase(
-    spec: RunSpec,
-    targets: list[ProfiledNode],
-    out: Path,
-    py_spy: str,
-    children: Children,
-    phase: str,
-    kinds: Sequence[pyspy.Kind],
-    load: Callable[[Sampling], dict[str, Any]],
+    run: _Sampled, phase: str, kinds: Sequence[pyspy.Kind], load: Callable[[Sampling], dict[str, Any]]
 ) -> dict[str, Any]:
     """``load`` (the phase's record) with a recorder of each of ``kinds`` on each target, sampling as it
     says; the raw stacks and their flamegraphs as the record's artifacts, named for the phase (the
     pyspy phase's plainly: cpu, idle, gil; another's with its name first)."""
+    spec, out, children = run.spec, run.out, run.children
+    targets = run.targets
     prefix = "" if phase == "pyspy" else f"{phase}-"
     title = spec.title if phase == "pyspy" else spec.saturation_title
     recorders = [
@@ -230,7 +224,7 @@ def _sampled_phase(
 
     def start() -> None:
         for node, recorder in recorders:
-            recorder.start(py_spy, pids[node.name], children)
+            recorder.start(run.py_spy, pids[node.name], children)
 
     def stop() -> None:
         for _node, recorder in recorders:

@@ -110,6 +110,7 @@ class SaturationRun:
     batching_at_rate: Batching | None  # n1's over the constant-rate phase, to set beside it
     rate: int  # the constant-rate phase's
     samples: Stacks  # n1's on-CPU samples, every one
+    sample_rate: int  # py-spy's, a second
     flamegraph: Path | None  # of the samples in Python code
 
     @property
@@ -159,6 +160,14 @@ class SaturationRun:
             found[group_of(package)] += weight
         return found
 
+    @property
+    def sampled(self) -> str:
+        """The samples as time next to n1's CPU time by /proc: more samples than CPU means a thread was
+        sampled while it waited (for a core on a shared machine, or for the next event)."""
+        seconds = self.total_samples / self.sample_rate if self.sample_rate else 0.0
+        cpu = "-" if self.cpu_s is None else f"{self.cpu_s:.1f} s"
+        return f"{seconds:.1f} s at {self.sample_rate} Hz, against {cpu} of CPU by /proc"
+
     def share(self, count: float) -> str:
         """``count`` of the samples as a share with its uncertainty (one standard deviation)."""
         total = self.total_samples
@@ -186,6 +195,7 @@ def saturation_run(run_dir: Path, manifest: dict[str, Any]) -> SaturationRun | N
         batching=Batching(**phase["batching"]) if phase.get("batching") else None,
         batching_at_rate=Batching(**at_rate) if at_rate else None,
         rate=int(manifest["spec"].get("rate") or 0),
+        sample_rate=int(manifest.get("sample_rate_hz") or 0),
         samples=parse_collapsed((run_dir / raw["path"]).read_text()) if raw else Stacks(),
         flamegraph=run_dir / svg["path"] if svg else None,
     )
@@ -273,8 +283,8 @@ def saturation_conclusion(runs: Sequence[SaturationRun]) -> list[str]:
         if run.shortfall is not None:
             lines.append(
                 f"- {head}, a smoke check: {figures}. No statement on where the time goes from "
-                f"{run.clock_ticks:,} clock ticks of n1 CPU and {run.total_samples:,} samples (one needs "
-                f"{MIN_CLOCK_TICKS} and {MIN_SAMPLES:,})."
+                f"{run.clock_ticks:,} clock ticks of n1 CPU and {run.total_samples:,} samples "
+                f"({run.sampled}; one needs {MIN_CLOCK_TICKS} and {MIN_SAMPLES:,})."
             )
             continue
         by_group = run.by_group()
@@ -288,7 +298,8 @@ def saturation_conclusion(runs: Sequence[SaturationRun]) -> list[str]:
             for row in top_frames(run.samples, by="self", limit=_NAMED)
         )
         lines.append(
-            f"- {head}: {figures}. Of n1's {run.total_samples:,} on-CPU samples (± one standard deviation): "
+            f"- {head}: {figures}. Of n1's {run.total_samples:,} on-CPU samples ({run.sampled}; shares ± one "
+            "standard deviation): "
             f"{shares}; {_leader(by_group, _GROUP_NAMES)}. kvnode's own frames by package: "
             f"{packages or 'none'}. First by self share: {functions}."
         )

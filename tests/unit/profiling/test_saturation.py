@@ -53,6 +53,7 @@ def write_run(
     }  # fmt: skip
     manifest = {
         "run": "healthy-async-get",
+        "sample_rate_hz": 500,
         "spec": {"mode": "async", "op": "get", "scenario": "healthy", "rate": 400},
         "phases": [pyspy, phase] if saturation else [pyspy],
     }
@@ -99,7 +100,8 @@ def test_enough_samples_say_where_the_time_went_and_how_many_samples_said_it(tmp
     assert line.startswith(
         "- **healthy, async GET at saturation**: 9,995 requests/s over 64 connections (p50 5.4 ms, p99 "
         "12.2 ms); n1 CPU 100 µs a request, busy 100% of the 2 s window; 40.0 calls a frame, 0.05 frames "
-        "a request (at 400/s: 1.0 and 2.00). Of n1's 1,000 on-CPU samples (± one standard deviation): "
+        "a request (at 400/s: 1.0 and 2.00). Of n1's 1,000 on-CPU samples (2.0 s at 500 Hz, against 2.0 s of "
+        "CPU by /proc; shares ± one standard deviation): "
         "kvnode's own frames 40.0% ± 2.0%, aiohttp (with multidict, yarl) 30.0% ± 1.7%, "
     )
     # 400 against 300: a lead of 100, beyond 2 x sqrt(700) = 53
@@ -141,6 +143,6 @@ def test_too_few_samples_say_nothing_of_where_the_time_went(
     assert run is not None and run.shortfall is not None
     (line,) = saturation_conclusion([run])
     assert line.startswith("- **healthy, async GET at saturation**, a smoke check: 9,995 requests/s")
-    assert line.endswith("samples (one needs 100 and 1,000).")
+    assert line.endswith(f" s at 500 Hz, against {cpu_s:.1f} s of CPU by /proc; one needs 100 and 1,000).")
     assert "No statement on where the time goes from " in line
     assert " ± " not in line and "own frames" not in line and "largest" not in line  # no share said
