@@ -165,9 +165,13 @@ def write_report(out: Path, run_dirs: Sequence[Path], command: str) -> Path:
         "n1 has it among the replicas of every key. A run is two load phases of the same rate: `pyspy`",
         "(three py-spy recorders side by side on n1: on-CPU, `--idle` and `--gil`; `py-spy dump` of every",
         "node halfway through) and a shorter `memray` (the cluster restarted on its data with n1 under",
-        "`memray run`, which slows it down); a healthy run has a third between them, `saturation` (a closed",
-        "loop from wrk, *At saturation* above). Shares are of the samples (or allocations, or bytes) a table",
-        "ranks, ± √k/n for k of n;",
+        "`memray run`, which slows it down)"
+        + (
+            "; a healthy run has a third between them, `saturation` (*At saturation* above)."
+            if saturated
+            else "."
+        )
+        + " Shares are of the samples (or allocations, or bytes) a table ranks, ± √k/n for k of n;",
         "*self* counts a frame where it is innermost, *total* wherever it is on the stack (once per stack).",
         "Total tables leave out the trunk, the entry path every request runs under (runpy, main, down to",
         "the event loop's run). py-spy samples without stopping the node (`--nonblocking`), so a few",
