@@ -8,6 +8,7 @@ profiles sync and async x PUT and GET and writes report.md. The modules, in the 
     load       the load-testing pipeline's CLI (python -m loadtest fill|rate), bounded in time
     pyspy      py-spy: the ptrace check, recorders (CPU, --idle, --gil), dumps
     memory     memray captures: HTML flamegraphs, the allocations made during the load
+    batching   the coordinator's /metrics before and after a phase: requests, frames and calls sent
     record     one run: its load phases and what each one records (run.json)
     collapsed  collapsed stacks and the top-frame tables (self and total share)
     cpu        CPU per request from /proc next to py-spy's samples: a table and a plot
@@ -18,7 +19,7 @@ profiles sync and async x PUT and GET and writes report.md. The modules, in the 
 
 ``python -m profiling counts`` measures a request's allocations, system calls and replica frames at the
 coordinator, and its Python calls at a node of one: figures for a before/after that a busy machine does
-not move. Its modules, besides cluster, memory and collapsed above:
+not move. Its modules, besides cluster, memory, batching and collapsed above:
 
     closed_loop   a bounded closed-loop load: N requests over connections opened once
     python_calls  Python calls per request at a node of one served in this process, under cProfile

@@ -21,12 +21,13 @@ from types import FrameType
 from typing import TYPE_CHECKING, NoReturn
 
 from kvnode.config import FanoutMode
-from kvnode.ops.argtypes import positive_float, positive_int
+from kvnode.ops.argtypes import non_negative_int, positive_float, positive_int
 from kvnode.ops.extras import needs
+from loadtest.wrk import WrkError, ensure_wrk
 from profiling import pyspy
 from profiling.children import Children
-from profiling.cluster import SCENARIOS, ClusterError
-from profiling.load import LoadError, loadtest_available
+from profiling.cluster import SCENARIOS, ClusterError, Scenario
+from profiling.load import LoadError, Op, loadtest_available
 
 if TYPE_CHECKING:
     from profiling.record import RunSpec
@@ -34,17 +35,24 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 # Full runs: a rate both modes sustain in both scenarios on 2 shared cores, and phases long enough for
-# over 1,000 samples in Python code per run at 500 Hz (profiling.pyspy); 8 runs in about 10 minutes.
-# --quick: every step, in seconds (a smoke check: too few samples to compare anything).
-_FULL = {"rate": 400, "duration": 30.0, "memray_duration": 8.0, "keys": 2000}
-_QUICK = {"rate": 100, "duration": 3.0, "memray_duration": 2.0, "keys": 300}
+# over 1,000 samples in Python code per run at 500 Hz (profiling.pyspy); at saturation (healthy runs
+# only) a busy coordinator gives that in a few seconds, and 15 s holds several thousand; 8 runs in about
+# 12 minutes. --quick: every step, in seconds (a smoke check: too few samples to compare anything).
+_FULL = {"rate": 400, "duration": 30.0, "memray_duration": 8.0, "keys": 2000, "saturation_duration": 15}
+_QUICK = {"rate": 100, "duration": 3.0, "memray_duration": 2.0, "keys": 300, "saturation_duration": 2}
+# The saturation phase's closed loop: as make bench loads its coordinator (wrk -t1 -c64).
+_CONNECTIONS = 64
+# The saturation phase is the healthy cluster's: where throughput is decided.
+_SATURATED: tuple[str, ...] = ("healthy",)
 # counts: enough requests that the warm-up and the idle heartbeat are under 1 % of what is counted.
 _COUNTS = {"requests": 5000, "connections": 64}
 _VALUE_SIZE = 256
 _OPS = ("put", "get")
 _MODES: tuple[FanoutMode, ...] = ("async", "sync")
-# A run's time beside its two loads: two cluster starts and stops, reading the memray capture.
+# A run's time beside its loads: two cluster starts and stops, reading the memray capture; and beside
+# the saturation phase's load, drawing its flamegraph.
 _RUN_OVERHEAD_S = 35.0
+_SATURATION_OVERHEAD_S = 3.0
 _FILL_S = 5.0
 
 
@@ -56,7 +64,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m profiling",
         description="Profile kvnode under constant-rate load: py-spy CPU, waits, GIL and dumps, memray "
-        "allocations, event-loop lag.",
+        "allocations, event-loop lag; and at saturation (a closed loop from wrk): py-spy CPU and the replica "
+        "channel's batching.",
     )
     commands = parser.add_subparsers(dest="command", required=True)
     record = commands.add_parser("record", help="one mode and operation: every profile kind into --out")
@@ -116,6 +125,18 @@ def _parser() -> argparse.ArgumentParser:
             default=pyspy.SAMPLE_RATE,
             help=f"py-spy samples a second (default {pyspy.SAMPLE_RATE})",
         )
+        command.add_argument(
+            "--saturation-duration",
+            type=non_negative_int,
+            help=f"seconds of the closed loop at saturation, healthy runs only; 0: none "
+            f"(default {_FULL['saturation_duration']})",
+        )
+        command.add_argument(
+            "--connections",
+            type=positive_int,
+            default=_CONNECTIONS,
+            help="the closed loop's connections (default %(default)s, as make bench loads)",
+        )
         command.add_argument("--keys", type=positive_int, help=f"key space (default {_FULL['keys']})")
         command.add_argument("--value-size", type=positive_int, default=_VALUE_SIZE, help="bytes per value")
         command.add_argument("--all-nodes", action="store_true", help="profile every node, not only n1")
@@ -145,20 +166,25 @@ def _specs(args: argparse.Namespace) -> list[RunSpec]:
         "value_size": args.value_size,
         "sample_rate": args.sample_rate,
         "all_nodes": args.all_nodes,
+        "connections": args.connections,
     }
+    saturation = (
+        defaults["saturation_duration"] if args.saturation_duration is None else args.saturation_duration
+    )
+
+    def spec(mode: FanoutMode, op: Op, scenario: Scenario) -> RunSpec:
+        seconds = int(saturation) if scenario in _SATURATED else 0
+        return RunSpec(mode, op, scenario=scenario, saturation_duration=seconds, **common)
+
     if args.command == "record":
-        return [RunSpec(args.mode, args.op, scenario=args.scenario, **common)]
-    return [
-        RunSpec(mode, op, scenario=scenario, **common)
-        for scenario in args.scenarios
-        for op in args.ops
-        for mode in _MODES
-    ]
+        return [spec(args.mode, args.op, args.scenario)]
+    return [spec(mode, op, scenario) for scenario in args.scenarios for op in args.ops for mode in _MODES]
 
 
 def _planned_s(spec: RunSpec) -> float:
     fill = _FILL_S if spec.op == "get" else 0.0
-    return _RUN_OVERHEAD_S + fill + spec.duration + spec.memray_duration
+    saturation = spec.saturation_duration + _SATURATION_OVERHEAD_S if spec.saturation_duration else 0.0
+    return _RUN_OVERHEAD_S + fill + spec.duration + saturation + spec.memray_duration
 
 
 def _rewrite_report(out: Path) -> int:
@@ -204,12 +230,19 @@ def _profile(args: argparse.Namespace, command: str, py_spy: str, children: Chil
         print(f"profiling: {error}\n{pyspy.ptrace_advice()}", file=sys.stderr)
         return 2
     specs = _specs(args)
+    try:
+        wrk = ensure_wrk() if any(spec.saturation_duration for spec in specs) else None
+    except WrkError as error:
+        print(
+            f"profiling: the saturation phase runs wrk: {error} (or --saturation-duration 0)", file=sys.stderr
+        )
+        return 2
     run_dirs = []
     for index, spec in enumerate(specs):
         left = sum(_planned_s(later) for later in specs[index:]) / 60
         _progress(f"run {index + 1} of {len(specs)}: {spec.name} (about {left:.0f} min left)")
         run_dir = args.out if args.command == "record" else args.out / spec.name
-        record_run(spec, run_dir, py_spy, children, _progress)
+        record_run(spec, run_dir, py_spy, children, _progress, wrk)
         run_dirs.append(run_dir)
     report = write_report(args.out, run_dirs, command)
     kept = kept_files(args.out)

@@ -34,6 +34,7 @@ __all__ = [
     "is_waiting_frame",
     "merge",
     "parse_collapsed",
+    "source_package",
     "split_samples",
     "top_frames",
     "trunk",
@@ -173,6 +174,29 @@ def frame_module(frame: str) -> str:
     """
     found = _FRAME.match(frame)
     return found["file"] if found is not None else frame
+
+
+def source_package(path: str) -> str:
+    """Where a source file belongs, as the profiles group their time: ``kvnode/<package>`` (or
+    ``kvnode/<module>.py``), aiohttp, asyncio, uvloop, ``multidict/yarl``, ``builtins`` (cProfile's name
+    for functions in C, ``~``) and ``other``. ``path`` is absolute (cProfile's) or as py-spy shortens it.
+
+    >>> [source_package(name) for name in ("/r/kvnode/node/client_api.py", "/r/kvnode/metrics.py", "~",
+    ...                                    "/v/site-packages/aiohttp/web.py", "/v/yarl/_url.py", "/usr/x.py")]
+    ['kvnode/node', 'kvnode/metrics.py', 'builtins', 'aiohttp', 'multidict/yarl', 'other']
+    >>> source_package("kvnode/replica/channel/client.py"), source_package("uvloop/__init__.py")
+    ('kvnode/replica', 'uvloop')
+    """
+    if path == "~":
+        return "builtins"
+    rooted = "/" + path.lstrip("/")
+    if "/kvnode/" in rooted:
+        inside = rooted.rsplit("/kvnode/", 1)[1]
+        return "kvnode/" + (inside.split("/", 1)[0] if "/" in inside else inside)
+    for package in ("aiohttp", "asyncio", "uvloop"):
+        if f"/{package}/" in rooted:
+            return package
+    return "multidict/yarl" if "/multidict/" in rooted or "/yarl/" in rooted else "other"
 
 
 def is_waiting_frame(frame: str) -> bool:

@@ -30,16 +30,14 @@ import signal
 import subprocess
 import tempfile
 import time
-import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from kvnode.config import FanoutMode
 from loadtest.workload import Workload
 from profiling import memory
+from profiling.batching import batching, delta, scrape
 from profiling.children import Children
 from profiling.closed_loop import warmed_loop
 from profiling.cluster import ProfiledCluster, loop_lag
@@ -54,11 +52,9 @@ __all__ = [
     "format_counts",
     "parse_perf_stat",
     "perf_refusal",
-    "scrape",
 ]
 
 Progress = Callable[[str], None]
-Scrape = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 _PERF_ATTACH_S = 1.0  # perf stat -p prints nothing once attached: the load starts this long after it
 _TOP_FUNCTIONS = 12
@@ -141,25 +137,6 @@ def perf_refusal(perf: str | None) -> str:
     return ""
 
 
-def scrape(url: str) -> Scrape:
-    """Every sample of a node's /metrics, by name and labels."""
-    with urllib.request.urlopen(f"{url}/metrics", timeout=10.0) as response:
-        text = response.read().decode()
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
-
-
-def _total(samples: Scrape, name: str) -> float:
-    return sum(value for (found, _), value in samples.items() if found == name)
-
-
-def _delta(before: Scrape, after: Scrape, name: str) -> float:
-    return _total(after, name) - _total(before, name)
-
-
 def _per(part: float, whole: float) -> float:
     return part / whole if whole else 0.0
 
@@ -232,18 +209,18 @@ def _plain_phase(
         if recorder is not None:
             children.stop(recorder, signal.SIGINT)
     requests = spec.requests
-    sent = [_delta(before[0], after[0], f"kvnode_peer_{what}_sent_total") for what in ("frames", "calls")]
+    sent = batching(before[0], after[0])
     peers = list(zip(before[1:], after[1:], strict=True))
     answered = [
-        sum(_delta(b, a, f"kvnode_replica_{what}_answered_total") for b, a in peers)
+        sum(delta(b, a, f"kvnode_replica_{what}_answered_total") for b, a in peers)
         for what in ("frames", "calls")
     ]
     counts = Counts(
         spec.op,
         requests,
         statuses,
-        frames_sent=_per(sent[0], requests),
-        calls_per_frame_sent=_per(sent[1], sent[0]),
+        frames_sent=_per(sent.frames, requests),
+        calls_per_frame_sent=_per(sent.calls, sent.frames),
         calls_per_frame_answered=_per(answered[1], answered[0]),
         cpu_us=(cpu_after - cpu_before) * 1e6 / requests,
     )

@@ -1,4 +1,5 @@
-"""The load, from the load-testing pipeline's CLI (``python -m loadtest``), run as a bounded subprocess."""
+"""The load: constant-rate, from the load-testing pipeline's CLI (``python -m loadtest``) run as a bounded
+subprocess; and a closed loop at saturation, from wrk as ``make bench`` drives it (loadtest.wrk)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from loadtest.workload import Workload
+from loadtest.wrk import WrkError, lua_script, run_wrk
 from profiling.children import Children
 
-__all__ = ["LoadError", "LoadSpec", "fill", "loadtest_available", "start_rate", "wait_rate"]
+__all__ = ["LoadError", "LoadSpec", "fill", "loadtest_available", "saturate", "start_rate", "wait_rate"]
 
 Op = Literal["put", "get"]
 
@@ -80,6 +83,44 @@ def wait_rate(
     except (OSError, ValueError) as error:
         raise LoadError(f"loadtest rate wrote no readable {result_path}: {error}") from None
     return result
+
+
+def saturate(
+    wrk: str, url: str, workload: Workload, connections: int, duration: int, scratch: Path
+) -> dict[str, Any]:
+    """A closed loop on ``url`` for ``duration`` s: one wrk process (``-t1``, as ``make bench --no-spread``
+    loads its coordinator), ``connections`` connections each sending its next request of ``workload`` as
+    its answer arrives; its script and output in ``scratch``. The figures in the shape of a rate run's
+    result (achieved_rate, latency_ms, errors, valid), so the report's load table reads both."""
+    script = scratch / f"saturation-{workload.op}.lua"
+    scratch.mkdir(parents=True, exist_ok=True)
+    script.write_text(
+        lua_script(workload.op.upper(), workload.path, workload.keys, workload.value_size, workload.seed)
+    )
+    try:
+        result = run_wrk(wrk, [url], [], [script], connections, duration).result
+    except WrkError as error:
+        raise LoadError(f"wrk: {error}") from None
+    errors = {
+        name: count
+        for name, count in (("non-2xx", result.non_2xx), ("socket", result.socket_errors))
+        if count
+    }
+    latency = {"p50": result.p50 * 1e3, "p99": result.p99 * 1e3}
+    if result.quantiles:  # the script's last quantile is the maximum
+        latency["max"] = result.quantiles[-1] * 1e3
+    return {
+        "loop": "closed",
+        "connections": connections,
+        "duration_s": duration,
+        "urls": [url],
+        "requests": result.requests,
+        "achieved_rate": result.requests_per_sec,
+        "latency_ms": latency,
+        "errors": errors,
+        "valid": not errors,
+        "invalid_reasons": [f"{count} {name} errors" for name, count in errors.items()],
+    }
 
 
 def _wait(process: subprocess.Popen[bytes], children: Children, timeout: float, what: str, log: Path) -> None:

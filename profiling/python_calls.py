@@ -29,6 +29,7 @@ from kvnode.ops.ports import free_ports
 from loadtest.fill import fill as loadtest_fill
 from loadtest.workload import Workload
 from profiling.closed_loop import WARM_UP, ClosedLoop
+from profiling.collapsed import source_package
 from profiling.load import LoadError
 
 __all__ = ["python_calls"]
@@ -39,34 +40,16 @@ def python_calls(
 ) -> tuple[collections.Counter[str], dict[str, int]]:
     """The Python calls (cProfile's, builtins included) of ``requests`` requests of ``workload`` over
     ``connections`` to a node of one served in this process (a GET load's keys written first), by
-    package: ``kvnode/<package>`` (or ``kvnode/<module>.py``), aiohttp, asyncio, ``multidict/yarl``,
-    ``builtins`` (functions in C) and ``other``; and the requests' answers by status."""
+    package (profiling.collapsed.source_package: ``kvnode/<package>``, aiohttp, asyncio, ``builtins`` for
+    functions in C, ...); and the requests' answers by status."""
     with tempfile.TemporaryDirectory(prefix="kvnode-calls-") as data:
         config = NodeConfig(data_dir=Path(data), port=free_ports(1)[0], fanout=mode)
         config = dataclasses.replace(config, cluster=(config.url,))
         profile, statuses = uvloop.run(_profiled_load(workload, requests, connections, config))
     calls: collections.Counter[str] = collections.Counter()
     for (filename, _line, _name), (_primitive, number, *_times) in pstats.Stats(profile).stats.items():  # type: ignore[attr-defined]
-        calls[_package(filename)] += number
+        calls[source_package(filename)] += number
     return calls, statuses
-
-
-def _package(filename: str) -> str:
-    """Where a function of cProfile's stats lives, as python_calls groups them.
-
-    >>> [_package(name) for name in ("/r/kvnode/node/client_api.py", "/r/kvnode/metrics.py", "~",
-    ...                              "/v/site-packages/aiohttp/web.py", "/v/yarl/_url.py", "/usr/x.py")]
-    ['kvnode/node', 'kvnode/metrics.py', 'builtins', 'aiohttp', 'multidict/yarl', 'other']
-    """
-    if filename == "~":
-        return "builtins"
-    if "/kvnode/" in filename:
-        inside = filename.rsplit("/kvnode/", 1)[1]
-        return "kvnode/" + (inside.split("/", 1)[0] if "/" in inside else inside)
-    for package in ("aiohttp", "asyncio"):
-        if f"/{package}/" in filename:
-            return package
-    return "multidict/yarl" if "/multidict/" in filename or "/yarl/" in filename else "other"
 
 
 async def _profiled_load(

@@ -1,50 +1,63 @@
 """One profile run: a scenario, a fan-out mode and an operation, under constant-rate load, every
-profile kind.
+profile kind, and in the healthy scenario a closed loop at saturation.
 
-A run is two load phases of the same rate:
+A run is two load phases of the same rate, and a third with as many requests as the node answers:
 
-    pyspy   plain cluster    three py-spy recorders side by side on the profiled node(s): on-CPU
-                             samples (cpu), every sample, waiting ones too (--idle), and the samples of
-                             the thread holding the GIL (--gil); raw stacks, drawn as flamegraph SVGs;
-                             py-spy dump of every node halfway through
-    memray  memray cluster   the profiled node(s) started under memray run; the allocations made during
-                             the load as raw stacks, by count and by bytes, drawn as flamegraph SVGs
+    pyspy       plain cluster   three py-spy recorders side by side on the profiled node(s): on-CPU
+                                samples (cpu), every sample, waiting ones too (--idle), and the samples of
+                                the thread holding the GIL (--gil); raw stacks, drawn as flamegraph SVGs;
+                                py-spy dump of every node halfway through
+    saturation  plain cluster   (when the spec asks for one) a closed loop of ``connections`` connections
+                                from wrk (profiling.load.saturate), with one py-spy recorder (cpu) on the
+                                profiled node(s): where the time goes when throughput is decided
+    memray      memray cluster  the profiled node(s) started under memray run; the allocations made during
+                                the load as raw stacks, by count and by bytes, drawn as flamegraph SVGs
 
 The recorders are ``--nonblocking`` (profiling.pyspy): they read the node without stopping it, so three
-of them sample the same load without taking turns, and one phase serves all three views. The memray
-phase is shorter: a request allocates hundreds of times, so a few seconds hold millions of allocations.
+of them sample the same load without taking turns, and one phase serves all three views. At saturation
+one recorder samples, so that the profiler takes as little of the shared cores from the node as it can.
+The memray phase is shorter: a request allocates hundreds of times, so a few seconds hold millions of
+allocations.
 
 Every phase resets each node's event-loop lag window (/v0/stats?reset=1) as its load starts and reads
-it when the load ends, and reads each node's CPU time from /proc before and after the load: the CPU
-per request the report sets next to the sample counts. The memray cluster is a second cluster on the
-plain cluster's data directories and ports, so a GET run reads the keys filled once. Everything a run
-writes, and which phase it came from, is listed in ``run.json``; what is raw (stacks, the memray
-capture, logs) is left out of git by the ``.gitignore`` the compare writes (profiling.report).
+it when the load ends, reads each node's CPU time from /proc before and after the load (the CPU per
+request the report sets next to the sample counts), and the coordinator's /metrics before and after
+(profiling.batching: requests answered, replica frames and calls sent). The memray cluster is a second
+cluster on the plain cluster's data directories and ports, so a GET run reads the keys filled once.
+Everything a run writes, and which phase it came from, is listed in ``run.json``; what is raw (stacks,
+the memray capture, logs, wrk's script and output) is left out of git by the ``.gitignore`` the compare
+writes (profiling.report).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from kvnode.config import FanoutMode
+from loadtest.workload import Workload
 from profiling import memory, pyspy
+from profiling.batching import batching, scrape
 from profiling.children import Children
 from profiling.cluster import ProfiledCluster, ProfiledNode, Scenario, loop_lag
 from profiling.collapsed import Stacks, format_collapsed, parse_collapsed, split_samples
 from profiling.flamegraph import render_svg
-from profiling.load import LoadSpec, Op, fill, start_rate, wait_rate
+from profiling.load import LoadSpec, Op, fill, saturate, start_rate, wait_rate
 
 __all__ = ["RunSpec", "record_run"]
 
 Progress = Callable[[str], None]
+# Start and stop the recorders: around the load, inside the window its CPU time is read over.
+Sampling = tuple[Callable[[], None], Callable[[], None]]
+_NO_SAMPLING: Sampling = (lambda: None, lambda: None)
 
 # What each py-spy recorder samples, as a flamegraph's title says it.
 _VIEWS: dict[pyspy.Kind, str] = {
@@ -66,6 +79,8 @@ class RunSpec:
     scenario: Scenario = "healthy"
     sample_rate: int = pyspy.SAMPLE_RATE
     all_nodes: bool = False
+    saturation_duration: int = 0  # seconds of the saturation phase; 0: none
+    connections: int = 64  # the saturation phase's closed loop
 
     @property
     def name(self) -> str:
@@ -75,15 +90,28 @@ class RunSpec:
     def title(self) -> str:
         return f"{self.scenario}, {self.mode} {self.op.upper()} at {self.rate:,}/s"
 
+    @property
+    def saturation_title(self) -> str:
+        return (
+            f"{self.scenario}, {self.mode} {self.op.upper()} at saturation ({self.connections} connections)"
+        )
+
+    @property
+    def workload(self) -> Workload:
+        return Workload(self.op, self.keys, self.value_size)
+
     def load(self, phase: str) -> LoadSpec:
         duration = self.memray_duration if phase == "memray" else self.duration
         return LoadSpec(self.op, self.rate, duration, self.keys, self.value_size)
 
 
 def record_run(
-    spec: RunSpec, out: Path, py_spy: str, children: Children, progress: Progress
+    spec: RunSpec, out: Path, py_spy: str, children: Children, progress: Progress, wrk: str | None = None
 ) -> dict[str, Any]:
-    """Record every phase of one run into ``out`` (created); the manifest, also written to run.json."""
+    """Record every phase of one run into ``out`` (created); the manifest, also written to run.json.
+    ``wrk`` is the load of the saturation phase, which a spec with a saturation_duration needs."""
+    if spec.saturation_duration and wrk is None:
+        raise ValueError(f"{spec.name}: a saturation phase needs wrk")
     out.mkdir(parents=True, exist_ok=True)
     manifest: dict[str, Any] = {
         "run": spec.name,
@@ -104,7 +132,12 @@ def record_run(
                 progress(f"{spec.name}: filling {spec.keys} keys of {spec.value_size} bytes")
                 fill(plain.coordinator.url, spec.load("pyspy"), children, out / "logs" / "fill.log")
             progress(f"{spec.name}: phase pyspy: {spec.rate}/s for {spec.duration:g} s, cpu, idle and gil")
-            manifest["phases"].append(_pyspy_phase(spec, plain, targets, out, py_spy, children))
+            sampled = _Sampled(spec, plain, targets, out, py_spy, children)
+            manifest["phases"].append(_pyspy_phase(sampled))
+            if wrk is not None and spec.saturation_duration:
+                progress(f"{spec.name}: phase saturation: a closed loop of {spec.connections} connections "
+                         f"for {spec.saturation_duration} s, cpu")  # fmt: skip
+                manifest["phases"].append(_saturation_phase(sampled, wrk))
         finally:
             plain.stop()
         profiled = {node.name for node in targets}
@@ -127,41 +160,78 @@ def record_run(
     return manifest
 
 
-def _pyspy_phase(
-    spec: RunSpec,
-    cluster: ProfiledCluster,
-    targets: list[ProfiledNode],
-    out: Path,
-    py_spy: str,
-    children: Children,
-) -> dict[str, Any]:
-    pids = cluster.pids_by_name()
-    recorders = [
-        (node, pyspy.Recorder(kind, out / node.name / f"{kind}.collapsed.txt", spec.sample_rate))
-        for node in targets
-        for kind in _VIEWS
-    ]
+@dataclass(frozen=True)
+class _Sampled:
+    """What a sampled phase works on: the run, its cluster, the nodes it samples, where it writes, and
+    the tools it starts."""
+
+    spec: RunSpec
+    cluster: ProfiledCluster
+    targets: list[ProfiledNode]
+    out: Path
+    py_spy: str
+    children: Children
+
+
+def _pyspy_phase(run: _Sampled) -> dict[str, Any]:
+    """The constant-rate load under three recorders, and a dump of every node halfway."""
     dumps: list[dict[str, Any]] = []
+
+    def load(sampling: Sampling) -> dict[str, Any]:
+        def dump_midway(halt: threading.Event) -> None:
+            _dump_midway(run.spec, run.cluster, run.out, run.py_spy, dumps, halt)
+
+        return _load_phase("pyspy", run.spec, run.cluster, run.out, run.children, dump_midway, sampling)
+
+    record = _sampled_phase(run, "pyspy", tuple(_VIEWS), load)
+    record["artifacts"] += dumps
+    return record
+
+
+def _saturation_phase(run: _Sampled, wrk: str) -> dict[str, Any]:
+    """wrk's closed loop on the coordinator under one recorder (cpu)."""
+    spec, out = run.spec, run.out
+    result_path = out / "load-saturation.json"
+
+    def load(sampling: Sampling) -> dict[str, Any]:
+        with _measured("saturation", run.cluster, sampling) as record:
+            url = run.cluster.coordinator.url
+            figures = saturate(
+                wrk, url, spec.workload, spec.connections, spec.saturation_duration, out / "logs"
+            )
+        result_path.write_text(json.dumps(figures, indent=2) + "\n")
+        return {**record, "load": figures, "load_json": result_path.relative_to(out).as_posix()}
+
+    return _sampled_phase(run, "saturation", ("cpu",), load)
+
+
+def _sampled_phase(
+    run: _Sampled, phase: str, kinds: Sequence[pyspy.Kind], load: Callable[[Sampling], dict[str, Any]]
+) -> dict[str, Any]:
+    """``load`` (the phase's record) with a recorder of each of ``kinds`` on each target, sampling as it
+    says; the raw stacks and their flamegraphs as the record's artifacts, named for the phase (the
+    pyspy phase's plainly: cpu, idle, gil; another's with its name first)."""
+    spec, out, children = run.spec, run.out, run.children
+    targets = run.targets
+    prefix = "" if phase == "pyspy" else f"{phase}-"
+    title = spec.title if phase == "pyspy" else spec.saturation_title
+    recorders = [
+        (node, pyspy.Recorder(kind, out / node.name / f"{prefix}{kind}.collapsed.txt", spec.sample_rate))
+        for node in targets
+        for kind in kinds
+    ]
+    pids = {node.name: node.pid for node in targets}
 
     def start() -> None:
         for node, recorder in recorders:
-            recorder.start(py_spy, pids[node.name], children)
+            recorder.start(run.py_spy, pids[node.name], children)
 
     def stop() -> None:
         for _node, recorder in recorders:
             recorder.stop(children)
 
     try:
-        record = _load_phase(
-            "pyspy",
-            spec,
-            cluster,
-            out,
-            children,
-            lambda halt: _dump_midway(spec, cluster, out, py_spy, dumps, halt),
-            start,
-            stop,
-        )
+        record = load((start, stop))
     finally:
         stop()
     artifacts: list[dict[str, Any]] = []
@@ -176,8 +246,8 @@ def _pyspy_phase(
         counts += ", all drawn" if recorder.kind == "idle" else ", those drawn"
         svg = _flamegraph(
             drawn,
-            out / node.name / f"{recorder.kind}.svg",
-            f"{_VIEWS[recorder.kind]}: {_who(node)}, {spec.title}",
+            out / node.name / f"{prefix}{recorder.kind}.svg",
+            f"{_VIEWS[recorder.kind]}: {_who(node)}, {title}",
             "samples",
             counts,
             split.python_samples,
@@ -186,14 +256,14 @@ def _pyspy_phase(
             artifacts.append(
                 {
                     "node": node.name,
-                    "kind": recorder.kind,
+                    "kind": f"{prefix}{recorder.kind}",
                     "format": fmt,
                     "path": path.relative_to(out).as_posix(),
                     "samples": recorder.samples,
                     "errors": recorder.errors,
                 }
             )
-    record["artifacts"] = artifacts + dumps
+    record["artifacts"] = artifacts
     return record
 
 
@@ -247,44 +317,52 @@ def _load_phase(
     out: Path,
     children: Children,
     during_load: Callable[[threading.Event], None],
-    start_sampling: Callable[[], None] = lambda: None,
-    stop_sampling: Callable[[], None] = lambda: None,
+    sampling: Sampling = _NO_SAMPLING,
 ) -> dict[str, Any]:
-    """Reset loop lag, run the load (``during_load`` runs beside it, and its event halts it if the load is
-    interrupted), read loop lag and each node's CPU time over the load window (from /proc): the phase
-    record. Sampling starts after the reset and stops as the load ends: the profiler's own /v0/stats
-    calls are no part of the profiles."""
-    for node in cluster.nodes:
-        loop_lag(node.url, reset=True)
+    """The constant-rate load, measured (``_measured``); ``during_load`` runs beside it, and its event
+    halts it if the load is interrupted: the phase record."""
     result_path = out / f"load-{phase}.json"
     log = out / "logs" / f"load-{phase}.log"
+    with _measured(phase, cluster, sampling) as record:
+        process = start_rate(cluster.coordinator.url, spec.load(phase), result_path, children, log)
+        halt = threading.Event()
+        beside = threading.Thread(target=during_load, args=(halt,), name=f"{phase}-beside-load", daemon=True)
+        beside.start()
+        try:
+            load = wait_rate(process, spec.load(phase), result_path, children, log)
+        except BaseException:
+            halt.set()  # Ctrl-C or a failed load: what runs beside it stops at once, not after its sleep
+            raise
+        finally:
+            beside.join(timeout=60.0)
+    return {**record, "load": load, "load_json": result_path.relative_to(out).as_posix()}
+
+
+@contextlib.contextmanager
+def _measured(phase: str, cluster: ProfiledCluster, sampling: Sampling) -> Iterator[dict[str, Any]]:
+    """Around a load: read the coordinator's /metrics, reset loop lag, start sampling, read each node's
+    CPU time (/proc); after it, the same in reverse. The record it yields is filled once the load
+    is done: the window, the CPU over it, the loop lag and the coordinator's batching. The profiler's own
+    /v0/stats and /metrics calls are outside the sampling and the CPU window."""
+    start_sampling, stop_sampling = sampling
+    metrics_before = scrape(cluster.coordinator.url)  # first: rendering it is no part of the lag window
+    for node in cluster.nodes:
+        loop_lag(node.url, reset=True)
     start_sampling()
     started = time.time()
     cpu_before = cluster.cpu_seconds()
-    process = start_rate(cluster.coordinator.url, spec.load(phase), result_path, children, log)
-    halt = threading.Event()
-    beside = threading.Thread(target=during_load, args=(halt,), name=f"{phase}-beside-load", daemon=True)
-    beside.start()
-    try:
-        load = wait_rate(process, spec.load(phase), result_path, children, log)
-    except BaseException:
-        halt.set()  # Ctrl-C or a failed load: what runs beside it stops at once, not after its sleep
-        raise
-    finally:
-        beside.join(timeout=60.0)
+    record: dict[str, Any] = {"phase": phase, "cluster": "memray" if phase == "memray" else "plain"}
+    yield record
     cpu_after = cluster.cpu_seconds()
     ended = time.time()
     stop_sampling()
     lag = {node.name: loop_lag(node.url) for node in cluster.nodes}
-    return {
-        "phase": phase,
-        "cluster": "memray" if phase == "memray" else "plain",
-        "load": load,
-        "load_json": result_path.relative_to(out).as_posix(),
-        "window_s": round(ended - started, 3),
-        "cpu_s": {name: round(cpu_after[name] - cpu_before[name], 3) for name in cpu_before},
-        "loop_lag_ms": lag,
-    }
+    record.update(
+        window_s=round(ended - started, 3),
+        cpu_s={name: round(cpu_after[name] - cpu_before[name], 3) for name in cpu_before},
+        loop_lag_ms=lag,
+        batching=asdict(batching(metrics_before, scrape(cluster.coordinator.url))),
+    )
 
 
 def _memray_artifacts(spec: RunSpec, node: ProfiledNode, out: Path) -> list[dict[str, Any]]:

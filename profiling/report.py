@@ -9,6 +9,7 @@ import fnmatch
 import json
 import os
 import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from profiling.cpu import (
     run_cpu,
     uncertainty,
 )
+from profiling.saturation import SaturationRun, saturation_conclusion, saturation_run, saturation_table
 
 __all__ = ["GITIGNORE", "TOP", "kept_files", "load_runs", "write_report"]
 
@@ -56,6 +58,23 @@ GITIGNORE = """# Raw captures and logs (python -m profiling): kept to re-read, n
 *.bin
 *.log
 logs/
+"""
+# How the saturation phase was made, a paragraph of the report (load: its wrk figures).
+_SATURATION_HOW = """
+Where throughput is decided. In each healthy run, between its constant-rate and memray phases and on the
+same cluster, a closed loop from wrk (`wrk -t1 -c{connections}`, as `make bench --no-spread` loads the
+coordinator) sends every request to n1 for {duration_s} s, each connection its next request as its
+answer arrives, under one py-spy recorder on n1 (on-CPU samples). *req/s* and latency are wrk's; *n1
+CPU/req* is n1's CPU time by /proc over the load window divided by the requests it answered (its
+`kvnode_requests_total`); *calls/frame* and *frames/req* are the replica calls n1 sent its peers and the
+frames they left in (`kvnode_peer_calls_sent_total`, `kvnode_peer_frames_sent_total`: a tick's calls
+leave in one frame), from its /metrics before and after the phase, beside the same over the
+constant-rate phase. The last columns split every on-CPU sample of n1 by the package of its innermost
+frame (± one standard deviation): kvnode's own packages, aiohttp with multidict and yarl, and the event
+loop, whose own frame (`Runner.run` under uvloop) holds uvloop's C code and its system calls, which have
+no Python frame, and any short wait py-spy cannot tell from them: read it beside *n1 busy*, the share of
+the window n1 had a core by /proc. Likewise a Python frame's self samples include the C code it calls (a
+socket write, a LevelDB read).
 """
 # Kinds whose tables rank only samples in Python code: a waiting sample there is not CPU work.
 _SPLIT_KINDS = ("cpu", "gil")
@@ -97,8 +116,9 @@ def write_report(out: Path, run_dirs: Sequence[Path], command: str) -> Path:
     """Write ``out/report.md`` (and its plot) for the runs in ``run_dirs``; its path."""
     runs = load_runs(run_dirs)
     cpu = [run_cpu(run_dir, manifest) for run_dir, manifest in runs]
+    saturated = [found for run_dir, manifest in runs if (found := saturation_run(run_dir, manifest))]
     lines = [
-        *_headline(shortfalls(cpu)),
+        *_headline([*shortfalls(cpu), *(short for run in saturated if (short := run.shortfall))]),
         "",
         f"Written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `{command}`",
         f"on {os.cpu_count()} CPU(s), Python {runs[0][1]['python'] if runs else '?'}.",
@@ -114,6 +134,7 @@ def write_report(out: Path, run_dirs: Sequence[Path], command: str) -> Path:
         "",
         *conclusion(cpu),
         "",
+        *_saturation_section(saturated, out),
         "## Every run: latency, CPU per request, waits",
         "",
         "Latency is the load's over the `pyspy` phase (p50 and p99 of each phase are in the load table",
@@ -144,8 +165,13 @@ def write_report(out: Path, run_dirs: Sequence[Path], command: str) -> Path:
         "n1 has it among the replicas of every key. A run is two load phases of the same rate: `pyspy`",
         "(three py-spy recorders side by side on n1: on-CPU, `--idle` and `--gil`; `py-spy dump` of every",
         "node halfway through) and a shorter `memray` (the cluster restarted on its data with n1 under",
-        "`memray run`, which slows it down). Shares are of the samples (or allocations, or bytes) a table",
-        "ranks, ± √k/n for k of n;",
+        "`memray run`, which slows it down)"
+        + (
+            "; a healthy run has a third between them, `saturation` (*At saturation* above)."
+            if saturated
+            else "."
+        )
+        + " Shares are of the samples (or allocations, or bytes) a table ranks, ± √k/n for k of n;",
         "*self* counts a frame where it is innermost, *total* wherever it is on the stack (once per stack).",
         "Total tables leave out the trunk, the entry path every request runs under (runpy, main, down to",
         "the event loop's run). py-spy samples without stopping the node (`--nonblocking`), so a few",
@@ -172,10 +198,50 @@ def _headline(short: Sequence[str]) -> list[str]:
     return [
         "# kvnode profiles: a smoke check, too few samples to compare the modes",
         "",
-        f"Every profile was recorded, but {len(short)} run(s) fell short of {MIN_CLOCK_TICKS} clock ticks of "
-        f"n1 CPU or {MIN_SAMPLES:,} samples in Python code ({'; '.join(short)}): the conclusion compares "
-        "nothing they would decide. Longer phases (`--duration`) or a higher rate collect more.",
+        f"Every profile was recorded, but {len(short)} phase(s) fell short of {MIN_CLOCK_TICKS} clock ticks "
+        f"of n1 CPU or {MIN_SAMPLES:,} samples (in Python code, at the constant rate) ({'; '.join(short)}): "
+        "the conclusions state nothing they would decide. Longer phases (`--duration`, "
+        "`--saturation-duration`) or a higher rate collect more.",
     ]
+
+
+def _saturation_section(runs: Sequence[SaturationRun], out: Path) -> list[str]:
+    """At saturation: how it was loaded, a row per run, what the samples show, and per scenario and
+    operation n1's samples by package and by function, the modes side by side."""
+    if not runs:
+        return []
+    load = {"connections": "?", "duration_s": "?", **runs[0].load}
+    lines = [
+        "## At saturation",
+        "",
+        " ".join(_SATURATION_HOW.format(**load).split()),
+        "",
+        *saturation_table(runs),
+        "### What the samples show",
+        "",
+        *saturation_conclusion(runs),
+        "",
+    ]
+    for group in dict.fromkeys(run.group for run in runs):
+        in_group = [run for run in runs if run.group == group]
+        lines += [f"### {group} at saturation: n1 (coordinator), phase `saturation`", ""]
+        for run in in_group:
+            link = _link("flamegraph", run.flamegraph, out) if run.flamegraph else "no flamegraph"
+            lines.append(f"- **{run.mode}**: {run.total_samples:,} on-CPU samples; {link} (its Python code)")
+        lines.append("")
+        by_package = [
+            (
+                run.mode,
+                top_frames(
+                    Counter({(package,): count for package, count in run.by_package().items()}), by="self"
+                ),
+            )
+            for run in in_group
+        ]
+        lines += _side_by_side("self", by_package, "Samples by package, of every on-CPU sample:", "package")
+        by_function = [(run.mode, top_frames(run.samples, by="self", limit=TOP)) for run in in_group]
+        lines += _side_by_side("self", by_function, "Top functions by self share, of every on-CPU sample:")
+    return lines
 
 
 def _load_table(runs: list[tuple[Path, dict[str, Any]]], out: Path) -> list[str]:
@@ -286,10 +352,13 @@ def _memray_extra(kind: str, weight: int, manifest: dict[str, Any]) -> str:
     return per_request + ("" if windowed else " (load window not found: whole capture, start-up included)")
 
 
-def _side_by_side(by: str, columns: list[tuple[str, list[FrameShare]]]) -> list[str]:
-    header = "| # | " + " | ".join(f"{mode}: frame | {by}" for mode, _ in columns) + " |"
+def _side_by_side(
+    by: str, columns: list[tuple[str, list[FrameShare]]], heading: str = "", what: str = "frame"
+) -> list[str]:
+    """The modes' top rows side by side, each share ± its uncertainty; ``what`` the rows are."""
+    header = "| # | " + " | ".join(f"{mode}: {what} | {by}" for mode, _ in columns) + " |"
     rule = "|---|" + "|".join("---|---:" for _ in columns) + "|"
-    lines = [f"Top frames by {by} share:", "", header, rule]
+    lines = [heading or f"Top frames by {by} share:", "", header, rule]
     for rank in range(max((len(rows) for _, rows in columns), default=0)):
         cells = []
         for _, rows in columns:

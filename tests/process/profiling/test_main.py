@@ -1,12 +1,13 @@
-"""``python -m profiling``: compare --quick end to end on its smallest set (its report, the set kept
-small, and every page rendered offline in headless Chromium where it is installed), a denied ptrace,
-Ctrl-C, and counts on a small load."""
+"""``python -m profiling``: compare --quick end to end on its smallest set that has every phase (its
+report, the section at saturation parsed, the set kept small, and every page rendered offline in headless
+Chromium where it is installed), a denied ptrace, Ctrl-C, and counts on a small load."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,17 +23,22 @@ from profiling.render_check import find_chromium
 from profiling.report import GITIGNORE, kept_files
 from tests.harness import poll, wait_for
 
-RUNS = ("slow-replica-async-get", "slow-replica-sync-get")
+HEALTHY = ("healthy-async-get", "healthy-sync-get")  # with a saturation phase
+SLOW = ("slow-replica-async-get", "slow-replica-sync-get")
+RUNS = (*HEALTHY, *SLOW)
 KINDS = 5  # cpu, idle, gil, allocations by count and by bytes
+SATURATION_KINDS = 1  # cpu at saturation, in the healthy runs
 
 
 @pytest.fixture(scope="module")
 def compare_quick(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
-    """The smallest compare that still has both modes and the slow replica's proxy: one scenario, one
-    operation (GET, so the fill runs too), seconds a phase."""
+    """The smallest compare that still has both modes, the saturation phase (healthy runs) and the slow
+    replica's proxy: both scenarios, one operation (GET, so the fill runs too), seconds a phase."""
+    if shutil.which("wrk") is None:
+        pytest.skip("wrk is not installed (apt-get install wrk): the saturation phase runs it")
     out = tmp_path_factory.mktemp("profiles")
     finished = subprocess.run(
-        [sys.executable, "-m", "profiling", "compare", "--quick", "--scenarios", "slow-replica",
+        [sys.executable, "-m", "profiling", "compare", "--quick", "--scenarios", "healthy,slow-replica",
          "--ops", "get", "--out", str(out)],
         capture_output=True,
         text=True,
@@ -55,7 +61,7 @@ def test_every_page_renders_offline(compare_quick: tuple[Path, subprocess.Comple
         timeout=600,
     )
     assert checked.returncode == 0, checked.stderr[-3000:]
-    pages = KINDS  # a flamegraph of each kind
+    pages = KINDS + SATURATION_KINDS  # a flamegraph of each kind
     assert f"{pages} of {pages} pages drew offline" in checked.stdout
 
 
@@ -105,7 +111,7 @@ def test_ctrl_c_stops_every_process_started(tmp_path: Path) -> None:
     with said.open("w") as stderr:
         profiler = subprocess.Popen(
             [sys.executable, "-m", "profiling", "record", "--mode", "async", "--op", "put", "--rate", "50",
-             "--duration", "30", "--out", str(out)],
+             "--duration", "30", "--saturation-duration", "0", "--out", str(out)],
             stderr=stderr,
             text=True,
         )  # fmt: skip
@@ -144,6 +150,7 @@ NODE_ONE_FILES = (
     "memray.bin",
     *(f"alloc-{unit}.{suffix}" for unit in ("count", "bytes") for suffix in ("collapsed.txt", "svg")),
 )
+SATURATION_FILES = ("saturation-cpu.collapsed.txt", "saturation-cpu.svg")
 
 
 KEPT_SUFFIXES = {".md", ".png", ".svg", ".json", ".txt", ""}  # summaries, dumps and .gitignore
@@ -155,7 +162,10 @@ def test_compare_quick_succeeds_with_progress(
 ) -> None:
     _, finished = compare_quick
     assert finished.returncode == 0, finished.stderr[-3000:]
-    assert "run 1 of 2: slow-replica-async-get (about " in finished.stderr
+    assert "run 1 of 4: healthy-async-get (about " in finished.stderr
+    assert "run 3 of 4: slow-replica-async-get (about " in finished.stderr
+    assert "healthy-sync-get: phase saturation: a closed loop of 64 connections for 2 s" in finished.stderr
+    assert "slow-replica-async-get: phase saturation" not in finished.stderr  # the healthy cluster's only
     assert "phase memray" in finished.stderr
     assert re.search(
         r"without the raw files \(\.gitignore\) the set is \d+ files, [\d.]+ MB\n", finished.stderr
@@ -167,14 +177,17 @@ def test_compare_quick_succeeds_with_progress(
 def test_every_artifact_exists(compare_quick: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
     out, _ = compare_quick
     for run in RUNS:
-        for name in NODE_ONE_FILES:
+        healthy = run in HEALTHY
+        for name in (*NODE_ONE_FILES, *(SATURATION_FILES if healthy else ())):
             assert (out / run / "n1" / name).stat().st_size > 0, f"{run}/n1/{name}"
         for node in ("n1", "n2", "n3"):
             assert "Thread" in (out / run / node / "dump.txt").read_text(), f"{run}/{node}/dump.txt"
-        assert list((out / run / "logs").glob("proxy-*.log")), "n3 behind the delaying proxy"
+        proxied = list((out / run / "logs").glob("proxy-*.log"))
+        assert bool(proxied) != healthy, "n3 behind the delaying proxy in the slow-replica runs only"
         manifest = json.loads((out / run / "run.json").read_text())
-        assert manifest["spec"]["scenario"] == "slow-replica"
-        assert [phase["phase"] for phase in manifest["phases"]] == ["pyspy", "memray"]
+        assert manifest["spec"]["scenario"] == ("healthy" if healthy else "slow-replica")
+        phases = ["pyspy", "saturation", "memray"] if healthy else ["pyspy", "memray"]
+        assert [phase["phase"] for phase in manifest["phases"]] == phases
         n1 = manifest["nodes"][0]["url"]
         for phase in manifest["phases"]:
             assert phase["load"]["urls"] == [n1]  # every request coordinated by the node profiled
@@ -183,6 +196,10 @@ def test_every_artifact_exists(compare_quick: tuple[Path, subprocess.CompletedPr
             assert (out / run / phase["load_json"]).exists()
             assert set(phase["cpu_s"]) == {"n1", "n2", "n3"}  # CPU time over the load window, /proc
             assert phase["cpu_s"]["n1"] > 0
+            # n1's /metrics around the load: every request it answered, and its calls to the peers
+            batching = phase["batching"]
+            assert batching["requests"] >= phase["load"]["requests"]  # wrk leaves its last answers uncounted
+            assert 0 < batching["frames"] <= batching["calls"] <= 2 * batching["requests"] + 10
 
 
 @pytest.mark.slow
@@ -199,14 +216,17 @@ def test_svgs_are_readable_flamegraphs_with_samples(
 ) -> None:
     out, _ = compare_quick
     svgs = sorted(out.glob("*/n1/*.svg"))
-    assert len(svgs) == KINDS * len(RUNS)
+    assert len(svgs) == KINDS * len(RUNS) + SATURATION_KINDS * len(HEALTHY)
     for svg in svgs:
         text = svg.read_text()
         root = ElementTree.fromstring(text.encode())  # well-formed XML with an <svg> root
         assert root.tag.endswith("svg") and root.attrib["width"] == "1200", svg
         title = root.find("{http://www.w3.org/2000/svg}title")
         assert title is not None and title.text is not None
-        assert "n1 (coordinator), slow-replica, " in title.text, svg
+        scenario = "healthy" if svg.parent.parent.name in HEALTHY else "slow-replica"
+        assert f"n1 (coordinator), {scenario}, " in title.text, svg
+        if svg.name.startswith("saturation-"):
+            assert "GET at saturation (64 connections)" in title.text, title.text
         if svg.name.startswith("alloc-"):
             assert re.search(r": [\d,]+ (allocations|bytes allocated) over 2 s$", title.text), title.text
         else:
@@ -225,21 +245,24 @@ def test_report_has_both_modes_and_working_links(
     sections = re.findall(r"^## (.+)$", report, re.M)
     assert sections == [
         "Conclusion",
+        "At saturation",
         "Every run: latency, CPU per request, waits",
         "How the runs were made",
         "Load of each run",
+        "healthy, GET",
         "slow-replica, GET",
         "py-spy dumps (phase `pyspy`, halfway through the load)",
     ]
     # Seconds a phase: too few clock ticks and samples to compare the modes, and it says so.
     assert report.startswith("# kvnode profiles: a smoke check, too few samples to compare the modes\n")
     opening = report.partition("## Conclusion")[2].partition("\n## ")[0]
-    assert re.search(
-        r"^- \*\*slow-replica, GET: async and sync not compared: too few samples\*\* "
-        r"\(slow-replica-async-get: .*; latency p50 [\d.]+ vs [\d.]+ ms, p99 [\d.]+ vs [\d.]+ ms\.$",
-        opening,
-        re.M,
-    )
+    for scenario in ("healthy", "slow-replica"):
+        assert re.search(
+            rf"^- \*\*{scenario}, GET: async and sync not compared: too few samples\*\* "
+            rf"\({scenario}-async-get: .*; latency p50 [\d.]+ vs [\d.]+ ms, p99 [\d.]+ vs [\d.]+ ms\.$",
+            opening,
+            re.M,
+        ), scenario
     assert "costs the coordinator more" not in opening
     for run in RUNS:  # latency and /proc CPU per request next to the sample counts and their uncertainty
         assert re.search(
@@ -248,19 +271,61 @@ def test_report_has_both_modes_and_working_links(
             report,
             re.M,
         ), run
-        for phase in ("pyspy", "memray"):
+        for phase in ("pyspy", "saturation", "memray") if run in HEALTHY else ("pyspy", "memray"):
             assert f"| {run} | {phase} |" in report
-    assert report.count("| # | async: frame | self | sync: frame | self |") == KINDS
-    assert report.count("| # | async: frame | total | sync: frame | total |") == KINDS
+    assert "| slow-replica-async-get | saturation |" not in report
+    groups = len(RUNS) // 2
+    # the phases' tables, and at saturation its functions' and its packages'
+    assert report.count("| # | async: frame | self | sync: frame | self |") == KINDS * groups + 1
+    assert report.count("| # | async: frame | total | sync: frame | total |") == KINDS * groups
+    assert report.count("| # | async: package | self | sync: package | self |") == 1
     rows = re.findall(
         r"^\| 1 \| `[^`]+` \| [\d.]+% ± [\d.]+% \| `[^`]+` \| [\d.]+% ± [\d.]+% \|$", report, re.M
     )
-    assert len(rows) >= KINDS, "first rows filled for both modes, with their uncertainty"
+    assert len(rows) >= KINDS * groups + 2, "first rows filled for both modes, with their uncertainty"
     links = re.findall(r"\]\(([^)]+)\)", report)
     assert any(link.endswith(".svg") for link in links)
     kept = kept_files(out)
     for link in links:
         assert (out / link).resolve() in {path.resolve() for path in kept}, link
+
+
+@pytest.mark.slow
+def test_the_section_at_saturation_has_a_row_and_a_conclusion_per_healthy_run(
+    compare_quick: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    out, _ = compare_quick
+    section = (out / "report.md").read_text().partition("\n## At saturation\n")[2].partition("\n## ")[0]
+    assert "(`wrk -t1 -c64`, as `make bench --no-spread` loads the coordinator)" in section
+    assert "sends every request to n1 for 2 s" in section
+    share = r"[\d.]+% ± [\d.]+%"
+    for mode in ("async", "sync"):
+        run = f"healthy-{mode}-get"
+        # wrk's throughput and latency, n1's CPU per request and busy share by /proc, its calls per frame
+        # and frames per request at saturation and at the constant rate, its samples and their shares
+        row = re.search(
+            rf"^\| {run} \| ([\d,]+) \| [\d.]+ \| [\d.]+ \| [\d,]+ µs \| \d+% \| ([\d,.]+) \| ([\d.]+) "
+            rf"\| 1\.0, [\d.]+ \| ([\d,]+) \| {share} \| {share} \| {share} \|",
+            section,
+            re.M,
+        )
+        assert row, run
+        rate, calls_per_frame, frames_per_request, samples = row.groups()
+        # 64 requests at a time: a tick's calls leave together, so frames carry several calls each, where
+        # at the constant rate each call left alone (1.0 a frame, above)
+        assert float(calls_per_frame.replace(",", "")) > 1 and float(frames_per_request) < 2
+        head = rf"^- \*\*healthy, {mode} GET at saturation\*\*(, a smoke check)?: "
+        said = re.search(rf"{head}{rate} requests/s over 64 connections .*$", section, re.M)
+        assert said, mode
+        if said.group(1):  # seconds a phase: nothing said of where the time went, and why
+            assert re.search(rf"No statement on where the time goes from [\d,]+ clock ticks of n1 CPU and "
+                             rf"{samples} samples \([\d.]+ s at 500 Hz, against [\d.]+ s of CPU by /proc; "
+                             r"one needs 100 and 1,000\)\.$", said.group(0))  # fmt: skip
+        else:
+            assert f"Of n1's {samples} on-CPU samples (" in said.group(0)
+        assert f"[flamegraph]({run}/n1/saturation-cpu.svg)" in section
+    assert "\n### healthy, GET at saturation: n1 (coordinator), phase `saturation`\n" in section
+    assert re.search(rf"^\| 1 \| `[^`]+` \| {share} \| `[^`]+` \| {share} \|$", section, re.M)
 
 
 @pytest.mark.slow
