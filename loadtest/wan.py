@@ -281,7 +281,7 @@ def _header(wan: Wan) -> dict[str, str]:
         f"{_pair(through)} ms; across, with the delay, {_pair(across)} ms",
         "delay line": f"{line.get('packets', 0):,} packets over the clusters' {line.get('wall_s', 0):g} s, "
         f"{line.get('cpu_s', 0):g} s of its CPU ({_share(line.get('cpu_s', 0), line.get('wall_s', 0))} of a "
-        "core); {line.get('late_over_1ms', 0)} left over 1 ms after they "
+        f"core); {line.get('late_over_1ms', 0):,} left over 1 ms after they "
         f"were due (the latest {line.get('latest_ms', 0):g} ms late), {line.get('dropped', 0)} dropped; "
         f"scheduled {line.get('scheduling', 'other')} (fifo: before every process of the hosts)",
         "clusters": "one datacenter of three members, N = 3; two datacenters of three, N = 3 in each; each "

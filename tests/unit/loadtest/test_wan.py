@@ -36,8 +36,17 @@ def measured(duration: float, requests: int, local_p99: float) -> Wan:
 
 
 def test_a_long_enough_run_concludes_whether_local_quorum_stays_within_2x_and_quorum_pays_the_wan() -> None:
-    lines = report_lines(measured(duration=20, requests=6000, local_p99=12.0))
+    figures = measured(duration=20, requests=6000, local_p99=12.0)
+    figures.bed["delay_line"] = {
+        "packets": 5000,
+        "wall_s": 10.0,
+        "cpu_s": 0.5,
+        "late_over_1ms": 1234,
+        "latest_ms": 2.5,
+    }
+    lines = report_lines(figures)
     assert lines[0] == "# kvnode across a WAN: latency by consistency level, one datacenter against two"
+    assert any("1,234 left over 1 ms after they were due (the latest 2.5 ms late)" in line for line in lines)
     assert "| 2 datacenters | local_quorum | PUT | 1 | 6,000 | 2.50 | 12.00 | 12.0 | 0 | 0 |" in lines
     assert (
         "- PUT: `local_quorum` p99 12.00 ms is 1.50x the one-datacenter cluster's `quorum` p99 8.00 ms: "
