@@ -1,8 +1,7 @@
-"""Client tokens with roles: the tokens file's rules and the role table, then real nodes started with
-``--auth-tokens-file``: a stranger reads nothing and changes nothing on any path, each role does what it
-may and no more, the client passes its token, SIGHUP reads the file again (keeping the old table when the
-new file is bad), a bad file stops a node at start naming the line and never the token, and a node
-without the flag says once that clients are not authenticated."""
+"""Client tokens with roles, in process: the tokens file's rules (a bad line named, never its token; a
+file open to others refused), the role table (each role's requests and no more; status and the replica
+channel open), which headers carry a role, and the 401 and 403 a request without a valid token or beyond
+its role gets. Real nodes started with ``--auth-tokens-file``: tests/process/kvnode/access."""
 
 from __future__ import annotations
 
