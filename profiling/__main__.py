@@ -37,7 +37,7 @@ __all__ = ["main"]
 # Full runs: a rate both modes sustain in both scenarios on 2 shared cores, and phases long enough for
 # over 1,000 samples in Python code per run at 500 Hz (profiling.pyspy); at saturation (healthy runs
 # only) a busy coordinator gives that in a few seconds, and 15 s holds several thousand; 8 runs in about
-# 12 minutes. --quick: every step, in seconds (a smoke check: too few samples to compare anything).
+# 8 minutes. --quick: every step, in seconds (a smoke check: too few samples to compare anything).
 _FULL = {"rate": 400, "duration": 30.0, "memray_duration": 8.0, "keys": 2000, "saturation_duration": 15}
 _QUICK = {"rate": 100, "duration": 3.0, "memray_duration": 2.0, "keys": 300, "saturation_duration": 2}
 # The saturation phase's closed loop: as make bench loads its coordinator (wrk -t1 -c64).
