@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
-import ctypes.util
 import gc
 from collections.abc import Awaitable, Callable
 
@@ -37,8 +36,10 @@ _LARGE_VALUE_BYTES = 64 * 1024  # a value this large or larger counts for the Se
 
 
 def _libc() -> ctypes.CDLL | None:
+    # The process's own symbols, libc's among them: ctypes.util.find_library would run `ldconfig -p`
+    # in a child process at every import (every node, launcher and admin command).
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c"))
+        libc = ctypes.CDLL(None)
         libc.mallopt, libc.malloc_trim  # noqa: B018 (glibc's: absent elsewhere)
     except (OSError, AttributeError, TypeError):
         return None
