@@ -93,15 +93,17 @@ def test_a_member_started_without_the_secret_is_refused_and_both_ends_say_why(
     lacking = start_without_the_secret(cluster[2], tmp_path)
     try:
         # The member asks it for a challenge (it has none to give); it asks the member without credentials.
+        # Each end logs two events of its own, the refusal its channel met and the one its server gave,
+        # in either order: each is waited for.
         assert member.put("after", b"v", ack=2).status == 201
+        wait_for_log(member, "no cluster credentials: the connecting node runs without a cluster secret")
         member_log = wait_for_log(member, f"replica channel to {lacking.url} refused")
         assert f"{lacking.url} runs without a cluster secret, and this node has one" in member_log
         assert "--cluster-secret-file FILE or KVNODE_CLUSTER_SECRET" in member_log
         assert "DATA_DIR/cluster.secret" in member_log
-        assert "no cluster credentials: the connecting node runs without a cluster secret" in member_log
+        wait_for_log(lacking, "refused a replica channel challenge: this node runs without a cluster secret")
         lacking_log = wait_for_log(lacking, f"replica channel to {member.url} refused")
         assert f"{member.url} requires a cluster secret, and this node has none" in lacking_log
-        assert "refused a replica channel challenge: this node runs without a cluster secret" in lacking_log
         for line in (*member_log.splitlines(), *lacking_log.splitlines()):  # each says the fix once
             assert line.count("--cluster-secret-file") <= 1, line
         wait_for(lambda: peer_state(member, lacking) == "refused", 15.0, "the member to show it refused")
