@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -88,9 +89,13 @@ def newcomer(
 
 class Writes:
     """Writes one after another in a thread of their own, from the start of a with block to its end
-    (``limit`` at most): the subclass's ``write(n)`` makes the n-th and keeps what it acknowledged."""
+    (``limit`` at most, ``rate`` a second at most): the subclass's ``write(n)`` makes the n-th and keeps
+    what it acknowledged."""
 
     limit = 5_000
+    # Paced: as fast as it could, a writer took about half a core of the machine the suite shares (the
+    # nodes' work and its own) for writes that prove nothing more than a few hundred a second do.
+    rate = 250.0
 
     def __init__(self) -> None:
         self._stop = threading.Event()
@@ -106,9 +111,11 @@ class Writes:
 
     def _run(self) -> None:
         count = 0
+        start = time.monotonic()
         while not self._stop.is_set() and count < self.limit:
             self.write(count)
             count += 1
+            self._stop.wait(start + count / self.rate - time.monotonic())  # at once when behind
 
     def write(self, count: int) -> None:
         raise NotImplementedError
