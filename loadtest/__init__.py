@@ -55,6 +55,8 @@ Modules, one job each:
     wan_delay     the bed's delay line: packets read from a TUN device, held half a round trip, written back
     wan           latency by consistency level on the bed: one datacenter against two (``python -m
                   loadtest wan``)
+    wan_figures   its clusters' shapes, what was asked and measured (wan.json), a run's percentiles (pure)
+    wan_report    its report and plot, drawn from the runs alone
 
 Latency histograms are kvnode.metrics.LatencyHistogram, the same as the nodes' own.
 """

@@ -12,7 +12,7 @@ import pytest
 
 from kvnode.ops.netns import run_ip
 from loadtest.netns import unavailable
-from loadtest.wan import SHAPES
+from loadtest.wan_figures import SHAPES
 
 
 @pytest.mark.slow
