@@ -115,6 +115,8 @@ class Coordinator:
         # Every member's datacenter, a member leaving included (a write's target, but not in placement).
         self._datacenter_of = epoch.membership.datacenter_of
         self._crossing = len(epoch.placement.datacenters) > 1  # writes forwarded to other datacenters
+        # The owners of a key, N (or every member while there are fewer), as reads count them: the most a
+        # request's ``from`` may be.
         self._replication = self.owning.replication
         self._quorums: dict[tuple[str | None, str | None, bool], Quorum] = {}  # Quorum.parse's, as asked
 
@@ -129,12 +131,6 @@ class Coordinator:
     def owning(self) -> Placement:
         """Where keys are read: their present owners (while a member joins, not it)."""
         return self._reads or self.placement
-
-    @property
-    def replication(self) -> int:
-        """The owners of a key, N (or every member while there are fewer), as reads count them: the
-        most a request's ``from`` may be."""
-        return self.owning.replication
 
     def quorum(self, ack: str | None, copies: str | None, *, read: bool = False) -> Quorum:
         """A request's quorum from its ``ack`` and ``from`` (raises BadQuorum), over a key's present
@@ -190,7 +186,7 @@ class Coordinator:
 
     def owners_quorum(self, record: Record) -> Quorum:
         """Every owner of a version written to ``record.copies`` replicas (0: all N), all to answer."""
-        size = self.replication
+        size = self._replication
         owners = min(record.copies, size) if record.copies else size
         return Quorum(owners, owners)
 
