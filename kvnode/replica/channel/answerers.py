@@ -128,16 +128,14 @@ class Answerers:
         try:
             status, payload = answerer(call)
         except (ValueError, Unanswerable, StorageError) as error:
-            return wire.encode_reply(call.call_id, wire.Status.FAILED, str(error).encode())
+            return _failed(call, str(error))
         return wire.encode_reply(call.call_id, status, payload)
 
     def _defer(self, call: wire.CallRequest) -> bytes:
         """A call no synchronous answerer has: kept for after the frame's hooks if a deferred one has it
         (its place among the replies empty), else failed."""
         if call.op not in self._deferred:
-            return wire.encode_reply(
-                call.call_id, wire.Status.FAILED, f"this node answers no {call.op.name}".encode()
-            )
+            return _failed(call, f"this node answers no {call.op.name}")
         self._deferring.append(call)
         return b""
 
