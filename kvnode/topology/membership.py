@@ -216,7 +216,7 @@ class Membership:
         or for the factor it has."""
         members = self.members_by_datacenter()
         if isinstance(replication, int):
-            if not 1 <= replication <= (len(self.urls) if len(members) == 1 else replication):
+            if replication < 1 or (len(members) == 1 and replication > len(self.urls)):
                 raise ValueError(
                     f"a replication factor is from 1 to the {len(self.urls)} members, not {replication}"
                 )
