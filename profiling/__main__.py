@@ -27,7 +27,7 @@ from loadtest.wrk import WrkError, ensure_wrk
 from profiling import pyspy
 from profiling.children import Children
 from profiling.cluster import SCENARIOS, ClusterError, Scenario
-from profiling.load import LoadError, Op, loadtest_available
+from profiling.load import LoadError, Op
 
 if TYPE_CHECKING:
     from profiling.record import RunSpec
@@ -286,9 +286,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.command == "report":
         return _rewrite_report(args.out)
-    if not loadtest_available():
-        print("profiling: the load-testing pipeline (python -m loadtest) is not installed", file=sys.stderr)
-        return 2
     if args.command == "counts":
         return _with_children(partial(_counts, args, command))
     py_spy = args.py_spy or pyspy.find_py_spy()

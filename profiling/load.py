@@ -15,7 +15,7 @@ from loadtest.workload import Workload
 from loadtest.wrk import WrkError, lua_script, run_wrk
 from profiling.children import Children
 
-__all__ = ["LoadError", "LoadSpec", "fill", "loadtest_available", "saturate", "start_rate", "wait_rate"]
+__all__ = ["LoadError", "LoadSpec", "fill", "saturate", "start_rate", "wait_rate"]
 
 Op = Literal["put", "get"]
 
@@ -33,20 +33,6 @@ class LoadSpec:
     duration: float
     keys: int
     value_size: int
-
-
-def loadtest_available() -> bool:
-    """Whether ``python -m loadtest`` can be run (the load-testing pipeline is installed)."""
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import importlib.util, sys; sys.exit(not importlib.util.find_spec('loadtest.__main__'))",
-        ],
-        capture_output=True,
-        check=False,
-    )
-    return result.returncode == 0
 
 
 def fill(url: str, spec: LoadSpec, children: Children, log: Path) -> None:
