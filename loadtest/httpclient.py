@@ -142,8 +142,11 @@ class HttpConnection(asyncio.Protocol):
             self._transport.abort()
 
     def close(self) -> None:
-        if self._transport is not None:
-            self._transport.close()
+        """Close it: ``connected`` reads False at once (its connection_lost, later, is ignored)."""
+        closing, self._transport = self._transport, None
+        if closing is not None:
+            self._closing += 1
+            closing.close()
 
     def data_received(self, data: bytes) -> None:
         # Usually the whole answer arrives in one piece: parse it without copying into the buffer.
@@ -162,13 +165,11 @@ class HttpConnection(asyncio.Protocol):
         status = self._status.decode()
         self._reset()
         self.busy = False
-        if self._close_after and self._transport is not None:
+        if self._close_after:
             # Let go of it before on_done: a caller with requests waiting sends the next one at once,
             # and must see it closed and reconnect (on a busy machine it wrote to the closing one, and
             # that request failed). Its connection_lost comes later, and is ignored.
-            closing, self._transport = self._transport, None
-            self._closing += 1
-            closing.close()
+            self.close()
         self._on_done(self, status)
 
     def _parse_head(self, data: bytes) -> bool:

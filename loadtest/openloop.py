@@ -41,6 +41,11 @@ REQUEST_TIMEOUT = 10.0  # seconds; a request still unanswered then counts as a "
 _WHOLE = Share()  # the whole schedule: one process sends every request
 _TICK_S = 0.001  # shortest timer sleep: uvloop runs a delay that rounds to 0 ms at once (a busy loop)
 _SWEEP_S = 0.5  # how often requests in flight are checked against the request timeout
+# A connection idle this long is closed before it carries a request, as aiohttp's client pool does: a
+# node closes idle ones after --idle-timeout-s (60), so the client closes first and never writes into a
+# connection the node is closing (that request would fail as "connection"). The idle stack is last in,
+# first out, so at a steady rate the connections at its bottom idle the longest.
+_POOL_IDLE_S = 15.0
 _START_DELAY_S = 0.05  # the schedule starts this long after the connections are up
 # time.monotonic is CLOCK_MONOTONIC: one clock for every worker process, and not uvloop's loop.time(),
 # which ticks in whole milliseconds.
@@ -239,7 +244,10 @@ class _Scheduler:
             self.next_index += self.step
             idle = self.idle[url]
             if idle:
-                self._send(idle.pop(), intended)
+                connection = idle.pop()
+                if now - max(connection.sent_at, self.t0) > _POOL_IDLE_S:
+                    connection.close()  # _transmit opens it again
+                self._send(connection, intended)
             else:
                 self.backlog[url].append(intended)
                 self.connection_waits += 1

@@ -1,6 +1,7 @@
 """loadtest.httpclient through the generator, against raw TCP servers that answer in awkward ways:
-split into pieces, closing after each answer, garbage, no length, never; and the cas op's requests, and
-the ETag a connection keeps for it."""
+split into pieces, closing after each answer, garbage, no length, never; a connection idle past the
+pool's bound closed before it is used; and the cas op's requests, and the ETag a connection keeps for
+it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
+from loadtest import openloop
 from loadtest.httpclient import HttpConnection, RequestEncoder
 from loadtest.openloop import run_rate
 from loadtest.workload import Workload
@@ -102,6 +104,29 @@ async def test_a_server_that_closes_after_each_answer_is_reconnected(
     url = await raw_server(then_close)
     result = await run_rate([url], Workload("get", keys=10), 100, 0.5, connections=2)
     assert result.requests == 50 and not result.errors
+
+
+async def test_a_connection_idle_past_the_pool_bound_is_closed_and_opened_again_before_it_is_used(
+    raw_server: Callable[[Answer], Awaitable[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node closes a connection idle for --idle-timeout-s; a request written into it as it closes
+    would fail. The generator closes one idle past its own, shorter, bound first and sends on a new one."""
+    answered_on: list[asyncio.StreamWriter] = []  # each answer's connection (held: ids stay unique)
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        answered_on.append(writer)
+        writer.write(OK)
+        await writer.drain()
+
+    url = await raw_server(answer)
+    result = await run_rate([url], Workload("get", keys=10), 20, 0.25, connections=1)
+    assert result.requests == 5 and not result.errors
+    assert len({id(writer) for writer in answered_on}) == 1  # idle 50 ms at most: kept
+    answered_on.clear()
+    monkeypatch.setattr(openloop, "_POOL_IDLE_S", 0.0)  # every idle connection is past it
+    result = await run_rate([url], Workload("get", keys=10), 20, 0.25, connections=1)
+    assert result.requests == 5 and not result.errors
+    assert len({id(writer) for writer in answered_on}) > 1
 
 
 class Transport:
