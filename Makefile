@@ -139,8 +139,8 @@ loadtest: $(LOAD_STAMP)
 	$(PY) -m loadtest locust --out out/loadtest $(LOADTEST_ARGS)
 
 ## profile: the checked-in profile set: py-spy (CPU, waits, GIL, dumps) and memray flamegraphs of async vs
-##          sync, PUT and GET, healthy and with a slow replica, 400 requests/s, and healthy at saturation
-##          (wrk, 64 connections: CPU and batching); writes profiling/reports/<today>/report.md (about 8
+##          sync, PUT, GET and CAS, healthy and with a slow replica, 400 requests/s, and healthy PUT and GET
+##          at saturation (wrk, 64 connections: CPU and batching); writes profiling/reports/<today>/report.md (about 12
 ##          minutes on a quiet machine; needs ptrace rights and wrk, installed if missing;
 ##          PROFILE_ARGS=--quick: a smoke check, about 3; PROFILE_OUT=DIR writes elsewhere)
 PROFILE_OUT ?= profiling/reports/$(shell date -u +%Y-%m-%d)

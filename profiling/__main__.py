@@ -35,9 +35,9 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 # Full runs: a rate both modes sustain in both scenarios on 2 shared cores, and phases long enough for
-# over 1,000 samples in Python code per run at 500 Hz (profiling.pyspy); at saturation (healthy runs
-# only) a busy coordinator gives that in a few seconds, and 15 s holds several thousand; 8 runs in about
-# 8 minutes. --quick: every step, in seconds (a smoke check: too few samples to compare anything).
+# over 1,000 samples in Python code per run at 500 Hz (profiling.pyspy); at saturation (healthy PUT and
+# GET runs only) a busy coordinator gives that in a few seconds, and 15 s holds several thousand; 12 runs
+# in about 12 minutes. --quick: every step, in seconds (a smoke check: too few samples to compare anything).
 _FULL = {"rate": 400, "duration": 30.0, "memray_duration": 8.0, "keys": 2000, "saturation_duration": 15}
 _QUICK = {"rate": 100, "duration": 3.0, "memray_duration": 2.0, "keys": 300, "saturation_duration": 2}
 # The saturation phase's closed loop: as make bench loads its coordinator (wrk -t1 -c64).
@@ -47,7 +47,9 @@ _SATURATED: tuple[str, ...] = ("healthy",)
 # counts: enough requests that the warm-up and the idle heartbeat are under 1 % of what is counted.
 _COUNTS = {"requests": 5000, "connections": 64}
 _VALUE_SIZE = 256
-_OPS = ("put", "get")
+_OPS: tuple[Op, ...] = ("put", "get", "cas")
+# counts sends one kind of request in a closed loop; a cas op is two, the second made of the first's answer.
+_COUNTED_OPS: tuple[Op, ...] = ("put", "get")
 _MODES: tuple[FanoutMode, ...] = ("async", "sync")
 # A run's time beside its loads: two cluster starts and stops, reading the memray capture; and beside
 # the saturation phase's load, drawing its flamegraph.
@@ -73,20 +75,22 @@ def _parser() -> argparse.ArgumentParser:
     record.add_argument("--op", choices=_OPS, required=True)
     record.add_argument("--scenario", choices=SCENARIOS, default="healthy", help="slow-replica: n3 is slow")
     compare = commands.add_parser(
-        "compare", help="sync and async x PUT and GET x healthy and slow-replica, and report.md"
+        "compare", help="sync and async x PUT, GET and CAS x healthy and slow-replica, and report.md"
     )
     compare.add_argument("--quick", action="store_true", help="short phases: a smoke check in seconds a run")
     compare.add_argument(
         "--scenarios", type=_choices(SCENARIOS), default=SCENARIOS, help="comma-separated (default: both)"
     )
-    compare.add_argument("--ops", type=_choices(_OPS), default=_OPS, help="comma-separated (default: both)")
+    compare.add_argument("--ops", type=_choices(_OPS), default=_OPS, help="comma-separated (default: all)")
     report = commands.add_parser("report", help="rewrite DIR/report.md from the runs already in DIR")
     report.add_argument("--out", type=Path, required=True, help="a directory written by record or compare")
     counts = commands.add_parser(
         "counts", help="allocations, system calls and replica frames per request at the coordinator"
     )
     counts.add_argument("--out", type=Path, required=True, help="directory for counts.md, logs and captures")
-    counts.add_argument("--ops", type=_choices(_OPS), default=_OPS, help="comma-separated (default: both)")
+    counts.add_argument(
+        "--ops", type=_choices(_COUNTED_OPS), default=_COUNTED_OPS, help="comma-separated (default: both)"
+    )
     counts.add_argument("--mode", choices=_MODES, default="async", help="the nodes' fan-out (default async)")
     counts.add_argument(
         "--requests",
@@ -173,7 +177,8 @@ def _specs(args: argparse.Namespace) -> list[RunSpec]:
     )
 
     def spec(mode: FanoutMode, op: Op, scenario: Scenario) -> RunSpec:
-        seconds = int(saturation) if scenario in _SATURATED else 0
+        # wrk's closed loop sends one kind of request: a cas op's write is made of its read's answer.
+        seconds = int(saturation) if scenario in _SATURATED and op != "cas" else 0
         return RunSpec(mode, op, scenario=scenario, saturation_duration=seconds, **common)
 
     if args.command == "record":

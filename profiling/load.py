@@ -17,7 +17,8 @@ from profiling.children import Children
 
 __all__ = ["LoadError", "LoadSpec", "fill", "saturate", "start_rate", "wait_rate"]
 
-Op = Literal["put", "get"]
+# cas: a read, then a conditional write on the version it found (loadtest.workload); its figures are per op
+Op = Literal["put", "get", "cas"]
 
 _GRACE = 60.0  # seconds a load may run past its duration (start-up, draining) before it is killed
 

@@ -42,6 +42,7 @@ __all__ = ["GITIGNORE", "TOP", "kept_files", "load_runs", "write_report"]
 
 TOP = 12
 _MODE_ORDER = {"async": 0, "sync": 1}
+_OP_ORDER = {"put": 0, "get": 1, "cas": 2}
 _SCENARIO_ORDER = {"healthy": 0, "slow-replica": 1}
 
 # (artifact kind, heading, what one unit of weight is, phase it comes from)
@@ -97,7 +98,7 @@ def kept_files(out: Path) -> list[Path]:
 
 
 def load_runs(run_dirs: Sequence[Path]) -> list[tuple[Path, dict[str, Any]]]:
-    """(directory, manifest) of each run that has a run.json, async before sync, PUT before GET."""
+    """(directory, manifest) of each run that has a run.json, async before sync, PUT, GET, then CAS."""
     runs = [
         (path, json.loads((path / "run.json").read_text()))
         for path in run_dirs
@@ -106,10 +107,10 @@ def load_runs(run_dirs: Sequence[Path]) -> list[tuple[Path, dict[str, Any]]]:
     return sorted(runs, key=lambda run: _order(run[1]))
 
 
-def _order(manifest: dict[str, Any]) -> tuple[int, bool, int]:
+def _order(manifest: dict[str, Any]) -> tuple[int, int, int]:
     spec = manifest["spec"]
     scenario = _SCENARIO_ORDER.get(spec.get("scenario", "healthy"), 9)
-    return scenario, spec["op"] != "put", _MODE_ORDER.get(spec["mode"], 9)
+    return scenario, _OP_ORDER.get(spec["op"], 9), _MODE_ORDER.get(spec["mode"], 9)
 
 
 def write_report(out: Path, run_dirs: Sequence[Path], command: str) -> Path:
@@ -162,7 +163,15 @@ def write_report(out: Path, run_dirs: Sequence[Path], command: str) -> Path:
         "Each run is one scenario, one fan-out mode and one operation on a fresh 3-node loopback cluster;",
         "the load goes to the coordinator n1. *healthy*: three nodes. *slow-replica*: n3 answers its peers",
         f"{SLOW_REPLICA_DELAY_MS} ms late, behind a delaying proxy (the load tests' slow-replica scenario);",
-        "n1 has it among the replicas of every key. A run is two load phases of the same rate: `pyspy`",
+        "n1 has it among the replicas of every key."
+        + (
+            " A CAS op is a read, then a conditional write on the version it found (`loadtest rate --op"
+            " cas`): its figures are per op, two requests, and it has no saturation phase (wrk's closed"
+            " loop sends one kind of request)."
+            if any(manifest["spec"]["op"] == "cas" for _, manifest in runs)
+            else ""
+        ),
+        "A run is two load phases of the same rate: `pyspy`",
         "(three py-spy recorders side by side on n1: on-CPU, `--idle` and `--gil`; `py-spy dump` of every",
         "node halfway through) and a shorter `memray` (the cluster restarted on its data with n1 under",
         "`memray run`, which slows it down)"

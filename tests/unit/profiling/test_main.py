@@ -1,5 +1,6 @@
 """``python -m profiling`` in this process: a run without the extras it needs refused in one line naming
-the command that installs them. (Its runs end to end: tests/process/profiling/test_main.py.)"""
+the command that installs them; the runs compare plans. (Its runs end to end:
+tests/process/profiling/test_main.py.)"""
 
 from __future__ import annotations
 
@@ -28,3 +29,19 @@ def test_a_run_without_the_extras_is_refused_in_one_line_naming_the_command_that
         in capsys.readouterr().err
     )
     assert list(tmp_path.iterdir()) == []
+
+
+def test_compare_profiles_the_cas_op_beside_put_and_get_without_a_saturation_phase() -> None:
+    """wrk's closed loop sends one kind of request; a cas op's write is made of its read's answer."""
+    from profiling.__main__ import _parser, _specs
+
+    specs = _specs(_parser().parse_args(["compare", "--out", "unused"]))
+    assert {(spec.scenario, spec.op, spec.mode) for spec in specs} == {
+        (scenario, op, mode)
+        for scenario in ("healthy", "slow-replica")
+        for op in ("put", "get", "cas")
+        for mode in ("async", "sync")
+    }
+    saturated = {(spec.op, spec.mode) for spec in specs if spec.saturation_duration}
+    assert saturated == {(op, mode) for op in ("put", "get") for mode in ("async", "sync")}
+    assert all(spec.scenario == "healthy" for spec in specs if spec.saturation_duration)
