@@ -15,13 +15,19 @@ so nothing is left behind on the machine when the check and its nodes end, howev
 
 from __future__ import annotations
 
-import os
 import shutil
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kvnode.ops.netns import NETNS_DIR, NamespaceHosts, enter_namespace, inside, libc_call, run
+from kvnode.ops.netns import (
+    NETNS_DIR,
+    NamespaceHosts,
+    enter_namespace,
+    inside,
+    libc_call,
+    namespaces_unavailable,
+    run,
+)
 
 __all__ = ["Hosts", "address", "cut_commands", "enter_private_mounts", "isolation_unavailable"]
 
@@ -45,14 +51,12 @@ def cut_commands(prefix: str, one: int, other: int, verb: str = "add") -> list[l
 
 
 def isolation_unavailable() -> str:
-    """Why partitions and a full disk cannot be made here, in a few words; empty where they can."""
-    if not sys.platform.startswith("linux"):
-        return "they need Linux"
-    if os.geteuid() != 0:
-        return "they need root"
-    if shutil.which("ip") is None or shutil.which("mount") is None:
-        return "they need iproute2's ip and mount"
-    return ""
+    """Why partitions and a full disk cannot be made here, in a few words; empty where they can: network
+    namespaces (as kvnode.ops.netns says) and mounts of the check's own."""
+    why = namespaces_unavailable()
+    if not why and shutil.which("mount") is None:
+        why = "no `mount` binary (util-linux): cannot give the check mounts of its own"
+    return why
 
 
 def enter_private_mounts() -> None:

@@ -22,5 +22,17 @@ def test_a_cut_is_a_blackhole_route_each_way_and_a_mend_deletes_both(monkeypatch
 
 
 def test_without_root_partitions_and_full_disks_are_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("sys.platform", "linux")
+    monkeypatch.setattr("kvnode.ops.netns.ip_binary", lambda: "/usr/sbin/ip")
     monkeypatch.setattr("os.geteuid", lambda: 1000)
-    assert isolation_unavailable() == "they need root"
+    assert isolation_unavailable() == "creating network namespaces needs root; this process is not root"
+
+
+def test_without_mount_partitions_and_full_disks_are_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("sys.platform", "linux")
+    monkeypatch.setattr("kvnode.ops.netns.ip_binary", lambda: "/usr/sbin/ip")
+    monkeypatch.setattr("os.geteuid", lambda: 0)
+    monkeypatch.setattr("shutil.which", lambda name: None)
+    assert (
+        isolation_unavailable() == "no `mount` binary (util-linux): cannot give the check mounts of its own"
+    )
