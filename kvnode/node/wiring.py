@@ -87,7 +87,7 @@ async def open_parts(config: NodeConfig) -> AsyncIterator[NodeParts]:
         limits = wire.Limits.for_body(config.max_body_bytes)
         membership = await _membership_at_start(system, config, peer_ssl, limits)
         size = len(membership.urls)
-        placement = membership.placement(membership.datacenter_of(config.url))  # as its epochs place keys
+        placement = membership.placement(membership.home_of(config.url))  # as its epochs place keys
         summaries = SummaryUpkeep(system.summaries, config.url, placement)
         storage = Storage.open(config.data_dir, fsync=config.fsync, on_change=summaries.changed)
         opened.callback(storage.close)

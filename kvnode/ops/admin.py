@@ -513,9 +513,7 @@ def _placement(view: dict[str, Any], leave_out: Sequence[str] = (), coming: bool
     and datacenters (the node's first), with its replication factor; with ``coming``, the larger of it
     and the one it moves to, in each datacenter."""
     membership = Membership.from_described(view)
-    own = view["node"]
-    home = membership.datacenter_of(own) if own in membership.urls else ""
-    return membership.placement_without(leave_out, home, coming=coming)
+    return membership.placement_without(leave_out, membership.home_of(view["node"]), coming=coming)
 
 
 def _hints(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:

@@ -233,7 +233,7 @@ def next_action(membership: Membership, own: str, progress: Progress) -> Action 
         return OfferNext(change.kind, _ending(membership, change))
     if change.kind is Kind.JOIN:
         return RepairWithPeers()
-    home = membership.datacenter_of(own)  # placed as this node places keys (a numeric from's prefix)
+    home = membership.home_of(own)  # placed as this node places keys (a numeric from's prefix)
     before = membership.read_placement(home) or membership.placement(home)  # the present owners
     if change.kind is Kind.LEAVE:
         return StreamLeaving(before, membership.removed(own).placement(home))

@@ -44,8 +44,7 @@ class Epoch(Generic[P]):
     @property
     def datacenter(self) -> str:
         """This node's datacenter, whose owners its placements list first ("" while it is no member)."""
-        membership = self.membership
-        return membership.datacenter_of(self.own_url) if self.own_url in membership.urls else ""
+        return self.membership.home_of(self.own_url)
 
     @property
     def settled_since(self) -> int | None:

@@ -300,6 +300,10 @@ class Membership:
     def datacenter_of(self, url: str) -> str:
         return self.datacenters[self.urls.index(url)]
 
+    def home_of(self, url: str) -> str:
+        """The datacenter whose owners ``url``'s placements list first: its own ("" while it is no member)."""
+        return self.datacenter_of(url) if url in self.urls else ""
+
     def members_by_datacenter(self) -> dict[str, int]:
         """How many members each datacenter has, by name."""
         return {name: self.datacenters.count(name) for name in sorted(set(self.datacenters))}

@@ -242,6 +242,7 @@ def test_first_members_zones_and_datacenters_are_kept_by_every_change_and_a_newc
     assert (bare.zone_of("http://g:1"), bare.datacenter_of("http://g:1")) == ("g", "dc1")
     replaced = first.replaced(D, "http://g:1")  # a replacement takes its predecessor's place: zone, DC
     assert (replaced.zone_of("http://g:1"), replaced.datacenter_of("http://g:1")) == ("r1", "west")
+    assert (first.home_of(D), first.home_of("http://g:1")) == ("west", "")  # "": no member, no home
     gone = first.with_leaving(B).removed(B)
     assert (gone.zones, gone.datacenters) == (
         ("r1", "r3", "r1", "r2", "r3"),
