@@ -131,20 +131,18 @@ class GarbageCollector:
         self._starvation = starvation if starvation is not None else Starvation()
         self._one_pass = asyncio.Lock()
         self._compaction: asyncio.Future[None] | None = None
-        self._started = False
 
     def use(self, epoch: Epoch[Replica]) -> None:
         """Judge by another membership's rule, and confirm with its members, from the next key on; once a
         change has settled, a pass (that counts the surplus copies it left)."""
         settles = epoch.settled_since is not None and epoch.settled_since != self._rule.settled_since
         self._rule, self._replicas = self._rule.following(epoch), epoch.peers
-        if settles and self._started and not self._tasks.running("settled"):
+        if settles and self._tasks.running("passes") and not self._tasks.running("settled"):
             self._tasks.spawn(self._logged_pass("after a membership change"), "settled")
 
     def start(self) -> None:
         """Start the passes; call inside the running event loop."""
         self._tasks.spawn(self._run(), "passes")
-        self._started = True
 
     def request_cleanup(self) -> CleanupRun:
         """Start a cleanup (a pass that lets live surplus copies go without the grace period) unless one
