@@ -34,7 +34,7 @@ def read_stats(prefix: Path) -> dict[str, dict[str, str]]:
 
 
 def run_locust(cluster: Cluster, prefix: Path, workload: str) -> int:
-    """Locust headless for 4 s, 5 users, on ``cluster`` filled with KEYS keys; its CSV at ``prefix``; its
+    """Locust headless for 2 s, 5 users, on ``cluster`` filled with KEYS keys; its CSV at ``prefix``; its
     exit status (1: some request failed)."""
     filled = subprocess.run(
         [sys.executable, "-m", "loadtest", "fill", "--url", ",".join(cluster.urls), "--keys", str(KEYS)],
@@ -44,7 +44,7 @@ def run_locust(cluster: Cluster, prefix: Path, workload: str) -> int:
     )
     assert filled.returncode == 0, filled.stderr
     locust = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "-u", "5", "-r", "5"]
-    locust += ["-t", "4s", "--host", cluster[0].url, "--csv", str(prefix), "--kv-keys", str(KEYS)]
+    locust += ["-t", "2s", "--host", cluster[0].url, "--csv", str(prefix), "--kv-keys", str(KEYS)]
     locust += ["--kv-workload", workload]
     finished = subprocess.run(locust, capture_output=True, text=True, timeout=90)
     assert finished.returncode in (0, 1) and "Traceback" not in finished.stderr, finished.stderr[-3000:]
@@ -89,10 +89,10 @@ def test_cas_workload_shows_its_writes_by_outcome(start_cluster: ClusterFactory,
 
 @pytest.fixture(scope="module")
 def headless_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``python -m loadtest locust`` for 4 s: its report directory."""
+    """``python -m loadtest locust`` for 2 s: its report directory."""
     out = tmp_path_factory.mktemp("loadtest")
     finished = subprocess.run(
-        [sys.executable, "-m", "loadtest", "locust", "--duration", "4", "--users", "4", "--keys", str(KEYS),
+        [sys.executable, "-m", "loadtest", "locust", "--duration", "2", "--users", "4", "--keys", str(KEYS),
          "--out", str(out)],
         capture_output=True,
         text=True,
@@ -193,7 +193,7 @@ def test_headless_run_writes_locust_report_and_summary(headless_run: Path) -> No
     assert 0.8 < gets / (gets + puts) < 0.97
     summary = (out / "summary.md").read_text()
     # The CSV holds the whole run (Locust's final write is waited for): the summary's count is its total.
-    assert f"**{gets + puts:,} requests in 4 s" in summary
+    assert f"**{gets + puts:,} requests in 2 s" in summary
     assert "no request failed" in summary
     for link in re.findall(r"\]\(([^)]+)\)", summary):
         assert (out / link).exists(), link
