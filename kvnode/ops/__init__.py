@@ -2,6 +2,6 @@
 you mean"), its flags (flag_table, flags, argtypes), local server processes by PID (processes, ports), a local
 server's output held until it serves (output_relay), who holds a data dir (data_dir), local clusters and the
 ``cluster`` command (cluster_config, local_cluster, certs: throwaway certificates for ``--tls``), ``admin``
-(admin, admin_render, node_http) and its backup and restore (backup, restore, backup_rules, node_streams),
-the optional extras a tool needs (extras), and hosts made of network namespaces, for the check's partitions,
-the WAN test bed and the suite (netns). The server modules never import this package."""
+(admin, admin_reports, admin_render, node_http) and its backup and restore (backup, restore, backup_rules,
+node_streams), the optional extras a tool needs (extras), and hosts made of network namespaces, for the
+check's partitions, the WAN test bed and the suite (netns). The server modules never import this package."""

@@ -23,8 +23,8 @@ Everything else comes from the node's
 replica channels (it tries to connect to a member it is not connected to, so the answer is current), the
 state of each member's data (serving, or rebuilding after a lost disk, with this node's progress), the
 clock fence's verdict (kvnode.clocks.fence: which member's clock is off, if any), its hints and tombstone
-GC's counts (what it dropped, what waits for a repair with which peer). A key's
-placement is computed here from that node's cluster list (with each member's zone and datacenter, the
+GC's counts (what it dropped, what waits for a repair with which peer). A key's placement is computed
+(kvnode.ops.admin_reports) from that node's cluster list (with each member's zone and datacenter, the
 node's datacenter first), by the same :class:`kvnode.topology.placement.Placement` every node uses;
 ``ring`` counts each zone's and each datacenter's share of a key's owners; ``locate`` then asks each
 owner that takes part in the key's Paxos rounds (the present owners, and while a change moves the key,
@@ -49,7 +49,6 @@ verified against ``--tls-ca``:
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import json
 import os
 import sys
@@ -62,12 +61,11 @@ from typing import Any
 from kvnode.access.tls import TlsUnusable
 from kvnode.config import ReplicationFactor
 from kvnode.ops import backup
-from kvnode.ops.admin_render import SHARE_SAMPLE, render
+from kvnode.ops.admin_render import render
+from kvnode.ops.admin_reports import REPORTS
 from kvnode.ops.argtypes import http_url, token_file
 from kvnode.ops.node_http import Refused, Unreachable, fetch
 from kvnode.ops.parsing import OneLineParser
-from kvnode.topology.membership import Membership
-from kvnode.topology.placement import Placement
 
 __all__ = ["main"]
 
@@ -93,7 +91,7 @@ def main(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
     except (Unreachable, TlsUnusable) as error:
         print(f"kvnode admin: {error}", file=sys.stderr)
         return 2
-    report = _REPORTS[args.command](view, args)
+    report = REPORTS[args.command](view, args)
     print(json.dumps(report, indent=2) if args.json else render(args.command, view, report))
     return 0
 
@@ -349,175 +347,3 @@ def _progress(run: dict[str, Any]) -> str:
     moved = sum(o["sent"] + o["received"] for o in outcomes)
     done, peers = len(run["outcomes"]), len(run["peers"])
     return f"repairing with {run['current'] or '-'}: {done} of {peers} peers done, {moved} records moved"
-
-
-def _status(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
-    pending = view["hints"]["pending"]
-    surplus = _surplus(view, args)
-    members = [
-        {**member, "hints_pending": pending.get(member["url"], 0), "surplus": surplus[member["url"]]}
-        for member in view["members"]
-    ]
-    return {
-        "node": view["node"],
-        "membership_version": view["membership_version"],
-        "replication_factor": view["replication_factor"],
-        "next_replication_factor": view["next_replication_factor"],
-        "joining": view["joining"],
-        "leaving": view["leaving"],
-        "streamed": view["streamed"],
-        "undone": view["undone"],
-        "members": members,
-        "clock": view["clock"],
-        "gc": view["gc"],
-        "rebuild": view["rebuild"],
-    }
-
-
-def _surplus(view: dict[str, Any], args: argparse.Namespace) -> dict[str, int | None]:
-    """Each member's surplus copies, as its last GC pass counted them: this node's from its view, each
-    other's asked of it, at once (None for a member the node does not reach, or that cannot be asked)."""
-
-    def counted(member: dict[str, Any]) -> int | None:
-        gc = view["gc"]
-        if not member["self"]:
-            if not member["reachable"]:
-                return None
-            try:
-                gc = fetch(member["url"], args.token, args.tls_ca, "/v0/stats")["gc"]
-            except (Refused, Unreachable):
-                return None
-        surplus = gc.get("surplus")  # None from a node older than the figure
-        return None if surplus is None else int(surplus)
-
-    members = view["members"]
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(members))) as pool:
-        return dict(zip((member["url"] for member in members), pool.map(counted, members), strict=True))
-
-
-def _ring(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
-    """Each member's share of first replicas (in its datacenter); while a member joins or leaves, before
-    the change (the present owners) and after it (the next ones). Each datacenter's and each zone's share
-    of the owners of a key (after the change), with their members."""
-    before = _shares(_placement(view, leave_out=view["joining"]))
-    placement = _placement(view, leave_out=view["leaving"])
-    after = _shares(placement)
-    members = []
-    for position, url in enumerate(view["cluster"], 1):
-        member = {"position": position, "url": url, "first_replica_share": after.get(url, 0.0)}
-        if before != after:
-            member["share_before"] = before.get(url, 0.0)
-        members.append(member)
-    zones, datacenters = _owner_shares(placement)
-    return {
-        "node": view["node"],
-        "membership_version": view["membership_version"],
-        "members": members,
-        "datacenters": datacenters,
-        "zones": zones,
-    }
-
-
-def _owner_shares(placement: Placement) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Each zone's and each datacenter's members and share of the owners of the sample keys (a share of
-    owners is the share of a key's copies it holds): zones, then datacenters."""
-    places = [(placement.datacenter_of(url), placement.zone_of(url)) for url in placement.nodes]
-    copies = dict.fromkeys(places, 0)
-    for i in range(SHARE_SAMPLE):
-        for url in placement.owners(b"share-sample-%d" % i):
-            copies[placement.datacenter_of(url), placement.zone_of(url)] += 1
-    held = SHARE_SAMPLE * placement.replication
-    zones = [
-        {
-            "datacenter": dc,
-            "zone": zone,
-            "members": places.count((dc, zone)),
-            "owner_share": round(n / held, 4),
-        }
-        for (dc, zone), n in sorted(copies.items())
-    ]
-    owners = dict(placement.owners_by_datacenter)
-    datacenters = [
-        {
-            "datacenter": dc,
-            "members": sum(1 for place in places if place[0] == dc),
-            "owners_per_key": owners[dc],
-            "owner_share": round(sum(n for (at, _), n in copies.items() if at == dc) / held, 4),
-        }
-        for dc in sorted(owners)
-    ]
-    return zones, datacenters
-
-
-def _shares(placement: Placement) -> dict[str, float]:
-    """Each member's share of first replicas in its datacenter (of every key, in one datacenter)."""
-    firsts = dict.fromkeys(placement.nodes, 0)
-    for i in range(SHARE_SAMPLE):
-        seen: set[str] = set()
-        for url in placement.order(b"share-sample-%d" % i):
-            datacenter = placement.datacenter_of(url)
-            if datacenter not in seen:
-                seen.add(datacenter)
-                firsts[url] += 1
-    return {url: round(count / SHARE_SAMPLE, 4) for url, count in firsts.items()}
-
-
-def _locate(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
-    """The key's replicas in placement order; each that takes part in its Paxos rounds with its acceptor
-    state as it says it (None for the others)."""
-    members = {member["url"]: member for member in view["members"]}
-    key = args.key.encode("utf-8")
-    placement = _placement(view)
-    rounds = _round_owners(view, key)
-    return {
-        "node": view["node"],
-        "key": args.key,
-        "replication_factor": view["replication_factor"],
-        "replicas": [
-            {
-                "order": rank,
-                "url": url,
-                "owner": rank <= placement.replication,
-                "self": members[url]["self"],
-                "reachable": members[url]["reachable"],
-                "paxos": _paxos_state(url, args) if url in rounds else None,
-            }
-            for rank, url in enumerate(placement.order(key), 1)
-        ],
-    }
-
-
-def _round_owners(view: dict[str, Any], key: bytes) -> list[str]:
-    """The owners a Paxos round on ``key`` asks, as kvnode.paxos.rounds counts them: its present owners
-    (read placement: every member but one joining) and, while a change moves it, those gaining it (every
-    member but one leaving, under the larger of the two replication factors)."""
-    reads = _placement(view, leave_out=view["joining"])
-    writes = _placement(view, leave_out=view["leaving"], coming=True)
-    current = reads.replicas_for(key, reads.replication)
-    gaining = writes.replicas_for(key, writes.replication)
-    return [*current, *(url for url in gaining if url not in current)]
-
-
-def _paxos_state(url: str, args: argparse.Namespace) -> dict[str, Any]:
-    """The member's acceptor state for the key (``answered``), or why it could not be had."""
-    path = "/v0/paxos?" + urllib.parse.urlencode({"id": args.key})
-    try:
-        state = fetch(url, args.token, args.tls_ca, path, member=True)
-    except (Unreachable, Refused) as error:
-        return {"answered": False, "error": str(error)}
-    return {"answered": True, **{name: state[name] for name in ("promised", "accepted", "committed")}}
-
-
-def _placement(view: dict[str, Any], leave_out: Sequence[str] = (), coming: bool = False) -> Placement:
-    """The placement the node uses: its members (but ``leave_out``), scored by their tokens, in their zones
-    and datacenters (the node's first), with its replication factor; with ``coming``, the larger of it
-    and the one it moves to, in each datacenter."""
-    membership = Membership.from_described(view)
-    return membership.placement_without(leave_out, membership.home_of(view["node"]), coming=coming)
-
-
-def _hints(view: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
-    return {"node": view["node"], **view["hints"]}
-
-
-_REPORTS = {"status": _status, "ring": _ring, "locate": _locate, "hints": _hints}

@@ -1,8 +1,8 @@
 """``python -m kvnode admin`` against canned nodes: ``--wait`` following a change on the one member that
 walks it, as the node asked named it, until the version past it; locate asking every owner of a key's
 rounds, one gaining it included, with the admin token; ``cleanup`` started on every member the node asked
-lists, followed to each one's end, exit 1 naming the members that could not complete; ``status`` asking
-each member it reaches for its surplus copies."""
+lists, followed to each one's end, exit 1 naming the members that could not complete. (What the read-only
+commands report: test_admin_reports.py.)"""
 
 from __future__ import annotations
 
@@ -168,62 +168,3 @@ def test_cleanup_without_wait_starts_it_on_every_member_and_json_shows_each_run(
         assert admin_tool.main(["--url", only.url, "cleanup", "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["failed"] == {} and shown["members"][only.url]["scanned"] == 400
-
-
-def test_status_asks_each_member_it_reaches_for_its_surplus_copies(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    peer_stats = Answer(200, json.dumps({"gc": {"surplus": 35}}).encode())
-    answers: dict[str, Answer] = {"/v0/stats": peer_stats}
-    with canned_server(answers) as peer, canned_server({}) as asked:
-        member = {"state": "connected", "reachable": True, "down_for_s": 0.0, "node_state": "serving"}
-        members = [
-            {**member, "url": asked.url, "self": True},
-            {**member, "url": peer.url, "self": False},
-            {**member, "url": "http://down:1", "self": False, "reachable": False},
-        ]
-        view = {
-            "node": asked.url, "membership_version": 1, "replication_factor": 3, "next_replication_factor": 0,
-            "joining": [], "leaving": [], "streamed": 0, "undone": "", "members": members,
-            "clock": {}, "gc": {"surplus": 187}, "rebuild": {}, "hints": {"pending": {}},
-        }  # fmt: skip
-        report = admin_tool._status(view, admin_tool._parser({}).parse_args(["--url", asked.url, "status"]))
-    assert [m["surplus"] for m in report["members"]] == [187, 35, None]
-    assert [sent.path for sent in peer.requests] == ["/v0/stats"] and asked.requests == []
-
-
-def test_ring_counts_each_zones_and_each_datacenters_share_of_a_keys_copies(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    """Three zones of two, N = 3: every key is on three zones, so each zone holds exactly a third of the
-    copies; two datacenters, 2 and 1 copies a key: two thirds and one third, and each datacenter's first
-    replicas shared among its own members."""
-    urls = [f"http://127.0.0.{host}:8080" for host in range(1, 7)]
-    view = {
-        "node": urls[0], "membership_version": 1, "cluster": urls, "tokens": urls, "joining": [],
-        "leaving": [], "zones": ["a", "a", "b", "b", "c", "c"], "datacenters": ["dc1"] * 6,
-        "replication_factor": 3, "next_replication_factor": 0,
-    }  # fmt: skip
-    answers = {"/v0/cluster": Answer(200, json.dumps(view).encode())}
-    with canned_server(answers) as node:
-        assert admin_tool.main(["--url", node.url, "ring", "--json"]) == 0
-        zoned = json.loads(capsys.readouterr().out)
-        spread = view | {
-            "datacenters": ["east"] * 3 + ["west"] * 3,
-            "replication_factor": {"east": 2, "west": 1},
-        }
-        answers["/v0/cluster"] = Answer(200, json.dumps(spread).encode())
-        assert admin_tool.main(["--url", node.url, "ring", "--json"]) == 0
-        spread_ring = json.loads(capsys.readouterr().out)
-    assert [(zone["zone"], zone["members"], zone["owner_share"]) for zone in zoned["zones"]] == [
-        ("a", 2, 0.3333), ("b", 2, 0.3333), ("c", 2, 0.3333),
-    ]  # fmt: skip
-    assert zoned["datacenters"] == [
-        {"datacenter": "dc1", "members": 6, "owners_per_key": 3, "owner_share": 1.0}
-    ]
-    shares = [
-        (dc["datacenter"], dc["owners_per_key"], dc["owner_share"]) for dc in spread_ring["datacenters"]
-    ]
-    assert shares == [("east", 2, 0.6667), ("west", 1, 0.3333)]
-    firsts = [member["first_replica_share"] for member in spread_ring["members"]]  # in each datacenter
-    assert abs(sum(firsts[:3]) - 1) < 1e-3 and abs(sum(firsts[3:]) - 1) < 1e-3
