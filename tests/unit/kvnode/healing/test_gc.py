@@ -1,8 +1,9 @@
 """kvnode.healing.gc's driver in-process: GarbageCollector over real storage, confirming with the other
 in-process nodes' local replicas, its passes paced by a sleep that waits for nothing; a cleanup (surplus
-copies dropped at once, once their owners hold them), a pass once a change settles, a pass that waits
-while the loop is starved. (The rule itself is tests/unit/kvnode/healing/test_gc_rule.py;
-tests/cluster/test_gc.py and tests/cluster/test_cleanup.py run GC on real nodes.)"""
+copies dropped at once, once their owners hold them), a pass once a change settles (none before the
+passes start), a pass that waits while the loop is starved. (The rule itself is
+tests/unit/kvnode/healing/test_gc_rule.py; tests/cluster/test_gc.py and tests/cluster/test_cleanup.py run
+GC on real nodes.)"""
 
 from __future__ import annotations
 
@@ -190,6 +191,17 @@ async def test_a_pass_runs_once_a_membership_change_settles_counting_what_it_lef
         driver.use(Epoch(one.url, one.membership, peers, since=one.clock.current()))
         await until(lambda: driver.counts.passes == 1, "a pass once it settled")
         assert driver.counts.surplus == 2
+        await driver.stop()
+
+
+async def test_a_change_that_settles_before_the_passes_start_starts_no_pass(tmp_path: Path) -> None:
+    """The node adopts its membership while it is wired, before GC starts: no pass runs before start."""
+    async with in_process_nodes(tmp_path, 3, replication=3) as nodes:
+        one, *others = nodes
+        driver = gc_of(one, others, sleep=NoInterval())
+        peers = {other.url: other.local for other in others}
+        driver.use(Epoch(one.url, one.membership, peers, since=one.clock.current()))
+        assert not driver._tasks.running("settled") and driver.counts.passes == 0
         await driver.stop()
 
 
