@@ -5,9 +5,10 @@ PY := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 LOAD_STAMP := $(VENV)/.installed-load
 PROFILE_STAMP := $(VENV)/.installed-profile
+COMPILE_STAMP := $(VENV)/.installed-compile
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: help run reset check test test-duration lint typecheck pytest check-cluster bench genbench compare scale wan loadtest-ui loadtest profile load-tools profile-tools clean
+.PHONY: help run reset check test test-duration lint typecheck pytest check-cluster compiled bench genbench compare scale wan loadtest-ui loadtest profile load-tools profile-tools clean
 
 $(VENV)/bin/python:
 	@echo "Creating $(VENV) and installing kvnode's dependencies into it (once; about a minute)"
@@ -28,18 +29,29 @@ $(PROFILE_STAMP): pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install -e '.[load,profile]'
 	touch $@ $(LOAD_STAMP) $(RUN_STAMP)
 
+$(COMPILE_STAMP): pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install -e '.[compile]'
+	touch $@ $(RUN_STAMP)
+
 $(DEV_STAMP): pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install -e '.[dev]'
-	touch $@ $(PROFILE_STAMP) $(LOAD_STAMP) $(RUN_STAMP)
+	touch $@ $(COMPILE_STAMP) $(PROFILE_STAMP) $(LOAD_STAMP) $(RUN_STAMP)
 
 ## help: this list of targets; every duration is measured on this project's 2-core machine, plus about a
 ##       minute for a first install into .venv
 help:
 	@sed -n 's/^## //p' $(MAKEFILE_LIST)
 
+# The hot path compiled for these sources (kvnode.hot_path) unless KVNODE_PURE is set; where it cannot be
+# built the nodes run the pure modules, and the target goes on.
+COMPILE_HOT_PATH = if [ "$${KVNODE_PURE:-0}" = 0 ]; then $(PY) -m kvnode.ops.compile \
+	|| echo "kvnode: no compiled hot path: the nodes run the pure modules"; fi
+
 ## run: start the local cluster in data/: 3 nodes on 127.0.0.1:8080-8082 at first, then the members data/
-##      stores (see reset); serving within seconds (Ctrl-C stops it)
-run: $(RUN_STAMP)
+##      stores (see reset); serving within seconds, after the hot path's compilation (about a minute, once per
+##      change of the sources; KVNODE_PURE=1 make run skips it) (Ctrl-C stops it)
+run: $(COMPILE_STAMP)
+	@$(COMPILE_HOT_PATH)
 	$(PY) -m kvnode --replication-factor 3
 
 ## load-tools: install the load extra into .venv (Locust, matplotlib: python -m loadtest's reports, its UI,
@@ -98,9 +110,16 @@ pytest: $(DEV_STAMP)
 check-cluster: $(LOAD_STAMP)
 	$(PY) -m kvnode check --local --time 300 --nemesis all --out out/check-cluster $(CHECK_ARGS)
 
+## compiled: compile the hot path with mypyc (about a minute, once per change of the sources): every node
+##           started from then on runs it, compiled, where its sources are the build's (KVNODE_PURE=1: not)
+compiled: $(COMPILE_STAMP)
+	$(PY) -m kvnode.ops.compile
+
 ## bench: every fan-out mode's 3-node cluster under wrk, next to an aiohttp hello-world, and the
-##        conditional-write rows on the first cluster (2.5 minutes)
-bench: $(RUN_STAMP)
+##        conditional-write rows on the first cluster (2.5 minutes, after the hot path's compilation as in
+##        make run; KVNODE_PURE=1 make bench measures the pure modules)
+bench: $(COMPILE_STAMP)
+	@$(COMPILE_HOT_PATH)
 	$(PY) -m loadtest.bench $(BENCH_ARGS)
 
 ## genbench: the load generator's own capacity against a hello-world app: rate asked/achieved, lateness,

@@ -25,9 +25,9 @@ The packages, each importing only those listed below it (tests/test_imports.py c
                  changes, handed to every part), adoption, versions_heard, change_steps, join_watch
     clocks       time, which is not trusted: the hybrid clock (hybrid), peers' offsets, the fence
     loop_lag     the event loop's lag, and the verdict on starvation that sheds clients
-    config, figures, metrics, memory, scheduling   the configuration (one frozen dataclass), how a part's
-                 figures are described, latency histograms, memory given back after large values, the
-                 background drivers' tasks
+    config, figures, metrics, memory, scheduling, hot_path   the configuration (one frozen dataclass), how
+                 a part's figures are described, latency histograms, memory given back after large values,
+                 the background drivers' tasks, the request path compiled by mypyc where it is built
 
 docs/architecture.md has every module and its job.
 """

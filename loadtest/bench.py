@@ -24,6 +24,7 @@ from pathlib import Path
 from types import FrameType
 from typing import cast, get_args
 
+from kvnode import hot_path
 from kvnode.config import FanoutMode
 from kvnode.ops.argtypes import choices, non_negative_int, positive_int
 from loadtest.bench_conditional import (
@@ -178,6 +179,7 @@ def report(rows: Sequence[Row], args: argparse.Namespace) -> str:
             _load_line(args),
             f"PUT: {args.value_size}-byte values, default quorum (ack=2, from=3); GET: default quorum; "
             f"keys uniformly random among the {args.keys:,} filled ones.",
+            _hot_path_line(),
             "",
             render_table(rows, args.spread),
             "",
@@ -193,6 +195,15 @@ def report(rows: Sequence[Row], args: argparse.Namespace) -> str:
             _caveat(args),
         ]
     )
+
+
+def _hot_path_line() -> str:
+    if hot_path.planned():
+        return "Nodes: the hot path compiled by mypyc (`make compiled`; `KVNODE_PURE=1` runs the pure one)."
+    why = (
+        f"{hot_path.PURE_ENV} set" if hot_path.pure_asked() else "no build of these sources: `make compiled`"
+    )
+    return f"Nodes: the pure hot path ({why})."
 
 
 # --- the run --------------------------------------------------------------------------------------

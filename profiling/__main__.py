@@ -9,6 +9,7 @@ imported once they are known to be there.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shlex
 import signal
@@ -20,6 +21,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, NoReturn
 
+from kvnode import hot_path
 from kvnode.config import FanoutMode
 from kvnode.ops.argtypes import non_negative_int, positive_float, positive_int
 from kvnode.ops.extras import needs
@@ -291,6 +293,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.command == "report":
         return _rewrite_report(args.out)
+    # The profiles name kvnode's functions: its nodes run the pure modules, even where a compiled hot path
+    # is built (kvnode.hot_path), whose every compiled function py-spy and memray would see as native code.
+    os.environ[hot_path.PURE_ENV] = "1"
     if args.command == "counts":
         return _with_children(partial(_counts, args, command))
     py_spy = args.py_spy or pyspy.find_py_spy()

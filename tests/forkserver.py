@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
+from kvnode import hot_path
 from kvnode.ops.processes import die_with_parent
 
 __all__ = ["ForkedChild", "forks", "spawn"]
@@ -219,6 +220,7 @@ def _become(request: Mapping[str, object], output: int) -> None:
 
 def main() -> None:
     control = socket.socket(fileno=int(sys.argv[1]))
+    hot_path.activate()  # as python -m kvnode chooses: compiled where these sources are built
     for module in _WARM:
         importlib.import_module(module)
 

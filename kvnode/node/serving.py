@@ -21,7 +21,7 @@ from pathlib import Path
 import uvloop
 from aiohttp import web
 
-from kvnode import memory
+from kvnode import hot_path, memory
 from kvnode.access.client_auth import BadTokensFile
 from kvnode.access.connections import GuardedRunner, raise_descriptor_limit
 from kvnode.access.listening import Bound, CannotListen, ListeningSite, bind
@@ -132,7 +132,9 @@ async def _serve(config: NodeConfig) -> int:
                 )  # fmt: skip
 
         members = len(parts.membership.urls)
-        description = f"cluster of {members}, {config.fanout} fan-out, data in {config.data_dir}"
+        description = (
+            f"cluster of {members}, {config.fanout} fan-out, data in {config.data_dir}, {hot_path.describe()}"
+        )
         tokens = parts.tokens
         if tokens is not None:
             asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, tokens.reload)

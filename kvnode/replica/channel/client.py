@@ -135,9 +135,10 @@ class ClientChannel(asyncio.Protocol):
         try:
             if self._decoder is None:
                 data = self._handshake(data)
-                if self._decoder is None:
-                    return
-            messages = self._decoder.feed(data)
+            decoder = self._decoder  # read again: the handshake sets it (mypyc trusts a narrowed None)
+            if decoder is None:
+                return
+            messages = decoder.feed(data)
         except WebSocketError as error:
             self._fail(ReplicaProtocolError(f"{self._url}: {error}"), error)
             return

@@ -181,7 +181,8 @@ async def _answer_frames(
             return
         if message.type is not WSMsgType.BINARY:
             if message.type is WSMsgType.PING:  # the peer's heartbeat (no autoping: answered here)
-                await ws.pong(message.data if pong is None else pong(message.data))
+                ping = bytes(message.data)  # aiohttp hands a bytearray, which a compiled pong refuses
+                await ws.pong(ping if pong is None else pong(ping))
                 if pinged is not None:
                     pinged()
                 continue
