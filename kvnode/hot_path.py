@@ -9,7 +9,7 @@ sources is never used, so an edited module runs as edited (pure) until the next 
 keeps the pure modules, as a process that imported any of HOT_MODULES first does (the test suite's warm
 fork server): py-spy and memray see a compiled module's functions as one native frame.
 
-Compiled, the coordinator's CPU per PUT is about 0.82x the pure one's under ``make bench``
+Compiled, the coordinator's CPU per PUT is 0.83-0.86x the pure one's under ``make bench``
 (docs/benchmarks.md, "2026-12-02: the compiled hot path").
 """
 
