@@ -10,7 +10,7 @@ keeps the pure modules, as a process that imported any of HOT_MODULES first does
 fork server): py-spy and memray see a compiled module's functions as one native frame.
 
 Compiled, the coordinator's CPU per PUT is 0.83-0.86x the pure one's under ``make bench``
-(docs/benchmarks.md, "2026-12-02: the compiled hot path").
+(docs/benchmarks.md, "2026-12-02, later: the compiled hot path").
 """
 
 from __future__ import annotations
@@ -29,7 +29,11 @@ __all__ = [
     "build_dir",
     "builds_dir",
     "describe",
+    "package_dir",
+    "planned",
+    "pure_asked",
     "sources_digest",
+    "why_pure",
 ]
 
 # The modules a GET or PUT runs through at saturation (the saturation profile's kvnode frames), each
@@ -99,18 +103,31 @@ def pure_asked() -> bool:
     return os.environ.get(PURE_ENV, "") not in ("", "0")
 
 
+def _usable_build() -> Path | None:
+    """The finished build of these sources, unless KVNODE_PURE asks for none."""
+    if pure_asked():
+        return None
+    build = build_dir()
+    return build if (build / STAMP).is_file() else None
+
+
 def planned() -> bool:
     """Whether a node started now, with this environment, runs the compiled hot path (a benchmark's
     report says which it measured)."""
-    return not pure_asked() and (build_dir() / STAMP).is_file()
+    return _usable_build() is not None
+
+
+def why_pure() -> str:
+    """Why a node runs the pure modules, in a few words."""
+    return f"{PURE_ENV} set" if pure_asked() else "make compiled builds it"
 
 
 def activate() -> Path | None:
     """Import HOT_MODULES, from here on, from the build of these sources: its directory, or None (no such
     build, KVNODE_PURE set, or one of them already imported)."""
-    if any(name in sys.modules for name in HOT_MODULES) or not planned():
+    build = None if any(name in sys.modules for name in HOT_MODULES) else _usable_build()
+    if build is None:
         return None
-    build = build_dir()
     sys.path.insert(0, str(build))  # the build's shared runtime library is a top-level module
     sys.modules["kvnode"].__path__.insert(0, str(build / "kvnode"))  # every subpackage found there first
     return build
@@ -122,6 +139,4 @@ def describe() -> str:
     compiled = sum(1 for module in loaded if str(module.__file__).endswith(tuple(EXTENSION_SUFFIXES)))
     if compiled:
         return f"hot path compiled by mypyc ({compiled} of {len(HOT_MODULES)} modules)"
-    if pure_asked():
-        return f"hot path pure Python ({PURE_ENV} set)"
-    return "hot path pure Python (make compiled builds it)"
+    return f"hot path pure Python ({why_pure()})"

@@ -200,10 +200,7 @@ def report(rows: Sequence[Row], args: argparse.Namespace) -> str:
 def _hot_path_line() -> str:
     if hot_path.planned():
         return "Nodes: the hot path compiled by mypyc (`make compiled`; `KVNODE_PURE=1` runs the pure one)."
-    why = (
-        f"{hot_path.PURE_ENV} set" if hot_path.pure_asked() else "no build of these sources: `make compiled`"
-    )
-    return f"Nodes: the pure hot path ({why})."
+    return f"Nodes: the pure hot path ({hot_path.why_pure()})."
 
 
 # --- the run --------------------------------------------------------------------------------------

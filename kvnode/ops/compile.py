@@ -68,7 +68,7 @@ def _building(path: Path) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True  # another user's process
+        pass  # another user's process: it runs
     return True
 
 
@@ -84,8 +84,7 @@ def _mypyc(work: Path, paths: Sequence[str]) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kvnode.ops.compile", description=__doc__)
     parser.parse_args(argv)
-    package, builds = hot_path.package_dir(), hot_path.builds_dir()
-    target = builds / hot_path.sources_digest(package)
+    target = hot_path.build_dir()
     if (target / hot_path.STAMP).is_file():
         print(f"compile: the hot path of these sources is built already ({target})")
         return 0
@@ -93,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"compile: {count} modules of the hot path with mypyc into {target} (about a minute on 2 cores)")
     started = time.monotonic()
     try:
-        build(package, builds)
+        build(hot_path.package_dir(), hot_path.builds_dir())
     except (CompileFailed, OSError) as error:
         print(f"compile: failed, nodes run the pure modules: {error}", file=sys.stderr)
         return 1

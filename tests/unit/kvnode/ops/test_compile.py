@@ -116,3 +116,18 @@ def test_the_command_fails_in_one_line_and_names_the_fallback(
     assert compiling.main([]) == 1
     error = capsys.readouterr().err
     assert error == "compile: failed, nodes run the pure modules: error: gcc not found\n"
+
+
+def test_a_partial_build_of_another_users_running_process_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mypyc: FakeMypyc
+) -> None:
+    package, builds = _package(tmp_path), tmp_path / "builds"
+    theirs = builds / "89ab.partial-4242"
+    theirs.mkdir(parents=True)
+
+    def not_ours(pid: int, signal: int) -> None:
+        raise PermissionError(f"process {pid} is another user's")
+
+    monkeypatch.setattr(os, "kill", not_ours)
+    build = _build(package, builds)
+    assert sorted(path.name for path in builds.iterdir()) == sorted([build.name, theirs.name])
